@@ -1,0 +1,79 @@
+# txfence developer commands. Every target works from a fresh clone on a
+# machine of this kind: `make setup` installs what is missing.
+#
+#   make run       start the whole stack locally (Ctrl-C stops it)
+#   make test      every module's tests, race detector on, real PostgreSQL, Redis, anvil and Vault; then each fuzz target briefly
+#   make fuzz      every fuzz target for FUZZTIME each (default 10s)
+#   make lint      gofmt, go vet, staticcheck
+#   make generate  regenerate Go code from openapi/*.yaml
+#   make schema    rewrite the committed schema dumps from the migrations
+#   make verify    fail when generated code, schema dumps, dependency lists or go.mod files are stale
+#   make bench     benchmarks, printed (never asserted)
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Every module of the workspace, as package patterns (riverqueue/river style).
+MODULES = $(shell go list -m -f '{{.Path}}')
+PACKAGES = $(addsuffix /...,$(MODULES))
+BIN := .build/bin
+# make test never skips a database or chain test: one that cannot get its
+# server fails (see shared/pgtest.Unavailable).
+TEST_ENV := TXFENCE_TEST_STRICT=1
+TEST_TIMEOUT ?= 20m
+
+.PHONY: help setup vault build run test fuzz lint generate schema verify bench clean
+
+help:
+	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
+
+setup:
+	@deploy/scripts/setup.sh
+
+build:
+	@mkdir -p $(BIN)
+	go build -o $(BIN)/ ./gateway/cmd/gatewayd ./txmanager/cmd/txmanagerd ./signer-zonec/cmd/signerd \
+		./mev-router/cmd/mevrouterd ./ledger/cmd/ledgerd ./deploy/cmd/devstack
+
+run: setup build
+	$(BIN)/devstack
+
+# The signer's tests run a real Vault dev server; building it takes about
+# ten minutes the first time, so it happens here rather than inside a
+# test's timeout. make run does not need it.
+vault:
+	@deploy/scripts/build-vault.sh >/dev/null
+
+test: setup vault
+	$(TEST_ENV) go test -race -timeout $(TEST_TIMEOUT) $(PACKAGES)
+	@deploy/scripts/fuzz.sh
+
+fuzz: setup
+	@deploy/scripts/fuzz.sh
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [[ -n "$$unformatted" ]]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet $(PACKAGES)
+	go tool staticcheck $(PACKAGES)
+
+generate:
+	openapi/generate.sh
+
+schema: setup
+	TXFENCE_UPDATE_SCHEMA=1 go test -count=1 -run '^TestSchemaDumpIsCurrent$$' $(PACKAGES)
+
+verify: setup
+	openapi/generate.sh --check
+	$(TEST_ENV) go test -count=1 -run '^(TestSchemaDumpIsCurrent|TestDependencyListIsCurrent|TestSignerImportsNothingBanned)$$' $(PACKAGES)
+	@for dir in $$(go list -m -f '{{.Dir}}'); do \
+		(cd $$dir && go mod tidy -diff >/dev/null) || { echo "go.mod/go.sum not tidy in $$dir: run go mod tidy there"; exit 1; }; \
+	done
+	@echo "verify: generated code, schema dumps, dependency list and go.mod files are current"
+
+bench: setup
+	$(TEST_ENV) go test -run '^$$' -bench . -benchmem -benchtime 2s $(PACKAGES)
+
+clean:
+	rm -rf .build

@@ -1,0 +1,457 @@
+// Package devstack runs the whole txfence stack on one machine for
+// development (`make run`): it makes sure PostgreSQL, Redis and a pinned
+// anvil are there, issues development certificates, migrates the
+// databases, starts the five services as child processes with prefixed
+// log lines, prints where everything listens, and on Ctrl-C stops
+// everything it started, leaving no process behind.
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgcluster"
+	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/signer-zonec/keystore"
+)
+
+// EnvPrefix starts the name of every devstack environment variable.
+const EnvPrefix = "TXFENCE_DEVSTACK_"
+
+// Config is what can be changed about the local stack.
+type Config struct {
+	// BinDir holds the five service binaries (make build puts them there).
+	BinDir string `env:"BIN_DIR" default:".build/bin"`
+	// StateDir keeps certificates, a throwaway PostgreSQL cluster and
+	// logs between runs; it is git-ignored.
+	StateDir string `env:"STATE_DIR" default:".devstack"`
+	// DatabaseURL is a superuser URL of the PostgreSQL server to use. Empty
+	// means the local server on 127.0.0.1:5432, else a cluster of our own
+	// in StateDir.
+	DatabaseURL string `env:"DATABASE_URL"`
+	// DatabasePrefix starts the name of each service's database.
+	DatabasePrefix string `env:"DATABASE_PREFIX" default:"txfence_"`
+	// RedisURL empty means the local server on 127.0.0.1:6379, else a
+	// redis-server of our own.
+	RedisURL string `env:"REDIS_URL"`
+	// GatewayAddr is the public API's address.
+	GatewayAddr string `env:"GATEWAY_ADDR" default:"127.0.0.1:8080"`
+	// BasePort is the first of five consecutive ports for the internal
+	// mTLS listeners.
+	BasePort  int    `env:"BASE_PORT" default:"7441"`
+	AnvilPort int    `env:"ANVIL_PORT" default:"8545"`
+	ChainID   uint64 `env:"CHAIN_ID" default:"31337"`
+	// OwnPostgresPort is where a cluster of our own listens when needed.
+	OwnPostgresPort int `env:"OWN_POSTGRES_PORT" default:"55432"`
+	OwnRedisPort    int `env:"OWN_REDIS_PORT" default:"56379"`
+	// SignerPolicyFile is the policy signerd loads. The default allows
+	// anvil's dev accounts on chain 31337 only.
+	SignerPolicyFile string `env:"SIGNER_POLICY_FILE" default:"signer-zonec/testdata/policy/development.json"`
+}
+
+// service is one txfence process of the stack.
+type service struct {
+	identity string // certificate identity, and the log prefix
+	binary   string
+	prefix   string // environment variable prefix
+	database bool
+}
+
+// services in start order: each one's callees first.
+var services = []service{
+	{"signer", "signerd", "TXFENCE_SIGNER_", true},
+	{"mevrouter", "mevrouterd", "TXFENCE_MEVROUTER_", false},
+	{"txmanager", "txmanagerd", "TXFENCE_TXMANAGER_", true},
+	{"ledger", "ledgerd", "TXFENCE_LEDGER_", true},
+	{"gateway", "gatewayd", "TXFENCE_GATEWAY_", true},
+}
+
+// Identity is the certificate identity devstack checks health with; an
+// operator's curl can use it too.
+const Identity = "devstack"
+
+// Run starts the stack and keeps it up until ctx ends or a service dies.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("devstack takes no arguments (settings come from %s* variables), got %q", EnvPrefix, args)
+	}
+	var cfg Config
+	if err := config.Load(EnvPrefix, getenv, &cfg); err != nil {
+		return err
+	}
+	out := newPrefixer(stdout)
+	log := slog.New(slog.NewTextHandler(out.writer("devstack"), nil))
+	s := &stack{cfg: cfg, out: out, log: log}
+	defer s.stop()
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	s.printSummary(stdout)
+	select {
+	case <-ctx.Done():
+		log.Info("stopping the stack")
+		return nil
+	case exited := <-s.exited:
+		return fmt.Errorf("%s exited: %v; stopping the stack", exited.identity, exited.err)
+	}
+}
+
+type stack struct {
+	cfg Config
+	out *prefixer
+	log *slog.Logger
+
+	certs    string
+	signer   keystore.Config
+	adminURL string
+	redisURL string
+	chain    *anvil.Node
+	procs    []*process
+	exited   chan exit
+	// cleanups run in reverse order at stop: what we started, we stop.
+	cleanups []func()
+}
+
+type exit struct {
+	identity string
+	err      error
+}
+
+func (s *stack) start(ctx context.Context) error {
+	s.exited = make(chan exit, len(services))
+	for _, svc := range services {
+		if _, err := os.Stat(filepath.Join(s.cfg.BinDir, svc.binary)); err != nil {
+			return fmt.Errorf("service binary missing (%v): run make build, or make run which builds first", err)
+		}
+	}
+	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
+		return err
+	}
+	s.certs = filepath.Join(s.cfg.StateDir, "certs")
+	identities := []string{Identity}
+	for _, svc := range services {
+		identities = append(identities, svc.identity)
+	}
+	if err := devcert.WriteDir(s.certs, identities); err != nil {
+		return fmt.Errorf("development certificates: %w", err)
+	}
+	steps := []struct {
+		what string
+		fn   func(context.Context) error
+	}{
+		{"PostgreSQL", s.ensurePostgres},
+		{"Redis", s.ensureRedis},
+		{"anvil", s.startAnvil},
+		{"signer keys", s.signerKeys},
+		{"migrations", s.migrate},
+		{"services", s.startServices},
+	}
+	for _, step := range steps {
+		if err := step.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", step.what, err)
+		}
+	}
+	return nil
+}
+
+func (s *stack) ensurePostgres(ctx context.Context) error {
+	if s.cfg.DatabaseURL != "" {
+		s.adminURL = s.cfg.DatabaseURL
+		return pg.Ping(ctx, s.adminURL)
+	}
+	local := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=3"
+	localErr := pg.Ping(ctx, local)
+	if localErr == nil {
+		s.adminURL = local
+		return nil
+	}
+	s.log.Info("no PostgreSQL on 127.0.0.1:5432; starting one in the state directory", "reason", localErr)
+	c, err := pgcluster.Start(ctx, filepath.Join(s.cfg.StateDir, "postgres"), s.cfg.OwnPostgresPort)
+	if err != nil {
+		return err
+	}
+	s.cleanups = append(s.cleanups, func() {
+		if err := c.Stop(); err != nil {
+			s.log.Error("stop PostgreSQL", "err", err)
+		}
+	})
+	s.adminURL = c.URL()
+	return nil
+}
+
+// databaseURL is the URL of the service's own database, created if missing.
+func (s *stack) databaseURL(ctx context.Context, svc service) (string, error) {
+	name := s.cfg.DatabasePrefix + svc.identity
+	conn, err := pgx.Connect(ctx, s.adminURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	u, err := url.Parse(s.adminURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func (s *stack) ensureRedis(ctx context.Context) error {
+	s.redisURL = s.cfg.RedisURL
+	if s.redisURL == "" {
+		s.redisURL = "redis://127.0.0.1:6379/0"
+		if redistest.Ping(s.redisURL) == nil {
+			return nil
+		}
+		s.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", s.cfg.OwnRedisPort)
+		s.log.Info("no Redis on 127.0.0.1:6379; starting redis-server", "port", s.cfg.OwnRedisPort)
+		p, err := s.spawn("redis", "redis-server", nil, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.cfg.OwnRedisPort),
+			"--save", "", "--appendonly", "no")
+		if err != nil {
+			return fmt.Errorf("start redis-server (install the redis-server package; make setup does): %w", err)
+		}
+		return waitFor(ctx, p, func() error { return redistest.Ping(s.redisURL) })
+	}
+	return redistest.Ping(s.redisURL)
+}
+
+func (s *stack) startAnvil(ctx context.Context) error {
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, Output: s.out.writer("anvil")})
+	if err != nil {
+		return err
+	}
+	s.chain = node
+	s.cleanups = append(s.cleanups, func() {
+		if err := node.Stop(); err != nil {
+			s.log.Error("stop anvil", "err", err)
+		}
+	})
+	return nil
+}
+
+// signerKeys gives signerd a development keystore in the state directory
+// holding anvil's dev accounts, whose keys are public, so the stack signs
+// from its first run. The passphrase is random and kept beside the keys;
+// the files use scrypt's light cost so signerd unlocks them in
+// milliseconds. Nothing about this keystore is fit for real value.
+func (s *stack) signerKeys(ctx context.Context) error {
+	if _, err := os.Stat(s.cfg.SignerPolicyFile); err != nil {
+		return fmt.Errorf("signer policy (TXFENCE_DEVSTACK_SIGNER_POLICY_FILE; make run starts from the repository root): %w", err)
+	}
+	s.signer = keystore.Config{
+		Dir:            filepath.Join(s.cfg.StateDir, "signer-keys"),
+		PassphraseFile: filepath.Join(s.cfg.StateDir, "signer-keys.passphrase"),
+		ScryptN:        keystore.LightScryptN,
+		ScryptP:        keystore.LightScryptP,
+	}
+	if _, err := os.Stat(s.signer.PassphraseFile); errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(s.signer.PassphraseFile, []byte(rand.Text()), 0o600); err != nil {
+			return err
+		}
+	}
+	ks, err := keystore.Open(s.signer)
+	if err != nil {
+		return err
+	}
+	defer ks.Close()
+	for _, account := range s.chain.Accounts() {
+		hexKey := []byte(hex.EncodeToString(crypto.FromECDSA(account.Key)))
+		if _, err := ks.Import(ctx, hexKey); err != nil && !errors.Is(err, keystore.ErrKeyExists) {
+			return fmt.Errorf("import dev account %s: %w", account.Address, err)
+		}
+	}
+	return nil
+}
+
+// serviceEnv is the environment of one service in the stack.
+func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, error) {
+	f := devcert.Files(s.certs, svc.identity)
+	env := map[string]string{
+		"LISTEN_ADDR":   s.internalAddr(i),
+		"TLS_CA_FILE":   f.CA,
+		"TLS_CERT_FILE": f.Cert,
+		"TLS_KEY_FILE":  f.Key,
+		"LOG_FORMAT":    "text",
+	}
+	if svc.database {
+		u, err := s.databaseURL(ctx, svc)
+		if err != nil {
+			return nil, err
+		}
+		env["DATABASE_URL"] = u
+	}
+	if svc.identity == "signer" {
+		env["POLICY_FILE"] = s.cfg.SignerPolicyFile
+		env["KEY_BACKEND"] = "keystore"
+		env["KEYSTORE_DIR"] = s.signer.Dir
+		env["KEYSTORE_PASSPHRASE_FILE"] = s.signer.PassphraseFile
+	}
+	if svc.identity == "gateway" {
+		env["REDIS_URL"] = s.redisURL
+		env["PUBLIC_ADDR"] = s.cfg.GatewayAddr
+	}
+	list := os.Environ()
+	for k, v := range env {
+		list = append(list, svc.prefix+k+"="+v)
+	}
+	return list, nil
+}
+
+func (s *stack) internalAddr(i int) string {
+	return "127.0.0.1:" + strconv.Itoa(s.cfg.BasePort+i)
+}
+
+func (s *stack) migrate(ctx context.Context) error {
+	for i, svc := range services {
+		if !svc.database {
+			continue
+		}
+		env, err := s.serviceEnv(ctx, i, svc)
+		if err != nil {
+			return err
+		}
+		p, err := s.spawn(svc.identity, filepath.Join(s.cfg.BinDir, svc.binary), env, "migrate")
+		if err != nil {
+			return err
+		}
+		select {
+		case <-p.done:
+			if p.err != nil {
+				return fmt.Errorf("%s migrate: %w", svc.binary, p.err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *stack) startServices(ctx context.Context) error {
+	for i, svc := range services {
+		client, err := s.healthClient(svc.identity)
+		if err != nil {
+			return err
+		}
+		env, err := s.serviceEnv(ctx, i, svc)
+		if err != nil {
+			return err
+		}
+		p, err := s.spawn(svc.identity, filepath.Join(s.cfg.BinDir, svc.binary), env)
+		if err != nil {
+			return err
+		}
+		go func() {
+			<-p.done
+			s.exited <- exit{svc.identity, p.err}
+		}()
+		healthURL := "https://" + s.internalAddr(i) + "/healthz"
+		err = waitFor(ctx, p, func() error {
+			resp, err := client.Get(healthURL)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s did not become healthy: %w", svc.identity, err)
+		}
+	}
+	return nil
+}
+
+// healthClient checks a service's health over mTLS as devstack, and
+// accepts only a listener that proves to be that service.
+func (s *stack) healthClient(identity string) (*http.Client, error) {
+	src, err := mtls.Load(devcert.Files(s.certs, Identity), mtls.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: src.ClientConfig(identity)}}, nil
+}
+
+func (s *stack) printSummary(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\ntxfence is running. Ctrl-C stops everything devstack started.")
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "  gateway (public API)\thttp://%s\n", s.cfg.GatewayAddr)
+	for i, svc := range services {
+		fmt.Fprintf(tw, "  %s (internal, mTLS)\thttps://%s\n", svc.identity, s.internalAddr(i))
+	}
+	fmt.Fprintf(tw, "  anvil (chain %d)\t%s\n", s.chain.ChainID(), s.chain.URL())
+	fmt.Fprintf(tw, "  PostgreSQL\t%s\n", config.MaskURL(s.adminURL))
+	fmt.Fprintf(tw, "  Redis\t%s\n", s.redisURL)
+	fmt.Fprintf(tw, "  certificates\t%s\n", s.certs)
+	_ = tw.Flush()
+	f := devcert.Files(s.certs, Identity)
+	fmt.Fprintf(w, "\nTry:\n  curl http://%s/healthz\n  curl --cacert %s --cert %s --key %s https://%s/readyz\n\n",
+		s.cfg.GatewayAddr, f.CA, f.Cert, f.Key, s.internalAddr(2))
+}
+
+// stop ends every process in reverse start order, then runs the cleanups.
+func (s *stack) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(15 * time.Second)
+	}
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+}
+
+// waitFor polls check until it passes, the process dies, or a minute
+// passes.
+func waitFor(ctx context.Context, p *process, check func() error) error {
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.done:
+			return fmt.Errorf("%s exited: %v", p.name, p.err)
+		case <-deadline.C:
+			return fmt.Errorf("still failing after a minute: %w", err)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package devstack_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/deploy/devstack"
+	"github.com/txfence/txfence/shared/pgcluster"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestStackStartsServesAndStopsTwice is make run, twice in a row: the whole
+// stack comes up from the real binaries, the gateway answers /healthz, every
+// internal listener refuses a client without a certificate and answers one
+// with, and cancelling stops every process devstack started.
+func TestStackStartsServesAndStopsTwice(t *testing.T) {
+	bin := buildServices(t)
+	state := t.TempDir()
+	prefix := fmt.Sprintf("t_devstack_%d_", time.Now().UnixNano()%1_000_000)
+	admin := pgtest.ServerURL(t)
+	t.Cleanup(func() { dropDatabases(t, admin, prefix) })
+
+	policyFile, err := filepath.Abs("../../signer-zonec/testdata/policy/development.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for run := 1; run <= 2; run++ {
+		gatewayPort, basePort := freePort(t), freeRange(t, 5)
+		env := map[string]string{
+			devstack.EnvPrefix + "BIN_DIR":            bin,
+			devstack.EnvPrefix + "STATE_DIR":          state,
+			devstack.EnvPrefix + "DATABASE_URL":       admin,
+			devstack.EnvPrefix + "DATABASE_PREFIX":    prefix,
+			devstack.EnvPrefix + "GATEWAY_ADDR":       "127.0.0.1:" + strconv.Itoa(gatewayPort),
+			devstack.EnvPrefix + "BASE_PORT":          strconv.Itoa(basePort),
+			devstack.EnvPrefix + "ANVIL_PORT":         "0",
+			devstack.EnvPrefix + "OWN_REDIS_PORT":     strconv.Itoa(freePort(t)),
+			devstack.EnvPrefix + "SIGNER_POLICY_FILE": policyFile,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- devstack.Run(ctx, nil, func(k string) string { return env[k] }, pw)
+			pw.Close()
+		}()
+		waitForLine(t, pr, "txfence is running", done)
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
+
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", gatewayPort))
+		if err != nil {
+			t.Fatalf("run %d: gateway /healthz: %v", run, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("run %d: gateway /healthz: %d", run, resp.StatusCode)
+		}
+		certs := filepath.Join(state, "certs")
+		for i := range 5 {
+			url := fmt.Sprintf("https://127.0.0.1:%d/healthz", basePort+i)
+			if _, err := servicetest.PlainTLSClient(t, certs).Get(url); err == nil || !strings.Contains(err.Error(), "certificate required") {
+				t.Errorf("run %d: %s without a certificate: %v", run, url, err)
+			}
+		}
+
+		// signerd holds anvil's ten dev accounts in its keystore, and
+		// answers txmanager.
+		keys := signerKeys(t, servicetest.Client(t, certs, "txmanager", "signer"), fmt.Sprintf("https://127.0.0.1:%d/v1/keys", basePort))
+		if len(keys) != 10 {
+			t.Errorf("run %d: signerd holds %d keys, want anvil's 10: %v", run, len(keys), keys)
+		}
+
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d: devstack: %v", run, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("run %d: devstack did not stop within a minute", run)
+		}
+		if out, err := exec.Command("pgrep", "-f", bin).Output(); err == nil {
+			t.Errorf("run %d: processes left behind:\n%s", run, out)
+		}
+		for _, port := range append([]int{gatewayPort}, basePort, basePort+4) {
+			if conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				conn.Close()
+				t.Errorf("run %d: port %d still open after stop", run, port)
+			}
+		}
+	}
+}
+
+// signerKeys lists the keys signerd holds, as "address backend".
+func signerKeys(t *testing.T, client *http.Client, url string) []string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Keys []struct{ Address, Backend string }
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d", url, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	var keys []string
+	for _, k := range body.Keys {
+		keys = append(keys, k.Address+" "+k.Backend)
+	}
+	return keys
+}
+
+// buildServices builds the five service binaries into a temp dir.
+func buildServices(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/",
+		"github.com/txfence/txfence/gateway/cmd/gatewayd",
+		"github.com/txfence/txfence/txmanager/cmd/txmanagerd",
+		"github.com/txfence/txfence/signer-zonec/cmd/signerd",
+		"github.com/txfence/txfence/mev-router/cmd/mevrouterd",
+		"github.com/txfence/txfence/ledger/cmd/ledgerd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build services: %v\n%s", err, out)
+	}
+	return dir
+}
+
+func waitForLine(t *testing.T, r io.Reader, want string, done <-chan error) {
+	t.Helper()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+			if strings.Contains(sc.Text(), want) {
+				return
+			}
+		}
+		close(lines)
+	}()
+	var seen []string
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("output ended before %q:\n%s", want, strings.Join(seen, "\n"))
+			}
+			if strings.Contains(line, want) {
+				return
+			}
+			seen = append(seen, line)
+		case err := <-done:
+			t.Fatalf("devstack ended before %q: %v\n%s", want, err, strings.Join(seen, "\n"))
+		case <-timeout:
+			t.Fatalf("no %q within two minutes:\n%s", want, strings.Join(seen, "\n"))
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	p, err := pgcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// freeRange finds n consecutive free ports. Another process may take one
+// before the stack binds it; that shows as a clear listener error.
+func freeRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := freePort(t)
+		if base+n > 65535 {
+			continue
+		}
+		ok := true
+		for p := base + 1; p < base+n && ok; p++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no range of free ports")
+	return 0
+}
+
+func dropDatabases(t *testing.T, admin, prefix string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE starts_with(datname, $1)`, prefix)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, name := range names {
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	}
+}

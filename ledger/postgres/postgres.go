@@ -1,0 +1,15 @@
+// Package postgres is ledgerd's store: its schema lives here as numbered
+// migrations. No other service reads these tables.
+package postgres
+
+import (
+	"embed"
+
+	"github.com/txfence/txfence/shared/pg"
+)
+
+//go:embed migrations
+var migrationFiles embed.FS
+
+// Migrations is ledgerd's schema history, applied by `ledgerd migrate`.
+var Migrations = pg.MustLoadMigrations(migrationFiles, "migrations")

@@ -1,0 +1,137 @@
+package openapi_test
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/txfence/txfence/openapi"
+)
+
+// problemResponse is how every operation's default response must read.
+const problemResponse = "./components.yaml#/components/responses/Problem"
+
+// opsPaths are the endpoints that exist today: the spec of a service
+// describes exactly these. Add a path here with the handler that serves it.
+var opsPaths = map[string][]string{
+	openapi.Gateway:   {"/healthz", "/readyz"}, // the public listener serves no /metrics
+	openapi.TxManager: {"/healthz", "/metrics", "/readyz"},
+	openapi.Signer:    {"/healthz", "/metrics", "/readyz", "/v1/audit", "/v1/evaluate", "/v1/keys", "/v1/sign", "/v1/sign/batch"},
+	openapi.MEVRouter: {"/healthz", "/metrics", "/readyz"},
+	openapi.Ledger:    {"/healthz", "/metrics", "/readyz"},
+}
+
+var operationIDs = map[string]string{
+	"/healthz": "getHealth", "/readyz": "getReadiness", "/metrics": "getMetrics",
+	"/v1/sign": "sign", "/v1/sign/batch": "signBatch", "/v1/evaluate": "evaluate", "/v1/keys": "listKeys", "/v1/audit": "listAudit",
+}
+
+func allSpecs() []string { return append([]string{openapi.Components}, openapi.Services...) }
+
+func TestEverySpecFileIsKnown(t *testing.T) {
+	onDisk, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := allSpecs()
+	slices.Sort(want)
+	if diff := cmp.Diff(want, onDisk); diff != "" {
+		t.Errorf("spec files on disk differ from openapi.Components + openapi.Services (-known +on disk):\n%s", diff)
+	}
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(opsPaths)), slices.Sorted(slices.Values(openapi.Services))); diff != "" {
+		t.Errorf("opsPaths does not cover the services (-opsPaths +Services):\n%s", diff)
+	}
+}
+
+// TestSpecsLoadAndValidate loads every spec the way tools do (from disk,
+// external references allowed) and the way services do (openapi.Load, from
+// the embedded copies), and validates it.
+func TestSpecsLoadAndValidate(t *testing.T) {
+	for _, name := range allSpecs() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			raw, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(raw, []byte("openapi: 3.0.3\n")) {
+				t.Errorf("%s does not start with `openapi: 3.0.3`", name)
+			}
+
+			loader := openapi3.NewLoader()
+			loader.IsExternalRefsAllowed = true
+			doc, err := loader.LoadFromFile(name)
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			if err := doc.Validate(t.Context()); err != nil {
+				t.Fatalf("validate: %v", err)
+			}
+			if doc.OpenAPI != "3.0.3" {
+				t.Errorf("openapi: %q, want 3.0.3", doc.OpenAPI)
+			}
+			if doc.Info.Version != "0.1.0" {
+				t.Errorf("info.version: %q, want 0.1.0", doc.Info.Version)
+			}
+
+			embedded, err := openapi.Load(t.Context(), name)
+			if err != nil {
+				t.Fatalf("openapi.Load: %v", err)
+			}
+			if embedded.Paths.Len() != doc.Paths.Len() {
+				t.Errorf("embedded copy has %d paths, the file %d", embedded.Paths.Len(), doc.Paths.Len())
+			}
+		})
+	}
+}
+
+// TestOperations checks the conventions every service spec follows.
+func TestOperations(t *testing.T) {
+	for _, name := range openapi.Services {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			doc, err := openapi.Load(t.Context(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			internal := name != openapi.Gateway
+			if len(doc.Servers) == 0 {
+				t.Error("no servers")
+			}
+			if internal && !strings.Contains(doc.Info.Description, "**Mutual TLS.**") {
+				t.Error("info.description does not declare mutual TLS")
+			}
+			if diff := cmp.Diff(opsPaths[name], slices.Sorted(maps.Keys(doc.Paths.Map()))); diff != "" {
+				t.Errorf("paths differ from the endpoints that exist (-want +got):\n%s", diff)
+			}
+			for path, item := range doc.Paths.Map() {
+				for method, op := range item.Operations() {
+					where := method + " " + path
+					if want := operationIDs[path]; op.OperationID != want {
+						t.Errorf("%s: operationId %q, want %q", where, op.OperationID, want)
+					}
+					if len(op.Tags) == 0 {
+						t.Errorf("%s: no tags", where)
+					}
+					def := op.Responses.Default()
+					if def == nil || def.Ref != problemResponse {
+						t.Errorf("%s: the default response is not $ref %s", where, problemResponse)
+					}
+					if def != nil && def.Value.Content.Get("application/problem+json") == nil {
+						t.Errorf("%s: the default response is not application/problem+json", where)
+					}
+					if internal && !strings.Contains(op.Description, "mutual") {
+						t.Errorf("%s: the description does not say the operation needs mutual TLS", where)
+					}
+				}
+			}
+		})
+	}
+}

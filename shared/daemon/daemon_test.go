@@ -1,0 +1,63 @@
+package daemon_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/txfence/txfence/shared/daemon"
+)
+
+type noBase struct {
+	Name string `env:"NAME"`
+}
+
+type serveOnly struct {
+	daemon.Base
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestSetupRefusesBadInvocations(t *testing.T) {
+	t.Parallel()
+	spec := daemon.Spec{Binary: "testd", Identity: "test", EnvPrefix: "T_"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		cfg  any
+		want string
+	}{
+		{"config without Base", nil, nil, &noBase{}, "does not embed daemon.Base"},
+		{"migrate without a database", []string{"migrate"}, nil, &serveOnly{}, `unknown command "migrate"; commands: serve`},
+		{"extra arguments", []string{"serve", "now"}, nil, &serveOnly{}, `unexpected arguments after "serve": now`},
+		{"missing TLS files", nil, nil, &serveOnly{}, "T_TLS_CA_FILE is required"},
+		{"bad log format and timeout", nil, map[string]string{
+			"T_TLS_CA_FILE": "a", "T_TLS_CERT_FILE": "b", "T_TLS_KEY_FILE": "c",
+			"T_LOG_FORMAT": "xml", "T_SHUTDOWN_TIMEOUT": "-1s",
+		}, &serveOnly{}, "LOG_FORMAT=\"xml\": must be json or text\nSHUTDOWN_TIMEOUT must be positive"},
+		{"unreadable certificates", nil, map[string]string{
+			"T_TLS_CA_FILE": "/nonexistent/ca.pem", "T_TLS_CERT_FILE": "/nonexistent/c.pem", "T_TLS_KEY_FILE": "/nonexistent/k.pem",
+		}, &serveOnly{}, "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			svc, err := daemon.Setup(context.Background(), spec, tt.args, env(tt.env), io.Discard, tt.cfg)
+			if svc != nil || err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Setup = %v, %v; want an error saying %q", svc, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBaseValidationIsReportedOnce(t *testing.T) {
+	t.Parallel()
+	_, err := daemon.Setup(context.Background(), daemon.Spec{Binary: "testd", EnvPrefix: "T_"}, nil, env(map[string]string{
+		"T_TLS_CA_FILE": "a", "T_TLS_CERT_FILE": "b", "T_TLS_KEY_FILE": "c", "T_LOG_FORMAT": "xml",
+	}), io.Discard, &serveOnly{})
+	if n := strings.Count(err.Error(), "must be json or text"); n != 1 {
+		t.Errorf("the problem is reported %d times:\n%v", n, err)
+	}
+}

@@ -1,0 +1,40 @@
+package httpserver
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// CheckJSON refuses a request whose Content-Type is set to anything but
+// JSON (errs.Invalid).
+func CheckJSON(r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return errs.Errorf(errs.Invalid, "content type %q: send application/json", ct)
+	}
+	return nil
+}
+
+// DecodeStrict reads one JSON document from body into v, refusing unknown
+// fields and trailing data, so that a request means exactly what its fields
+// say. Bound body with http.MaxBytesReader: going over the bound is named
+// as such. Every error is errs.Invalid.
+func DecodeStrict(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errs.Errorf(errs.Invalid, "request body over %d bytes", tooBig.Limit)
+		}
+		return errs.Errorf(errs.Invalid, "request body: %v", err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		return errs.E(errs.Invalid, "request body: data after the JSON document")
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+// Package httpserver is the HTTP stack every txfence service serves: a chi
+// router with request ids, an access log, panic recovery, Prometheus
+// metrics, trace context propagation, /healthz, /readyz and /metrics, and
+// listeners that shut down gracefully within a bound.
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/mtls"
+)
+
+// Check is one readiness check: a dependency the service cannot work
+// without (its database, the signer, the chain).
+type Check struct {
+	Name string
+	Fn   func(context.Context) error
+}
+
+// Options configure New.
+type Options struct {
+	// Service names the service in metrics and logs ("signer", "gateway").
+	Service string
+	Logger  *slog.Logger
+	// Registry receives the HTTP metrics and is served on /metrics. Nil
+	// means a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// Ready lists the checks /readyz runs.
+	Ready []Check
+	// CheckTimeout bounds each readiness check; zero means two seconds.
+	CheckTimeout time.Duration
+}
+
+// Server is a service's HTTP handler: mount API routes on Router.
+type Server struct {
+	// Router serves the service's API behind the common middleware.
+	Router chi.Router
+
+	opts     Options
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *httpMetrics
+	ops      chi.Router
+}
+
+// New builds the router with the common middleware and the operational
+// endpoints.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if opts.CheckTimeout == 0 {
+		opts.CheckTimeout = 2 * time.Second
+	}
+	s := &Server{
+		opts:     opts,
+		log:      opts.Logger,
+		registry: opts.Registry,
+		metrics:  newHTTPMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"service": opts.Service}, opts.Registry)),
+	}
+
+	s.Router = s.newRouter(true)
+	// The ops router serves only the operational endpoints, for a plain
+	// HTTP listener that probes and scrapers reach without a certificate.
+	s.ops = chi.NewRouter()
+	s.ops.Use(s.requestID, s.observe, s.recoverer)
+	s.mountOps(s.ops, true)
+	return s
+}
+
+// PublicRouter is a router for a listener that faces clients: the same
+// middleware and /healthz and /readyz, but no /metrics, which stays on the
+// internal and ops listeners.
+func (s *Server) PublicRouter() chi.Router { return s.newRouter(false) }
+
+func (s *Server) newRouter(withMetrics bool) chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.traceContext, s.observe, s.recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		Error(w, r, errs.Errorf(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		Error(w, r, errs.Errorf(errs.Invalid, "method %s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	s.mountOps(r, withMetrics)
+	return r
+}
+
+func (s *Server) mountOps(r chi.Router, withMetrics bool) {
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	if withMetrics {
+		r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	}
+}
+
+// AddReadyCheck adds a readiness check. Call it before serving.
+func (s *Server) AddReadyCheck(c Check) { s.opts.Ready = append(s.opts.Ready, c) }
+
+// Registry is where the service registers its own metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// ServeHTTP serves the full router.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.Router.ServeHTTP(w, r) }
+
+// Ops is the handler of the operational endpoints alone.
+func (s *Server) Ops() http.Handler { return s.ops }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "service": s.opts.Service})
+}
+
+// CheckResult is one readiness check's outcome in /readyz.
+type CheckResult struct {
+	Status string `json:"status"` // "ok" or "failing"
+	Error  string `json:"error,omitempty"`
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	results := make(map[string]CheckResult, len(s.opts.Ready))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range s.opts.Ready {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.Context(), s.opts.CheckTimeout)
+			defer cancel()
+			res := CheckResult{Status: "ok"}
+			if err := c.Fn(ctx); err != nil {
+				res = CheckResult{Status: "failing", Error: err.Error()}
+			}
+			mu.Lock()
+			results[c.Name] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	var failing []string
+	for name, res := range results {
+		if res.Status != "ok" {
+			failing = append(failing, name)
+		}
+	}
+	slices.Sort(failing)
+	if len(failing) > 0 {
+		s.log.Warn("not ready", "failing", failing)
+		// The check errors are for operators, who read this endpoint on
+		// the internal or ops listener; they hold no secrets.
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{
+			"status": "not_ready", "service": s.opts.Service, "failing": failing, "checks": results,
+		})
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "service": s.opts.Service, "checks": results})
+}
+
+// WriteJSON writes v as a JSON response.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Error answers err as a problem document. Internal errors are logged with
+// the request id, since the caller only sees "internal error".
+func Error(w http.ResponseWriter, r *http.Request, err error) {
+	p := errs.ProblemFor(err)
+	p.Instance = r.URL.Path
+	p.RequestID = RequestID(r.Context())
+	if kind := errs.KindOf(err); kind == errs.Internal || kind == errs.Unavailable {
+		Logger(r.Context()).Error("request failed", "kind", kind.String(), "err", err)
+	}
+	errs.WriteProblem(w, p)
+}
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	loggerKey
+)
+
+// RequestID returns the request's id, as set by the middleware.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// Logger returns the request-scoped logger (with request_id and trace_id),
+// or a discarding one outside a request.
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// requestID takes the caller's X-Request-Id when it is sane, so one id
+// follows a request across services, and makes one up otherwise.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !saneID(id) {
+			id = newID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		ctx = context.WithValue(ctx, loggerKey, s.log.With("request_id", id))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// traceContext extracts W3C trace context from the request, so spans and
+// log lines of one request share a trace id across hops.
+func (s *Server) traceContext(next http.Handler) http.Handler {
+	h := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+			ctx := context.WithValue(r.Context(), loggerKey, Logger(r.Context()).With("trace_id", sc.TraceID().String()))
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	}), s.opts.Service, otelhttp.WithPropagators(Propagator), otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return r.Method + " " + r.URL.Path
+	}))
+	return h
+}
+
+// Propagator is the trace context format used on every hop.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// recoverer turns a panic into a 500 problem and a log line with the stack,
+// so one bad request never takes the process down.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			rec := recover()
+			if rec == nil {
+				return
+			}
+			if rec == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
+				panic(rec)
+			}
+			Logger(r.Context()).Error("panic serving request", "panic", rec, "stack", string(debug.Stack()))
+			if rw, ok := w.(*responseRecorder); !ok || !rw.wroteHeader {
+				Error(w, r, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// observe logs and measures every request once it is done.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &responseRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		elapsed := time.Since(start)
+
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		s.metrics.observe(route, r.Method, rec.status, elapsed)
+
+		level := slog.LevelInfo
+		if isOpsPath(r.URL.Path) && rec.status < 500 {
+			level = slog.LevelDebug
+		}
+		attrs := []slog.Attr{
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.String("route", route),
+			slog.Int("status", rec.status),
+			slog.Int64("bytes", rec.bytes),
+			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+			slog.String("remote", r.RemoteAddr),
+		}
+		if peer, err := mtls.PeerOf(r); err == nil {
+			attrs = append(attrs, slog.String("peer", peer))
+		}
+		Logger(r.Context()).LogAttrs(r.Context(), level, "request", attrs...)
+	})
+}
+
+func isOpsPath(p string) bool {
+	return p == "/healthz" || p == "/readyz" || p == "/metrics"
+}
+
+// responseRecorder remembers the status and size of a response. It passes
+// Flush and Unwrap through, which server-sent events and
+// http.ResponseController need.
+type responseRecorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (r *responseRecorder) WriteHeader(status int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *responseRecorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *responseRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		r.wroteHeader = true
+		f.Flush()
+	}
+}
+
+func (r *responseRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func saneID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	return strings.IndexFunc(id, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+	}) < 0
+}

@@ -1,0 +1,4 @@
+CREATE TABLE account (
+	id   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name text NOT NULL UNIQUE
+);
