@@ -1,0 +1,100 @@
+package signer
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+)
+
+// Key is a private key held inside signerd. Its fields are unexported, it
+// cannot be compared (so no code can probe it by equality), it prints and
+// logs as its address only, and nothing outside this package can read the
+// private scalar or sign with it: the only way to use a Key is signTx
+// below, reached through the policy and double-sign checks of Service.
+type Key struct {
+	_    [0]func() // incomparable
+	priv *ecdsa.PrivateKey
+	addr common.Address
+}
+
+// NewKey takes ownership of priv: the caller must drop its reference. Key
+// backends call it once per key they unwrap.
+func NewKey(priv *ecdsa.PrivateKey) (*Key, error) {
+	if priv == nil || priv.D == nil || priv.D.Sign() == 0 {
+		return nil, errors.New("empty private key")
+	}
+	if priv.Curve != crypto.S256() {
+		return nil, errors.New("not a secp256k1 key")
+	}
+	return &Key{priv: priv, addr: crypto.PubkeyToAddress(priv.PublicKey)}, nil
+}
+
+// Address is the key's Ethereum address.
+func (k *Key) Address() common.Address { return k.addr }
+
+// String shows the address only.
+func (k *Key) String() string { return "key(" + k.addr.Hex() + ")" }
+
+// LogValue shows the address only.
+func (k *Key) LogValue() slog.Value { return slog.StringValue(k.addr.Hex()) }
+
+// Destroy overwrites the private scalar as far as Go allows (big.Int words
+// in place; copies the runtime made earlier cannot be reached) and makes the
+// key unusable. Backends call it at shutdown.
+func (k *Key) Destroy() {
+	if k.priv == nil {
+		return
+	}
+	words := k.priv.D.Bits()
+	clear(words)
+	k.priv.D.SetInt64(0)
+	k.priv = nil
+}
+
+// signTx signs tx for chainSigner with the key. Unexported: only Service
+// signs, after policy and double-sign protection have passed.
+func (k *Key) signTx(tx *types.Transaction, chainSigner types.Signer) (*types.Transaction, error) {
+	if k.priv == nil {
+		return nil, errors.New("key destroyed")
+	}
+	// go-ethereum's secp256k1 signing uses RFC 6979 deterministic nonces:
+	// the same transaction signed twice gives the same signature.
+	return types.SignTx(tx, chainSigner, k.priv)
+}
+
+// KeyInfo describes a key without touching it.
+type KeyInfo struct {
+	Address common.Address
+	Backend string // "vault-transit", "vault-kv", "keystore"
+}
+
+// KeyBackend holds signerd's keys. Implementations live in their own
+// packages (vault, keystore) and are the only code that sees key material
+// before it becomes a Key.
+type KeyBackend interface {
+	// Name identifies the backend in /v1/keys and the audit log.
+	Name() string
+	// List describes every key the backend holds, without unwrapping any.
+	List(ctx context.Context) ([]KeyInfo, error)
+	// Key returns the key for addr. It must fail, and never return a
+	// cached key, while the backend cannot vouch for it (Vault sealed or
+	// unreachable, token expired): signerd fails closed.
+	Key(ctx context.Context, addr common.Address) (*Key, error)
+	// Close destroys every key the backend handed out or cached.
+	Close() error
+}
+
+// ErrUnknownKey is returned by KeyBackend.Key for an address the backend
+// does not hold.
+var ErrUnknownKey = errors.New("no such key")
+
+// UnknownKey wraps ErrUnknownKey with the address.
+func UnknownKey(addr common.Address) error {
+	return fmt.Errorf("%w: %s", ErrUnknownKey, addr.Hex())
+}

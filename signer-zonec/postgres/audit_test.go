@@ -1,0 +1,161 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/postgres"
+)
+
+// logWithRecords makes a store whose audit log holds n records, appended in
+// batches of three as signerd appends them.
+func logWithRecords(t *testing.T, n int) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	for i := 0; i < n; i += 3 {
+		var entries []signer.AuditEntry
+		for j := i; j < min(i+3, n); j++ {
+			h := common.BigToHash(common.Big1)
+			entries = append(entries, signer.AuditEntry{
+				At: time.Now(), Caller: "txmanager", TxID: fmt.Sprintf("tx-%d", j), ChainID: 31337,
+				From: common.HexToAddress("0x0a11ce"), Nonce: uint64(j), Outcome: signer.OutcomeSigned,
+				RuleID: "allow-dev", PolicyVersion: "1", TxHash: &h,
+			})
+		}
+		err := store.InTx(ctx, func(tx signer.StoreTx) error {
+			_, err := tx.Append(ctx, entries)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store, pool
+}
+
+// replaceInBody is SQL rewriting text inside a record's JSON body.
+func replaceInBody(old, new string) string {
+	return fmt.Sprintf(`convert_to(replace(convert_from(body, 'UTF8'), '%s', '%s'), 'UTF8')`, old, new)
+}
+
+// asAttacker runs SQL with the append-only triggers switched off, as
+// someone holding the database's superuser would.
+func asAttacker(t *testing.T, pool *pgxpool.Pool, sql string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, stmt := range []string{`ALTER TABLE audit_log DISABLE TRIGGER USER`, sql, `ALTER TABLE audit_log ENABLE TRIGGER USER`} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+func TestAuditVerifyPassesAnIntactLog(t *testing.T) {
+	t.Parallel()
+	store, _ := logWithRecords(t, 10)
+	n, err := store.VerifyAudit(context.Background())
+	if err != nil || n != 10 {
+		t.Fatalf("verified %d records: %v", n, err)
+	}
+	var out bytes.Buffer
+	if n, err := store.ExportAudit(context.Background(), 0, &out); err != nil || n != 10 {
+		t.Fatalf("exported %d: %v", n, err)
+	}
+	// The export alone is enough to re-verify the chain.
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	v := signer.NewVerifier()
+	for _, line := range lines[:len(lines)-1] {
+		var rec postgres.ExportedRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		var e signer.AuditEntry
+		_ = json.Unmarshal(rec.Entry, &e)
+		if err := v.Check(signer.AuditRecord{Entry: e, Body: rec.Entry, Hash: common.HexToHash(rec.Hash)}); err != nil {
+			t.Fatalf("re-verifying the export: %v", err)
+		}
+	}
+}
+
+func TestAuditLogIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	_, pool := logWithRecords(t, 3)
+	for _, stmt := range []string{
+		`UPDATE audit_log SET outcome = 'denied' WHERE seq = 1`,
+		`UPDATE audit_log SET tx_id = 'x' WHERE seq = 1`,
+		`DELETE FROM audit_log WHERE seq = 3`,
+		`TRUNCATE audit_log`,
+	} {
+		_, err := pool.Exec(context.Background(), stmt)
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: %v; want it refused", stmt, err)
+		}
+	}
+}
+
+// TestAuditVerifyNamesTheFirstBadRecord tampers with the log in every way
+// an attacker with the database could, and checks verify names the first
+// record that is wrong.
+func TestAuditVerifyNamesTheFirstBadRecord(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		tamper  string
+		wantSeq uint64
+		reason  string
+	}{
+		{"edit the body", `UPDATE audit_log SET body = ` + replaceInBody("allow-dev", "allow-all") + ` WHERE seq = 4`, 4, "edited"},
+		{"edit a column", `UPDATE audit_log SET tx_id = 'tx-other' WHERE seq = 5`, 5, "stored columns differ"},
+		{"edit a record's time", `UPDATE audit_log SET at = at - interval '1 hour' WHERE seq = 5`, 5, "stored columns differ"},
+		{"edit a record's previous-hash column", `UPDATE audit_log SET prev_hash = sha256(prev_hash) WHERE seq = 5`, 5, "stored columns differ"},
+		{"delete a record", `DELETE FROM audit_log WHERE seq = 3`, 3, "missing"},
+		{"reorder two records", `UPDATE audit_log SET seq = seq + 1000 WHERE seq IN (6, 7);
+			UPDATE audit_log SET seq = CASE seq WHEN 1006 THEN 7 ELSE 6 END WHERE seq > 1000`, 6, "reordered"},
+		{"truncate the tail", `DELETE FROM audit_log WHERE seq >= 8`, 8, "truncated"},
+		// A forged record that chains perfectly onto the last one: only
+		// the head, which appends move in the same transaction, shows it.
+		{"append a well-chained record outside signerd", `INSERT INTO audit_log (seq, at, tx_id, chain_id, signer, nonce, outcome, tx_hash, body, prev_hash, hash)
+			SELECT 11, at, tx_id, chain_id, signer, nonce, outcome, tx_hash, b, hash, sha256(hash || b) FROM (
+				SELECT *, convert_to(replace(replace(convert_from(body, 'UTF8'), '"seq":10', '"seq":11'),
+					encode(prev_hash, 'hex'), encode(hash, 'hex')), 'UTF8') AS b
+				FROM audit_log WHERE seq = 10) r`, 11, "beyond the recorded head"},
+		{"replace the body and its hash", `UPDATE audit_log SET body = ` + replaceInBody(`"tx-1"`, `"tx-X"`) + `,
+			tx_id = 'tx-X', hash = sha256(prev_hash || ` + replaceInBody(`"tx-1"`, `"tx-X"`) + `) WHERE seq = 2`, 3, "does not follow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store, pool := logWithRecords(t, 10)
+			asAttacker(t, pool, tt.tamper)
+			_, err := store.VerifyAudit(context.Background())
+			var bad *signer.ChainError
+			if !errors.As(err, &bad) {
+				t.Fatalf("verify after %q: %v; want a chain error", tt.name, err)
+			}
+			if bad.Seq != tt.wantSeq || !strings.Contains(bad.Reason, tt.reason) {
+				t.Errorf("verify named record %d (%s); want %d (%s)", bad.Seq, bad.Reason, tt.wantSeq, tt.reason)
+			}
+		})
+	}
+}

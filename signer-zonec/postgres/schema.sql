@@ -1,0 +1,117 @@
+-- Schema produced by the migrations; regenerate with make schema. Do not edit.
+
+CREATE FUNCTION refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+		USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+CREATE TABLE audit_head (
+    singleton boolean DEFAULT true NOT NULL,
+    seq bigint NOT NULL,
+    hash bytea NOT NULL,
+    CONSTRAINT audit_head_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT audit_head_seq_check CHECK ((seq >= 0)),
+    CONSTRAINT audit_head_singleton_check CHECK (singleton)
+);
+
+CREATE TABLE audit_log (
+    seq bigint NOT NULL,
+    at timestamp with time zone NOT NULL,
+    tx_id text NOT NULL,
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    nonce bigint NOT NULL,
+    outcome text NOT NULL,
+    tx_hash bytea,
+    body bytea NOT NULL,
+    prev_hash bytea NOT NULL,
+    hash bytea NOT NULL,
+    CONSTRAINT audit_log_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT audit_log_prev_hash_check CHECK ((length(prev_hash) = 32)),
+    CONSTRAINT audit_log_seq_check CHECK ((seq >= 1))
+);
+
+CREATE TABLE schema_migrations (
+    version bigint NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE signature (
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    nonce bigint NOT NULL,
+    attempt integer NOT NULL,
+    kind text NOT NULL,
+    tx_id text NOT NULL,
+    intent bytea NOT NULL,
+    digest bytea NOT NULL,
+    value numeric(78,0) NOT NULL,
+    fee_cap numeric(78,0) NOT NULL,
+    tip_cap numeric(78,0) NOT NULL,
+    tx_hash bytea NOT NULL,
+    raw_tx bytea NOT NULL,
+    signed_at timestamp with time zone NOT NULL,
+    audit_seq bigint NOT NULL,
+    CONSTRAINT signature_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT signature_check CHECK (((attempt = 1) = (kind = 'original'::text))),
+    CONSTRAINT signature_digest_check CHECK ((length(digest) = 32)),
+    CONSTRAINT signature_fee_cap_check CHECK ((fee_cap >= (0)::numeric)),
+    CONSTRAINT signature_intent_check CHECK ((length(intent) = 32)),
+    CONSTRAINT signature_kind_check CHECK ((kind = ANY (ARRAY['original'::text, 'replacement'::text, 'cancel'::text]))),
+    CONSTRAINT signature_nonce_check CHECK ((nonce >= 0)),
+    CONSTRAINT signature_tip_cap_check CHECK ((tip_cap >= (0)::numeric)),
+    CONSTRAINT signature_tx_hash_check CHECK ((length(tx_hash) = 32)),
+    CONSTRAINT signature_value_check CHECK ((value >= (0)::numeric))
+);
+
+CREATE TABLE signer_lock (
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    CONSTRAINT signer_lock_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT signer_lock_signer_check CHECK ((length(signer) = 20))
+);
+
+ALTER TABLE ONLY audit_head
+    ADD CONSTRAINT audit_head_pkey PRIMARY KEY (singleton);
+
+ALTER TABLE ONLY audit_log
+    ADD CONSTRAINT audit_log_hash_key UNIQUE (hash);
+
+ALTER TABLE ONLY audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY signature
+    ADD CONSTRAINT signature_chain_id_signer_nonce_digest_key UNIQUE (chain_id, signer, nonce, digest);
+
+ALTER TABLE ONLY signature
+    ADD CONSTRAINT signature_pkey PRIMARY KEY (chain_id, signer, nonce, attempt);
+
+ALTER TABLE ONLY signature
+    ADD CONSTRAINT signature_tx_hash_key UNIQUE (tx_hash);
+
+ALTER TABLE ONLY signer_lock
+    ADD CONSTRAINT signer_lock_pkey PRIMARY KEY (chain_id, signer);
+
+CREATE INDEX audit_log_tx_idx ON audit_log USING btree (tx_id);
+
+CREATE INDEX signature_window_idx ON signature USING btree (chain_id, signer, signed_at) WHERE (attempt = 1);
+
+CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON audit_log FOR EACH ROW EXECUTE FUNCTION refuse_change();
+
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log FOR EACH STATEMENT EXECUTE FUNCTION refuse_change();
+
+CREATE TRIGGER signature_append_only BEFORE DELETE OR UPDATE ON signature FOR EACH ROW EXECUTE FUNCTION refuse_change();
+
+CREATE TRIGGER signature_no_truncate BEFORE TRUNCATE ON signature FOR EACH STATEMENT EXECUTE FUNCTION refuse_change();
+
+ALTER TABLE ONLY signature
+    ADD CONSTRAINT signature_chain_id_signer_fkey FOREIGN KEY (chain_id, signer) REFERENCES signer_lock(chain_id, signer);

@@ -1,0 +1,15 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/signer-zonec/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestSchemaDumpIsCurrent(t *testing.T) {
+	t.Parallel()
+	pgtest.RequireSchemaDump(t, postgres.Migrations, "schema.sql")
+}

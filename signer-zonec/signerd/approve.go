@@ -1,0 +1,331 @@
+package signerd
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/policy"
+)
+
+// An approver's tooling. Approvers are people (or their own systems) who
+// consent to one transaction intent at a time; their public keys are listed
+// in the policy file and their private keys never come near signerd. These
+// commands run on the approver's machine.
+
+// approverKeyKind marks an approver key file, so that no other JSON file is
+// taken for one.
+const approverKeyKind = "txfence-approver-key-v1"
+
+// approverKeyFile is an approver's key file: the Ed25519 seed and the id the
+// policy knows the approver by. The public key is kept too, so a damaged
+// file is noticed instead of signing under an unknown key.
+type approverKeyFile struct {
+	Kind      string `json:"kind"`
+	ID        string `json:"id"`
+	Seed      string `json:"seed"`       // base64, 32 bytes
+	PublicKey string `json:"public_key"` // base64, 32 bytes
+}
+
+// approvalRequest is what an approver is asked to approve: the fields of a
+// signing request that make up its intent (chain, sender, type,
+// destination, value, data) and the tx id. Gas and fees are not part of an
+// intent, so an approval survives a fee bump; neither is the nonce, which
+// may be given but changes nothing.
+type approvalRequest struct {
+	TxID    string  `json:"tx_id"`
+	ChainID uint64  `json:"chain_id"`
+	From    string  `json:"from"`
+	Type    string  `json:"type"`         // "legacy" or "eip1559"
+	To      *string `json:"to,omitempty"` // absent: a contract creation
+	Value   string  `json:"value"`        // wei, decimal
+	Data    string  `json:"data,omitempty"`
+	Nonce   *uint64 `json:"nonce,omitempty"`
+}
+
+// approvalJSON is an approval as the approver hands it over: attached to the
+// transaction, it travels to signerd, which verifies it against the intent
+// it recomputes.
+type approvalJSON struct {
+	Approver  string    `json:"approver"`
+	Expiry    time.Time `json:"expiry"`    // RFC 3339, whole seconds
+	Signature string    `json:"signature"` // base64 Ed25519 signature
+}
+
+// approval converts to the domain type.
+func (a approvalJSON) approval() (signer.Approval, error) {
+	sig, err := base64.StdEncoding.Strict().DecodeString(a.Signature)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return signer.Approval{}, errors.New("signature: not a base64 Ed25519 signature")
+	}
+	return signer.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: sig}, nil
+}
+
+// maxApprovalRequest bounds a request file: call data of a contract
+// creation can be large, but not this large.
+const maxApprovalRequest = 8 << 20
+
+// maxApprovalTTL bounds --ttl: an approval is consent to one transaction
+// soon, not a standing permission. The policy's max_ttl may be tighter.
+const maxApprovalTTL = 30 * 24 * time.Hour
+
+// approverCommand runs `signerd approver new|sign`; args are the arguments
+// after "approver".
+//
+//   - new --out FILE --id ID generates an Ed25519 key, writes it to FILE
+//     (created, mode 0600, never overwritten) and prints the line to add to
+//     the policy's approvers: "ID": "PUBLIC_KEY".
+//   - sign --key FILE --request FILE|- [--ttl 1h] reads a signing request
+//     (JSON: tx_id, chain_id, from, type, to, value, data, nonce optional),
+//     recomputes its intent and prints the approval as JSON: approver,
+//     expiry, signature.
+//
+// Abuse as an oracle: sign signs whatever intent the request file
+// describes, for as long as --ttl says; whoever can run it with the key
+// file is the approver. It signs only the domain-separated approval message
+// (signer.ApprovalMessage), so its signatures are good for nothing but
+// approvals, and the approver must read the request before signing it.
+func approverCommand(args []string, stdin io.Reader, stdout io.Writer) error {
+	return approverCommandAt(args, stdin, stdout, time.Now)
+}
+
+func approverCommandAt(args []string, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
+	const usage = "usage: signerd approver new --out FILE --id ID | sign --key FILE --request FILE|- [--ttl 1h]"
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	fs := flag.NewFlagSet("signerd approver "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	switch args[0] {
+	case "new":
+		out := fs.String("out", "", "the key file to create")
+		id := fs.String("id", "", "the approver's id in the policy")
+		if err := parseApproverFlags(fs, args[1:], usage); err != nil {
+			return err
+		}
+		if *out == "" || *id == "" {
+			return errors.New("approver new needs --out and --id; " + usage)
+		}
+		return newApproverKey(*out, *id, stdout)
+	case "sign":
+		keyPath := fs.String("key", "", "the approver's key file")
+		reqPath := fs.String("request", "", "the signing request, a JSON file, or - for standard input")
+		ttl := fs.Duration("ttl", time.Hour, "how long the approval is valid")
+		if err := parseApproverFlags(fs, args[1:], usage); err != nil {
+			return err
+		}
+		if *keyPath == "" || *reqPath == "" {
+			return errors.New("approver sign needs --key and --request; " + usage)
+		}
+		if *ttl <= 0 || *ttl > maxApprovalTTL {
+			return fmt.Errorf("--ttl %s: want more than 0 and at most %s", *ttl, maxApprovalTTL)
+		}
+		return signApproval(*keyPath, *reqPath, *ttl, stdin, stdout, now)
+	}
+	return fmt.Errorf("unknown approver command %q; %s", args[0], usage)
+}
+
+func parseApproverFlags(fs *flag.FlagSet, args []string, usage string) error {
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%s: %w; %s", fs.Name(), err, usage)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %s; %s", fs.Name(), strings.Join(fs.Args(), " "), usage)
+	}
+	return nil
+}
+
+func newApproverKey(path, id string, stdout io.Writer) error {
+	if !policy.ValidID(id) {
+		return fmt.Errorf("--id %q: an approver id is 1 to 64 letters, digits, '.', '_', '-' or '@'", id)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate an approver key: %w", err)
+	}
+	defer clear(priv)
+	seed := priv.Seed()
+	defer clear(seed)
+	body, err := json.MarshalIndent(approverKeyFile{
+		Kind: approverKeyKind, ID: id,
+		Seed:      base64.StdEncoding.EncodeToString(seed),
+		PublicKey: base64.StdEncoding.EncodeToString(pub),
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	defer clear(body)
+	// O_EXCL: an existing key is never overwritten, so a slip of --out
+	// cannot destroy an approver's key.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create the approver key file: %w", err)
+	}
+	if _, err := f.Write(append(body, '\n')); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = fmt.Fprintf(stdout, "%q: %q\n", id, base64.StdEncoding.EncodeToString(pub))
+	return err
+}
+
+// readApproverKey reads a key file, refusing one that others may read.
+func readApproverKey(path string) (string, ed25519.PrivateKey, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("approver key: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", nil, fmt.Errorf("approver key %s: mode %s lets others read it; chmod 600 it", path, st.Mode().Perm())
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("approver key: %w", err)
+	}
+	defer clear(raw)
+	var kf approverKeyFile
+	if err := policy.DecodeStrict(raw, &kf); err != nil || kf.Kind != approverKeyKind {
+		return "", nil, fmt.Errorf("approver key %s: not an approver key file", path)
+	}
+	seed, err := base64.StdEncoding.Strict().DecodeString(kf.Seed)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return "", nil, fmt.Errorf("approver key %s: the seed is not 32 bytes of base64", path)
+	}
+	defer clear(seed)
+	priv := ed25519.NewKeyFromSeed(seed)
+	if base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)) != kf.PublicKey {
+		clear(priv)
+		return "", nil, fmt.Errorf("approver key %s: the seed does not give the public key the file lists", path)
+	}
+	if !policy.ValidID(kf.ID) {
+		clear(priv)
+		return "", nil, fmt.Errorf("approver key %s: id %q is not an approver id", path, kf.ID)
+	}
+	return kf.ID, priv, nil
+}
+
+func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
+	var src io.Reader
+	if reqPath == "-" {
+		if stdin == nil {
+			return errors.New("approver sign: no standard input")
+		}
+		src = stdin
+	} else {
+		f, err := os.Open(reqPath)
+		if err != nil {
+			return fmt.Errorf("signing request: %w", err)
+		}
+		defer f.Close()
+		src = f
+	}
+	raw, err := io.ReadAll(io.LimitReader(src, maxApprovalRequest+1))
+	if err != nil {
+		return fmt.Errorf("read the signing request: %w", err)
+	}
+	if len(raw) > maxApprovalRequest {
+		return fmt.Errorf("the signing request is more than %d bytes", maxApprovalRequest)
+	}
+	req, err := parseApprovalRequest(raw)
+	if err != nil {
+		return fmt.Errorf("signing request: %w", err)
+	}
+
+	id, priv, err := readApproverKey(keyPath)
+	if err != nil {
+		return err
+	}
+	defer clear(priv)
+	// Whole seconds: the approval message carries the expiry in Unix
+	// seconds, and RFC 3339 without fractions says exactly that.
+	expiry := now().Add(ttl).Truncate(time.Second).UTC()
+	a := signer.SignApproval(priv, id, req, expiry)
+	out, err := json.Marshal(approvalJSON{Approver: a.Approver, Expiry: a.Expiry, Signature: base64.StdEncoding.EncodeToString(a.Signature)})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", out)
+	return err
+}
+
+var (
+	approvalAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+	approvalAmount  = regexp.MustCompile(`^(0|[1-9][0-9]{0,77})$`)
+)
+
+// parseApprovalRequest decodes a signing request strictly and builds the
+// signer.Request whose intent is approved. It refuses what it does not
+// understand rather than approve something other than what was meant.
+func parseApprovalRequest(raw []byte) (*signer.Request, error) {
+	// Strict: the approver reads this file before signing it, so what the
+	// approver reads must be what is signed (no duplicate keys, no field
+	// names in another case, nothing after the object).
+	var ar approvalRequest
+	if err := policy.DecodeStrict(raw, &ar); err != nil {
+		return nil, err
+	}
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	address := func(name, s string) common.Address {
+		a := common.HexToAddress(s)
+		if !approvalAddress.MatchString(s) || (s != strings.ToLower(s) && s != a.Hex()) {
+			bad("%s %q: not an address (lowercase or EIP-55 checksummed)", name, s)
+		}
+		return a
+	}
+	req := &signer.Request{TxID: ar.TxID, ChainID: ar.ChainID, Type: signer.TxType(ar.Type)}
+	if ar.TxID == "" {
+		bad("tx_id is required")
+	}
+	if ar.ChainID == 0 {
+		bad("chain_id is required")
+	}
+	req.From = address("from", ar.From)
+	if req.Type != signer.Legacy && req.Type != signer.DynamicFee {
+		bad("type %q: want legacy or eip1559", ar.Type)
+	}
+	if ar.To != nil {
+		to := address("to", *ar.To)
+		req.To = &to
+	}
+	if v, ok := new(big.Int).SetString(ar.Value, 10); !approvalAmount.MatchString(ar.Value) || !ok || v.BitLen() > 256 {
+		bad("value %q: want a decimal amount of wei", ar.Value)
+	} else {
+		req.Value = v
+	}
+	if ar.Data != "" {
+		d, err := hex.DecodeString(strings.TrimPrefix(ar.Data, "0x"))
+		if err != nil || !strings.HasPrefix(ar.Data, "0x") {
+			bad("data: want 0x and an even number of hex digits")
+		}
+		req.Data = d
+	}
+	if req.To == nil && len(req.Data) == 0 {
+		bad("a contract creation (no to) needs data")
+	}
+	return req, errors.Join(problems...)
+}

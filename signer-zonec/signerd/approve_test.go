@@ -1,0 +1,264 @@
+package signerd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/go-cmp/cmp"
+
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/policy"
+)
+
+// approverRun runs the approver command and returns its output.
+func approverRun(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := approverCommand(args, strings.NewReader(stdin), &out)
+	return out.String(), err
+}
+
+// newApprover creates a key file for id in dir and returns its path and
+// the policy line the command printed.
+func newApprover(t *testing.T, dir, id string) (path, line string) {
+	t.Helper()
+	path = filepath.Join(dir, id+".key")
+	line, err := approverRun(t, "", "new", "--out", path, "--id", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, strings.TrimSpace(line)
+}
+
+const approvalRequestJSON = `{
+  "tx_id": "01JD6Z4Q4W0000000000000000",
+  "chain_id": 1,
+  "from": "0x1000000000000000000000000000000000000001",
+  "type": "eip1559",
+  "to": "0x4000000000000000000000000000000000000004",
+  "value": "50000000000000000000",
+  "data": "0x",
+  "nonce": 12
+}`
+
+// TestApprovalFromTheCommandSatisfiesThePolicy: keys made by `approver new`,
+// listed in a policy by the lines it printed, sign with `approver sign` an
+// approval that policy counts, for the request signerd then evaluates
+// (with its gas and fees, which the approver never saw).
+func TestApprovalFromTheCommandSatisfiesThePolicy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFiles := map[string]string{}
+	var lines []string
+	for _, id := range []string{"alice", "bob", "carol"} {
+		path, line := newApprover(t, dir, id)
+		keyFiles[id] = path
+		lines = append(lines, line)
+	}
+	p, err := policy.Parse([]byte(`{"version": "approve-test", "chains": [1],
+		"approvers": {` + strings.Join(lines, ", ") + `},
+		"rules": [{"id": "treasury", "effect": "allow",
+			"match": {"from": ["0x1000000000000000000000000000000000000001"]},
+			"approval": {"threshold": 2, "approvers": ["alice", "bob", "carol"], "max_ttl": "2h"}}]}`))
+	if err != nil {
+		t.Fatalf("the printed lines do not make a policy: %v", err)
+	}
+
+	reqFile := filepath.Join(dir, "request.json")
+	if err := os.WriteFile(reqFile, []byte(approvalRequestJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(id string, args ...string) signer.Approval {
+		t.Helper()
+		out, err := approverRun(t, approvalRequestJSON, append([]string{"sign", "--key", keyFiles[id]}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var aj approvalJSON
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&aj); err != nil {
+			t.Fatalf("approval output %q: %v", out, err)
+		}
+		a, err := aj.approval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Approver != id {
+			t.Errorf("approval by %q, want %q", a.Approver, id)
+		}
+		return a
+	}
+	alice := sign("alice", "--request", reqFile)
+	carol := sign("carol", "--request", "-", "--ttl", "90m")
+
+	to := common.HexToAddress("0x4000000000000000000000000000000000000004")
+	value, _ := new(big.Int).SetString("50000000000000000000", 10)
+	req := &signer.Request{
+		TxID: "01JD6Z4Q4W0000000000000000", ChainID: 1, From: common.HexToAddress("0x1000000000000000000000000000000000000001"),
+		Nonce: 40, Type: signer.DynamicFee, To: &to, Value: value, Gas: 21000,
+		MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(1e9),
+	}
+	now := time.Now()
+	evaluate := func(approvals ...signer.Approval) signer.Decision {
+		t.Helper()
+		req.Approvals = approvals
+		d, err := p.Evaluate(context.Background(), req, now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	type got struct {
+		Verdict  signer.Verdict
+		Approved []string
+	}
+	for _, tc := range []struct {
+		name      string
+		approvals []signer.Approval
+		want      got
+	}{
+		{"one approval", []signer.Approval{alice}, got{signer.NeedsApproval, []string{"alice"}}},
+		{"two approvals", []signer.Approval{carol, alice}, got{signer.Allow, []string{"alice", "carol"}}},
+	} {
+		d := evaluate(tc.approvals...)
+		if diff := cmp.Diff(tc.want, got{d.Verdict, d.Approved}); diff != "" {
+			t.Errorf("%s (-want +got):\n%s\nreasons: %q", tc.name, diff, d.Reasons)
+		}
+	}
+
+	// The approvals are for this intent and tx id only.
+	req.Value = new(big.Int).Add(value, big.NewInt(1))
+	if d := evaluate(alice, carol); d.Verdict != signer.NeedsApproval || len(d.Approved) != 0 {
+		t.Errorf("another value: %s, approved %v", d.Verdict, d.Approved)
+	}
+	req.Value, req.TxID = value, "another-tx"
+	if d := evaluate(alice, carol); d.Verdict != signer.NeedsApproval || len(d.Approved) != 0 {
+		t.Errorf("another tx id: %s, approved %v", d.Verdict, d.Approved)
+	}
+
+	// Expiry: --ttl from now, in whole seconds.
+	if d := carol.Expiry.Sub(now); d < 89*time.Minute || d > 90*time.Minute || carol.Expiry.Nanosecond() != 0 {
+		t.Errorf("a 90m approval expires at %s (now %s)", carol.Expiry, now)
+	}
+}
+
+func TestApproverNew(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path, line := newApprover(t, dir, "alice@example.com")
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %s, want 0600", st.Mode().Perm())
+	}
+	id, priv, err := readApproverKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entry map[string]string
+	if err := json.Unmarshal([]byte("{"+line+"}"), &entry); err != nil {
+		t.Fatalf("printed %q, not a JSON member: %v", line, err)
+	}
+	pub, err := policy.ParsePublicKey(entry[id])
+	if err != nil || !pub.Equal(priv.Public()) || id != "alice@example.com" {
+		t.Errorf("printed %q for a key file of %q", line, id)
+	}
+
+	before, _ := os.ReadFile(path)
+	if _, err := approverRun(t, "", "new", "--out", path, "--id", "bob"); err == nil {
+		t.Error("new overwrote an existing key file")
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("a refused new changed the existing key file")
+	}
+	if strings.Contains(line, string(before)) {
+		t.Error("the printed line holds the key file")
+	}
+}
+
+func TestApproverRefusesBadUse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key, _ := newApprover(t, dir, "alice")
+	loose := filepath.Join(dir, "loose.key")
+	b, _ := os.ReadFile(key)
+	if err := os.WriteFile(loose, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	notKey := filepath.Join(dir, "not.key")
+	if err := os.WriteFile(notKey, []byte(`{"kind": "something-else", "id": "alice", "seed": "", "public_key": ""}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(from, to string) string { return strings.Replace(approvalRequestJSON, from, to, 1) }
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"no command", "", nil, "usage: signerd approver"},
+		{"unknown command", "", []string{"approve"}, `unknown approver command "approve"`},
+		{"new without id", "", []string{"new", "--out", filepath.Join(dir, "x.key")}, "needs --out and --id"},
+		{"new with a bad id", "", []string{"new", "--out", filepath.Join(dir, "y.key"), "--id", "al ice"}, "an approver id is"},
+		{"new with stray arguments", "", []string{"new", "--out", filepath.Join(dir, "z.key"), "--id", "z", "extra"}, "unexpected arguments extra"},
+		{"sign without request", "", []string{"sign", "--key", key}, "needs --key and --request"},
+		{"sign with a zero ttl", approvalRequestJSON, []string{"sign", "--key", key, "--request", "-", "--ttl", "0s"}, "--ttl 0s"},
+		{"sign with a year's ttl", approvalRequestJSON, []string{"sign", "--key", key, "--request", "-", "--ttl", "8760h"}, "at most 720h"},
+		{"sign with an unknown flag", "", []string{"sign", "--key", key, "--request", "-", "--force"}, "flag provided but not defined: -force"},
+		{"key readable by others", approvalRequestJSON, []string{"sign", "--key", loose, "--request", "-"}, "lets others read it"},
+		{"not a key file", approvalRequestJSON, []string{"sign", "--key", notKey, "--request", "-"}, "not an approver key file"},
+		{"missing key", approvalRequestJSON, []string{"sign", "--key", filepath.Join(dir, "none.key"), "--request", "-"}, "no such file"},
+		{"gas is not approved", edit(`"nonce": 12`, `"nonce": 12, "gas": 21000`), []string{"sign", "--key", key, "--request", "-"}, `unknown field "gas"`},
+		{"duplicate to", edit(`"data": "0x",`, `"data": "0x", "to": "0xd90e2f925da726b50c4ed8d0fb90ad053324f31b",`), []string{"sign", "--key", key, "--request", "-"}, "to: duplicate key"},
+		{"field in another case", edit(`"value"`, `"Value"`), []string{"sign", "--key", key, "--request", "-"}, `unknown field "Value"`},
+		{"two requests", approvalRequestJSON + approvalRequestJSON, []string{"sign", "--key", key, "--request", "-"}, "data after the object"},
+		{"bad checksum", edit(`0x1000000000000000000000000000000000000001`, `0x1000000000000000000000000000000000000aBc`), []string{"sign", "--key", key, "--request", "-"}, "from"},
+		{"bad type", edit(`"eip1559"`, `"eip4844"`), []string{"sign", "--key", key, "--request", "-"}, `type "eip4844"`},
+		{"bad value", edit(`"50000000000000000000"`, `"50 ether"`), []string{"sign", "--key", key, "--request", "-"}, `value "50 ether"`},
+		{"bad data", edit(`"data": "0x"`, `"data": "0xabc"`), []string{"sign", "--key", key, "--request", "-"}, "data: want 0x"},
+		{"creation without data", edit(`"to": "0x4000000000000000000000000000000000000004",`, ``), []string{"sign", "--key", key, "--request", "-"}, "needs data"},
+		{"no tx id", edit(`"tx_id": "01JD6Z4Q4W0000000000000000"`, `"tx_id": ""`), []string{"sign", "--key", key, "--request", "-"}, "tx_id is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := approverRun(t, tc.stdin, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error saying %q", err, tc.want)
+			}
+			if out != "" {
+				t.Errorf("printed %q on failure", out)
+			}
+		})
+	}
+}
+
+// TestApprovalRequestIntent: the intent the command signs is the one signerd
+// computes from the same fields, whatever nonce, gas and fees.
+func TestApprovalRequestIntent(t *testing.T) {
+	t.Parallel()
+	got, err := parseApprovalRequest([]byte(`{"tx_id": "t", "chain_id": 8453, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "type": "legacy", "value": "0", "data": "0x6080604052"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &signer.Request{
+		TxID: "t", ChainID: 8453, From: common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"), Type: signer.Legacy,
+		Value: big.NewInt(0), Data: []byte{0x60, 0x80, 0x60, 0x40, 0x52}, Nonce: 9, Gas: 1e6, GasPrice: big.NewInt(1),
+	}
+	if got.Intent() != want.Intent() || got.TxID != want.TxID {
+		t.Errorf("intent %s, want %s", got.Intent().Hex(), want.Intent().Hex())
+	}
+}
