@@ -24,13 +24,14 @@ var opsPaths = map[string][]string{
 	openapi.Gateway:   {"/healthz", "/readyz"}, // the public listener serves no /metrics
 	openapi.TxManager: {"/healthz", "/metrics", "/readyz"},
 	openapi.Signer:    {"/healthz", "/metrics", "/readyz", "/v1/audit", "/v1/evaluate", "/v1/keys", "/v1/sign", "/v1/sign/batch"},
-	openapi.MEVRouter: {"/healthz", "/metrics", "/readyz"},
+	openapi.MEVRouter: {"/healthz", "/metrics", "/readyz", "/v1/broadcast", "/v1/private/{hash}", "/v1/private/{hash}/cancel"},
 	openapi.Ledger:    {"/healthz", "/metrics", "/readyz"},
 }
 
 var operationIDs = map[string]string{
 	"/healthz": "getHealth", "/readyz": "getReadiness", "/metrics": "getMetrics",
 	"/v1/sign": "sign", "/v1/sign/batch": "signBatch", "/v1/evaluate": "evaluate", "/v1/keys": "listKeys", "/v1/audit": "listAudit",
+	"/v1/broadcast": "broadcast", "/v1/private/{hash}": "getPrivateStatus", "/v1/private/{hash}/cancel": "cancelPrivate",
 }
 
 func allSpecs() []string { return append([]string{openapi.Components}, openapi.Services...) }

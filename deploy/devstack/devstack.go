@@ -317,6 +317,10 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 		env["KEYSTORE_DIR"] = s.signer.Dir
 		env["KEYSTORE_PASSPHRASE_FILE"] = s.signer.PassphraseFile
 	}
+	if svc.identity == "mevrouter" {
+		env["CHAIN_ID"] = strconv.FormatUint(s.chain.ChainID(), 10)
+		env["PUBLIC_RPC"] = "anvil=" + s.chain.URL()
+	}
 	if svc.identity == "gateway" {
 		env["REDIS_URL"] = s.redisURL
 		env["PUBLIC_ADDR"] = s.cfg.GatewayAddr

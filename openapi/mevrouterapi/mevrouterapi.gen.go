@@ -4,6 +4,7 @@
 package mevrouterapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,10 +12,290 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/oapi-codegen/runtime"
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
+
+// Defines values for ErrorCategory.
+const (
+	AlreadyKnown             ErrorCategory = "already_known"
+	FeeCapTooLow             ErrorCategory = "fee_cap_too_low"
+	GasLimitExceeded         ErrorCategory = "gas_limit_exceeded"
+	InsufficientFunds        ErrorCategory = "insufficient_funds"
+	IntrinsicGasTooLow       ErrorCategory = "intrinsic_gas_too_low"
+	InvalidSenderOrSignature ErrorCategory = "invalid_sender_or_signature"
+	NonceTooHigh             ErrorCategory = "nonce_too_high"
+	NonceTooLow              ErrorCategory = "nonce_too_low"
+	Rejected                 ErrorCategory = "rejected"
+	ReplacementUnderpriced   ErrorCategory = "replacement_underpriced"
+	Transient                ErrorCategory = "transient"
+	TxFeeCapExceeded         ErrorCategory = "tx_fee_cap_exceeded"
+	TxpoolFull               ErrorCategory = "txpool_full"
+	Underpriced              ErrorCategory = "underpriced"
+)
+
+// Valid indicates whether the value is a known member of the ErrorCategory enum.
+func (e ErrorCategory) Valid() bool {
+	switch e {
+	case AlreadyKnown:
+		return true
+	case FeeCapTooLow:
+		return true
+	case GasLimitExceeded:
+		return true
+	case InsufficientFunds:
+		return true
+	case IntrinsicGasTooLow:
+		return true
+	case InvalidSenderOrSignature:
+		return true
+	case NonceTooHigh:
+		return true
+	case NonceTooLow:
+		return true
+	case Rejected:
+		return true
+	case ReplacementUnderpriced:
+		return true
+	case Transient:
+		return true
+	case TxFeeCapExceeded:
+		return true
+	case TxpoolFull:
+		return true
+	case Underpriced:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Fallback.
+const (
+	FallbackNone   Fallback = "none"
+	FallbackPublic Fallback = "public"
+)
+
+// Valid indicates whether the value is a known member of the Fallback enum.
+func (e Fallback) Valid() bool {
+	switch e {
+	case FallbackNone:
+		return true
+	case FallbackPublic:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Hint.
+const (
+	HintCalldata         Hint = "calldata"
+	HintContractAddress  Hint = "contract_address"
+	HintFunctionSelector Hint = "function_selector"
+	HintHash             Hint = "hash"
+	HintLogs             Hint = "logs"
+	HintTxHash           Hint = "tx_hash"
+)
+
+// Valid indicates whether the value is a known member of the Hint enum.
+func (e Hint) Valid() bool {
+	switch e {
+	case HintCalldata:
+		return true
+	case HintContractAddress:
+		return true
+	case HintFunctionSelector:
+		return true
+	case HintHash:
+		return true
+	case HintLogs:
+		return true
+	case HintTxHash:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PrivateState.
+const (
+	Cancelled PrivateState = "cancelled"
+	Expired   PrivateState = "expired"
+	Failed    PrivateState = "failed"
+	Included  PrivateState = "included"
+	Pending   PrivateState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the PrivateState enum.
+func (e PrivateState) Valid() bool {
+	switch e {
+	case Cancelled:
+		return true
+	case Expired:
+		return true
+	case Failed:
+		return true
+	case Included:
+		return true
+	case Pending:
+		return true
+	default:
+		return false
+	}
+}
+
+// BroadcastRequest defines model for BroadcastRequest.
+type BroadcastRequest struct {
+	// Builders Private sends: the names of the configured relays to send to.
+	// Default: all of them. An unknown name is `invalid`.
+	Builders *[]string `json:"builders,omitempty"`
+
+	// Fallback What to do when a private send expires unincluded: `none` (the
+	// default) reports it expired and sends nothing more; `public` sends
+	// it to the public endpoints, accepting that the mempool sees it.
+	Fallback *Fallback `json:"fallback,omitempty"`
+
+	// Fast Private sends: ask relays to share with every builder they know (Protect's `fast` mode).
+	Fast *bool `json:"fast,omitempty"`
+
+	// Hints Private sends: what the relays may share with searchers
+	// (MEV-Share hints). Default: nothing beyond the hash.
+	Hints *[]Hint `json:"hints,omitempty"`
+
+	// MaxBlock Private sends: the last block a relay may include the
+	// transaction in. Default: the current block plus the configured
+	// number of blocks (`PRIVATE_BLOCKS`, 25).
+	MaxBlock *externalRef0.BlockNumber `json:"max_block,omitempty"`
+
+	// Route How a transaction is to be broadcast, as requested: `public` sends to
+	// the public RPC endpoints, `private` only through private relays and
+	// builders (never a public mempool), `auto` lets txfence choose private
+	// for calls that can be sandwiched and public otherwise.
+	Route *externalRef0.Route `json:"route,omitempty"`
+
+	// Transactions Signed raw transactions, as `eth_sendRawTransaction` takes them.
+	Transactions []externalRef0.HexData `json:"transactions"`
+}
+
+// BroadcastResult defines model for BroadcastResult.
+type BroadcastResult struct {
+	Results []SendResult `json:"results"`
+}
+
+// ErrorCategory A node's refusal, classified the same way whatever the client
+// (geth, erigon, nethermind, besu, reth, anvil, hardhat) and its
+// wording. `transient` (timeouts, 5xx, rate limits, unreachable)
+// warrants a retry with backoff; `rejected` is any other refusal and is
+// final; `already_known` is never an error (it counts as accepted).
+type ErrorCategory string
+
+// Fallback What to do when a private send expires unincluded: `none` (the
+// default) reports it expired and sends nothing more; `public` sends
+// it to the public endpoints, accepting that the mempool sees it.
+type Fallback string
+
+// Hint defines model for Hint.
+type Hint string
+
+// PrivateState `pending`: with the relays, not yet seen in a block. `included`: seen
+// in a block of txfence's own node (`block`). `expired`: past
+// `max_block` unincluded. `cancelled`: the relays were asked to drop
+// it. `failed`: every relay refused it. Expired, cancelled and failed
+// sends are still watched for a late inclusion for a while.
+type PrivateState string
+
+// PrivateStatus defines model for PrivateStatus.
+type PrivateStatus struct {
+	// Block The block it was included in, when `included`.
+	Block *externalRef0.BlockNumber `json:"block,omitempty"`
+
+	// Fallback What to do when a private send expires unincluded: `none` (the
+	// default) reports it expired and sends nothing more; `public` sends
+	// it to the public endpoints, accepting that the mempool sees it.
+	Fallback *Fallback `json:"fallback,omitempty"`
+
+	// FellBack It expired and was sent to the public endpoints, as `fallback` allowed.
+	FellBack *bool `json:"fell_back,omitempty"`
+
+	// Hash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	Hash externalRef0.Hash `json:"hash"`
+
+	// MaxBlock A block height.
+	//
+	// Example: 1284
+	MaxBlock externalRef0.BlockNumber `json:"max_block"`
+
+	// Relays The relays that accepted it.
+	Relays []string  `json:"relays"`
+	SentAt time.Time `json:"sent_at"`
+
+	// State `pending`: with the relays, not yet seen in a block. `included`: seen
+	// in a block of txfence's own node (`block`). `expired`: past
+	// `max_block` unincluded. `cancelled`: the relays were asked to drop
+	// it. `failed`: every relay refused it. Expired, cancelled and failed
+	// sends are still watched for a late inclusion for a while.
+	State PrivateState `json:"state"`
+}
+
+// SendError Why no endpoint accepted the transaction, as the most telling answer among them.
+type SendError struct {
+	// Category A node's refusal, classified the same way whatever the client
+	// (geth, erigon, nethermind, besu, reth, anvil, hardhat) and its
+	// wording. `transient` (timeouts, 5xx, rate limits, unreachable)
+	// warrants a retry with backoff; `rejected` is any other refusal and is
+	// final; `already_known` is never an error (it counts as accepted).
+	Category ErrorCategory `json:"category"`
+
+	// Endpoint The endpoint or relay that said so.
+	Endpoint *string `json:"endpoint,omitempty"`
+
+	// Message The node's or relay's own message, verbatim.
+	Message string `json:"message"`
+}
+
+// SendResult defines model for SendResult.
+type SendResult struct {
+	// Accepted At least one endpoint (public) or relay (private) took the
+	// transaction, `already_known` included. Acceptance is not
+	// inclusion: the chain follower decides that.
+	Accepted bool `json:"accepted"`
+
+	// AcceptedBy The endpoints or relays that had accepted it when the answer was sent.
+	AcceptedBy *[]string `json:"accepted_by,omitempty"`
+
+	// Error Why no endpoint accepted the transaction, as the most telling answer among them.
+	Error *SendError `json:"error,omitempty"`
+
+	// Hash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	Hash externalRef0.Hash `json:"hash"`
+
+	// MaxBlock Private sends, the last block they may be included in.
+	MaxBlock *externalRef0.BlockNumber `json:"max_block,omitempty"`
+
+	// Route The route a transaction was actually sent by (`auto` resolved).
+	Route externalRef0.SendRoute `json:"route"`
+
+	// RouteReason Why this route was taken (for `auto`, which rule chose it).
+	//
+	// Example: call to a listed DEX router (selector 0x38ed1739)
+	RouteReason string `json:"route_reason"`
+}
+
+// TxHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+//
+// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+type TxHash = externalRef0.Hash
+
+// BroadcastJSONRequestBody defines body for Broadcast for application/json ContentType.
+type BroadcastJSONRequestBody = BroadcastRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -118,6 +399,51 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BroadcastWithBody Send signed raw transactions by a route
+	//
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+	// configured chain, sent by one route with one set of options. The
+	// answers come in request order. Only txmanager may call it (mutual
+	// TLS identity `txmanager`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+	BroadcastWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Broadcast Send signed raw transactions by a route
+	//
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+	// configured chain, sent by one route with one set of options. The
+	// answers come in request order. Only txmanager may call it (mutual
+	// TLS identity `txmanager`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+	Broadcast(ctx context.Context, body BroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPrivateStatus Where a private send stands
+	//
+	// The status of a transaction this mevrouterd process sent privately.
+	// `404` for a hash it did not send (or sent before a restart). Only
+	// txmanager may call it (mutual TLS identity `txmanager`).
+	//
+	// Corresponds with GET /v1/private/{hash} (the `GetPrivateStatus` operationId).
+	GetPrivateStatus(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelPrivate Ask the relays to drop a private send
+	//
+	// Asks every relay the transaction was sent to that supports it
+	// (`eth_cancelPrivateTransaction`) to drop it. Cancellation is best
+	// effort: a builder may already hold it, so the transaction stays
+	// watched and may still turn up `included`. Cancelling an included
+	// transaction is a `409`. Only txmanager may call it (mutual TLS
+	// identity `txmanager`).
+	//
+	// Corresponds with POST /v1/private/{hash}/cancel (the `CancelPrivate` operationId).
+	CancelPrivate(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth Liveness
@@ -169,6 +495,91 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadinessRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BroadcastWithBody Send signed raw transactions by a route
+//
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+// configured chain, sent by one route with one set of options. The
+// answers come in request order. Only txmanager may call it (mutual
+// TLS identity `txmanager`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+func (c *Client) BroadcastWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBroadcastRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Broadcast Send signed raw transactions by a route
+//
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+// configured chain, sent by one route with one set of options. The
+// answers come in request order. Only txmanager may call it (mutual
+// TLS identity `txmanager`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+func (c *Client) Broadcast(ctx context.Context, body BroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBroadcastRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPrivateStatus Where a private send stands
+//
+// The status of a transaction this mevrouterd process sent privately.
+// `404` for a hash it did not send (or sent before a restart). Only
+// txmanager may call it (mutual TLS identity `txmanager`).
+//
+// Corresponds with GET /v1/private/{hash} (the `GetPrivateStatus` operationId).
+func (c *Client) GetPrivateStatus(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPrivateStatusRequest(c.Server, hash)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelPrivate Ask the relays to drop a private send
+//
+// Asks every relay the transaction was sent to that supports it
+// (`eth_cancelPrivateTransaction`) to drop it. Cancellation is best
+// effort: a builder may already hold it, so the transaction stays
+// watched and may still turn up `included`. Cancelling an included
+// transaction is a `409`. Only txmanager may call it (mutual TLS
+// identity `txmanager`).
+//
+// Corresponds with POST /v1/private/{hash}/cancel (the `CancelPrivate` operationId).
+func (c *Client) CancelPrivate(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelPrivateRequest(c.Server, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +671,114 @@ func NewGetReadinessRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewBroadcastRequest calls the generic Broadcast builder with application/json body
+func NewBroadcastRequest(server string, body BroadcastJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBroadcastRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBroadcastRequestWithBody constructs an http.Request for the Broadcast method, with any body, and a specified content type
+func NewBroadcastRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/broadcast")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetPrivateStatusRequest constructs an http.Request for the GetPrivateStatus method
+func NewGetPrivateStatusRequest(server string, hash TxHash) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hash", hash, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/private/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelPrivateRequest constructs an http.Request for the CancelPrivate method
+func NewCancelPrivateRequest(server string, hash TxHash) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hash", hash, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/private/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -338,6 +857,55 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error)
+
+	// BroadcastWithBodyWithResponse Send signed raw transactions by a route
+	//
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+	// configured chain, sent by one route with one set of options. The
+	// answers come in request order. Only txmanager may call it (mutual
+	// TLS identity `txmanager`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+	BroadcastWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BroadcastResponse, error)
+
+	// BroadcastWithResponse Send signed raw transactions by a route
+	//
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+	// configured chain, sent by one route with one set of options. The
+	// answers come in request order. Only txmanager may call it (mutual
+	// TLS identity `txmanager`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+	BroadcastWithResponse(ctx context.Context, body BroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*BroadcastResponse, error)
+
+	// GetPrivateStatusWithResponse Where a private send stands
+	//
+	// The status of a transaction this mevrouterd process sent privately.
+	// `404` for a hash it did not send (or sent before a restart). Only
+	// txmanager may call it (mutual TLS identity `txmanager`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/private/{hash} (the `GetPrivateStatus` operationId).
+	GetPrivateStatusWithResponse(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*GetPrivateStatusResponse, error)
+
+	// CancelPrivateWithResponse Ask the relays to drop a private send
+	//
+	// Asks every relay the transaction was sent to that supports it
+	// (`eth_cancelPrivateTransaction`) to drop it. Cancellation is best
+	// effort: a builder may already hold it, so the transaction stays
+	// watched and may still turn up `included`. Cancelling an included
+	// transaction is a `409`. Only txmanager may call it (mutual TLS
+	// identity `txmanager`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/private/{hash}/cancel (the `CancelPrivate` operationId).
+	CancelPrivateWithResponse(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*CancelPrivateResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -491,6 +1059,150 @@ func (r GetReadinessResponse) ContentType() string {
 	return ""
 }
 
+type BroadcastResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BroadcastResult
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BroadcastResponse) GetJSON200() *BroadcastResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r BroadcastResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r BroadcastResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BroadcastResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BroadcastResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BroadcastResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPrivateStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrivateStatus
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPrivateStatusResponse) GetJSON200() *PrivateStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPrivateStatusResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPrivateStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPrivateStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPrivateStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPrivateStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelPrivateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrivateStatus
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelPrivateResponse) GetJSON200() *PrivateStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelPrivateResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelPrivateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelPrivateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelPrivateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelPrivateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse Liveness
 //
 // Answers 200 while the process serves HTTP; checks no dependency.
@@ -542,6 +1254,79 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 		return nil, err
 	}
 	return ParseGetReadinessResponse(rsp)
+}
+
+// BroadcastWithBodyWithResponse Send signed raw transactions by a route
+//
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+// configured chain, sent by one route with one set of options. The
+// answers come in request order. Only txmanager may call it (mutual
+// TLS identity `txmanager`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+func (c *ClientWithResponses) BroadcastWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BroadcastResponse, error) {
+	rsp, err := c.BroadcastWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBroadcastResponse(rsp)
+}
+
+// BroadcastWithResponse Send signed raw transactions by a route
+//
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
+// configured chain, sent by one route with one set of options. The
+// answers come in request order. Only txmanager may call it (mutual
+// TLS identity `txmanager`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/broadcast (the `Broadcast` operationId).
+func (c *ClientWithResponses) BroadcastWithResponse(ctx context.Context, body BroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*BroadcastResponse, error) {
+	rsp, err := c.Broadcast(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBroadcastResponse(rsp)
+}
+
+// GetPrivateStatusWithResponse Where a private send stands
+//
+// The status of a transaction this mevrouterd process sent privately.
+// `404` for a hash it did not send (or sent before a restart). Only
+// txmanager may call it (mutual TLS identity `txmanager`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/private/{hash} (the `GetPrivateStatus` operationId).
+func (c *ClientWithResponses) GetPrivateStatusWithResponse(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*GetPrivateStatusResponse, error) {
+	rsp, err := c.GetPrivateStatus(ctx, hash, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPrivateStatusResponse(rsp)
+}
+
+// CancelPrivateWithResponse Ask the relays to drop a private send
+//
+// Asks every relay the transaction was sent to that supports it
+// (`eth_cancelPrivateTransaction`) to drop it. Cancellation is best
+// effort: a builder may already hold it, so the transaction stays
+// watched and may still turn up `included`. Cancelling an included
+// transaction is a `409`. Only txmanager may call it (mutual TLS
+// identity `txmanager`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/private/{hash}/cancel (the `CancelPrivate` operationId).
+func (c *ClientWithResponses) CancelPrivateWithResponse(ctx context.Context, hash TxHash, reqEditors ...RequestEditorFn) (*CancelPrivateResponse, error) {
+	rsp, err := c.CancelPrivate(ctx, hash, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelPrivateResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -650,6 +1435,105 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 	return response, nil
 }
 
+// ParseBroadcastResponse parses an HTTP response from a BroadcastWithResponse call
+func ParseBroadcastResponse(rsp *http.Response) (*BroadcastResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BroadcastResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BroadcastResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPrivateStatusResponse parses an HTTP response from a GetPrivateStatusWithResponse call
+func ParseGetPrivateStatusResponse(rsp *http.Response) (*GetPrivateStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPrivateStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrivateStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelPrivateResponse parses an HTTP response from a CancelPrivateWithResponse call
+func ParseCancelPrivateResponse(rsp *http.Response) (*CancelPrivateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelPrivateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrivateStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness
@@ -661,6 +1545,15 @@ type ServerInterface interface {
 	// GetReadiness Readiness
 	// (GET /readyz)
 	GetReadiness(w http.ResponseWriter, r *http.Request)
+	// Broadcast Send signed raw transactions by a route
+	// (POST /v1/broadcast)
+	Broadcast(w http.ResponseWriter, r *http.Request)
+	// GetPrivateStatus Where a private send stands
+	// (GET /v1/private/{hash})
+	GetPrivateStatus(w http.ResponseWriter, r *http.Request, hash TxHash)
+	// CancelPrivate Ask the relays to drop a private send
+	// (POST /v1/private/{hash}/cancel)
+	CancelPrivate(w http.ResponseWriter, r *http.Request, hash TxHash)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -682,6 +1575,24 @@ func (_ Unimplemented) GetMetrics(w http.ResponseWriter, r *http.Request) {
 // GetReadiness Readiness
 // (GET /readyz)
 func (_ Unimplemented) GetReadiness(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Broadcast Send signed raw transactions by a route
+// (POST /v1/broadcast)
+func (_ Unimplemented) Broadcast(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetPrivateStatus Where a private send stands
+// (GET /v1/private/{hash})
+func (_ Unimplemented) GetPrivateStatus(w http.ResponseWriter, r *http.Request, hash TxHash) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CancelPrivate Ask the relays to drop a private send
+// (POST /v1/private/{hash}/cancel)
+func (_ Unimplemented) CancelPrivate(w http.ResponseWriter, r *http.Request, hash TxHash) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -727,6 +1638,72 @@ func (siw *ServerInterfaceWrapper) GetReadiness(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReadiness(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Broadcast operation middleware
+func (siw *ServerInterfaceWrapper) Broadcast(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Broadcast(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPrivateStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetPrivateStatus(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "hash" -------------
+	var hash TxHash
+
+	err = runtime.BindStyledParameterWithOptions("simple", "hash", chi.URLParam(r, "hash"), &hash, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "hash", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPrivateStatus(w, r, hash)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelPrivate operation middleware
+func (siw *ServerInterfaceWrapper) CancelPrivate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "hash" -------------
+	var hash TxHash
+
+	err = runtime.BindStyledParameterWithOptions("simple", "hash", chi.URLParam(r, "hash"), &hash, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "hash", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelPrivate(w, r, hash)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -849,6 +1826,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/broadcast", wrapper.Broadcast)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/private/{hash}", wrapper.GetPrivateStatus)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/private/{hash}/cancel", wrapper.CancelPrivate)
+	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealth)
 	})

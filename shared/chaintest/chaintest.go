@@ -60,12 +60,25 @@ func SendTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to com
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	client := node.Client()
 	sender := crypto.PubkeyToAddress(from.PublicKey)
-	nonce, err := client.PendingNonceAt(ctx, sender)
+	nonce, err := node.Client().PendingNonceAt(ctx, sender)
 	if err != nil {
 		t.Fatalf("pending nonce of %s: %v", sender, err)
 	}
+	tx := SignTransfer(t, node, from, to, wei, nonce)
+	if err := node.Client().SendTransaction(ctx, tx); err != nil {
+		t.Fatalf("send transfer %s from %s (nonce %d): %v", tx.Hash(), sender, nonce, err)
+	}
+	return tx
+}
+
+// SignTransfer signs, without sending, an EIP-1559 value transfer at nonce
+// whose fee cap is twice the current base fee plus the suggested tip.
+func SignTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to common.Address, wei *big.Int, nonce uint64) *types.Transaction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	client := node.Client()
 	tip, err := client.SuggestGasTipCap(ctx)
 	if err != nil {
 		t.Fatalf("suggest gas tip: %v", err)
@@ -89,9 +102,6 @@ func SendTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to com
 	})
 	if err != nil {
 		t.Fatalf("sign transfer: %v", err)
-	}
-	if err := client.SendTransaction(ctx, tx); err != nil {
-		t.Fatalf("send transfer %s from %s (nonce %d): %v", tx.Hash(), sender, nonce, err)
 	}
 	return tx
 }

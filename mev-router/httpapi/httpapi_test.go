@@ -1,0 +1,248 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/httpapi"
+	"github.com/txfence/txfence/openapi"
+	"github.com/txfence/txfence/openapi/openapitest"
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/servicetest"
+)
+
+// api is mevrouterd's API over mutual TLS, broadcasting to a real anvil,
+// every exchange checked against mevrouter.yaml.
+type api struct {
+	url  string
+	pki  string
+	node *anvil.Node
+}
+
+func start(t *testing.T, router func(node *anvil.Node, m *mevrouter.Metrics) *mevrouter.Router) *api {
+	t.Helper()
+	node := chaintest.Anvil(t, anvil.Options{})
+	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
+	m := mevrouter.NewMetrics(srv.Registry())
+	(&httpapi.API{Router: router(node, m)}).Mount(srv.Router)
+	pki := servicetest.PKI(t)
+	src, err := mtls.Load(devcert.Files(pki, "mevrouter"), mtls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.MEVRouter, srv))
+	ts.TLS = src.ServerConfig()
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return &api{url: ts.URL, pki: pki, node: node}
+}
+
+// publicOnly is a router with anvil as its one public endpoint and no relay.
+func publicOnly(t *testing.T) func(*anvil.Node, *mevrouter.Metrics) *mevrouter.Router {
+	return func(node *anvil.Node, m *mevrouter.Metrics) *mevrouter.Router {
+		public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "anvil", URL: node.URL()}}, mevrouter.PublicOptions{}, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(public.Close)
+		return &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: public, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
+	}
+}
+
+func (a *api) do(t *testing.T, as, method, path, contentType, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := servicetest.Client(t, a.pki, as, "mevrouter").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// signed signs a transfer with the first dev account's key at nonce, by
+// signer (of this chain unless a test wants otherwise).
+func signed(t *testing.T, node *anvil.Node, nonce uint64, txData types.TxData, signer types.Signer) string {
+	t.Helper()
+	tx, err := types.SignNewTx(node.Accounts()[0].Key, signer, txData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := tx.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hexutil.Encode(raw)
+}
+
+func transfer(t *testing.T, node *anvil.Node, nonce uint64) string {
+	return hexutil.Encode(must(chaintest.SignTransfer(t, node, node.Accounts()[0].Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce).MarshalBinary()))
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+type result struct {
+	Hash        common.Hash `json:"hash"`
+	Route       string      `json:"route"`
+	RouteReason string      `json:"route_reason"`
+	Accepted    bool        `json:"accepted"`
+	AcceptedBy  []string    `json:"accepted_by"`
+	Error       *struct {
+		Category string `json:"category"`
+		Message  string `json:"message"`
+		Endpoint string `json:"endpoint"`
+	} `json:"error"`
+}
+
+func TestBroadcastOverMTLS(t *testing.T) {
+	t.Parallel()
+	a := start(t, publicOnly(t))
+	body := fmt.Sprintf(`{"transactions": [%q, %q], "route": "public"}`, transfer(t, a.node, 0), transfer(t, a.node, 1))
+	resp, b := a.do(t, "txmanager", "POST", "/v1/broadcast", "application/json", body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("broadcast: %d %s", resp.StatusCode, b)
+	}
+	var out struct{ Results []result }
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 {
+		t.Fatalf("results: %s", b)
+	}
+	for _, r := range out.Results {
+		if !r.Accepted || r.Route != "public" || len(r.AcceptedBy) != 1 || r.AcceptedBy[0] != "anvil" {
+			t.Errorf("result %+v", r)
+		}
+		chaintest.WaitReceipt(t, a.node, r.Hash)
+	}
+
+	// Sent again: both nonces are used now, and the category says so.
+	resp, b = a.do(t, "txmanager", "POST", "/v1/broadcast", "application/json", body)
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("resend: %d %s", resp.StatusCode, b)
+	}
+	for _, r := range out.Results {
+		if r.Accepted || r.Error == nil || r.Error.Category != "nonce_too_low" || r.Error.Endpoint != "anvil" {
+			t.Errorf("resend of a mined transaction: %s", b)
+		}
+	}
+}
+
+func TestOnlyTxmanagerGetsIn(t *testing.T) {
+	t.Parallel()
+	a := start(t, publicOnly(t))
+	for _, as := range []string{"gateway", "ledger", "signer"} {
+		resp, b := a.do(t, as, "POST", "/v1/broadcast", "application/json", `{"transactions": ["0x00"]}`)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), as) {
+			t.Errorf("%s: %d %s; want 403 naming the caller", as, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestBadInputGetsAProblemDocument: every malformed request is refused
+// whole with a problem document naming the problem, and nothing is sent.
+func TestBadInputGetsAProblemDocument(t *testing.T) {
+	t.Parallel()
+	a := start(t, publicOnly(t))
+	node := a.node
+	chainID := new(big.Int).SetUint64(node.ChainID())
+	to := common.HexToAddress("0xb0b")
+	good := transfer(t, node, 0)
+	otherChain := signed(t, node, 0, &types.DynamicFeeTx{ChainID: big.NewInt(1), Nonce: 0, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(1e10), Gas: 21000, To: &to}, types.LatestSignerForChainID(big.NewInt(1)))
+	unprotected := signed(t, node, 0, &types.LegacyTx{Nonce: 0, GasPrice: big.NewInt(1e10), Gas: 21000, To: &to}, types.HomesteadSigner{})
+	// A high s (the malleable twin of a valid signature) decodes, but no
+	// sender is recovered from it since EIP-2.
+	badSig := func() string {
+		var tx types.Transaction
+		if err := tx.UnmarshalBinary(must(hexutil.Decode(good))); err != nil {
+			t.Fatal(err)
+		}
+		v, r, sv := tx.RawSignatureValues()
+		sig := make([]byte, 65)
+		r.FillBytes(sig[:32])
+		new(big.Int).Sub(crypto.S256().Params().N, sv).FillBytes(sig[32:64])
+		sig[64] = byte(v.Uint64() ^ 1)
+		high, err := tx.WithSignature(types.LatestSignerForChainID(chainID), sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hexutil.Encode(must(high.MarshalBinary()))
+	}()
+	many := make([]string, 257)
+	for i := range many {
+		many[i] = fmt.Sprintf("%q", good)
+	}
+	tests := []struct {
+		name, contentType, body, want string
+	}{
+		{"not JSON", "application/json", `{"transactions": [`, "request body"},
+		{"not a JSON content type", "text/plain", `{"transactions": ["` + good + `"]}`, "application/json"},
+		{"an unknown field", "application/json", `{"transactions": ["` + good + `"], "gas_price": 1}`, "gas_price"},
+		{"trailing data", "application/json", `{"transactions": ["` + good + `"]} {}`, "after the JSON document"},
+		{"no transactions", "application/json", `{"transactions": []}`, "at least one"},
+		{"an oversized batch", "application/json", `{"transactions": [` + strings.Join(many, ",") + `]}`, "at most 256"},
+		{"not hex", "application/json", `{"transactions": ["hello"]}`, "request body"},
+		{"not RLP", "application/json", `{"transactions": ["0x0102"]}`, "not a signed transaction"},
+		{"another chain", "application/json", `{"transactions": ["` + otherChain + `"]}`, fmt.Sprintf("chain id 1, but this mevrouterd broadcasts on chain %s", chainID)},
+		{"no replay protection", "application/json", `{"transactions": ["` + unprotected + `"]}`, "EIP-155"},
+		{"a broken signature", "application/json", `{"transactions": ["` + badSig + `"]}`, "sender cannot be recovered"},
+		{"the same transaction twice", "application/json", `{"transactions": ["` + good + `", "` + good + `"]}`, "again"},
+		{"a bad route", "application/json", `{"transactions": ["` + good + `"], "route": "fast"}`, "route"},
+		{"a bad fallback", "application/json", `{"transactions": ["` + good + `"], "fallback": "maybe"}`, "fallback"},
+		{"a bad hint", "application/json", `{"transactions": ["` + good + `"], "hints": ["everything"]}`, "hints"},
+		{"private without relays", "application/json", `{"transactions": ["` + good + `"], "route": "private"}`, "no private relay is configured"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			resp, b := a.do(t, "txmanager", "POST", "/v1/broadcast", tt.contentType, tt.body)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(b), tt.want) {
+				t.Errorf("%d %s %s; want a 400 problem mentioning %q", resp.StatusCode, resp.Header.Get("Content-Type"), b, tt.want)
+			}
+		})
+	}
+	// Nothing was sent: the dev account's nonce is untouched.
+	nonce, err := node.Client().PendingNonceAt(context.Background(), node.Accounts()[0].Address)
+	if err != nil || nonce != 0 {
+		t.Errorf("pending nonce %d (%v) after refused broadcasts; want 0", nonce, err)
+	}
+
+	for path, want := range map[string]int{
+		"/v1/private/0x1234":                          http.StatusBadRequest,
+		"/v1/private/" + crypto.Keccak256Hash().Hex(): http.StatusNotFound,
+	} {
+		resp, b := a.do(t, "txmanager", "GET", path, "", "")
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+	}
+}

@@ -1,0 +1,420 @@
+package nodeerr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// Classify returns the category of an error from eth_sendRawTransaction (or
+// a relay's equivalent), and "" for nil. In order:
+//   - Errors that mean no request reached a node, or no answer came back
+//     (deadlines, cancellation, any net.Error, which covers every failure
+//     of net/http's client, refused or reset connections, EOF, a closed
+//     client, an answer that is not JSON), and errors that say of
+//     themselves that they are Temporary, are Transient: the node gave no
+//     verdict.
+//   - A non-2xx HTTP status (rpc.HTTPError): 5xx, 429 and 408 are
+//     Transient; 401, 403, 404, 405, 407 and 421 say that the endpoint is
+//     wrong for us (credentials, URL), not the transaction, and are
+//     Transient too, so the transaction is not lost to a configuration
+//     mistake; any other status is classified by the message in its body.
+//   - A JSON-RPC error (rpc.Error) is classified by its message, then its
+//     data; an unknown message with code 429, -32005 (limit exceeded, used
+//     by providers for rate limits) or -32603 (internal error) is
+//     Transient, any other is Rejected.
+//   - Anything else is classified by its message.
+func Classify(err error) Category {
+	if err == nil {
+		return ""
+	}
+	if noVerdict(err) {
+		return Transient
+	}
+
+	var httpErr rpc.HTTPError
+	var httpErrPtr *rpc.HTTPError
+	switch {
+	case errors.As(err, &httpErr):
+		return classifyHTTP(httpErr)
+	case errors.As(err, &httpErrPtr) && httpErrPtr != nil:
+		return classifyHTTP(*httpErrPtr)
+	}
+
+	var rpcErr rpc.Error
+	if errors.As(err, &rpcErr) {
+		return classifyRPC(rpcErr.ErrorCode(), rpcErr.Error(), errorData(err))
+	}
+	return ClassifyMessage(err.Error())
+}
+
+// noVerdict reports whether err says that the request got no answer from
+// a node, or an answer that could not be read.
+func noVerdict(err error) bool {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded),
+		// The caller gave up: whether the node got the transaction is
+		// unknown, which a resend (answered "already known") settles.
+		errors.Is(err, context.Canceled),
+		errors.Is(err, os.ErrDeadlineExceeded),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH),
+		errors.Is(err, rpc.ErrClientQuit):
+		return true
+	}
+	// net.Error covers dial, DNS and TLS failures as well as timeouts:
+	// net/http wraps every client failure in *url.Error, a net.Error.
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	// A 2xx answer that is not JSON comes from a proxy or a broken node,
+	// not from a node that read the transaction.
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return true
+	}
+	// The idiom of errors that know they are retryable, e.g. the relay
+	// client's (5xx, 429 and 408 from a relay).
+	var temp interface{ Temporary() bool }
+	return errors.As(err, &temp) && temp.Temporary()
+}
+
+func classifyHTTP(e rpc.HTTPError) Category {
+	switch {
+	case e.StatusCode >= 500,
+		e.StatusCode == http.StatusTooManyRequests,
+		e.StatusCode == http.StatusRequestTimeout:
+		return Transient
+	case e.StatusCode == http.StatusUnauthorized,
+		e.StatusCode == http.StatusForbidden,
+		e.StatusCode == http.StatusNotFound,
+		e.StatusCode == http.StatusMethodNotAllowed,
+		e.StatusCode == http.StatusProxyAuthRequired,
+		e.StatusCode == http.StatusMisdirectedRequest:
+		return Transient
+	}
+	// Some nodes and providers answer a JSON-RPC error with a 4xx status.
+	var body struct {
+		Error *struct {
+			Code    int             `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(e.Body, &body) == nil && body.Error != nil {
+		var data any
+		_ = json.Unmarshal(body.Error.Data, &data)
+		return classifyRPC(body.Error.Code, body.Error.Message, data)
+	}
+	if len(e.Body) > 0 {
+		return ClassifyMessage(string(e.Body))
+	}
+	return ClassifyMessage(e.Status)
+}
+
+func classifyRPC(code int, msg string, data any) Category {
+	if c := ClassifyMessage(msg); c != Rejected {
+		return c
+	}
+	// A few nodes and middlewares put the reason in the error's data.
+	if s, ok := data.(string); ok && s != "" {
+		if c := ClassifyMessage(s); c != Rejected {
+			return c
+		}
+	}
+	switch code {
+	case http.StatusTooManyRequests, -32005, -32603:
+		return Transient
+	}
+	return Rejected
+}
+
+func errorData(err error) any {
+	var dataErr rpc.DataError
+	if errors.As(err, &dataErr) {
+		return dataErr.ErrorData()
+	}
+	return nil
+}
+
+// ClassifyMessage classifies a node's error message by matching it, case
+// insensitively and with underscores read as spaces (so that besu's enum
+// names such as NONCE_TOO_LOW read like messages), against the known
+// wordings. A message that matches none is Rejected.
+func ClassifyMessage(msg string) Category {
+	m := strings.ReplaceAll(strings.ToLower(msg), "_", " ")
+	for _, r := range rules {
+		if r.re.MatchString(m) {
+			return r.cat
+		}
+	}
+	return Rejected
+}
+
+type rule struct {
+	cat Category
+	re  *regexp.Regexp
+}
+
+func match(cat Category, pattern string) rule {
+	return rule{cat, regexp.MustCompile(pattern)}
+}
+
+// rules are tried in order and the first match wins. The order matters
+// where one wording contains another: "replacement transaction underpriced"
+// before "underpriced", the base fee messages before the generic fee ones,
+// "intrinsic gas exceeds gas limit" before the gas limit ones, and
+// nethermind's "NonceTooLow: nonce too high" (sic) reads as too high.
+// Patterns are matched against the lowercased message with "_" as " ".
+// Each comment names the clients whose messages the pattern was taken from.
+var rules = []rule{
+	// geth txpool.ErrAlreadyKnown; erigon "ALREADY_EXISTS: already known";
+	// reth RpcPoolError::AlreadyKnown; nethermind TxPoolErrorMessages
+	// (current) and "AlreadyKnown: transaction is already known."; besu
+	// enum TRANSACTION_ALREADY_KNOWN.
+	match(AlreadyKnown, `already known`),
+	// nethermind AcceptTxResult.AlreadyKnown (older releases: "AlreadyKnown").
+	match(AlreadyKnown, `alreadyknown`),
+	// besu "Known transaction"; hardhat "Known transaction: 0x…". The word
+	// boundary keeps "unknown transaction type" out.
+	match(AlreadyKnown, `\bknown transaction\b`),
+	// anvil "transaction already imported"; reth pool "already imported".
+	match(AlreadyKnown, `already imported`),
+	// erigon DiscardReason DuplicateHash "existing txn with same hash"
+	// (older: "existing tx with same hash").
+	match(AlreadyKnown, `existing txn? with same hash`),
+
+	// geth and erigon "tx fee (1.20 ether) exceeds the configured cap (1.00
+	// ether)"; reth "tx fee (… wei) exceeds the configured cap (… wei)".
+	match(TxFeeCapExceeded, `exceeds the configured cap`),
+	// besu "Transaction fee cap exceeded" and enum TX_FEECAP_EXCEEDED.
+	match(TxFeeCapExceeded, `fee ?cap exceeded`),
+
+	// geth, erigon, reth, anvil, nethermind (current) "replacement
+	// transaction underpriced"; besu and hardhat "Replacement transaction
+	// underpriced[. A gasPrice/maxFeePerGas of at least …]"; besu enum
+	// TRANSACTION_REPLACEMENT_UNDERPRICED.
+	match(ReplacementUnderpriced, `replacement (transaction )?underpriced`),
+	// nethermind AcceptTxResult.ReplacementNotAllowed (older releases).
+	match(ReplacementUnderpriced, `replacementnotallowed`),
+	// nethermind AcceptTxResult.OwnNonceAlreadyUsed (older releases): a
+	// local transaction with this nonce is pooled, i.e. an attempt of ours.
+	match(ReplacementUnderpriced, `ownnoncealreadyused`),
+	// erigon DiscardReason NotReplaced "could not replace existing tx".
+	match(ReplacementUnderpriced, `could not replace existing tx`),
+	// reth PoolErrorKind and anvil PoolError "insufficient gas price to
+	// replace existing transaction" (before their RPC layer rewords it).
+	match(ReplacementUnderpriced, `insufficient gas price to replace`),
+
+	// geth, reth, anvil, besu, hardhat, nethermind (current) "nonce too
+	// high"; hardhat "Nonce too high. Expected nonce to be …"; nethermind
+	// "FutureNonce: nonce too high." and "NonceTooLow: nonce too high." (sic).
+	match(NonceTooHigh, `nonce too high`),
+	// geth, erigon, anvil, nethermind (current) "nonce too low"; reth "nonce
+	// too low: next nonce …"; besu "Nonce too low" and enum NONCE_TOO_LOW;
+	// hardhat "Nonce too low. Expected nonce to be [at least] …"; hardhat
+	// (EDR) "Transaction nonce too low. Expected nonce …".
+	match(NonceTooLow, `nonce too low`),
+	// besu "Transaction nonce is too distant from current sender nonce".
+	match(NonceTooHigh, `nonce is too distant`),
+	// nethermind "nonce too far in future" (current) and
+	// "NonceTooFarInFuture" (older); besu enum NONCE_TOO_FAR_IN_FUTURE_FOR_SENDER.
+	match(NonceTooHigh, `nonce ?too ?far ?in ?future`),
+	// nethermind AcceptTxResult.NonceGap (older releases).
+	match(NonceTooHigh, `noncegap`),
+	// geth and reth "gapped-nonce tx from delegated accounts".
+	match(NonceTooHigh, `gapped-nonce`),
+	// besu "An invalid transaction with a lower nonce exists": this one
+	// waits on a lower nonce, as with a gap.
+	match(NonceTooHigh, `lower nonce exists`),
+	// nethermind AcceptTxResult.OldNonce (older releases), and the
+	// "NonceTooLow: …" / "NonceTooHigh: …" prefixes of its validation
+	// messages; after the spelled-out forms because of the "sic" above.
+	match(NonceTooLow, `oldnonce`),
+	match(NonceTooHigh, `noncetoohigh`),
+	match(NonceTooLow, `noncetoolow`),
+
+	// geth, reth, anvil "max fee per gas less than block base fee";
+	// nethermind "GasPriceTooLow: max fee per gas less than block base fee.".
+	match(FeeCapTooLow, `less than block base fee`),
+	// besu "Gas price below current base fee" and its enum.
+	match(FeeCapTooLow, `below current base fee`),
+	// hardhat "Transaction maxFeePerGas (…) is too low for the next block,
+	// which has a baseFeePerGas of …", and the same with "gasPrice".
+	match(FeeCapTooLow, `too low for the next block, which has a basefeepergas`),
+	// nethermind "FeeTooLow, MaxFeePerGas too low. MaxFeePerGas: …,
+	// BaseFee: …"; before the generic FeeTooLow below.
+	match(FeeCapTooLow, `maxfeepergas too low`),
+
+	// geth txpool.ErrUnderpriced, reth, nethermind (current, for FeeTooLow
+	// and FeeTooLowToCompete) "transaction underpriced"; erigon
+	// "FEE_TOO_LOW: underpriced". After every "replacement" form.
+	match(Underpriced, `underpriced`),
+	// nethermind AcceptTxResult.FeeTooLow and FeeTooLowToCompete (older
+	// releases); erigon DiscardReason FeeTooLow "fee too low".
+	match(Underpriced, `fee ?too ?low`),
+	// geth ErrTxGasPriceTooLow "transaction gas price below minimum: gas tip
+	// cap …, minimum needed …".
+	match(Underpriced, `gas price below minimum`),
+	// besu "Gas price below configured minimum gas price"; besu enum
+	// GAS_PRICE_TOO_LOW.
+	match(Underpriced, `below configured minimum`),
+	match(Underpriced, `gas price too low`),
+	// reth "transaction priority fee below minimum required priority fee …".
+	match(Underpriced, `priority fee below minimum`),
+	// reth PoolErrorKind "transaction feeCap … below chain minimum".
+	match(Underpriced, `below chain minimum`),
+	// hardhat (EDR) "Transaction gas price is …, which is below the minimum of …".
+	match(Underpriced, `which is below the minimum`),
+
+	// geth ErrInsufficientFunds "insufficient funds for gas * price + value"
+	// and ErrInsufficientFundsForTransfer; reth "… : have … want …"; anvil
+	// "Insufficient funds for gas * price + value"; erigon "insufficient
+	// funds"; nethermind (current) "insufficient funds for …".
+	match(InsufficientFunds, `insufficient funds`),
+	// nethermind AcceptTxResult.InsufficientFunds (older releases) and
+	// "InsufficientFundsForTxValue/TxGas: …".
+	match(InsufficientFunds, `insufficientfunds`),
+	// besu "Upfront cost exceeds account balance", enum UPFRONT_COST_EXCEEDS_BALANCE.
+	match(InsufficientFunds, `upfront cost exceeds`),
+	// hardhat "sender doesn't have enough funds to send tx. The [max]
+	// upfront cost is: …"; hardhat (EDR) "Sender doesn't have enough funds …".
+	match(InsufficientFunds, `doesn't have enough funds`),
+	// reth InvalidPoolTransactionError::Overdraft "transaction overdraws
+	// from account".
+	match(InsufficientFunds, `overdraws`),
+
+	// geth, reth, anvil, nethermind (current) "intrinsic gas too low".
+	match(IntrinsicGasTooLow, `intrinsic gas too low`),
+	// besu "Intrinsic gas exceeds gas limit" and enum
+	// INTRINSIC_GAS_EXCEEDS_GAS_LIMIT; before the gas limit patterns.
+	match(IntrinsicGasTooLow, `intrinsic gas exceeds gas limit`),
+	// erigon DiscardReason IntrinsicGas "IntrinsicGas"; nethermind
+	// "IntrinsicGasTooLow: Gas limit is below intrinsic gas.".
+	match(IntrinsicGasTooLow, `intrinsicgas`),
+	// anvil "intrinsic gas too high -- CallGasCostMoreThanGasLimit" and
+	// "… -- GasFloorMoreThanGasLimit": revm's names for a gas limit below
+	// the intrinsic gas or the floor, under anvil's misleading prefix.
+	match(IntrinsicGasTooLow, `callgascostmorethangaslimit|gasfloormorethangaslimit`),
+	// geth ErrFloorDataGas "insufficient gas for floor data gas cost";
+	// nethermind "gas below floor data cost"; hardhat (EDR) "Transaction
+	// requires gas floor of … but got limit of …".
+	match(IntrinsicGasTooLow, `floor data gas cost|below floor data cost|requires gas floor`),
+	// hardhat "Transaction requires at least … gas but got …".
+	match(IntrinsicGasTooLow, `requires at least \d+ gas`),
+
+	// geth txpool.ErrGasLimit, reth, besu, besu enum "exceeds block gas
+	// limit"; hardhat "Transaction gas limit is … and exceeds block gas
+	// limit of …"; reth pool "transaction's gas limit … exceeds block's
+	// gas limit …".
+	match(GasLimitExceeded, `exceeds (the )?block('s)? gas limit`),
+	// reth "exceeds max transaction gas limit" and "… exceeds maximum
+	// per-transaction gas limit …" (EIP-7825); besu enum
+	// EXCEEDS_TRANSACTION_GAS_LIMIT.
+	match(GasLimitExceeded, `exceeds (max(imum)? )?(per-)?transaction gas limit`),
+	// geth ErrGasLimitTooHigh "transaction gas limit too high (cap: …, tx:
+	// …)"; reth "gas limit too high"; erigon "gas limit is too high".
+	match(GasLimitExceeded, `gas limit (is )?too high`),
+	// besu "Transaction gas limit cap exceeded"; nethermind
+	// "TxGasLimitCapExceeded: …" and "BlockGasLimitExceeded: …" and
+	// AcceptTxResult.GasLimitExceeded (older releases).
+	match(GasLimitExceeded, `gas ?limit ?(cap ?)?exceeded`),
+	// nethermind (current) "gas limit reached, Gas limit: …, gas limit of
+	// rejected tx: …"; geth ErrGasLimitReached.
+	match(GasLimitExceeded, `gas limit reached`),
+	// anvil "Transaction gas limit is greater than the block gas limit, …".
+	match(GasLimitExceeded, `greater than the block gas limit`),
+	// anvil "intrinsic gas too high -- tx.gas_limit > env.block.gas_limit"
+	// (and "… > env.cfg.tx_gas_limit_cap", "… -- CallerGasLimitMoreThanBlock");
+	// reth RpcInvalidTransactionError::GasTooHigh "intrinsic gas too high",
+	// which both raise for a gas limit above the block's.
+	match(GasLimitExceeded, `intrinsic gas too high`),
+
+	// geth legacypool.ErrTxPoolOverflow and reth "txpool is full"; erigon
+	// "blobs limit in txpool is full".
+	match(TxpoolFull, `txpool is full`),
+	// erigon "pending sub-pool is full", "baseFee sub-pool is full",
+	// "queued sub-pool is full".
+	match(TxpoolFull, `sub-pool is full`),
+	// geth txpool.ErrAccountLimitExceeded "account limit exceeded: pooled …
+	// txs"; erigon DiscardReason Spammer "spammer"; reth "rejected due to …
+	// being identified as a spammer": no room for this sender until its
+	// pooled transactions are mined.
+	match(TxpoolFull, `account limit exceeded|spammer`),
+	// geth and reth "in-flight transaction limit reached for delegated accounts".
+	match(TxpoolFull, `in-flight transaction limit reached`),
+	// geth txpool.ErrOutOfCapacity "out of capacity"; reth "transaction
+	// discarded outright due to pool size constraints"; geth
+	// ErrFutureReplacePending, raised only when the pool is full.
+	match(TxpoolFull, `out of capacity|due to pool size|future transaction tries to replace pending`),
+
+	// geth txpool.ErrInvalidSender "invalid sender: …"; erigon and reth
+	// "invalid sender".
+	match(InvalidSenderOrSignature, `invalid sender`),
+	// geth types.ErrInvalidChainId and anvil "invalid chain id for signer";
+	// erigon "invalid chain id, expected: … got: …"; reth "invalid chain
+	// ID"; hardhat "Trying to send a raw transaction with an invalid
+	// chainId. …" and (EDR) "Invalid chainId … provided, expected …".
+	match(InvalidSenderOrSignature, `invalid chain ?id`),
+	// besu "Wrong chainId" and enum WRONG_CHAIN_ID.
+	match(InvalidSenderOrSignature, `wrong chain ?id`),
+	// nethermind "InvalidTxChainId: Expected …, got …." and
+	// "InvalidTxSignature: Signature is invalid.".
+	match(InvalidSenderOrSignature, `invalidtxchainid|invalidtxsignature`),
+	// besu "Invalid signature" and enum INVALID_SIGNATURE; reth "invalid
+	// transaction signature"; hardhat "Invalid Signature".
+	match(InvalidSenderOrSignature, `invalid (transaction )?signature`),
+	// geth types.ErrInvalidSig "invalid transaction v, r, s values".
+	match(InvalidSenderOrSignature, `invalid transaction v, r, s values`),
+	// anvil "Incompatible EIP-155 transaction, signed for another chain";
+	// hardhat "Trying to send an incompatible EIP-155 transaction, signed
+	// for another chain.".
+	match(InvalidSenderOrSignature, `incompatible eip-?155 transaction`),
+	// geth and erigon "only replay-protected (EIP-155) transactions allowed
+	// over RPC"; besu "ChainId is required" and "ChainId not supported",
+	// and enums REPLAY_PROTECTED_SIGNATURE_REQUIRED and
+	// REPLAY_PROTECTED_SIGNATURES_NOT_SUPPORTED.
+	match(InvalidSenderOrSignature, `only replay-protected|chainid is required|chainid not supported|replay protected signature`),
+	// nethermind "failed to recover sender" (current) and
+	// AcceptTxResult.FailedToResolveSender (older); anvil (alloy) "Failed
+	// to recover the signer" and "signature S value is greater than
+	// `secp256k1n / 2`".
+	match(InvalidSenderOrSignature, `failed to recover (the )?s(ender|igner)|failedtoresolvesender|signature s value`),
+	// geth, nethermind (current), anvil "sender not an eoa"; reth "sender is
+	// not an EOA"; nethermind "SenderIsContract: …" (EIP-3607).
+	match(InvalidSenderOrSignature, `sender (is )?not an eoa|senderiscontract`),
+	// besu "Sender account not authorized to send transactions" and enum
+	// TX_SENDER_NOT_AUTHORIZED.
+	match(InvalidSenderOrSignature, `sender (account )?not authorized`),
+
+	// The node is up but cannot judge transactions yet: nethermind "node is
+	// syncing"; besu "Initial sync is still in progress" and "Transaction
+	// pool not enabled. (Either txpool explicitly disabled, or node not yet
+	// in sync)."; erigon "TxPool Disabled".
+	match(Transient, `node is syncing|sync is still in progress|transaction pool not enabled|txpool disabled`),
+	// Rate limits of nodes and providers: "too many requests", Infura
+	// "project ID request rate exceeded", Alchemy "… exceeded its compute
+	// units per second capacity".
+	match(Transient, `rate limit|ratelimit|rate exceeded|too many requests|compute units`),
+	// Timeouts and overload, as proxies and nodes word them; besu "Timeout
+	// expired".
+	match(Transient, `timeout|timed out|service unavailable|temporarily unavailable|bad gateway|try again later`),
+	// Transport failures that reached us only as text.
+	match(Transient, `connection refused|connection reset|broken pipe|no such host|network is unreachable|server closed idle connection|\beof$`),
+}

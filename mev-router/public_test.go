@@ -1,0 +1,232 @@
+package mevrouter_test
+
+import (
+	"context"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/nodeerr"
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/chaintest"
+)
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// closedURL is an http URL on which nothing listens.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	ln.Close()
+	return u
+}
+
+// heldProxy forwards JSON-RPC to target, but only once release is closed:
+// an endpoint that is up and slow.
+func heldProxy(t *testing.T, target string, release <-chan struct{}) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		resp, err := http.Post(target, "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// signedTransfers signs n transfers from the node's first dev account,
+// from its pending nonce on.
+func signedTransfers(t *testing.T, node *anvil.Node, n int) ([][]byte, []*types.Transaction) {
+	t.Helper()
+	acct := node.Accounts()[0]
+	nonce, err := node.Client().PendingNonceAt(ctx(t), acct.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raws [][]byte
+	var txs []*types.Transaction
+	for i := range n {
+		tx := chaintest.SignTransfer(t, node, acct.Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+uint64(i))
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws, txs = append(raws, raw), append(txs, tx)
+	}
+	return raws, txs
+}
+
+// counter reads one sample of a counter or gauge from reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestOneDownOneSlowTheSendStillAnswersAtOnce: with three public endpoints,
+// one refusing connections and one holding every request, a broadcast is
+// answered by the healthy one while the slow one still holds the request;
+// the down endpoint's breaker opens and later sends skip it; the metrics
+// show all of it.
+func TestOneDownOneSlowTheSendStillAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	node := chaintest.Anvil(t, anvil.Options{})
+	release := make(chan struct{})
+	endpoints := mevrouter.Endpoints{
+		{Name: "down", URL: closedURL(t)},
+		{Name: "slow", URL: heldProxy(t, node.URL(), release)},
+		{Name: "anvil", URL: node.URL()},
+	}
+	reg := prometheus.NewRegistry()
+	m := mevrouter.NewMetrics(reg)
+	public, err := mevrouter.NewPublic(endpoints, mevrouter.PublicOptions{Timeout: 30 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Hour}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(public.Close)
+	router := &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: public, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
+
+	labels := func(endpoint, result string) map[string]string {
+		return map[string]string{"endpoint": endpoint, "route": "public", "result": result}
+	}
+	for round := range 3 {
+		raws, txs := signedTransfers(t, node, 2)
+		results, err := router.Broadcast(ctx(t), mevrouter.Request{Raw: raws, Route: mevrouter.RoutePublic})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i, res := range results {
+			if !res.Accepted || res.Hash != txs[i].Hash() || strings.Join(res.AcceptedBy, ",") != "anvil" || res.Route != mevrouter.RoutePublic {
+				t.Fatalf("round %d tx %d: %+v (err %v); want accepted by anvil alone while slow is held", round, i, res, res.Err)
+			}
+		}
+		for _, tx := range txs {
+			chaintest.WaitReceipt(t, node, tx.Hash())
+		}
+		if round < 2 {
+			// The down endpoint's refusals are recorded by its own send,
+			// which may finish after the answer: wait for them, so that
+			// the breaker's count is known.
+			want := float64(2 * (round + 1))
+			eventually(t, func() bool {
+				return counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", string(nodeerr.Transient))) == want
+			})
+		}
+	}
+	close(release) // the slow endpoint answers now: already known, or nonce too low
+
+	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("anvil", "accepted")); got != 6 {
+		t.Errorf("anvil accepted %v sends, want 6", got)
+	}
+	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", string(nodeerr.Transient))); got != 4 {
+		t.Errorf("down: %v transient failures, want 4 (two rounds of two, then its breaker opened)", got)
+	}
+	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", "skipped")); got != 2 {
+		t.Errorf("down: %v skipped sends, want 2", got)
+	}
+	if got := counter(t, reg, "txfence_mevrouter_endpoint_up", map[string]string{"endpoint": "down"}); got != 0 {
+		t.Errorf("down is up=%v, want 0", got)
+	}
+	if got := counter(t, reg, "txfence_mevrouter_broadcasts_total", map[string]string{"route": "public", "result": "accepted"}); got != 6 {
+		t.Errorf("%v broadcasts accepted, want 6", got)
+	}
+	if err := public.Ready(ctx(t)); err != nil {
+		t.Errorf("ready with two endpoints up: %v", err)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after ten seconds.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within ten seconds")
+		}
+		<-tick.C
+	}
+}
+
+// TestEveryEndpointRefusingGivesTheMostTellingCategory: a node's verdict
+// (nonce too low) wins over a connection error.
+func TestEveryEndpointRefusingGivesTheMostTellingCategory(t *testing.T) {
+	t.Parallel()
+	node := chaintest.Anvil(t, anvil.Options{})
+	raws, txs := signedTransfers(t, node, 1)
+	if err := node.Client().SendTransaction(ctx(t), txs[0]); err != nil {
+		t.Fatal(err)
+	}
+	chaintest.WaitReceipt(t, node, txs[0].Hash())
+	public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "down", URL: closedURL(t)}, {Name: "anvil", URL: node.URL()}},
+		mevrouter.PublicOptions{Timeout: 10 * time.Second}, mevrouter.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(public.Close)
+	sent := public.Send(ctx(t), raws, []common.Hash{txs[0].Hash()})[0]
+	if sent.Accepted || sent.Err == nil || sent.Err.Category != nodeerr.NonceTooLow || sent.Err.Endpoint != "anvil" {
+		t.Fatalf("resend of a mined tx: %+v (%v); want nonce_too_low from anvil", sent, sent.Err)
+	}
+}

@@ -1,0 +1,152 @@
+// Package mevrouter broadcasts signed transactions: publicly to every
+// configured RPC endpoint at once, privately through relays and builders
+// that keep them out of the public mempool (MEV protection), or by the auto
+// route, which sends privately what a sandwich bot could exploit. Node and
+// relay refusals are classified (package nodeerr) so that txmanager acts
+// on a category, not on one client's wording. Nothing is durable: private
+// sends are watched in memory.
+package mevrouter
+
+import (
+	"context"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// MaxBatch bounds the transactions of one broadcast.
+const MaxBatch = 256
+
+// Router is the broadcaster of one chain.
+type Router struct {
+	ChainID *big.Int
+	Public  *Public
+	// Private is nil when no relay is configured: private and auto
+	// requests that resolve to private are then refused.
+	Private *Private
+	Auto    *AutoRule
+	Metrics *Metrics
+}
+
+// Request is one broadcast: transactions and how to send them.
+type Request struct {
+	Raw     [][]byte
+	Route   Route
+	Private PrivateRequest
+}
+
+// Result is the answer for one transaction.
+type Result struct {
+	Sent
+	Route    Route // public or private, as taken
+	Reason   string
+	MaxBlock uint64 // private sends
+}
+
+// Broadcast checks every transaction, resolves each one's route, and sends
+// them, the public ones in one fan-out and the private ones to the relays.
+// A malformed batch is refused whole (errs.Invalid) before anything is sent.
+func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
+	txs, err := r.decode(req.Raw)
+	if err != nil {
+		return nil, err
+	}
+	if req.Route == "" {
+		req.Route = RoutePublic
+	}
+	results := make([]Result, len(txs))
+	var public, private []int
+	for i, tx := range txs {
+		route, reason := r.Auto.Decide(req.Route, tx)
+		results[i] = Result{Sent: Sent{Hash: tx.Hash()}, Route: route, Reason: reason}
+		if route == RoutePrivate {
+			private = append(private, i)
+		} else {
+			public = append(public, i)
+		}
+	}
+	var relays []*Relay
+	var maxBlock uint64
+	if len(private) > 0 {
+		if r.Private == nil {
+			return nil, errs.Errorf(errs.Invalid, "%d transaction(s) need the private route but no private relay is configured (%s)", len(private), results[private[0]].Reason)
+		}
+		if relays, maxBlock, err = r.Private.Prepare(ctx, req.Private); err != nil {
+			return nil, err
+		}
+	}
+	if len(public) > 0 {
+		sent := r.Public.Send(ctx, pick(req.Raw, public), pickHashes(results, public))
+		for j, i := range public {
+			results[i].Sent = sent[j]
+		}
+	}
+	if len(private) > 0 {
+		sent := r.Private.Send(ctx, pick(req.Raw, private), pickHashes(results, private), relays, maxBlock, req.Private)
+		for j, i := range private {
+			results[i].Sent, results[i].MaxBlock = sent[j], maxBlock
+		}
+	}
+	for _, res := range results {
+		outcome := "accepted"
+		if !res.Accepted {
+			outcome = string(res.Err.Category)
+		}
+		r.Metrics.broadcasts.WithLabelValues(string(res.Route), outcome).Inc()
+	}
+	return results, nil
+}
+
+// decode parses and checks every raw transaction: well-formed, of our
+// chain, replay-protected, and with a recoverable sender.
+func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
+	if len(raws) == 0 {
+		return nil, errs.E(errs.Invalid, "no transactions to broadcast")
+	}
+	if len(raws) > MaxBatch {
+		return nil, errs.Errorf(errs.Invalid, "%d transactions in one broadcast; at most %d", len(raws), MaxBatch)
+	}
+	txs := make([]*types.Transaction, len(raws))
+	signer := types.LatestSignerForChainID(r.ChainID)
+	seen := map[common.Hash]int{}
+	for i, raw := range raws {
+		tx := new(types.Transaction)
+		if err := tx.UnmarshalBinary(raw); err != nil {
+			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: not a signed transaction (EIP-2718 binary): %v", i, err)
+		}
+		switch {
+		case !tx.Protected():
+			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: a legacy transaction without EIP-155 replay protection is refused: it would be valid on every chain", i)
+		case tx.ChainId().Cmp(r.ChainID) != 0:
+			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: chain id %s, but this mevrouterd broadcasts on chain %s", i, tx.ChainId(), r.ChainID)
+		}
+		if _, err := types.Sender(signer, tx); err != nil {
+			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: the sender cannot be recovered: %v", i, err)
+		}
+		if j, dup := seen[tx.Hash()]; dup {
+			return nil, errs.Errorf(errs.Invalid, "transactions[%d] is transactions[%d] again (%s)", i, j, tx.Hash().Hex())
+		}
+		seen[tx.Hash()] = i
+		txs[i] = tx
+	}
+	return txs, nil
+}
+
+func pick(raws [][]byte, idx []int) [][]byte {
+	out := make([][]byte, len(idx))
+	for j, i := range idx {
+		out[j] = raws[i]
+	}
+	return out
+}
+
+func pickHashes(results []Result, idx []int) []common.Hash {
+	out := make([]common.Hash, len(idx))
+	for j, i := range idx {
+		out[j] = results[i].Hash
+	}
+	return out
+}
