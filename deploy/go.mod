@@ -13,7 +13,7 @@ require (
 	github.com/consensys/gnark-crypto v0.18.1 // indirect
 	github.com/crate-crypto/go-eth-kzg v1.5.0 // indirect
 	github.com/deckarep/golang-set/v2 v2.6.0 // indirect
-	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.0.1 // indirect
+	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.1.0 // indirect
 	github.com/ethereum/c-kzg-4844/v2 v2.1.8 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fjl/jsonw v0.1.0 // indirect
@@ -59,6 +59,7 @@ tool honnef.co/go/tools/cmd/staticcheck
 require (
 	github.com/ethereum/go-ethereum v1.17.10
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/txfence/txfence/mev-router v0.0.0
 	github.com/txfence/txfence/shared v0.0.0
 	github.com/txfence/txfence/signer-zonec v0.0.0
 )
@@ -66,3 +67,7 @@ require (
 replace github.com/txfence/txfence/shared => ../shared
 
 replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
+
+replace github.com/txfence/txfence/mev-router => ../mev-router
+
+replace github.com/txfence/txfence/openapi => ../openapi

@@ -13,6 +13,7 @@ import (
 var licenceBound = []string{
 	"github.com/flashbots/mev-share-node",
 	"github.com/txfence/txfence/mev-router/devrelay",
+	"github.com/txfence/txfence/mev-router/mevroutertest",
 	"github.com/txfence/txfence/shared/anvil",
 	"github.com/txfence/txfence/shared/chaintest",
 	"github.com/txfence/txfence/shared/servicetest",

@@ -92,9 +92,12 @@ type Private struct {
 	metrics *Metrics
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	sends   map[common.Hash]*privateSend
-	scanned uint64 // the last block searched for our transactions
+	mu    sync.Mutex
+	sends map[common.Hash]*privateSend
+	// scanned is the last block searched for our transactions, once
+	// watching has started.
+	scanned  uint64
+	watching bool
 }
 
 type privateSend struct {
@@ -205,8 +208,8 @@ func (p *Private) Prepare(ctx context.Context, req PrivateRequest) ([]*Relay, ui
 		return nil, 0, errs.Errorf(errs.Invalid, "max_block %d is not after the current block %d", maxBlock, uint64(head))
 	}
 	p.mu.Lock()
-	if p.scanned == 0 {
-		p.scanned = uint64(head) // the watcher searches blocks from here on
+	if !p.watching {
+		p.scanned, p.watching = uint64(head), true // the watcher searches the blocks after this one
 	}
 	p.mu.Unlock()
 	return relays, maxBlock, nil
@@ -474,11 +477,10 @@ func (p *Private) Poll(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	from := p.scanned + 1
-	if p.scanned == 0 {
-		from = uint64(head) + 1 // nothing sent yet: start with the next block
-		p.scanned = uint64(head)
+	if !p.watching {
+		p.scanned, p.watching = uint64(head), true // nothing sent yet: start with the next block
 	}
+	from := p.scanned + 1
 	p.mu.Unlock()
 	to := min(uint64(head), from+maxBlocksPerPoll-1)
 	if from <= to {

@@ -69,15 +69,21 @@ func heldProxy(t *testing.T, target string, release <-chan struct{}) string {
 // from its pending nonce on.
 func signedTransfers(t *testing.T, node *anvil.Node, n int) ([][]byte, []*types.Transaction) {
 	t.Helper()
-	acct := node.Accounts()[0]
+	return signedTransfersFrom(t, node, 0, n)
+}
+
+// signedTransfersFrom signs n transfers from the node's dev account i.
+func signedTransfersFrom(t *testing.T, node *anvil.Node, i, n int) ([][]byte, []*types.Transaction) {
+	t.Helper()
+	acct := node.Accounts()[i]
 	nonce, err := node.Client().PendingNonceAt(ctx(t), acct.Address)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var raws [][]byte
 	var txs []*types.Transaction
-	for i := range n {
-		tx := chaintest.SignTransfer(t, node, acct.Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+uint64(i))
+	for j := range n {
+		tx := chaintest.SignTransfer(t, node, acct.Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+uint64(j))
 		raw, err := tx.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/txfence/txfence/mev-router/devrelay"
 	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/devcert"
@@ -65,6 +67,10 @@ type Config struct {
 	// OwnPostgresPort is where a cluster of our own listens when needed.
 	OwnPostgresPort int `env:"OWN_POSTGRES_PORT" default:"55432"`
 	OwnRedisPort    int `env:"OWN_REDIS_PORT" default:"56379"`
+	// RelayAddr is where the development relay listens; BlockTime is how
+	// often it builds a block (the stack's anvil mines only then).
+	RelayAddr string        `env:"RELAY_ADDR" default:"127.0.0.1:8546"`
+	BlockTime time.Duration `env:"BLOCK_TIME" default:"1s"`
 	// SignerPolicyFile is the policy signerd loads. The default allows
 	// anvil's dev accounts on chain 31337 only.
 	SignerPolicyFile string `env:"SIGNER_POLICY_FILE" default:"signer-zonec/testdata/policy/development.json"`
@@ -122,13 +128,17 @@ type stack struct {
 	out *prefixer
 	log *slog.Logger
 
-	certs    string
-	signer   keystore.Config
-	adminURL string
-	redisURL string
-	chain    *anvil.Node
-	procs    []*process
-	exited   chan exit
+	certs  string
+	signer keystore.Config
+	// relayURL and relayKeyFile are the development relay's address and
+	// mevrouterd's key for it.
+	relayURL     string
+	relayKeyFile string
+	adminURL     string
+	redisURL     string
+	chain        *anvil.Node
+	procs        []*process
+	exited       chan exit
 	// cleanups run in reverse order at stop: what we started, we stop.
 	cleanups []func()
 }
@@ -163,6 +173,7 @@ func (s *stack) start(ctx context.Context) error {
 		{"PostgreSQL", s.ensurePostgres},
 		{"Redis", s.ensureRedis},
 		{"anvil", s.startAnvil},
+		{"development relay", s.startRelay},
 		{"signer keys", s.signerKeys},
 		{"migrations", s.migrate},
 		{"services", s.startServices},
@@ -247,7 +258,10 @@ func (s *stack) ensureRedis(ctx context.Context) error {
 func (s *stack) startAnvil(ctx context.Context) error {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, Output: s.out.writer("anvil")})
+	// anvil mines only when the development relay builds a block, as a
+	// chain with a builder would: private transactions go into blocks
+	// without passing through anvil's pool.
+	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, NoMining: true, Output: s.out.writer("anvil")})
 	if err != nil {
 		return err
 	}
@@ -257,6 +271,48 @@ func (s *stack) startAnvil(ctx context.Context) error {
 			s.log.Error("stop anvil", "err", err)
 		}
 	})
+	return nil
+}
+
+// startRelay runs the development relay (mev-router/devrelay) in this
+// process, building a block every BlockTime, and writes the relay-auth key
+// mevrouterd signs its relay requests with.
+func (s *stack) startRelay(ctx context.Context) error {
+	relay, err := devrelay.New(devrelay.Options{NodeURL: s.chain.URL(), ChainID: s.chain.ChainID(),
+		Logger: slog.New(slog.NewTextHandler(s.out.writer("devrelay"), nil))})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.RelayAddr)
+	if err != nil {
+		relay.Close()
+		return fmt.Errorf("development relay: %w", err)
+	}
+	s.relayURL = "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: relay, ReadHeaderTimeout: 10 * time.Second}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		if err := relay.Run(runCtx, s.cfg.BlockTime); err != nil {
+			s.log.Error("development relay stopped building blocks", "err", err)
+		}
+	}()
+	s.cleanups = append(s.cleanups, func() {
+		stopRun()
+		_ = srv.Close()
+		relay.Close()
+	})
+
+	s.relayKeyFile = filepath.Join(s.cfg.StateDir, "relay-auth.key")
+	if _, err := os.Stat(s.relayKeyFile); errors.Is(err, fs.ErrNotExist) {
+		key, err := crypto.GenerateKey()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(s.relayKeyFile, []byte(hex.EncodeToString(crypto.FromECDSA(key))), 0o600); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -320,6 +376,8 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 	if svc.identity == "mevrouter" {
 		env["CHAIN_ID"] = strconv.FormatUint(s.chain.ChainID(), 10)
 		env["PUBLIC_RPC"] = "anvil=" + s.chain.URL()
+		env["RELAYS"] = "devrelay=" + s.relayURL
+		env["RELAY_KEY_FILE"] = s.relayKeyFile
 	}
 	if svc.identity == "gateway" {
 		env["REDIS_URL"] = s.redisURL
@@ -416,7 +474,8 @@ func (s *stack) printSummary(w io.Writer) {
 	for i, svc := range services {
 		fmt.Fprintf(tw, "  %s (internal, mTLS)\thttps://%s\n", svc.identity, s.internalAddr(i))
 	}
-	fmt.Fprintf(tw, "  anvil (chain %d)\t%s\n", s.chain.ChainID(), s.chain.URL())
+	fmt.Fprintf(tw, "  anvil (chain %d, a block every %s)\t%s\n", s.chain.ChainID(), s.cfg.BlockTime, s.chain.URL())
+	fmt.Fprintf(tw, "  development relay (not a real relay)\t%s\n", s.relayURL)
 	fmt.Fprintf(tw, "  PostgreSQL\t%s\n", config.MaskURL(s.adminURL))
 	fmt.Fprintf(tw, "  Redis\t%s\n", s.redisURL)
 	fmt.Fprintf(tw, "  certificates\t%s\n", s.certs)

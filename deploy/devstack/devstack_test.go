@@ -53,6 +53,8 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 			devstack.EnvPrefix + "ANVIL_PORT":         "0",
 			devstack.EnvPrefix + "OWN_REDIS_PORT":     strconv.Itoa(freePort(t)),
 			devstack.EnvPrefix + "SIGNER_POLICY_FILE": policyFile,
+			devstack.EnvPrefix + "RELAY_ADDR":         "127.0.0.1:0",
+			devstack.EnvPrefix + "BLOCK_TIME":         "100ms",
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		pr, pw := io.Pipe()

@@ -366,7 +366,7 @@ func (c *Client) bundleHash(method string, result json.RawMessage) (common.Hash,
 	if json.Unmarshal(result, &h) == nil {
 		return h, nil
 	}
-	return common.Hash{}, c.malformed(method, 200, fmt.Sprintf("result %s has no bundle hash", clip(string(result))))
+	return common.Hash{}, malformed(c.URL, method, 200, fmt.Sprintf("result %s has no bundle hash", clip(string(result))))
 }
 
 func hashOfHashes(hashes []common.Hash) common.Hash {

@@ -101,19 +101,19 @@ func (c *Client) call(ctx context.Context, method string, param, result any) err
 	var answer rpcAnswer
 	decodeErr := json.Unmarshal(payload, &answer)
 	if decodeErr == nil && len(answer.Error) > 0 && !bytes.Equal(answer.Error, []byte("null")) {
-		return c.answerError(method, status, answer.Error)
+		return answerError(c.URL, method, status, answer.Error)
 	}
 	if status < 200 || status > 299 {
-		return c.refusal(method, status, payload)
+		return refusal(c.URL, method, status, payload)
 	}
 	if decodeErr != nil {
-		return c.malformed(method, status, fmt.Sprintf("answer is not a JSON-RPC object: %v", decodeErr))
+		return malformed(c.URL, method, status, fmt.Sprintf("answer is not a JSON-RPC object: %v", decodeErr))
 	}
 	if len(answer.Result) == 0 || bytes.Equal(answer.Result, []byte("null")) {
-		return c.malformed(method, status, "answer has neither result nor error")
+		return malformed(c.URL, method, status, "answer has neither result nor error")
 	}
 	if err := json.Unmarshal(answer.Result, result); err != nil {
-		return c.malformed(method, status, fmt.Sprintf("result %s: %v", clip(string(answer.Result)), err))
+		return malformed(c.URL, method, status, fmt.Sprintf("result %s: %v", clip(string(answer.Result)), err))
 	}
 	return nil
 }
@@ -142,8 +142,8 @@ func (c *Client) do(req *http.Request, method string) (int, []byte, error) {
 
 // answerError reads the error member of an answer: a JSON-RPC error
 // object, or the plain string of Flashbots' {"error": "..."} shape.
-func (c *Client) answerError(method string, status int, raw json.RawMessage) error {
-	e := &RelayError{URL: redact(c.URL), Method: method, HTTPStatus: status}
+func answerError(endpoint, method string, status int, raw json.RawMessage) error {
+	e := &RelayError{URL: redact(endpoint), Method: method, HTTPStatus: status}
 	var text string
 	var obj struct {
 		Code    int             `json:"code"`
@@ -170,16 +170,17 @@ func (c *Client) answerError(method string, status int, raw json.RawMessage) err
 
 // refusal is a non-2xx answer without an error member: a proxy's page, an
 // empty body or plain text.
-func (c *Client) refusal(method string, status int, payload []byte) error {
+func refusal(endpoint, method string, status int, payload []byte) error {
 	msg := string(bytes.TrimSpace(payload))
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &RelayError{URL: redact(c.URL), Method: method, HTTPStatus: status, Message: clip(msg)}
+	return &RelayError{URL: redact(endpoint), Method: method, HTTPStatus: status, Message: clip(msg)}
 }
 
-func (c *Client) malformed(method string, status int, msg string) error {
-	return &RelayError{URL: redact(c.URL), Method: method, HTTPStatus: status, Message: msg}
+// malformed is an answer that is not what the protocol promises.
+func malformed(endpoint, method string, status int, msg string) error {
+	return &RelayError{URL: redact(endpoint), Method: method, HTTPStatus: status, Message: msg}
 }
 
 // redact keeps the scheme and host of an endpoint for messages and logs:

@@ -36,6 +36,9 @@ func (e *RelayError) Error() string {
 	}
 }
 
+// StatusCode is the HTTP status of the relay's answer, 0 without one.
+func (e *RelayError) StatusCode() int { return e.HTTPStatus }
+
 // Unwrap returns the transport error, if any.
 func (e *RelayError) Unwrap() error { return e.Err }
 

@@ -98,10 +98,10 @@ func (c *Client) checkHash(method string, want common.Hash, result json.RawMessa
 	}
 	var got common.Hash
 	if err := got.UnmarshalText([]byte(text)); err != nil {
-		return common.Hash{}, c.malformed(method, 200, fmt.Sprintf("result %q is not a transaction hash", clip(text)))
+		return common.Hash{}, malformed(c.URL, method, 200, fmt.Sprintf("result %q is not a transaction hash", clip(text)))
 	}
 	if got != want {
-		return common.Hash{}, c.malformed(method, 200, fmt.Sprintf("relay answered hash %s for transaction %s", got.Hex(), want.Hex()))
+		return common.Hash{}, malformed(c.URL, method, 200, fmt.Sprintf("relay answered hash %s for transaction %s", got.Hex(), want.Hex()))
 	}
 	return got, nil
 }

@@ -120,19 +120,19 @@ func (c *Client) TxStatus(ctx context.Context, hash common.Hash) (Status, error)
 	}
 	if code != http.StatusOK {
 		var plain struct {
-			Error string `json:"error"`
+			Error json.RawMessage `json:"error"`
 		}
-		if json.Unmarshal(payload, &plain) == nil && plain.Error != "" {
-			return Status{}, &RelayError{URL: redact(base), Method: method, HTTPStatus: code, Message: clip(plain.Error)}
+		if json.Unmarshal(payload, &plain) == nil && len(plain.Error) > 0 {
+			return Status{}, answerError(base, method, code, plain.Error)
 		}
-		return Status{}, (&Client{URL: base}).refusal(method, code, payload)
+		return Status{}, refusal(base, method, code, payload)
 	}
 	var st Status
 	if err := json.Unmarshal(payload, &st); err != nil {
-		return Status{}, &RelayError{URL: redact(base), Method: method, HTTPStatus: code, Message: "answer is not a status: " + err.Error()}
+		return Status{}, malformed(base, method, code, "answer is not a status: "+err.Error())
 	}
 	if st.Status == "" {
-		return Status{}, &RelayError{URL: redact(base), Method: method, HTTPStatus: code, Message: "answer has no status"}
+		return Status{}, malformed(base, method, code, "answer has no status")
 	}
 	return st, nil
 }

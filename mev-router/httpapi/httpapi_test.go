@@ -18,6 +18,7 @@ import (
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/httpapi"
+	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/anvil"
@@ -40,8 +41,13 @@ func start(t *testing.T, router func(node *anvil.Node, m *mevrouter.Metrics) *me
 	t.Helper()
 	node := chaintest.Anvil(t, anvil.Options{})
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
-	m := mevrouter.NewMetrics(srv.Registry())
-	(&httpapi.API{Router: router(node, m)}).Mount(srv.Router)
+	return serve(t, srv, router(node, mevrouter.NewMetrics(srv.Registry())), node)
+}
+
+// serve mounts router's API on srv behind mutual TLS and the spec check.
+func serve(t *testing.T, srv *httpserver.Server, router *mevrouter.Router, node *anvil.Node) *api {
+	t.Helper()
+	(&httpapi.API{Router: router}).Mount(srv.Router)
 	pki := servicetest.PKI(t)
 	src, err := mtls.Load(devcert.Files(pki, "mevrouter"), mtls.Options{})
 	if err != nil {
@@ -244,5 +250,72 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d %s, want %d", path, resp.StatusCode, b, want)
 		}
+	}
+}
+
+// TestPrivateStatusAndCancel follows a private send through the API: sent,
+// pending, cancelled, still watched; another one included.
+func TestPrivateStatusAndCancel(t *testing.T) {
+	t.Parallel()
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	a := serve(t, httpserver.New(httpserver.Options{Service: "mevrouter"}), s.Router, s.Node)
+
+	status := func(hash common.Hash) (int, map[string]any) {
+		if err := s.Private.Poll(mevroutertest.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		resp, b := a.do(t, "txmanager", "GET", "/v1/private/"+hash.Hex(), "", "")
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		return resp.StatusCode, out
+	}
+	send := func(account int) common.Hash {
+		raws, hashes := s.Transfers(t, account, 1)
+		resp, b := a.do(t, "txmanager", "POST", "/v1/broadcast", "application/json",
+			fmt.Sprintf(`{"transactions": [%q], "route": "auto", "builders": ["protect"], "hints": ["hash"]}`, hexutil.Encode(raws[0])))
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"accepted":true`) {
+			t.Fatalf("send: %d %s", resp.StatusCode, b)
+		}
+		return hashes[0]
+	}
+
+	// auto sends a plain transfer publicly; ask for private explicitly.
+	raws, hashes := s.Transfers(t, 1, 1)
+	resp, b := a.do(t, "txmanager", "POST", "/v1/broadcast", "application/json",
+		fmt.Sprintf(`{"transactions": [%q], "route": "private", "fallback": "none", "max_block": %d}`, hexutil.Encode(raws[0]), s.Head(t)+3))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"route":"private"`) {
+		t.Fatalf("private send: %d %s", resp.StatusCode, b)
+	}
+	if code, st := status(hashes[0]); code != http.StatusOK || st["state"] != "pending" {
+		t.Fatalf("status: %d %v", code, st)
+	}
+	resp, b = a.do(t, "txmanager", "POST", "/v1/private/"+hashes[0].Hex()+"/cancel", "", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"state":"cancelled"`) {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, b)
+	}
+
+	publicHash := send(2)
+	if code, _ := status(publicHash); code != http.StatusNotFound {
+		t.Errorf("status of a public send: %d, want 404", code)
+	}
+	if !s.InPool(t, publicHash) {
+		t.Error("the auto route did not send a plain transfer publicly")
+	}
+
+	raws, hashes = s.Transfers(t, 3, 1)
+	resp, b = a.do(t, "txmanager", "POST", "/v1/broadcast", "application/json", fmt.Sprintf(`{"transactions": [%q], "route": "private"}`, hexutil.Encode(raws[0])))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("private send: %d %s", resp.StatusCode, b)
+	}
+	block, _, err := s.Relay.BuildBlock(mevroutertest.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, st := status(hashes[0]); code != http.StatusOK || st["state"] != "included" || st["block"] != float64(block) {
+		t.Fatalf("status after the block: %d %v, want included in %d", code, st, block)
+	}
+	resp, b = a.do(t, "txmanager", "POST", "/v1/private/"+hashes[0].Hex()+"/cancel", "", "")
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("cancel of an included send: %d %s, want 409", resp.StatusCode, b)
 	}
 }

@@ -50,6 +50,13 @@ func Classify(err error) Category {
 		return classifyHTTP(*httpErrPtr)
 	}
 
+	// Other clients' errors that carry the HTTP status of the answer (the
+	// relay client's) are read by the same rule as rpc.HTTPError's.
+	var withStatus interface{ StatusCode() int }
+	if errors.As(err, &withStatus) && endpointTrouble(withStatus.StatusCode()) {
+		return Transient
+	}
+
 	var rpcErr rpc.Error
 	if errors.As(err, &rpcErr) {
 		return classifyRPC(rpcErr.ErrorCode(), rpcErr.Error(), errorData(err))
@@ -95,18 +102,27 @@ func noVerdict(err error) bool {
 	return errors.As(err, &temp) && temp.Temporary()
 }
 
-func classifyHTTP(e rpc.HTTPError) Category {
+// endpointTrouble reports whether an HTTP status speaks of the endpoint
+// (overloaded, failing, or refusing us: credentials, URL), not of the
+// transaction: no node gave a verdict on it.
+func endpointTrouble(status int) bool {
 	switch {
-	case e.StatusCode >= 500,
-		e.StatusCode == http.StatusTooManyRequests,
-		e.StatusCode == http.StatusRequestTimeout:
-		return Transient
-	case e.StatusCode == http.StatusUnauthorized,
-		e.StatusCode == http.StatusForbidden,
-		e.StatusCode == http.StatusNotFound,
-		e.StatusCode == http.StatusMethodNotAllowed,
-		e.StatusCode == http.StatusProxyAuthRequired,
-		e.StatusCode == http.StatusMisdirectedRequest:
+	case status >= 500,
+		status == http.StatusTooManyRequests,
+		status == http.StatusRequestTimeout,
+		status == http.StatusUnauthorized,
+		status == http.StatusForbidden,
+		status == http.StatusNotFound,
+		status == http.StatusMethodNotAllowed,
+		status == http.StatusProxyAuthRequired,
+		status == http.StatusMisdirectedRequest:
+		return true
+	}
+	return false
+}
+
+func classifyHTTP(e rpc.HTTPError) Category {
+	if endpointTrouble(e.StatusCode) {
 		return Transient
 	}
 	// Some nodes and providers answer a JSON-RPC error with a 4xx status.

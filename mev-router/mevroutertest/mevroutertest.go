@@ -1,0 +1,160 @@
+// Package mevroutertest builds a working router for tests: a real anvil
+// that mines only when asked (our node and the public endpoint), the
+// development relay in front of it, and a Router with both routes. It is
+// for tests only; mevrouterd never links it.
+package mevroutertest
+
+import (
+	"context"
+	"math/big"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus"
+
+	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/devrelay"
+	"github.com/txfence/txfence/mev-router/flashbots"
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/chaintest"
+)
+
+// Options shape a Stack.
+type Options struct {
+	// Kinds are the relays, one of each kind, named after it; none gives
+	// a router without a private route.
+	Kinds []mevrouter.RelayKind
+	// AllowedSigners, when set, are the only relay-auth addresses the
+	// relay admits.
+	AllowedSigners []common.Address
+	// Blocks is the private sends' default distance to their max block.
+	Blocks uint64
+}
+
+// Stack is a router over a real chain.
+type Stack struct {
+	Node     *anvil.Node
+	Relay    *devrelay.Relay
+	RelayURL string
+	Router   *mevrouter.Router
+	Public   *mevrouter.Public
+	Private  *mevrouter.Private
+	Registry *prometheus.Registry
+}
+
+// New starts the stack; everything stops at the test's cleanup.
+func New(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
+	reg := prometheus.NewRegistry()
+	m := mevrouter.NewMetrics(reg)
+	public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "anvil", URL: node.URL()}}, mevrouter.PublicOptions{}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(public.Close)
+	s := &Stack{Node: node, Public: public, Registry: reg,
+		Router: &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: public, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}}
+	if len(opts.Kinds) == 0 {
+		return s
+	}
+
+	relay, err := devrelay.New(devrelay.Options{NodeURL: node.URL(), ChainID: node.ChainID(), AllowedSigners: opts.AllowedSigners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Close)
+	srv := httptest.NewServer(relay)
+	t.Cleanup(srv.Close)
+	authKey, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var relays []*mevrouter.Relay
+	for _, k := range opts.Kinds {
+		relays = append(relays, &mevrouter.Relay{Name: string(k), Kind: k, Client: &flashbots.Client{URL: srv.URL, AuthKey: authKey}})
+	}
+	private, err := mevrouter.NewPrivate(relays, node.RPC(), public, mevrouter.PrivateOptions{Blocks: opts.Blocks}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Relay, s.RelayURL, s.Private, s.Router.Private = relay, srv.URL, private, private
+	return s
+}
+
+// Context is a context for one test step.
+func Context(t testing.TB) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// InPool reports whether hash is anywhere in the node's pool.
+func (s *Stack) InPool(t testing.TB, hash common.Hash) bool {
+	t.Helper()
+	pool, err := s.Node.TxPoolContent(Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, byNonce := range []map[common.Address]map[uint64]anvil.PoolTx{pool.Pending, pool.Queued} {
+		for _, txs := range byNonce {
+			for _, tx := range txs {
+				if tx.Hash == hash {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Status polls the watcher once and returns the send's status.
+func (s *Stack) Status(t testing.TB, hash common.Hash) mevrouter.Status {
+	t.Helper()
+	if err := s.Private.Poll(Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := s.Private.Status(hash)
+	if !ok {
+		t.Fatalf("no status for %s", hash)
+	}
+	return st
+}
+
+// Head is the node's block number.
+func (s *Stack) Head(t testing.TB) uint64 {
+	t.Helper()
+	n, err := s.Node.BlockNumber(Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Transfers signs n transfers from the node's dev account i, from its
+// pending nonce on, and returns them raw and their hashes. The pending
+// nonce does not count transactions the relay holds: use another account
+// for each private send that is not yet included.
+func (s *Stack) Transfers(t testing.TB, i, n int) ([][]byte, []common.Hash) {
+	t.Helper()
+	acct := s.Node.Accounts()[i]
+	nonce, err := s.Node.Client().PendingNonceAt(Context(t), acct.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raws [][]byte
+	var hashes []common.Hash
+	for j := range n {
+		tx := chaintest.SignTransfer(t, s.Node, acct.Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+uint64(j))
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws, hashes = append(raws, raw), append(hashes, tx.Hash())
+	}
+	return raws, hashes
+}
