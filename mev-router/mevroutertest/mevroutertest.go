@@ -7,6 +7,7 @@ package mevroutertest
 import (
 	"context"
 	"math/big"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -32,6 +33,9 @@ type Options struct {
 	AllowedSigners []common.Address
 	// Blocks is the private sends' default distance to their max block.
 	Blocks uint64
+	// RelayFront, when set, wraps the relay's handler: a test sees (and
+	// checks) every request the router makes of the relay.
+	RelayFront func(http.Handler) http.Handler
 }
 
 // Stack is a router over a real chain.
@@ -67,7 +71,11 @@ func New(t testing.TB, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(relay.Close)
-	srv := httptest.NewServer(relay)
+	var handler http.Handler = relay
+	if opts.RelayFront != nil {
+		handler = opts.RelayFront(relay)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	authKey, err := crypto.GenerateKey()
 	if err != nil {
