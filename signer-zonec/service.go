@@ -81,25 +81,33 @@ func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]R
 		if err := tx.LockSigners(ctx, SortSigners(reqs)); err != nil {
 			return err
 		}
-		now := s.Now()
-		entries := make([]AuditEntry, len(reqs))
-		// Signatures given earlier in this batch: recorded only after the
-		// audit records, so the later requests must see them from here.
-		inBatch := make(map[nonceKey][]Signed)
-		spentInBatch := make(map[SignerKey]*big.Int)
+		at := make([]NonceKey, len(reqs))
 		for i, r := range reqs {
-			at, who := nonceKey{r.ChainID, r.From, r.Nonce}, SignerKey{r.ChainID, r.From}
-			if spentInBatch[who] == nil {
-				spentInBatch[who] = new(big.Int)
-			}
-			res, err := s.decide(ctx, tx, r, keys[r.From], now, inBatch[at], spentInBatch[who])
+			at[i] = r.nonceKey()
+		}
+		// Read under the locks, so nothing another transaction signs can
+		// come between this read and the records below. Signatures given
+		// in this batch are recorded only after the audit records, so
+		// they are added here as they are given, for later requests.
+		signed, err := tx.Signed(ctx, at)
+		if err != nil {
+			return err
+		}
+		if signed == nil {
+			signed = make(map[NonceKey][]Signed)
+		}
+		now := s.Now()
+		spending := newSpending(tx, now)
+		entries := make([]AuditEntry, len(reqs))
+		for i, r := range reqs {
+			res, err := s.decide(ctx, r, keys[r.From], now, signed[at[i]], spending)
 			if err != nil {
 				return err
 			}
 			if res.Outcome == OutcomeSigned {
-				inBatch[at] = append(inBatch[at], res.signed())
+				signed[at[i]] = append(signed[at[i]], res.signed())
 				if res.Reuse == Fresh {
-					spentInBatch[who].Add(spentInBatch[who], r.Value)
+					spending.add(r)
 				}
 			}
 			results[i] = res
@@ -109,16 +117,17 @@ func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]R
 		if err != nil {
 			return err
 		}
+		var sigs []Signature
 		for i := range results {
 			results[i].AuditSeq = records[i].Entry.Seq
-			if results[i].Outcome != OutcomeSigned {
-				continue
-			}
-			if err := tx.Record(ctx, results[i].signed(), results[i].Reuse, now, results[i].AuditSeq); err != nil {
-				return err
+			if results[i].Outcome == OutcomeSigned {
+				sigs = append(sigs, Signature{Signed: results[i].signed(), Reuse: results[i].Reuse, AuditSeq: results[i].AuditSeq})
 			}
 		}
-		return nil
+		if len(sigs) == 0 {
+			return nil
+		}
+		return tx.Record(ctx, now, sigs)
 	})
 	if err != nil {
 		if errs.KindOf(err) != errs.Internal {
@@ -129,10 +138,8 @@ func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]R
 	return results, nil
 }
 
-type nonceKey struct {
-	chainID uint64
-	from    common.Address
-	nonce   uint64
+func (r *Request) nonceKey() NonceKey {
+	return NonceKey{ChainID: r.ChainID, From: r.From, Nonce: r.Nonce}
 }
 
 // signed is the double-sign record of a signed result.
@@ -146,16 +153,10 @@ func (res *Result) signed() Signed {
 }
 
 // decide runs the checks of one request inside the transaction and signs
-// it when they pass. inBatch holds the signatures given at the same nonce
-// earlier in this batch, and spentInBatch the value of the signer's fresh
-// signatures earlier in this batch, neither of which the store holds yet.
-func (s *Service) decide(ctx context.Context, tx StoreTx, r *Request, key *Key, now time.Time, inBatch []Signed, spentInBatch *big.Int) (Result, error) {
+// it when they pass. earlier holds every signature at its nonce, stored or
+// given earlier in this batch, oldest first.
+func (s *Service) decide(ctx context.Context, r *Request, key *Key, now time.Time, earlier []Signed, spending *spending) (Result, error) {
 	res := Result{Request: r}
-	earlier, err := tx.Signed(ctx, r.ChainID, r.From, r.Nonce)
-	if err != nil {
-		return res, err
-	}
-	earlier = append(earlier, inBatch...)
 	reuse, same, err := CheckReuse(r, earlier, s.Policy.AllowsCancel(r.ChainID, r.From))
 	var refused *RefusedError
 	switch {
@@ -173,11 +174,7 @@ func (s *Service) decide(ctx context.Context, tx StoreTx, r *Request, key *Key, 
 	res.Reuse = reuse
 
 	spent := func(ctx context.Context, window time.Duration) (*big.Int, error) {
-		total, err := tx.Spent(ctx, r.ChainID, r.From, now.Add(-window))
-		if err != nil {
-			return nil, err
-		}
-		return total.Add(total, spentInBatch), nil
+		return spending.spent(ctx, r, window)
 	}
 	if reuse != Fresh {
 		// A replacement or a cancel spends nothing new: the window
@@ -210,6 +207,57 @@ func (s *Service) decide(ctx context.Context, tx StoreTx, r *Request, key *Key, 
 	}
 	res.Outcome, res.TxHash, res.RawTx = OutcomeSigned, signedTx.Hash(), raw
 	return res, nil
+}
+
+// spending is what the signers of one batch have spent in rolling
+// windows: the store's sums, read at most once per signer and window,
+// plus the fresh signatures the batch has given so far. Reading each sum
+// once is exact: the batch holds its signers' locks, and records its own
+// signatures only after every decision, so the stored sums cannot move
+// while it decides.
+type spending struct {
+	tx      StoreTx
+	now     time.Time
+	stored  map[windowKey]*big.Int
+	inBatch map[SignerKey]*big.Int
+}
+
+type windowKey struct {
+	signer SignerKey
+	window time.Duration
+}
+
+func newSpending(tx StoreTx, now time.Time) *spending {
+	return &spending{tx: tx, now: now, stored: make(map[windowKey]*big.Int), inBatch: make(map[SignerKey]*big.Int)}
+}
+
+// spent is the value r's signer signed in the window before now, this
+// batch included.
+func (s *spending) spent(ctx context.Context, r *Request, window time.Duration) (*big.Int, error) {
+	who := SignerKey{ChainID: r.ChainID, From: r.From}
+	k := windowKey{who, window}
+	sum, ok := s.stored[k]
+	if !ok {
+		var err error
+		if sum, err = s.tx.Spent(ctx, r.ChainID, r.From, s.now.Add(-window)); err != nil {
+			return nil, err
+		}
+		s.stored[k] = sum
+	}
+	total := new(big.Int).Set(sum)
+	if b := s.inBatch[who]; b != nil {
+		total.Add(total, b)
+	}
+	return total, nil
+}
+
+// add counts r, a fresh signature given in this batch.
+func (s *spending) add(r *Request) {
+	who := SignerKey{ChainID: r.ChainID, From: r.From}
+	if s.inBatch[who] == nil {
+		s.inBatch[who] = new(big.Int)
+	}
+	s.inBatch[who].Add(s.inBatch[who], r.Value)
 }
 
 // nonceDecision is the decision of double-sign protection, which decides

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/errs"
@@ -244,6 +246,66 @@ func TestOneBatchCannotSignTwoIntentsAtOneNonce(t *testing.T) {
 			t.Errorf("outcomes %v, want %v", got, want)
 			break
 		}
+	}
+}
+
+// TestOneBatchGivesSeveralSignaturesAtOneNonce writes a batch's
+// signatures in one statement: attempts follow the stored ones and each
+// other in request order, and the audit log (with no tx hash where nothing
+// was signed) still verifies.
+func TestOneBatchGivesSeveralSignaturesAtOneNonce(t *testing.T) {
+	t.Parallel()
+	pool, _ := migratedPool(t)
+	svc := newService(t, pool, signertest.NewMemoryKeys(t, devKeyHex), openPolicy{chains: map[uint64]bool{31337: true}, allowCancel: true})
+	if res := signOne(t, svc, devRequest("tx-5", 31337, 5, signer.DynamicFee, 1, gwei(100))); res.Outcome != signer.OutcomeSigned {
+		t.Fatal(res.Outcome)
+	}
+	bump6 := devRequest("tx-6", 31337, 6, signer.DynamicFee, 1, gwei(110))
+	res, err := svc.Sign(context.Background(), "txmanager", []*signer.Request{
+		devRequest("tx-5", 31337, 5, signer.DynamicFee, 1, gwei(110)),
+		devRequest("tx-other", 31337, 5, signer.DynamicFee, 2, gwei(500)),
+		cancelOf(devRequest("tx-5", 31337, 5, signer.DynamicFee, 1, gwei(130)), gwei(130), gwei(13)),
+		devRequest("tx-6", 31337, 6, signer.DynamicFee, 1, gwei(100)),
+		bump6,
+		bump6,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []signer.Outcome
+	for _, r := range res {
+		outcomes = append(outcomes, r.Outcome)
+	}
+	wantOutcomes := []signer.Outcome{signer.OutcomeSigned, signer.OutcomeRefused, signer.OutcomeSigned, signer.OutcomeSigned, signer.OutcomeSigned, signer.OutcomeReplayed}
+	if diff := cmp.Diff(wantOutcomes, outcomes); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+
+	type row struct {
+		Nonce, Attempt int64
+		Kind, TxID     string
+		AuditSeq       int64
+	}
+	rows, err := pool.Query(context.Background(), `SELECT nonce, attempt, kind, tx_id, audit_seq FROM signature ORDER BY nonce, attempt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{
+		{5, 1, "original", "tx-5", 1},
+		{5, 2, "replacement", "tx-5", 2},
+		{5, 3, "cancel", "tx-5-cancel", 4},
+		{6, 1, "original", "tx-6", 5},
+		{6, 2, "replacement", "tx-6", 6},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("signature rows (-want +got):\n%s", diff)
+	}
+	if n, err := svc.Store.(*postgres.Store).VerifyAudit(context.Background()); err != nil || n != 7 {
+		t.Errorf("audit log: %d records verified: %v", n, err)
 	}
 }
 

@@ -28,21 +28,42 @@ type SignerKey struct {
 	From    common.Address
 }
 
-// StoreTx is the store inside one transaction.
+// NonceKey names one nonce of one signer on one chain.
+type NonceKey struct {
+	ChainID uint64
+	From    common.Address
+	Nonce   uint64
+}
+
+// Signature is a new signature for Record: the double-sign record, how it
+// relates to the signatures before it at its nonce (Fresh, Replacement or
+// Cancel), and the audit record of the decision that gave it.
+type Signature struct {
+	Signed
+	Reuse    Reuse
+	AuditSeq uint64
+}
+
+// StoreTx is the store inside one transaction. Sign reads and writes a
+// whole batch in a fixed number of calls, whatever its size, so each
+// method takes the batch at once where it can: every call is a round trip
+// to the database while the signers' locks are held.
 type StoreTx interface {
 	// LockSigners serializes this transaction with every other one that
 	// signs for the same signers, on any replica, until it ends. Callers
 	// pass the keys sorted (SortSigners) so that no two transactions wait
 	// on each other.
 	LockSigners(ctx context.Context, keys []SignerKey) error
-	// Signed lists the signatures given at a nonce, oldest first.
-	Signed(ctx context.Context, chainID uint64, from common.Address, nonce uint64) ([]Signed, error)
+	// Signed lists the signatures given at each of the nonces, oldest
+	// first; a nonce without any has no entry. Keys may repeat.
+	Signed(ctx context.Context, at []NonceKey) (map[NonceKey][]Signed, error)
 	// Spent sums the value of the originals (attempt 1 at each nonce)
 	// signed for the signer since the given time.
 	Spent(ctx context.Context, chainID uint64, from common.Address, since time.Time) (*big.Int, error)
 	// Append seals entries onto the audit chain in order and returns the
 	// records with their sequence numbers.
 	Append(ctx context.Context, entries []AuditEntry) ([]AuditRecord, error)
-	// Record stores a signature given under the audit record at auditSeq.
-	Record(ctx context.Context, s Signed, kind Reuse, at time.Time, auditSeq uint64) error
+	// Record stores new signatures, all given at the same time, in order:
+	// a later one at the same nonce is the later attempt.
+	Record(ctx context.Context, at time.Time, sigs []Signature) error
 }

@@ -29,44 +29,68 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // InTx runs fn in one read-committed transaction, retried on deadlocks and
 // serialization failures. The signer locks, not the isolation level, order
-// concurrent signers.
+// concurrent signers. Each StoreTx method is one round trip, Append two.
 func (s *Store) InTx(ctx context.Context, fn func(signer.StoreTx) error) error {
-	return pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error { return fn(storeTx{tx}) })
+	return pg.InTx(ctx, s.pool, pg.TxOptions{TxOptions: pgx.TxOptions{BeginQuery: beginTx}}, func(tx pgx.Tx) error { return fn(storeTx{tx}) })
 }
+
+// beginTx starts the transaction and has its statements run on generic
+// plans. The batch statements take arrays, whose length PostgreSQL knows
+// only when it plans for the values at hand, so left alone it never
+// settles on a cached plan and plans them again at every execution, which
+// costs more than running a small batch; their generic plans are the index
+// lookups every batch size wants. Both statements go in one round trip:
+// without arguments, pgx sends them over the simple protocol.
+const beginTx = `BEGIN; SET LOCAL plan_cache_mode = force_generic_plan`
 
 type storeTx struct{ tx pgx.Tx }
 
+// LockSigners takes the locks in one round trip: the statements of a
+// batch run one after another, in the order given.
 func (t storeTx) LockSigners(ctx context.Context, keys []signer.SignerKey) error {
+	batch := &pgx.Batch{}
 	for _, k := range keys {
 		// Insert the row the first time a signer is seen, then lock it.
-		if _, err := t.tx.Exec(ctx, `INSERT INTO signer_lock (chain_id, signer) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			int64(k.ChainID), k.From.Bytes()); err != nil {
-			return fmt.Errorf("lock signer %s: %w", k.From.Hex(), err)
-		}
-		if _, err := t.tx.Exec(ctx, `SELECT 1 FROM signer_lock WHERE chain_id = $1 AND signer = $2 FOR UPDATE`,
-			int64(k.ChainID), k.From.Bytes()); err != nil {
-			return fmt.Errorf("lock signer %s: %w", k.From.Hex(), err)
+		batch.Queue(`INSERT INTO signer_lock (chain_id, signer) VALUES ($1, $2) ON CONFLICT DO NOTHING`, int64(k.ChainID), k.From.Bytes())
+		batch.Queue(`SELECT 1 FROM signer_lock WHERE chain_id = $1 AND signer = $2 FOR UPDATE`, int64(k.ChainID), k.From.Bytes())
+	}
+	br := t.tx.SendBatch(ctx, batch)
+	defer br.Close()
+	for _, k := range keys {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock signer %s: %w", k.From.Hex(), err)
+			}
 		}
 	}
-	return nil
+	return br.Close()
 }
 
-func (t storeTx) Signed(ctx context.Context, chainID uint64, from common.Address, nonce uint64) ([]signer.Signed, error) {
-	rows, err := t.tx.Query(ctx, `
-		SELECT tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx
-		FROM signature WHERE chain_id = $1 AND signer = $2 AND nonce = $3 ORDER BY attempt`,
-		int64(chainID), from.Bytes(), int64(nonce))
-	if err != nil {
-		return nil, fmt.Errorf("read signatures at nonce %d: %w", nonce, err)
+// Signed reads every nonce of a batch in one query.
+func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.NonceKey][]signer.Signed, error) {
+	chainIDs, signers, nonces := make([]int64, len(at)), make([][]byte, len(at)), make([]int64, len(at))
+	for i, k := range at {
+		chainIDs[i], signers[i], nonces[i] = int64(k.ChainID), k.From.Bytes(), int64(k.Nonce)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (signer.Signed, error) {
-		s := signer.Signed{ChainID: chainID, From: from, Nonce: nonce}
-		var intent, digest, hash []byte
+	rows, err := t.tx.Query(ctx, `
+		SELECT chain_id, signer, nonce, tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx
+		FROM signature
+		WHERE (chain_id, signer, nonce) IN (SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]))
+		ORDER BY chain_id, signer, nonce, attempt`,
+		chainIDs, signers, nonces)
+	if err != nil {
+		return nil, fmt.Errorf("read signatures at %d nonces: %w", len(at), err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (signer.Signed, error) {
+		var s signer.Signed
+		var chainID, nonce int64
+		var from, intent, digest, hash []byte
 		var value, feeCap, tipCap pgtype.Numeric
 		var kind string
-		if err := row.Scan(&s.TxID, &intent, &digest, &value, &feeCap, &tipCap, &kind, &hash, &s.RawTx); err != nil {
+		if err := row.Scan(&chainID, &from, &nonce, &s.TxID, &intent, &digest, &value, &feeCap, &tipCap, &kind, &hash, &s.RawTx); err != nil {
 			return s, err
 		}
+		s.ChainID, s.From, s.Nonce = uint64(chainID), common.BytesToAddress(from), uint64(nonce)
 		copy(s.Intent[:], intent)
 		s.Digest, s.TxHash = common.BytesToHash(digest), common.BytesToHash(hash)
 		var err error
@@ -82,6 +106,15 @@ func (t storeTx) Signed(ctx context.Context, chainID uint64, from common.Address
 		s.Cancel = kind == "cancel"
 		return s, nil
 	})
+	if err != nil {
+		return nil, fmt.Errorf("read signatures at %d nonces: %w", len(at), err)
+	}
+	signed := make(map[signer.NonceKey][]signer.Signed)
+	for _, s := range list {
+		k := signer.NonceKey{ChainID: s.ChainID, From: s.From, Nonce: s.Nonce}
+		signed[k] = append(signed[k], s)
+	}
+	return signed, nil
 }
 
 func (t storeTx) Spent(ctx context.Context, chainID uint64, from common.Address, since time.Time) (*big.Int, error) {
@@ -96,32 +129,39 @@ func (t storeTx) Spent(ctx context.Context, chainID uint64, from common.Address,
 	return integer(sum)
 }
 
+// Append takes two round trips: one to lock and read the head, which
+// sealing needs, and one for the records and the new head.
 func (t storeTx) Append(ctx context.Context, entries []signer.AuditEntry) ([]signer.AuditRecord, error) {
-	var head signer.AuditHead
 	var seq int64
 	var hash []byte
 	if err := t.tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head FOR UPDATE`).Scan(&seq, &hash); err != nil {
 		return nil, fmt.Errorf("lock audit head: %w", err)
 	}
-	head = signer.AuditHead{Seq: uint64(seq), Hash: common.BytesToHash(hash)}
-	records := make([]signer.AuditRecord, 0, len(entries))
-	batch := &pgx.Batch{}
-	for _, e := range entries {
+	head := signer.AuditHead{Seq: uint64(seq), Hash: common.BytesToHash(hash)}
+	n := len(entries)
+	records := make([]signer.AuditRecord, 0, n)
+	seqs, ats, txIDs, chainIDs, signers, nonces := make([]int64, n), make([]time.Time, n), make([]string, n), make([]int64, n), make([][]byte, n), make([]int64, n)
+	outcomes, txHashes, bodies, prevHashes, hashes := make([]string, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	for i, e := range entries {
 		rec, err := signer.Seal(e, head.Seq+1, head.Hash)
 		if err != nil {
 			return nil, err
 		}
-		var txHash []byte
-		if rec.Entry.TxHash != nil {
-			txHash = rec.Entry.TxHash.Bytes()
+		e = rec.Entry
+		if e.TxHash != nil {
+			txHashes[i] = e.TxHash.Bytes() // NULL otherwise
 		}
-		batch.Queue(`INSERT INTO audit_log (seq, at, tx_id, chain_id, signer, nonce, outcome, tx_hash, body, prev_hash, hash)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			int64(rec.Entry.Seq), rec.Entry.At, rec.Entry.TxID, int64(rec.Entry.ChainID), rec.Entry.From.Bytes(),
-			int64(rec.Entry.Nonce), string(rec.Entry.Outcome), txHash, rec.Body, rec.Entry.PrevHash.Bytes(), rec.Hash.Bytes())
+		seqs[i], ats[i], txIDs[i], chainIDs[i], signers[i], nonces[i] = int64(e.Seq), e.At, e.TxID, int64(e.ChainID), e.From.Bytes(), int64(e.Nonce)
+		outcomes[i], bodies[i], prevHashes[i], hashes[i] = string(e.Outcome), rec.Body, e.PrevHash.Bytes(), rec.Hash.Bytes()
 		records = append(records, rec)
-		head = signer.AuditHead{Seq: rec.Entry.Seq, Hash: rec.Hash}
+		head = signer.AuditHead{Seq: e.Seq, Hash: rec.Hash}
 	}
+	batch := &pgx.Batch{}
+	batch.Queue(`
+		INSERT INTO audit_log (seq, at, tx_id, chain_id, signer, nonce, outcome, tx_hash, body, prev_hash, hash)
+		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::bigint[], $5::bytea[], $6::bigint[],
+			$7::text[], $8::bytea[], $9::bytea[], $10::bytea[], $11::bytea[])`,
+		seqs, ats, txIDs, chainIDs, signers, nonces, outcomes, txHashes, bodies, prevHashes, hashes)
 	batch.Queue(`UPDATE audit_head SET seq = $1, hash = $2`, int64(head.Seq), head.Hash.Bytes())
 	if err := t.tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("append audit records: %w", err)
@@ -129,26 +169,47 @@ func (t storeTx) Append(ctx context.Context, entries []signer.AuditEntry) ([]sig
 	return records, nil
 }
 
-func (t storeTx) Record(ctx context.Context, s signer.Signed, kind signer.Reuse, at time.Time, auditSeq uint64) error {
-	kindName := map[signer.Reuse]string{signer.Fresh: "original", signer.Replacement: "replacement", signer.Cancel: "cancel"}[kind]
-	if kindName == "" {
-		return fmt.Errorf("record signature: %v is not a new signature", kind)
-	}
-	if s.Nonce > math.MaxInt64 || s.ChainID > math.MaxInt64 {
-		return errors.New("record signature: nonce or chain id beyond what signerd stores")
+// Record writes the signatures in one statement. Each row's attempt
+// follows the attempts stored at its nonce (the statement's subquery sees
+// the table as it was before the statement) and those before it in sigs.
+func (t storeTx) Record(ctx context.Context, at time.Time, sigs []signer.Signature) error {
+	n := len(sigs)
+	chainIDs, signers, nonces, kinds, txIDs := make([]int64, n), make([][]byte, n), make([]int64, n), make([]string, n), make([]string, n)
+	intents, digests, txHashes, raws := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	values, feeCaps, tipCaps, auditSeqs := make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]int64, n)
+	for i, s := range sigs {
+		kinds[i] = kindNames[s.Reuse]
+		if kinds[i] == "" {
+			return fmt.Errorf("record signature: %v is not a new signature", s.Reuse)
+		}
+		if s.Nonce > math.MaxInt64 || s.ChainID > math.MaxInt64 || s.AuditSeq > math.MaxInt64 {
+			return errors.New("record signature: nonce, chain id or audit seq beyond what signerd stores")
+		}
+		chainIDs[i], signers[i], nonces[i], txIDs[i] = int64(s.ChainID), s.From.Bytes(), int64(s.Nonce), s.TxID
+		intents[i], digests[i], txHashes[i], raws[i] = s.Intent[:], s.Digest.Bytes(), s.TxHash.Bytes(), s.RawTx
+		values[i], feeCaps[i], tipCaps[i], auditSeqs[i] = numeric(s.Value), numeric(s.FeeCap), numeric(s.TipCap), int64(s.AuditSeq)
 	}
 	_, err := t.tx.Exec(ctx, `
 		INSERT INTO signature (chain_id, signer, nonce, attempt, kind, tx_id, intent, digest, value, fee_cap, tip_cap,
 			tx_hash, raw_tx, signed_at, audit_seq)
-		SELECT $1, $2, $3, coalesce(max(attempt), 0) + 1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
-		FROM signature WHERE chain_id = $1 AND signer = $2 AND nonce = $3`,
-		int64(s.ChainID), s.From.Bytes(), int64(s.Nonce), kindName, s.TxID, s.Intent[:], s.Digest.Bytes(),
-		numeric(s.Value), numeric(s.FeeCap), numeric(s.TipCap), s.TxHash.Bytes(), s.RawTx, at, int64(auditSeq))
+		SELECT n.chain_id, n.signer, n.nonce,
+			coalesce((SELECT max(s.attempt) FROM signature s
+				WHERE s.chain_id = n.chain_id AND s.signer = n.signer AND s.nonce = n.nonce), 0)
+				+ row_number() OVER (PARTITION BY n.chain_id, n.signer, n.nonce ORDER BY n.ord),
+			n.kind, n.tx_id, n.intent, n.digest, n.value, n.fee_cap, n.tip_cap, n.tx_hash, n.raw_tx, $14, n.audit_seq
+		FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::bytea[],
+			$8::numeric[], $9::numeric[], $10::numeric[], $11::bytea[], $12::bytea[], $13::bigint[])
+			WITH ORDINALITY AS n(chain_id, signer, nonce, kind, tx_id, intent, digest, value, fee_cap, tip_cap, tx_hash, raw_tx, audit_seq, ord)`,
+		chainIDs, signers, nonces, kinds, txIDs, intents, digests, values, feeCaps, tipCaps, txHashes, raws, auditSeqs, at)
 	if err != nil {
-		return fmt.Errorf("record signature at nonce %d: %w", s.Nonce, err)
+		return fmt.Errorf("record %d signatures: %w", n, err)
 	}
 	return nil
 }
+
+// kindNames are the kinds a signature row may have, by how it reuses its
+// nonce; Identical writes no row.
+var kindNames = map[signer.Reuse]string{signer.Fresh: "original", signer.Replacement: "replacement", signer.Cancel: "cancel"}
 
 func numeric(v *big.Int) pgtype.Numeric { return pgtype.Numeric{Int: new(big.Int).Set(v), Valid: true} }
 

@@ -22,13 +22,21 @@ var DevKeys = []string{
 }
 
 // DevAddress is the address of DevKeys[i].
-func DevAddress(i int) common.Address {
-	priv, err := crypto.HexToECDSA(DevKeys[i])
-	if err != nil {
-		panic(err)
+func DevAddress(i int) common.Address { return devAddresses[i] }
+
+// devAddresses are worked out once: deriving an address from a key costs
+// a scalar multiplication, which benchmarks would otherwise count.
+var devAddresses = func() []common.Address {
+	out := make([]common.Address, len(DevKeys))
+	for i, k := range DevKeys {
+		priv, err := crypto.HexToECDSA(k)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = crypto.PubkeyToAddress(priv.PublicKey)
 	}
-	return crypto.PubkeyToAddress(priv.PublicKey)
-}
+	return out
+}()
 
 // MemoryKeys is a key backend holding keys in memory, as the keystore
 // backend does once it has decrypted its files. SetDown makes it fail like
