@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,11 +135,13 @@ type stack struct {
 	// mevrouterd's key for it.
 	relayURL     string
 	relayKeyFile string
-	adminURL     string
-	redisURL     string
-	chain        *anvil.Node
-	procs        []*process
-	exited       chan exit
+	// chainsFile tells txmanagerd which chain and signers it manages.
+	chainsFile string
+	adminURL   string
+	redisURL   string
+	chain      *anvil.Node
+	procs      []*process
+	exited     chan exit
 	// cleanups run in reverse order at stop: what we started, we stop.
 	cleanups []func()
 }
@@ -175,6 +178,7 @@ func (s *stack) start(ctx context.Context) error {
 		{"anvil", s.startAnvil},
 		{"development relay", s.startRelay},
 		{"signer keys", s.signerKeys},
+		{"chains file", s.writeChainsFile},
 		{"migrations", s.migrate},
 		{"services", s.startServices},
 	}
@@ -316,6 +320,27 @@ func (s *stack) startRelay(ctx context.Context) error {
 	return nil
 }
 
+// writeChainsFile writes txmanagerd's chains file: anvil's chain, read through
+// anvil itself, with its ten dev accounts as managed signers.
+func (s *stack) writeChainsFile(context.Context) error {
+	type signer struct {
+		Address string `json:"address"`
+	}
+	var signers []signer
+	for _, a := range s.chain.Accounts() {
+		signers = append(signers, signer{a.Address.Hex()})
+	}
+	doc := map[string]any{"chains": []any{map[string]any{
+		"chain_id": s.chain.ChainID(), "rpc": []string{s.chain.URL()}, "confirmations": 2, "signers": signers,
+	}}}
+	raw, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	s.chainsFile = filepath.Join(s.cfg.StateDir, "chains.json")
+	return os.WriteFile(s.chainsFile, raw, 0o644)
+}
+
 // signerKeys gives signerd a development keystore in the state directory
 // holding anvil's dev accounts, whose keys are public, so the stack signs
 // from its first run. The passphrase is random and kept beside the keys;
@@ -372,6 +397,9 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 		env["KEY_BACKEND"] = "keystore"
 		env["KEYSTORE_DIR"] = s.signer.Dir
 		env["KEYSTORE_PASSPHRASE_FILE"] = s.signer.PassphraseFile
+	}
+	if svc.identity == "txmanager" {
+		env["CHAINS_FILE"] = s.chainsFile
 	}
 	if svc.identity == "mevrouter" {
 		env["CHAIN_ID"] = strconv.FormatUint(s.chain.ChainID(), 10)

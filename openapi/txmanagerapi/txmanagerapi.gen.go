@@ -4,17 +4,254 @@
 package txmanagerapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
+
+// CreateTxRequest defines model for CreateTxRequest.
+type CreateTxRequest struct {
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Data Arbitrary bytes as 0x-prefixed hex of even length; `0x` is empty data.
+	//
+	// Example: 0xa9059cbb
+	Data *externalRef0.HexData `json:"data,omitempty"`
+
+	// DependsOn A transaction that must be CONFIRMED first.
+	DependsOn *openapi_types.UUID `json:"depends_on,omitempty"`
+
+	// From A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	From externalRef0.Address `json:"from"`
+
+	// Gas The gas limit; omitted, it is estimated.
+	Gas *int64 `json:"gas,omitempty"`
+
+	// MaxFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	MaxFeePerGas *externalRef0.Uint256 `json:"max_fee_per_gas,omitempty"`
+
+	// MaxPriorityFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	MaxPriorityFeePerGas *externalRef0.Uint256 `json:"max_priority_fee_per_gas,omitempty"`
+
+	// Metadata The client's own JSON object (at most 16 KiB), stored and returned unchanged.
+	Metadata *map[string]interface{} `json:"metadata,omitempty"`
+
+	// RequestId The client's idempotency key (the gateway passes the `Idempotency-Key` header).
+	RequestId string `json:"request_id"`
+
+	// Route How a transaction is to be broadcast, as requested: `public` sends to
+	// the public RPC endpoints, `private` only through private relays and
+	// builders (never a public mempool), `auto` lets txfence choose private
+	// for calls that can be sandwiched and public otherwise.
+	Route *externalRef0.Route `json:"route,omitempty"`
+
+	// To A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	To *externalRef0.Address `json:"to,omitempty"`
+
+	// Value An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	Value *externalRef0.Uint256 `json:"value,omitempty"`
+}
+
+// EventList defines model for EventList.
+type EventList struct {
+	Events []externalRef0.Event `json:"events"`
+}
+
+// Tx defines model for Tx.
+type Tx struct {
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId   externalRef0.ChainId `json:"chain_id"`
+	CreatedAt time.Time            `json:"created_at"`
+
+	// Data Arbitrary bytes as 0x-prefixed hex of even length; `0x` is empty data.
+	//
+	// Example: 0xa9059cbb
+	Data      externalRef0.HexData `json:"data"`
+	DependsOn *openapi_types.UUID  `json:"depends_on,omitempty"`
+
+	// From A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	From externalRef0.Address `json:"from"`
+	Gas  *int64               `json:"gas,omitempty"`
+
+	// GasLimit The gas limit fixed at SIMULATED.
+	GasLimit *int64 `json:"gas_limit,omitempty"`
+
+	// Hash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	Hash *externalRef0.Hash `json:"hash,omitempty"`
+
+	// MaxFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	MaxFeePerGas *externalRef0.Uint256 `json:"max_fee_per_gas,omitempty"`
+
+	// MaxPriorityFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	MaxPriorityFeePerGas *externalRef0.Uint256  `json:"max_priority_fee_per_gas,omitempty"`
+	Metadata             map[string]interface{} `json:"metadata"`
+
+	// Nonce A sender's transaction nonce.
+	//
+	// Example: 7
+	Nonce     *externalRef0.Nonce `json:"nonce,omitempty"`
+	Reason    *string             `json:"reason,omitempty"`
+	RequestId string              `json:"request_id"`
+
+	// Route How a transaction is to be broadcast, as requested: `public` sends to
+	// the public RPC endpoints, `private` only through private relays and
+	// builders (never a public mempool), `auto` lets txfence choose private
+	// for calls that can be sandwiched and public otherwise.
+	Route externalRef0.Route `json:"route"`
+
+	// State A transaction's state in txmanager's state machine.
+	//
+	// - INIT: accepted and durable, no nonce.
+	// - SIMULATED: simulation and policy pre-check passed; gas limit fixed.
+	// - PENDING_APPROVAL: waits for M-of-N approvals; can be rejected or expire.
+	// - ALLOCATED: nonce durable, signature not yet stored.
+	// - SIGNED: signed raw transaction and hash durable; never re-signed with different content.
+	// - BROADCASTED: accepted by at least one route; being tracked.
+	// - CONFIRMED: receipt status 1 at the configured depth. Terminal unless a deeper reorg reopens it.
+	// - REVERTED: receipt status 0 at the configured depth (nonce and gas consumed). Terminal likewise.
+	// - FAILED: terminal without chain effect (simulation revert, policy denial, approval rejected
+	//   or expired, insufficient funds past the hold timeout, dependency failed), or the nonce
+	//   was consumed by a transaction that is not ours (`reason=nonce_consumed_externally`).
+	// - CANCELLED: cancelled by request before signing, or an authorized cancel was mined instead
+	//   of the original.
+	State externalRef0.TxState `json:"state"`
+
+	// SubState Refines a state without changing it.
+	//
+	// - waiting_dependency: waits for its `depends_on` transaction to be CONFIRMED.
+	// - insufficient_funds: held until the sender can pay (or the hold times out).
+	// - included: a receipt was seen; counting confirmations.
+	// - stuck: not included past the stuck timeout; alerted, still tracked.
+	// - stale: being re-sent.
+	// - replaced: a fee-bumped attempt superseded an older one.
+	SubState *externalRef0.TxSubState `json:"sub_state,omitempty"`
+
+	// To A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	To        *externalRef0.Address `json:"to,omitempty"`
+	TxId      openapi_types.UUID    `json:"tx_id"`
+	UpdatedAt time.Time             `json:"updated_at"`
+
+	// Value An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	Value externalRef0.Uint256 `json:"value"`
+}
+
+// TxList defines model for TxList.
+type TxList struct {
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor   *string `json:"next_cursor"`
+	Transactions []Tx    `json:"transactions"`
+}
+
+// TxIdPath defines model for TxIdPath.
+type TxIdPath = openapi_types.UUID
+
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// After The last sequence already processed; 0 from the start.
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Wait Seconds to hold an empty answer for new events.
+	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListTxParams defines parameters for ListTx.
+type ListTxParams struct {
+	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
+
+	// From The signer.
+	From     *externalRef0.Address    `form:"from,omitempty" json:"from,omitempty"`
+	State    *externalRef0.TxState    `form:"state,omitempty" json:"state,omitempty"`
+	SubState *externalRef0.TxSubState `form:"sub_state,omitempty" json:"sub_state,omitempty"`
+
+	// CreatedAfter Created at or after this time.
+	CreatedAfter *time.Time `form:"created_after,omitempty" json:"created_after,omitempty"`
+
+	// CreatedBefore Created before this time.
+	CreatedBefore *time.Time `form:"created_before,omitempty" json:"created_before,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateTxJSONRequestBody defines body for CreateTx for application/json ContentType.
+type CreateTxJSONRequestBody = CreateTxRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -99,6 +336,64 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListEvents The event feed after a sequence
+	//
+	// Events with `seq` above `after`, in order, at most `limit`. With
+	// `wait` (seconds, at most 30), an empty page is held until events
+	// arrive or the wait ends. The gateway and the ledger may call it
+	// (mutual TLS identities `gateway`, `ledger`).
+	//
+	// Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTx List transactions, newest first
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /internal/v1/tx (the `ListTx` operationId).
+	ListTx(ctx context.Context, params *ListTxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTxWithBody Accept a transaction intent
+	//
+	// Stores the intent as an INIT transaction and answers at once; the
+	// signer's owner node simulates, signs and sends it. Idempotent on
+	// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+	CreateTxWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTx Accept a transaction intent
+	//
+	// Stores the intent as an INIT transaction and answers at once; the
+	// signer's owner node simulates, signs and sends it. Idempotent on
+	// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+	CreateTx(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTx One transaction
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
+	GetTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelTx Cancel a transaction that has no nonce yet
+	//
+	// INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
+	// (`reason` `cancel_requested`); cancelling a cancelled one answers it
+	// again. A transaction with a nonce is a `409`. Only the gateway may
+	// call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
+	CancelTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMetrics Prometheus metrics
 	//
 	// Prometheus text exposition of the service's metrics. Requires a
@@ -129,6 +424,124 @@ type ClientInterface interface {
 // Corresponds with GET /healthz (the `GetHealth` operationId).
 func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEvents The event feed after a sequence
+//
+// Events with `seq` above `after`, in order, at most `limit`. With
+// `wait` (seconds, at most 30), an empty page is held until events
+// arrive or the wait ends. The gateway and the ledger may call it
+// (mutual TLS identities `gateway`, `ledger`).
+//
+// Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTx List transactions, newest first
+//
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /internal/v1/tx (the `ListTx` operationId).
+func (c *Client) ListTx(ctx context.Context, params *ListTxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTxRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTxWithBody Accept a transaction intent
+//
+// Stores the intent as an INIT transaction and answers at once; the
+// signer's owner node simulates, signs and sends it. Idempotent on
+// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+func (c *Client) CreateTxWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTxRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTx Accept a transaction intent
+//
+// Stores the intent as an INIT transaction and answers at once; the
+// signer's owner node simulates, signs and sends it. Idempotent on
+// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+func (c *Client) CreateTx(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTxRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTx One transaction
+//
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
+func (c *Client) GetTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTxRequest(c.Server, txId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelTx Cancel a transaction that has no nonce yet
+//
+// INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
+// (`reason` `cancel_requested`); cancelling a cancelled one answers it
+// again. A transaction with a nonce is a `409`. Only the gateway may
+// call it (mutual TLS identity `gateway`).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
+func (c *Client) CancelTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelTxRequest(c.Server, txId)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +612,330 @@ func NewGetHealthRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTxRequest constructs an http.Request for the ListTx method
+func NewListTxRequest(server string, params *ListTxParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ChainId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", *params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SubState != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sub_state", *params.SubState, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_after", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_before", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateTxRequest calls the generic CreateTx builder with application/json body
+func NewCreateTxRequest(server string, body CreateTxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTxRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateTxRequestWithBody constructs an http.Request for the CreateTx method, with any body, and a specified content type
+func NewCreateTxRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetTxRequest constructs an http.Request for the GetTx method
+func NewGetTxRequest(server string, txId TxIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelTxRequest constructs an http.Request for the CancelTx method
+func NewCancelTxRequest(server string, txId TxIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +1052,72 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
 
+	// ListEventsWithResponse The event feed after a sequence
+	//
+	// Events with `seq` above `after`, in order, at most `limit`. With
+	// `wait` (seconds, at most 30), an empty page is held until events
+	// arrive or the wait ends. The gateway and the ledger may call it
+	// (mutual TLS identities `gateway`, `ledger`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
+	// ListTxWithResponse List transactions, newest first
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/tx (the `ListTx` operationId).
+	ListTxWithResponse(ctx context.Context, params *ListTxParams, reqEditors ...RequestEditorFn) (*ListTxResponse, error)
+
+	// CreateTxWithBodyWithResponse Accept a transaction intent
+	//
+	// Stores the intent as an INIT transaction and answers at once; the
+	// signer's owner node simulates, signs and sends it. Idempotent on
+	// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+	CreateTxWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTxResponse, error)
+
+	// CreateTxWithResponse Accept a transaction intent
+	//
+	// Stores the intent as an INIT transaction and answers at once; the
+	// signer's owner node simulates, signs and sends it. Idempotent on
+	// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+	CreateTxWithResponse(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTxResponse, error)
+
+	// GetTxWithResponse One transaction
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
+	GetTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*GetTxResponse, error)
+
+	// CancelTxWithResponse Cancel a transaction that has no nonce yet
+	//
+	// INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
+	// (`reason` `cancel_requested`); cancelling a cancelled one answers it
+	// again. A transaction with a nonce is a `409`. Only the gateway may
+	// call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
+	CancelTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*CancelTxResponse, error)
+
 	// GetMetricsWithResponse Prometheus metrics
 	//
 	// Prometheus text exposition of the service's metrics. Requires a
@@ -382,6 +1185,253 @@ func (r GetHealthResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *EventList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TxList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTxResponse) GetJSON200() *TxList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTxResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateTxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tx
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Tx
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateTxResponse) GetJSON200() *Tx {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateTxResponse) GetJSON201() *Tx {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateTxResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tx
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTxResponse) GetJSON200() *Tx {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTxResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelTxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tx
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelTxResponse) GetJSON200() *Tx {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelTxResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelTxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelTxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelTxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelTxResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -508,6 +1558,108 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 	return ParseGetHealthResponse(rsp)
 }
 
+// ListEventsWithResponse The event feed after a sequence
+//
+// Events with `seq` above `after`, in order, at most `limit`. With
+// `wait` (seconds, at most 30), an empty page is held until events
+// arrive or the wait ends. The gateway and the ledger may call it
+// (mutual TLS identities `gateway`, `ledger`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
+}
+
+// ListTxWithResponse List transactions, newest first
+//
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/tx (the `ListTx` operationId).
+func (c *ClientWithResponses) ListTxWithResponse(ctx context.Context, params *ListTxParams, reqEditors ...RequestEditorFn) (*ListTxResponse, error) {
+	rsp, err := c.ListTx(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTxResponse(rsp)
+}
+
+// CreateTxWithBodyWithResponse Accept a transaction intent
+//
+// Stores the intent as an INIT transaction and answers at once; the
+// signer's owner node simulates, signs and sends it. Idempotent on
+// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+func (c *ClientWithResponses) CreateTxWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTxResponse, error) {
+	rsp, err := c.CreateTxWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTxResponse(rsp)
+}
+
+// CreateTxWithResponse Accept a transaction intent
+//
+// Stores the intent as an INIT transaction and answers at once; the
+// signer's owner node simulates, signs and sends it. Idempotent on
+// `(chain_id, from, request_id)`. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
+func (c *ClientWithResponses) CreateTxWithResponse(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTxResponse, error) {
+	rsp, err := c.CreateTx(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTxResponse(rsp)
+}
+
+// GetTxWithResponse One transaction
+//
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
+func (c *ClientWithResponses) GetTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*GetTxResponse, error) {
+	rsp, err := c.GetTx(ctx, txId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTxResponse(rsp)
+}
+
+// CancelTxWithResponse Cancel a transaction that has no nonce yet
+//
+// INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
+// (`reason` `cancel_requested`); cancelling a cancelled one answers it
+// again. A transaction with a nonce is a `409`. Only the gateway may
+// call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
+func (c *ClientWithResponses) CancelTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*CancelTxResponse, error) {
+	rsp, err := c.CancelTx(ctx, txId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelTxResponse(rsp)
+}
+
 // GetMetricsWithResponse Prometheus metrics
 //
 // Prometheus text exposition of the service's metrics. Requires a
@@ -560,6 +1712,178 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest externalRef0.Healthy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTxResponse parses an HTTP response from a ListTxWithResponse call
+func ParseListTxResponse(rsp *http.Response) (*ListTxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TxList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateTxResponse parses an HTTP response from a CreateTxWithResponse call
+func ParseCreateTxResponse(rsp *http.Response) (*CreateTxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tx
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Tx
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTxResponse parses an HTTP response from a GetTxWithResponse call
+func ParseGetTxResponse(rsp *http.Response) (*GetTxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tx
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelTxResponse parses an HTTP response from a CancelTxWithResponse call
+func ParseCancelTxResponse(rsp *http.Response) (*CancelTxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelTxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -655,6 +1979,21 @@ type ServerInterface interface {
 	// GetHealth Liveness
 	// (GET /healthz)
 	GetHealth(w http.ResponseWriter, r *http.Request)
+	// ListEvents The event feed after a sequence
+	// (GET /internal/v1/events)
+	ListEvents(w http.ResponseWriter, r *http.Request, params ListEventsParams)
+	// ListTx List transactions, newest first
+	// (GET /internal/v1/tx)
+	ListTx(w http.ResponseWriter, r *http.Request, params ListTxParams)
+	// CreateTx Accept a transaction intent
+	// (POST /internal/v1/tx)
+	CreateTx(w http.ResponseWriter, r *http.Request)
+	// GetTx One transaction
+	// (GET /internal/v1/tx/{tx_id})
+	GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
+	// CancelTx Cancel a transaction that has no nonce yet
+	// (POST /internal/v1/tx/{tx_id}/cancel)
+	CancelTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
 	// GetMetrics Prometheus metrics
 	// (GET /metrics)
 	GetMetrics(w http.ResponseWriter, r *http.Request)
@@ -670,6 +2009,36 @@ type Unimplemented struct{}
 // GetHealth Liveness
 // (GET /healthz)
 func (_ Unimplemented) GetHealth(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListEvents The event feed after a sequence
+// (GET /internal/v1/events)
+func (_ Unimplemented) ListEvents(w http.ResponseWriter, r *http.Request, params ListEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTx List transactions, newest first
+// (GET /internal/v1/tx)
+func (_ Unimplemented) ListTx(w http.ResponseWriter, r *http.Request, params ListTxParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateTx Accept a transaction intent
+// (POST /internal/v1/tx)
+func (_ Unimplemented) CreateTx(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetTx One transaction
+// (GET /internal/v1/tx/{tx_id})
+func (_ Unimplemented) GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CancelTx Cancel a transaction that has no nonce yet
+// (POST /internal/v1/tx/{tx_id}/cancel)
+func (_ Unimplemented) CancelTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -699,6 +2068,255 @@ func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetHealth(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListEvents operation middleware
+func (siw *ServerInterfaceWrapper) ListEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListEventsParams
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListEvents(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTx operation middleware
+func (siw *ServerInterfaceWrapper) ListTx(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTxParams
+
+	// ------------- Optional query parameter "chain_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "chain_id", r.URL.Query(), &params.ChainId, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "chain_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", r.URL.Query(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "state", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "sub_state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "sub_state", r.URL.Query(), &params.SubState, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "sub_state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sub_state", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "created_after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_after", r.URL.Query(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "created_after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "created_after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "created_before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_before", r.URL.Query(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "created_before"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "created_before", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTx(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateTx operation middleware
+func (siw *ServerInterfaceWrapper) CreateTx(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateTx(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTx operation middleware
+func (siw *ServerInterfaceWrapper) GetTx(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTx(w, r, txId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelTx operation middleware
+func (siw *ServerInterfaceWrapper) CancelTx(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelTx(w, r, txId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -849,6 +2467,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/tx", wrapper.ListTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/internal/v1/tx", wrapper.CreateTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/tx/{tx_id}", wrapper.GetTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/cancel", wrapper.CancelTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/events", wrapper.ListEvents)
+	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealth)
 	})

@@ -1,5 +1,78 @@
 -- Schema produced by the migrations; regenerate with make schema. Do not edit.
 
+CREATE TABLE approval (
+    tx_id uuid NOT NULL,
+    approver text NOT NULL,
+    decision text NOT NULL,
+    expiry timestamp with time zone,
+    signature bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT approval_approver_check CHECK ((approver <> ''::text)),
+    CONSTRAINT approval_check CHECK (((decision = 'reject'::text) OR ((expiry IS NOT NULL) AND (signature IS NOT NULL)))),
+    CONSTRAINT approval_decision_check CHECK ((decision = ANY (ARRAY['approve'::text, 'reject'::text])))
+);
+
+CREATE TABLE attempt (
+    tx_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    nonce bigint NOT NULL,
+    hash bytea NOT NULL,
+    raw bytea NOT NULL,
+    max_fee_per_gas numeric(78,0),
+    max_priority_fee_per_gas numeric(78,0),
+    gas_price numeric(78,0),
+    route text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    CONSTRAINT attempt_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT attempt_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT attempt_nonce_check CHECK ((nonce >= 0)),
+    CONSTRAINT attempt_raw_check CHECK ((length(raw) > 0)),
+    CONSTRAINT attempt_route_check CHECK ((route = ANY (ARRAY['public'::text, 'private'::text])))
+);
+
+CREATE TABLE event (
+    id bigint NOT NULL,
+    seq bigint,
+    xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    tx_id uuid NOT NULL,
+    type text NOT NULL,
+    payload jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT event_payload_check CHECK ((jsonb_typeof(payload) = 'object'::text))
+);
+
+ALTER TABLE event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE event_sequence (
+    one boolean DEFAULT true NOT NULL,
+    last_seq bigint NOT NULL,
+    CONSTRAINT event_sequence_last_seq_check CHECK ((last_seq >= 0)),
+    CONSTRAINT event_sequence_one_check CHECK (one)
+);
+
+CREATE TABLE node (
+    node_id text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT node_node_id_check CHECK ((node_id <> ''::text))
+);
+
+CREATE TABLE nonce_cursor (
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    next_nonce bigint NOT NULL,
+    CONSTRAINT nonce_cursor_next_nonce_check CHECK ((next_nonce >= 0))
+);
+
 CREATE TABLE schema_migrations (
     version bigint NOT NULL,
     name text NOT NULL,
@@ -7,5 +80,148 @@ CREATE TABLE schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE signer_lease (
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    owner_node text,
+    fencing_token bigint DEFAULT 0 NOT NULL,
+    expires_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    acquired_at timestamp with time zone,
+    CONSTRAINT signer_lease_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT signer_lease_fencing_token_check CHECK ((fencing_token >= 0)),
+    CONSTRAINT signer_lease_signer_check CHECK ((length(signer) = 20))
+);
+
+CREATE TABLE tx (
+    tx_id uuid NOT NULL,
+    accept_seq bigint NOT NULL,
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    request_id text NOT NULL,
+    request_hash bytea NOT NULL,
+    to_address bytea,
+    value numeric(78,0) NOT NULL,
+    data bytea DEFAULT '\x'::bytea NOT NULL,
+    gas bigint,
+    gas_limit bigint,
+    max_fee_per_gas numeric(78,0),
+    max_priority_fee_per_gas numeric(78,0),
+    route text NOT NULL,
+    depends_on uuid,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    state text NOT NULL,
+    sub_state text,
+    reason text,
+    nonce bigint,
+    current_attempt integer,
+    approval_expires_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tx_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT tx_creation_has_data CHECK (((to_address IS NOT NULL) OR (length(data) > 0))),
+    CONSTRAINT tx_current_attempt_check CHECK ((current_attempt >= 1)),
+    CONSTRAINT tx_gas_check CHECK ((gas > 0)),
+    CONSTRAINT tx_gas_limit_by_state CHECK (((state = ANY (ARRAY['INIT'::text, 'PENDING_APPROVAL'::text, 'FAILED'::text, 'CANCELLED'::text])) OR (gas_limit IS NOT NULL))),
+    CONSTRAINT tx_gas_limit_check CHECK ((gas_limit > 0)),
+    CONSTRAINT tx_max_fee_per_gas_check CHECK (((max_fee_per_gas >= (0)::numeric) AND (max_fee_per_gas < ((2)::numeric ^ (256)::numeric)))),
+    CONSTRAINT tx_max_priority_fee_per_gas_check CHECK (((max_priority_fee_per_gas >= (0)::numeric) AND (max_priority_fee_per_gas < ((2)::numeric ^ (256)::numeric)))),
+    CONSTRAINT tx_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT tx_nonce_by_state CHECK (
+CASE
+    WHEN (state = ANY (ARRAY['INIT'::text, 'SIMULATED'::text, 'PENDING_APPROVAL'::text])) THEN ((nonce IS NULL) AND (current_attempt IS NULL))
+    WHEN (state = 'ALLOCATED'::text) THEN ((nonce IS NOT NULL) AND (current_attempt IS NULL))
+    WHEN (state = ANY (ARRAY['SIGNED'::text, 'BROADCASTED'::text, 'CONFIRMED'::text, 'REVERTED'::text])) THEN ((nonce IS NOT NULL) AND (current_attempt IS NOT NULL))
+    ELSE true
+END),
+    CONSTRAINT tx_nonce_check CHECK ((nonce >= 0)),
+    CONSTRAINT tx_request_hash_check CHECK ((length(request_hash) = 32)),
+    CONSTRAINT tx_request_id_check CHECK (((request_id <> ''::text) AND (length(request_id) <= 255))),
+    CONSTRAINT tx_route_check CHECK ((route = ANY (ARRAY['public'::text, 'private'::text, 'auto'::text]))),
+    CONSTRAINT tx_signer_check CHECK ((length(signer) = 20)),
+    CONSTRAINT tx_state_check CHECK ((state = ANY (ARRAY['INIT'::text, 'SIMULATED'::text, 'PENDING_APPROVAL'::text, 'ALLOCATED'::text, 'SIGNED'::text, 'BROADCASTED'::text, 'CONFIRMED'::text, 'REVERTED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
+    CONSTRAINT tx_sub_state_check CHECK ((sub_state = ANY (ARRAY['waiting_dependency'::text, 'insufficient_funds'::text, 'included'::text, 'stale'::text, 'stuck'::text, 'replaced'::text]))),
+    CONSTRAINT tx_to_address_check CHECK ((length(to_address) = 20)),
+    CONSTRAINT tx_value_check CHECK (((value >= (0)::numeric) AND (value < ((2)::numeric ^ (256)::numeric))))
+);
+
+ALTER TABLE tx ALTER COLUMN accept_seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME tx_accept_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY approval
+    ADD CONSTRAINT approval_pkey PRIMARY KEY (tx_id, approver);
+
+ALTER TABLE ONLY attempt
+    ADD CONSTRAINT attempt_hash_key UNIQUE (hash);
+
+ALTER TABLE ONLY attempt
+    ADD CONSTRAINT attempt_pkey PRIMARY KEY (tx_id, attempt);
+
+ALTER TABLE ONLY event
+    ADD CONSTRAINT event_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY event
+    ADD CONSTRAINT event_seq_key UNIQUE (seq);
+
+ALTER TABLE ONLY event_sequence
+    ADD CONSTRAINT event_sequence_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY node
+    ADD CONSTRAINT node_pkey PRIMARY KEY (node_id);
+
+ALTER TABLE ONLY nonce_cursor
+    ADD CONSTRAINT nonce_cursor_pkey PRIMARY KEY (chain_id, signer);
+
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY signer_lease
+    ADD CONSTRAINT signer_lease_pkey PRIMARY KEY (chain_id, signer);
+
+ALTER TABLE ONLY tx
+    ADD CONSTRAINT tx_accept_seq_key UNIQUE (accept_seq);
+
+ALTER TABLE ONLY tx
+    ADD CONSTRAINT tx_chain_id_signer_request_id_key UNIQUE (chain_id, signer, request_id);
+
+ALTER TABLE ONLY tx
+    ADD CONSTRAINT tx_pkey PRIMARY KEY (tx_id);
+
+CREATE INDEX event_tx_idx ON event USING btree (tx_id, id);
+
+CREATE INDEX event_unsequenced_idx ON event USING btree (id) WHERE (seq IS NULL);
+
+CREATE INDEX signer_lease_owner_idx ON signer_lease USING btree (owner_node);
+
+CREATE INDEX tx_created_idx ON tx USING btree (created_at DESC, tx_id DESC);
+
+CREATE INDEX tx_list_idx ON tx USING btree (chain_id, signer, created_at DESC, tx_id DESC);
+
+CREATE UNIQUE INDEX tx_nonce_idx ON tx USING btree (chain_id, signer, nonce) WHERE (nonce IS NOT NULL);
+
+CREATE INDEX tx_open_idx ON tx USING btree (chain_id, signer, accept_seq) WHERE (state <> ALL (ARRAY['CONFIRMED'::text, 'REVERTED'::text, 'FAILED'::text, 'CANCELLED'::text]));
+
+CREATE INDEX tx_state_idx ON tx USING btree (state, created_at DESC, tx_id DESC);
+
+ALTER TABLE ONLY approval
+    ADD CONSTRAINT approval_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
+
+ALTER TABLE ONLY attempt
+    ADD CONSTRAINT attempt_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
+
+ALTER TABLE ONLY event
+    ADD CONSTRAINT event_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
+
+ALTER TABLE ONLY nonce_cursor
+    ADD CONSTRAINT nonce_cursor_chain_id_signer_fkey FOREIGN KEY (chain_id, signer) REFERENCES signer_lease(chain_id, signer);
+
+ALTER TABLE ONLY tx
+    ADD CONSTRAINT tx_current_attempt_fk FOREIGN KEY (tx_id, current_attempt) REFERENCES attempt(tx_id, attempt) DEFERRABLE INITIALLY DEFERRED;
+
+ALTER TABLE ONLY tx
+    ADD CONSTRAINT tx_depends_on_fkey FOREIGN KEY (depends_on) REFERENCES tx(tx_id);

@@ -1,0 +1,199 @@
+package txmanager
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"os"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Chains is the chains and signers a deployment manages, from the file
+// TXFENCE_TXMANAGER_CHAINS_FILE names:
+//
+//	{"chains": [{
+//	  "chain_id": 31337,
+//	  "rpc": ["http://127.0.0.1:8545"],     read endpoints: simulation, fees, balances, receipts
+//	  "legacy": false,                       true: gas_price pricing instead of EIP-1559
+//	  "confirmations": 3,                    depth at which a receipt is final
+//	  "signers": [{
+//	    "address": "0x…",
+//	    "external_use": true,                the key may also be used outside txfence
+//	    "in_flight": 16,                     signed but unconfirmed transactions at most
+//	    "max_fee_per_gas": "200000000000",   caps, in wei (decimal strings)
+//	    "max_priority_fee_per_gas": "5000000000",
+//	    "gap_policy": "halt"                 halt (default) or fill: what to do about a nonce gap
+//	  }]
+//	}]}
+type Chains struct {
+	Chains []Chain `json:"chains"`
+}
+
+// Chain is one chain's settings.
+type Chain struct {
+	ID            uint64         `json:"chain_id"`
+	RPC           []string       `json:"rpc"`
+	Legacy        bool           `json:"legacy"`
+	Confirmations uint64         `json:"confirmations"`
+	Signers       []SignerConfig `json:"signers"`
+}
+
+// SignerConfig is one signer's settings.
+type SignerConfig struct {
+	Address              common.Address `json:"address"`
+	ExternalUse          *bool          `json:"external_use"`
+	InFlight             int            `json:"in_flight"`
+	MaxFeePerGas         *Wei           `json:"max_fee_per_gas"`
+	MaxPriorityFeePerGas *Wei           `json:"max_priority_fee_per_gas"`
+	GapPolicy            string         `json:"gap_policy"`
+}
+
+// Wei is an amount written as a decimal string.
+type Wei struct{ big.Int }
+
+// UnmarshalJSON reads "123" (a string, never a JSON number, which most
+// parsers would round).
+func (w *Wei) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("a wei amount is a decimal string")
+	}
+	if _, ok := w.SetString(s, 10); !ok || w.Sign() < 0 || w.Cmp(maxUint256) > 0 {
+		return fmt.Errorf("%q is not a wei amount", s)
+	}
+	return nil
+}
+
+// Default signer settings.
+const (
+	DefaultInFlight      = 16
+	DefaultConfirmations = 3
+	GapHalt              = "halt"
+	GapFill              = "fill"
+)
+
+// LoadChains reads and checks the chains file, filling in defaults.
+func LoadChains(path string) (*Chains, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("chains file: %w", err)
+	}
+	return ParseChains(raw)
+}
+
+// ParseChains decodes a chains file strictly and checks it, naming every
+// problem at once.
+func ParseChains(raw []byte) (*Chains, error) {
+	var c Chains
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("chains file: %w", err)
+	}
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if len(c.Chains) == 0 {
+		add("chains: none configured")
+	}
+	chains := map[uint64]bool{}
+	for i := range c.Chains {
+		ch := &c.Chains[i]
+		at := fmt.Sprintf("chains[%d]", i)
+		if ch.ID == 0 || chains[ch.ID] {
+			add("%s.chain_id: %d is missing or configured twice", at, ch.ID)
+		}
+		chains[ch.ID] = true
+		if len(ch.RPC) == 0 {
+			add("%s.rpc: at least one read endpoint", at)
+		}
+		for j, u := range ch.RPC {
+			if p, err := url.Parse(u); err != nil || p.Host == "" {
+				add("%s.rpc[%d]: not a URL", at, j)
+			}
+		}
+		if ch.Confirmations == 0 {
+			ch.Confirmations = DefaultConfirmations
+		}
+		signers := map[common.Address]bool{}
+		for j := range ch.Signers {
+			s := &ch.Signers[j]
+			sat := fmt.Sprintf("%s.signers[%d]", at, j)
+			if s.Address == (common.Address{}) || signers[s.Address] {
+				add("%s.address: missing or configured twice", sat)
+			}
+			signers[s.Address] = true
+			if s.ExternalUse == nil {
+				yes := true
+				s.ExternalUse = &yes
+			}
+			if s.InFlight == 0 {
+				s.InFlight = DefaultInFlight
+			}
+			if s.InFlight < 0 {
+				add("%s.in_flight: must be positive", sat)
+			}
+			switch s.GapPolicy {
+			case "":
+				s.GapPolicy = GapHalt
+			case GapHalt, GapFill:
+			default:
+				add("%s.gap_policy: %q is not halt or fill", sat, s.GapPolicy)
+			}
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, fmt.Errorf("chains file:\n%w", err)
+	}
+	return &c, nil
+}
+
+// Chain returns the chain with id.
+func (c *Chains) Chain(id uint64) (*Chain, bool) {
+	for i := range c.Chains {
+		if c.Chains[i].ID == id {
+			return &c.Chains[i], true
+		}
+	}
+	return nil, false
+}
+
+// Signer returns the settings of key's signer.
+func (c *Chains) Signer(key SignerKey) (*SignerConfig, bool) {
+	ch, ok := c.Chain(key.ChainID)
+	if !ok {
+		return nil, false
+	}
+	for i := range ch.Signers {
+		if ch.Signers[i].Address == key.Signer {
+			return &ch.Signers[i], true
+		}
+	}
+	return nil, false
+}
+
+// Signers lists every configured signer.
+func (c *Chains) Signers() []SignerKey {
+	var out []SignerKey
+	for _, ch := range c.Chains {
+		for _, s := range ch.Signers {
+			out = append(out, SignerKey{ChainID: ch.ID, Signer: s.Address})
+		}
+	}
+	return out
+}
+
+// CheckIntent refuses an intent for a chain or signer this deployment does
+// not manage.
+func (c *Chains) CheckIntent(in *Intent) error {
+	if _, ok := c.Chain(in.ChainID); !ok {
+		return fmt.Errorf("chain_id: %d is not a configured chain", in.ChainID)
+	}
+	if _, ok := c.Signer(SignerKey{ChainID: in.ChainID, Signer: in.From}); !ok {
+		return fmt.Errorf("from: %s is not a signer configured on chain %d", in.From.Hex(), in.ChainID)
+	}
+	return nil
+}

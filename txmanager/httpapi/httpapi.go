@@ -1,0 +1,362 @@
+// Package httpapi is txmanagerd's internal HTTP API
+// (openapi/txmanager.yaml): accepting, reading, listing and cancelling
+// transactions for the gateway, and the event feed for the gateway and the
+// ledger.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+// maxBody bounds a create: 128 KiB of call data as hex, 16 KiB of
+// metadata, and the rest.
+const maxBody = 320 << 10
+
+// maxWait bounds a long poll of the feed.
+const maxWait = 30 * time.Second
+
+// API serves the internal routes.
+type API struct {
+	Store  *postgres.Store
+	Chains *txmanager.Chains
+	// PollEvery is how often a long poll of the feed looks again.
+	PollEvery time.Duration
+}
+
+// Mount adds the routes to r: transactions for the gateway, the feed for
+// the gateway and the ledger.
+func (a *API) Mount(r chi.Router) {
+	r.Group(func(r chi.Router) {
+		r.Use(mtls.Allow("gateway"))
+		r.Post("/internal/v1/tx", a.create)
+		r.Get("/internal/v1/tx", a.list)
+		r.Get("/internal/v1/tx/{tx_id}", a.get)
+		r.Post("/internal/v1/tx/{tx_id}/cancel", a.cancel)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(mtls.Allow("gateway", "ledger"))
+		r.Get("/internal/v1/events", a.events)
+	})
+}
+
+// CreateTxRequest is the body of a create.
+type CreateTxRequest struct {
+	ChainID              uint64          `json:"chain_id"`
+	From                 *common.Address `json:"from"`
+	RequestID            string          `json:"request_id"`
+	To                   *common.Address `json:"to"`
+	Value                *string         `json:"value"`
+	Data                 *hexutil.Bytes  `json:"data"`
+	Gas                  *uint64         `json:"gas"`
+	MaxFeePerGas         *string         `json:"max_fee_per_gas"`
+	MaxPriorityFeePerGas *string         `json:"max_priority_fee_per_gas"`
+	Route                string          `json:"route"`
+	DependsOn            *uuid.UUID      `json:"depends_on"`
+	Metadata             json.RawMessage `json:"metadata"`
+}
+
+// Intent checks the request's fields and converts it, naming every
+// problem.
+func (c *CreateTxRequest) Intent() (*txmanager.Intent, error) {
+	var problems []string
+	in := &txmanager.Intent{ChainID: c.ChainID, RequestID: c.RequestID, To: c.To, Gas: c.Gas, DependsOn: c.DependsOn,
+		Route: txmanager.Route(c.Route), Metadata: c.Metadata, Value: new(big.Int), Data: []byte{}}
+	if c.From == nil {
+		problems = append(problems, "from: required")
+	} else {
+		in.From = *c.From
+	}
+	if in.Route == "" {
+		in.Route = txmanager.RouteAuto
+	}
+	if c.Data != nil {
+		in.Data = *c.Data
+	}
+	wei := func(name string, s *string) *big.Int {
+		if s == nil {
+			return nil
+		}
+		v, ok := new(big.Int).SetString(*s, 10)
+		if !ok || strings.HasPrefix(*s, "+") || (len(*s) > 1 && (*s)[0] == '0') {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a decimal wei amount", name, *s))
+			return nil
+		}
+		return v
+	}
+	if v := wei("value", c.Value); v != nil {
+		in.Value = v
+	}
+	in.MaxFeePerGas = wei("max_fee_per_gas", c.MaxFeePerGas)
+	in.MaxPriorityFeePerGas = wei("max_priority_fee_per_gas", c.MaxPriorityFeePerGas)
+	if len(problems) > 0 {
+		return nil, errs.E(errs.Invalid, strings.Join(problems, "; "))
+	}
+	if err := in.Validate(); err != nil {
+		return nil, txmanager.Invalid(err)
+	}
+	return in, nil
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	if err := httpserver.CheckJSON(r); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body CreateTxRequest
+	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	in, err := body.Intent()
+	if err == nil {
+		if err = a.Chains.CheckIntent(in); err != nil {
+			err = txmanager.Invalid(err)
+		}
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	tx, created, err := a.Store.Create(r.Context(), in)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	httpserver.WriteJSON(w, status, toTx(&tx))
+}
+
+func txIDParam(r *http.Request) (uuid.UUID, error) {
+	id, err := uuid.Parse(chi.URLParam(r, "tx_id"))
+	if err != nil {
+		return id, errs.Errorf(errs.Invalid, "tx_id %q is not a transaction id", chi.URLParam(r, "tx_id"))
+	}
+	return id, nil
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	id, err := txIDParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	tx, err := a.Store.Get(r.Context(), id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+}
+
+func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
+	id, err := txIDParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	tx, err := a.Store.Cancel(r.Context(), id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var f postgres.Filter
+	var problems []string
+	if v := q.Get("chain_id"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			problems = append(problems, "chain_id: a chain id")
+		}
+		f.ChainID = n
+	}
+	if v := q.Get("from"); v != "" {
+		if !common.IsHexAddress(v) || !strings.HasPrefix(v, "0x") {
+			problems = append(problems, "from: an address")
+		}
+		addr := common.HexToAddress(v)
+		f.Signer = &addr
+	}
+	if v := q.Get("state"); v != "" {
+		if f.State = txmanager.State(v); !f.State.Valid() {
+			problems = append(problems, "state: not a state")
+		}
+	}
+	if v := q.Get("sub_state"); v != "" {
+		if f.SubState = txmanager.SubState(v); !f.SubState.Valid() {
+			problems = append(problems, "sub_state: not a sub-state")
+		}
+	}
+	for name, dst := range map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				problems = append(problems, name+": an RFC 3339 time")
+			}
+			*dst = t
+		}
+	}
+	limit, err := queryInt(q.Get("limit"), 100, 1, 1000)
+	if err != nil {
+		problems = append(problems, "limit: "+err.Error())
+	}
+	if len(problems) > 0 {
+		httpserver.Error(w, r, errs.E(errs.Invalid, strings.Join(problems, "; ")))
+		return
+	}
+	txs, next, err := a.Store.List(r.Context(), f, q.Get("cursor"), limit)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := make([]txJSON, len(txs))
+	for i := range txs {
+		out[i] = toTx(&txs[i])
+	}
+	var cursor *string
+	if next != "" {
+		cursor = &next
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"transactions": out, "next_cursor": cursor})
+}
+
+func queryInt(raw string, def, lo, hi int) (int, error) {
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("an integer from %d to %d", lo, hi)
+	}
+	return n, nil
+}
+
+func (a *API) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := strconv.ParseUint(q.Get("after"), 10, 63)
+	if q.Get("after") == "" {
+		after, err = 0, nil
+	}
+	limit, lerr := queryInt(q.Get("limit"), 100, 1, 1000)
+	wait, werr := queryInt(q.Get("wait"), 0, 0, int(maxWait/time.Second))
+	if err != nil || lerr != nil || werr != nil {
+		httpserver.Error(w, r, errs.E(errs.Invalid, "after: a sequence (0 or more); limit: 1 to 1000; wait: 0 to 30 seconds"))
+		return
+	}
+	evs, err := a.waitForEvents(r.Context(), time.Duration(wait)*time.Second, after, limit)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := make([]eventJSON, len(evs))
+	for i := range evs {
+		e := &evs[i]
+		out[i] = eventJSON{Seq: e.Seq, ID: e.ID(), Type: e.Type, TxID: e.TxID, ChainID: e.ChainID, CreatedAt: e.CreatedAt.UTC(), Data: e.Data}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": out})
+}
+
+// waitForEvents reads the feed after seq, numbering what is ready first,
+// and looks again every PollEvery until there is something or wait ends.
+func (a *API) waitForEvents(ctx context.Context, wait time.Duration, after uint64, limit int) ([]txmanager.Event, error) {
+	every := a.PollEvery
+	if every <= 0 {
+		every = 50 * time.Millisecond
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if _, err := a.Store.Sequence(ctx); err != nil {
+			return nil, err
+		}
+		evs, err := a.Store.EventsAfter(ctx, after, limit)
+		if err != nil || len(evs) > 0 || wait == 0 {
+			return evs, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return nil, nil // the wait is over: an empty page
+		case <-tick.C:
+		}
+	}
+}
+
+type txJSON struct {
+	TxID                 uuid.UUID          `json:"tx_id"`
+	ChainID              uint64             `json:"chain_id"`
+	From                 common.Address     `json:"from"`
+	RequestID            string             `json:"request_id"`
+	To                   *common.Address    `json:"to,omitempty"`
+	Value                string             `json:"value"`
+	Data                 hexutil.Bytes      `json:"data"`
+	Gas                  *uint64            `json:"gas,omitempty"`
+	GasLimit             *uint64            `json:"gas_limit,omitempty"`
+	MaxFeePerGas         *string            `json:"max_fee_per_gas,omitempty"`
+	MaxPriorityFeePerGas *string            `json:"max_priority_fee_per_gas,omitempty"`
+	Route                txmanager.Route    `json:"route"`
+	DependsOn            *uuid.UUID         `json:"depends_on,omitempty"`
+	Metadata             json.RawMessage    `json:"metadata"`
+	State                txmanager.State    `json:"state"`
+	SubState             txmanager.SubState `json:"sub_state,omitempty"`
+	Reason               string             `json:"reason,omitempty"`
+	Nonce                *uint64            `json:"nonce,omitempty"`
+	Hash                 *common.Hash       `json:"hash,omitempty"`
+	CreatedAt            time.Time          `json:"created_at"`
+	UpdatedAt            time.Time          `json:"updated_at"`
+}
+
+func toTx(t *txmanager.Tx) txJSON {
+	str := func(v *big.Int) *string {
+		if v == nil {
+			return nil
+		}
+		s := v.String()
+		return &s
+	}
+	meta := t.Metadata
+	if len(meta) == 0 {
+		meta = json.RawMessage("{}")
+	}
+	return txJSON{TxID: t.ID, ChainID: t.ChainID, From: t.From, RequestID: t.RequestID, To: t.To, Value: t.Value.String(),
+		Data: t.Data, Gas: t.Gas, GasLimit: t.GasLimit, MaxFeePerGas: str(t.MaxFeePerGas), MaxPriorityFeePerGas: str(t.MaxPriorityFeePerGas),
+		Route: t.Route, DependsOn: t.DependsOn, Metadata: meta, State: t.State, SubState: t.SubState, Reason: t.Reason,
+		Nonce: t.Nonce, Hash: t.Hash, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
+}
+
+type eventJSON struct {
+	Seq       uint64          `json:"seq"`
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	TxID      uuid.UUID       `json:"tx_id"`
+	ChainID   uint64          `json:"chain_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data"`
+}

@@ -1,0 +1,271 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/openapi"
+	"github.com/txfence/txfence/openapi/openapitest"
+	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/httpapi"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	signer  = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+	another = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+	bob     = "0x0000000000000000000000000000000000000b0b"
+)
+
+// api is txmanagerd's API over mutual TLS on a real store, one chain and
+// one signer configured, every exchange checked against txmanager.yaml.
+type api struct {
+	url  string
+	pki  string
+	pool *pgxpool.Pool
+}
+
+func start(t *testing.T) *api {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	chains, err := txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": [{"address": "` + signer + `"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httpserver.New(httpserver.Options{Service: "txmanager"})
+	(&httpapi.API{Store: postgres.New(pool), Chains: chains, PollEvery: 10 * time.Millisecond}).Mount(srv.Router)
+	pki := servicetest.PKI(t)
+	src, err := mtls.Load(devcert.Files(pki, "txmanager"), mtls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.TxManager, srv))
+	ts.TLS = src.ServerConfig()
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return &api{url: ts.URL, pki: pki, pool: pool}
+}
+
+func (a *api) do(t *testing.T, as, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := servicetest.Client(t, a.pki, as, "txmanager").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func createBody(requestID, value string) string {
+	return fmt.Sprintf(`{"chain_id": 31337, "from": %q, "request_id": %q, "to": %q, "value": %q, "data": "0x",
+		"route": "auto", "metadata": {"order": "A-1"}}`, signer, requestID, bob, value)
+}
+
+type txJSON struct {
+	TxID     string          `json:"tx_id"`
+	State    string          `json:"state"`
+	Value    string          `json:"value"`
+	Reason   string          `json:"reason"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+func decode[T any](t *testing.T, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return v
+}
+
+func TestCreateGetCancelAndTheFeed(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody("order-1", "1000"))
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	tx := decode[txJSON](t, b)
+	if tx.State != "INIT" || tx.Value != "1000" || string(tx.Metadata) != `{"order":"A-1"}` {
+		t.Errorf("created %s", b)
+	}
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody("order-1", "1000")); code != http.StatusOK || decode[txJSON](t, b).TxID != tx.TxID {
+		t.Errorf("the same create again: %d %s, want 200 with %s", code, b, tx.TxID)
+	}
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody("order-1", "1001")); code != http.StatusConflict {
+		t.Errorf("another body under the id: %d %s, want 409", code, b)
+	}
+	if code, b := a.do(t, "gateway", "GET", "/internal/v1/tx/"+tx.TxID, ""); code != http.StatusOK || decode[txJSON](t, b).TxID != tx.TxID {
+		t.Errorf("get: %d %s", code, b)
+	}
+	code, b = a.do(t, "gateway", "GET", "/internal/v1/tx?chain_id=31337&from="+signer+"&state=INIT&limit=10", "")
+	if list := decode[struct {
+		Transactions []txJSON
+		NextCursor   *string `json:"next_cursor"`
+	}](t, b); code != http.StatusOK || len(list.Transactions) != 1 || list.NextCursor != nil {
+		t.Errorf("list: %d %s", code, b)
+	}
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+tx.TxID+"/cancel", ""); code != http.StatusOK || decode[txJSON](t, b).State != "CANCELLED" {
+		t.Errorf("cancel: %d %s", code, b)
+	}
+
+	// The feed: the INIT and CANCELLED events, in order, as the ledger reads it.
+	type event struct {
+		Seq  uint64
+		ID   string
+		Type string
+		Data map[string]any
+	}
+	var events []event
+	for tries := 0; len(events) < 2 && tries < 10; tries++ {
+		after := 0
+		if len(events) > 0 {
+			after = int(events[len(events)-1].Seq)
+		}
+		code, b := a.do(t, "ledger", "GET", fmt.Sprintf("/internal/v1/events?after=%d&limit=10&wait=5", after), "")
+		if code != http.StatusOK {
+			t.Fatalf("feed: %d %s", code, b)
+		}
+		events = append(events, decode[struct{ Events []event }](t, b).Events...)
+	}
+	if len(events) != 2 || events[0].Seq != 1 || events[1].Seq != 2 || events[1].Data["to_state"] != "CANCELLED" || events[1].ID == events[0].ID {
+		t.Fatalf("feed: %+v", events)
+	}
+
+	// A long poll answers with what arrives while it waits.
+	got := make(chan []byte, 1)
+	go func() {
+		_, b := a.do(t, "ledger", "GET", "/internal/v1/events?after=2&wait=20", "")
+		got <- b
+	}()
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody("order-2", "5")); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	select {
+	case b := <-got:
+		if !strings.Contains(string(b), `"seq":3`) {
+			t.Errorf("long poll answered %s, want event 3", b)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long poll did not answer")
+	}
+	// An empty wait ends empty.
+	if code, b := a.do(t, "ledger", "GET", "/internal/v1/events?after=3&wait=1", ""); code != http.StatusOK || string(b) != `{"events":[]}`+"\n" {
+		t.Errorf("empty long poll: %d %q", code, b)
+	}
+}
+
+func TestOnlyTheGatewayCreatesAndTheLedgerReadsTheFeed(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	for _, as := range []string{"ledger", "signer", "mevrouter"} {
+		if code, _ := a.do(t, as, "POST", "/internal/v1/tx", createBody("x", "1")); code != http.StatusForbidden {
+			t.Errorf("%s creates: %d, want 403", as, code)
+		}
+	}
+	for as, want := range map[string]int{"gateway": 200, "ledger": 200, "signer": 403, "mevrouter": 403} {
+		if code, _ := a.do(t, as, "GET", "/internal/v1/events", ""); code != want {
+			t.Errorf("%s reads the feed: %d, want %d", as, code, want)
+		}
+	}
+}
+
+// TestBadInputGetsAProblemDocument: each bad create is refused with a
+// problem naming the field, and nothing is stored.
+func TestBadInputGetsAProblemDocument(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	good := map[string]any{"chain_id": 31337, "from": signer, "request_id": "r", "to": bob, "value": "1"}
+	with := func(k string, v any) string {
+		m := map[string]any{}
+		for kk, vv := range good {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	tests := []struct{ name, body, want string }{
+		{"an unknown chain", with("chain_id", 5), "chain_id: 5 is not a configured chain"},
+		{"a signer not configured", with("from", another), "is not a signer configured on chain 31337"},
+		{"a malformed address", with("to", "0x1234"), "request body"},
+		{"an address without 0x", with("from", strings.TrimPrefix(signer, "0x")), "request body"},
+		{"a value over uint256", with("value", "115792089237316195760200000000000000000000000000000000000000000000000000000000"), "value"},
+		{"a negative value", with("value", "-1"), "value"},
+		{"a value in hex", with("value", "0x10"), "value"},
+		{"a value as a number", with("value", 10), "request body"},
+		{"data not hex", with("data", "0xzz"), "request body"},
+		{"data of odd length", with("data", "0x123"), "request body"},
+		{"no request id", with("request_id", nil), "request_id"},
+		{"no from", with("from", nil), "from"},
+		{"a bad route", with("route", "fast"), "route"},
+		{"metadata not an object", with("metadata", []int{1}), "metadata"},
+		{"an unknown field", with("nonce", 7), "nonce"},
+		{"a creation without data", with("to", nil), "contract creation"},
+		{"not JSON", `{"chain_id": `, "request body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", tt.body)
+			if code != http.StatusBadRequest || !strings.Contains(string(b), tt.want) {
+				t.Errorf("%d %s; want a 400 problem mentioning %q", code, b, tt.want)
+			}
+		})
+	}
+	for path, want := range map[string]int{
+		"/internal/v1/tx/not-a-uuid":                           400,
+		"/internal/v1/tx/0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7": 404,
+		"/internal/v1/tx?state=LOST":                           400,
+		"/internal/v1/tx?limit=0":                              400,
+		"/internal/v1/tx?cursor=garbage":                       400,
+		"/internal/v1/events?after=-1":                         400,
+		"/internal/v1/events?wait=31":                          400,
+	} {
+		as := "gateway"
+		if code, b := a.do(t, as, "GET", path, ""); code != want {
+			t.Errorf("GET %s: %d %s, want %d", path, code, b, want)
+		}
+	}
+	var n int
+	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM tx`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d transactions stored by refused requests (%v)", n, err)
+	}
+}

@@ -1,0 +1,305 @@
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/txmanager"
+)
+
+// Create accepts an intent: a new INIT transaction and its event, in one
+// transaction. The same (chain, from, request id) again answers with the
+// transaction already accepted (created false) when the intent is the
+// same, and errs.Conflict when it differs: whatever the concurrency, one
+// request id is one transaction.
+func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx, bool, error) {
+	if err := in.Validate(); err != nil {
+		return txmanager.Tx{}, false, txmanager.Invalid(err)
+	}
+	hash := in.Hash()
+	id, err := uuid.NewV7()
+	if err != nil {
+		return txmanager.Tx{}, false, err
+	}
+	var out txmanager.Tx
+	created := false
+	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `
+			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
+				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'INIT')
+			ON CONFLICT (chain_id, signer, request_id) DO NOTHING
+			RETURNING `+txColumns,
+			id, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], addrBytes(in.To), numeric(in.Value), nonNil(in.Data),
+			optInt(in.Gas), optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), in.DependsOn, metadata(in.Metadata))
+		t, err := scanTx(row)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return s.existing(ctx, tx, in, hash, &out)
+		case err != nil:
+			return classifyInsert(err, in)
+		}
+		created, out = true, t
+		return insertEvent(ctx, tx, &t, txmanager.StateChanged{ToState: txmanager.StateInit})
+	})
+	return out, created, err
+}
+
+// existing reads the transaction that holds the request id: the answer to
+// a repeated create, or a conflict.
+func (s *Store) existing(ctx context.Context, tx pgx.Tx, in *txmanager.Intent, hash [32]byte, out *txmanager.Tx) error {
+	var stored []byte
+	row := tx.QueryRow(ctx, `SELECT request_hash, `+txColumns+` FROM tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3`,
+		int64(in.ChainID), in.From.Bytes(), in.RequestID)
+	t, err := scanTxWith(row, &stored)
+	if err != nil {
+		return fmt.Errorf("read the transaction of request id %q: %w", in.RequestID, err)
+	}
+	if !bytesEqual(stored, hash[:]) {
+		return errs.Errorf(errs.Conflict, "request_id %q was used by transaction %s with another body", in.RequestID, t.ID)
+	}
+	*out = t
+	return nil
+}
+
+// classifyInsert turns constraint violations into the caller's errors.
+func classifyInsert(err error, in *txmanager.Intent) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" && strings.Contains(pgErr.ConstraintName, "depends_on") {
+		return errs.Errorf(errs.Invalid, "depends_on: no transaction %s", in.DependsOn)
+	}
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
+		return errs.Errorf(errs.Invalid, "the transaction breaks the rule %s", pgErr.ConstraintName)
+	}
+	return err
+}
+
+// txColumns are the columns scanTx reads, in its order.
+const txColumns = `tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, max_fee_per_gas::text,
+	max_priority_fee_per_gas::text, route, depends_on, metadata, state, coalesce(sub_state, ''), coalesce(reason, ''),
+	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = tx.current_attempt),
+	created_at, updated_at`
+
+func scanTx(row pgx.Row) (txmanager.Tx, error) { return scanTxWith(row) }
+
+// scanTxWith scans txColumns after the given leading destinations.
+func scanTxWith(row pgx.Row, lead ...any) (txmanager.Tx, error) {
+	var t txmanager.Tx
+	var chainID int64
+	var signer, to, hash []byte
+	var value, maxFee, maxTip *string
+	var gas, gasLimit, nonce *int64
+	var route, state, sub string
+	dest := append(lead, &t.ID, &chainID, &signer, &t.RequestID, &to, &value, &t.Data, &gas, &maxFee, &maxTip,
+		&route, &t.DependsOn, &t.Metadata, &state, &sub, &t.Reason, &gasLimit, &nonce, &hash, &t.CreatedAt, &t.UpdatedAt)
+	if err := row.Scan(dest...); err != nil {
+		return t, err
+	}
+	t.ChainID, t.From, t.Route = uint64(chainID), common.BytesToAddress(signer), txmanager.Route(route)
+	t.State, t.SubState = txmanager.State(state), txmanager.SubState(sub)
+	if to != nil {
+		a := common.BytesToAddress(to)
+		t.To = &a
+	}
+	t.Value = bigOf(value)
+	t.MaxFeePerGas, t.MaxPriorityFeePerGas = bigOf(maxFee), bigOf(maxTip)
+	t.Gas, t.GasLimit, t.Nonce = uintOf(gas), uintOf(gasLimit), uintOf(nonce)
+	if hash != nil {
+		h := common.BytesToHash(hash)
+		t.Hash = &h
+	}
+	return t, nil
+}
+
+// Get reads one transaction.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) {
+	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, errs.Errorf(errs.NotFound, "no transaction %s", id)
+	}
+	return t, err
+}
+
+// Filter selects transactions for List; zero fields select everything.
+type Filter struct {
+	ChainID       uint64
+	Signer        *common.Address
+	State         txmanager.State
+	SubState      txmanager.SubState
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+}
+
+// List returns up to limit transactions matching f, newest first, after
+// cursor (from a previous page's next cursor; "" for the first page), and
+// the cursor of the next page ("" at the end).
+func (s *Store) List(ctx context.Context, f Filter, cursor string, limit int) ([]txmanager.Tx, string, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.ChainID != 0 {
+		where = append(where, "chain_id = "+arg(int64(f.ChainID)))
+	}
+	if f.Signer != nil {
+		where = append(where, "signer = "+arg(f.Signer.Bytes()))
+	}
+	if f.State != "" {
+		where = append(where, "state = "+arg(string(f.State)))
+	}
+	if f.SubState != "" {
+		where = append(where, "sub_state = "+arg(string(f.SubState)))
+	}
+	if !f.CreatedAfter.IsZero() {
+		where = append(where, "created_at >= "+arg(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		where = append(where, "created_at < "+arg(f.CreatedBefore))
+	}
+	if cursor != "" {
+		at, id, err := decodeCursor(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, fmt.Sprintf("(created_at, tx_id) < (%s, %s)", arg(at), arg(id)))
+	}
+	q := `SELECT ` + txColumns + ` FROM tx`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, tx_id DESC LIMIT " + arg(limit+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list transactions: %w", err)
+	}
+	txs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Tx, error) { return scanTx(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("list transactions: %w", err)
+	}
+	next := ""
+	if len(txs) > limit {
+		txs = txs[:limit]
+		last := txs[len(txs)-1]
+		next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return txs, next, nil
+}
+
+// A cursor is the last row's (created_at, tx_id), opaque to clients.
+func encodeCursor(at time.Time, id uuid.UUID) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
+	return base64.RawURLEncoding.EncodeToString(append(b, id[:]...))
+}
+
+func decodeCursor(c string) (time.Time, uuid.UUID, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) != 8+16 {
+		return time.Time{}, uuid.UUID{}, errs.E(errs.Invalid, "cursor: not a cursor this list issued")
+	}
+	id, _ := uuid.FromBytes(b[8:])
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), id, nil
+}
+
+// Cancel cancels a transaction that has no nonce yet. One with a nonce is
+// a conflict: its nonce is the signer's, and only a cancel transaction on
+// chain (a later issue) can take it back.
+func (s *Store) Cancel(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		var from string
+		err := tx.QueryRow(ctx, `SELECT state FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&from)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "no transaction %s", id)
+		}
+		if err != nil {
+			return err
+		}
+		switch txmanager.State(from) {
+		case txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval:
+		case txmanager.StateCancelled:
+			out, err = scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			return err
+		default:
+			return errs.Errorf(errs.Conflict, "transaction %s is %s: only a transaction without a nonce can be cancelled", id, from)
+		}
+		t, err := scanTx(tx.QueryRow(ctx, `
+			UPDATE tx SET state = 'CANCELLED', sub_state = NULL, reason = $2, updated_at = now()
+			WHERE tx_id = $1 RETURNING `+txColumns, id, txmanager.ReasonCancelRequested))
+		if err != nil {
+			return err
+		}
+		out = t
+		return insertEvent(ctx, tx, &t, txmanager.StateChanged{FromState: txmanager.State(from), ToState: txmanager.StateCancelled, Reason: txmanager.ReasonCancelRequested})
+	})
+	return out, err
+}
+
+func addrBytes(a *common.Address) []byte {
+	if a == nil {
+		return nil
+	}
+	return a.Bytes()
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func numeric(v *big.Int) string { return v.String() }
+
+func optNumeric(v *big.Int) *string {
+	if v == nil {
+		return nil
+	}
+	s := v.String()
+	return &s
+}
+
+func optInt(v *uint64) *int64 {
+	if v == nil {
+		return nil
+	}
+	n := int64(*v)
+	return &n
+}
+
+func metadata(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return []byte("{}")
+	}
+	return raw
+}
+
+func bigOf(s *string) *big.Int {
+	if s == nil {
+		return nil
+	}
+	v, _ := new(big.Int).SetString(*s, 10)
+	return v
+}
+
+func uintOf(v *int64) *uint64 {
+	if v == nil {
+		return nil
+	}
+	n := uint64(*v)
+	return &n
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }

@@ -1,0 +1,99 @@
+package txmanager
+
+// State is a transaction's state (SYSTEM.md section 3).
+type State string
+
+// The states.
+const (
+	StateInit            State = "INIT"
+	StateSimulated       State = "SIMULATED"
+	StatePendingApproval State = "PENDING_APPROVAL"
+	StateAllocated       State = "ALLOCATED"
+	StateSigned          State = "SIGNED"
+	StateBroadcasted     State = "BROADCASTED"
+	StateConfirmed       State = "CONFIRMED"
+	StateReverted        State = "REVERTED"
+	StateFailed          State = "FAILED"
+	StateCancelled       State = "CANCELLED"
+)
+
+// States lists every state, in the machine's order.
+var States = []State{StateInit, StateSimulated, StatePendingApproval, StateAllocated, StateSigned,
+	StateBroadcasted, StateConfirmed, StateReverted, StateFailed, StateCancelled}
+
+// Terminal reports whether nothing more happens to a transaction in this
+// state (short of a deep reorg reopening a CONFIRMED or REVERTED one).
+func (s State) Terminal() bool {
+	switch s {
+	case StateConfirmed, StateReverted, StateFailed, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Signed reports whether the transaction has a durable signature: from
+// here on it is never re-signed with other content, so it cannot be
+// cancelled by request, only replaced on chain.
+func (s State) Signed() bool {
+	switch s {
+	case StateSigned, StateBroadcasted, StateConfirmed, StateReverted:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is a state.
+func (s State) Valid() bool {
+	for _, x := range States {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// SubState refines a state without changing it.
+type SubState string
+
+// The sub-states; "" is none.
+const (
+	SubNone              SubState = ""
+	SubWaitingDependency SubState = "waiting_dependency"
+	SubInsufficientFunds SubState = "insufficient_funds"
+	SubIncluded          SubState = "included"
+	SubStale             SubState = "stale"
+	SubStuck             SubState = "stuck"
+	SubReplaced          SubState = "replaced"
+)
+
+// SubStates lists every sub-state.
+var SubStates = []SubState{SubWaitingDependency, SubInsufficientFunds, SubIncluded, SubStale, SubStuck, SubReplaced}
+
+// Valid reports whether s is a sub-state (or none).
+func (s SubState) Valid() bool {
+	if s == SubNone {
+		return true
+	}
+	for _, x := range SubStates {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Route is how a transaction is to be broadcast.
+type Route string
+
+// The routes.
+const (
+	RoutePublic  Route = "public"
+	RoutePrivate Route = "private"
+	RouteAuto    Route = "auto"
+)
+
+// Reasons of FAILED and CANCELLED transactions (stable codes, see
+// components.yaml TxStateChangedData.reason).
+const (
+	ReasonCancelRequested = "cancel_requested"
+)
