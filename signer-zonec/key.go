@@ -25,7 +25,13 @@ type Key struct {
 
 // NewKey takes ownership of priv: the caller must drop its reference. Key
 // backends call it once per key they unwrap.
+//
+// The key's scalar is read through ecdsa.PrivateKey.D, deprecated since Go
+// 1.26 in favour of PrivateKey.Bytes, which supports the NIST curves only:
+// secp256k1 keys (go-ethereum's) have no other access, and Destroy must
+// reach the scalar's memory to overwrite it.
 func NewKey(priv *ecdsa.PrivateKey) (*Key, error) {
+	//lint:ignore SA1019 secp256k1 keys have no other access to the scalar (see above)
 	if priv == nil || priv.D == nil || priv.D.Sign() == 0 {
 		return nil, errors.New("empty private key")
 	}
@@ -51,8 +57,10 @@ func (k *Key) Destroy() {
 	if k.priv == nil {
 		return
 	}
+	//lint:ignore SA1019 the scalar's own memory is what must be overwritten
 	words := k.priv.D.Bits()
 	clear(words)
+	//lint:ignore SA1019 as above
 	k.priv.D.SetInt64(0)
 	k.priv = nil
 }
