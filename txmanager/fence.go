@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 )
 
 // SignerKey names one signer on one chain: the unit of ownership. Every
@@ -45,3 +46,15 @@ func (e *FencedError) Error() string {
 }
 
 func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// StateError is a state change refused because the transaction is not in
+// a state it may leave that way (for example cancelled meanwhile).
+type StateError struct {
+	TxID  uuid.UUID
+	State State
+	Want  []State
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("transaction %s is %s, not %v", e.TxID, e.State, e.Want)
+}

@@ -1,0 +1,258 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+var aliceKey = txmanager.SignerKey{ChainID: 31337, Signer: alice}
+
+// lease takes alice's lease for node and returns its fence.
+func lease(t *testing.T, s *postgres.Store, node string) txmanager.Fence {
+	t.Helper()
+	token, ok, err := s.Acquire(ctx(t), node, aliceKey, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("acquire for %s: ok=%v %v", node, ok, err)
+	}
+	return txmanager.Fence{Node: node, Key: aliceKey, Token: token}
+}
+
+// simulatedTxs creates n transactions and simulates them under f.
+func simulatedTxs(t *testing.T, s *postgres.Store, f txmanager.Fence, prefix string, n int) []uuid.UUID {
+	t.Helper()
+	var ids []uuid.UUID
+	for i := range n {
+		tx, _, err := s.Create(ctx(t), intent(fmt.Sprintf("%s-%d", prefix, i), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Simulated(ctx(t), f, tx.ID, 21000); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tx.ID)
+	}
+	return ids
+}
+
+func attemptFor(id uuid.UUID) postgres.Attempt {
+	return postgres.Attempt{Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+}
+
+func TestTheWayThroughTheFence(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 4)
+	f := lease(t, s, "node-a")
+	ids := simulatedTxs(t, s, f, "happy", 1)
+	allocated, err := s.Allocate(ctx(t), f, ids, 7)
+	if err != nil || len(allocated) != 1 || *allocated[0].Nonce != 7 || allocated[0].State != txmanager.StateAllocated {
+		t.Fatalf("allocate: %+v %v", allocated, err)
+	}
+	signed, err := s.Signed(ctx(t), f, ids[0], attemptFor(ids[0]))
+	if err != nil || signed.State != txmanager.StateSigned || signed.Hash == nil || *signed.Hash != attemptFor(ids[0]).Hash {
+		t.Fatalf("signed: %+v %v", signed, err)
+	}
+	sent, err := s.Broadcasted(ctx(t), f, ids[0], txmanager.RoutePrivate, time.Now())
+	if err != nil || sent.State != txmanager.StateBroadcasted {
+		t.Fatalf("broadcasted: %+v %v", sent, err)
+	}
+	var states []string
+	rows, err := pool.Query(ctx(t), `SELECT payload->>'to_state' FROM event WHERE tx_id = $1 ORDER BY id`, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var st string
+		if err := rows.Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, st)
+	}
+	if fmt.Sprint(states) != "[INIT SIMULATED ALLOCATED SIGNED BROADCASTED]" {
+		t.Errorf("events %v", states)
+	}
+	var route string
+	if err := pool.QueryRow(ctx(t), `SELECT route FROM attempt WHERE tx_id = $1`, ids[0]).Scan(&route); err != nil || route != "private" {
+		t.Errorf("attempt route %q %v", route, err)
+	}
+	// A state change out of order is refused, not fenced.
+	var stateErr *txmanager.StateError
+	if _, err := s.Simulated(ctx(t), f, ids[0], 21000); !errors.As(err, &stateErr) || stateErr.State != txmanager.StateBroadcasted {
+		t.Errorf("simulating a broadcast transaction: %v", err)
+	}
+}
+
+// TestAStaleOwnerWritesNothing: once another node took the lease over,
+// every write of the old owner is fenced, and nothing it tried is stored.
+func TestAStaleOwnerWritesNothing(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 4)
+	old := lease(t, s, "node-a")
+	ids := simulatedTxs(t, s, old, "stale", 3)
+	if _, err := s.Allocate(ctx(t), old, ids[:1], 0); err != nil {
+		t.Fatal(err)
+	}
+	// node-a pauses past its lease; node-b takes over.
+	if _, err := pool.Exec(ctx(t), `UPDATE signer_lease SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	current := lease(t, s, "node-b")
+	if current.Token <= old.Token {
+		t.Fatalf("takeover token %d, old %d", current.Token, old.Token)
+	}
+	snapshot := func() string {
+		var n int
+		var sum string
+		if err := pool.QueryRow(ctx(t), `SELECT (SELECT count(*) FROM event), (SELECT string_agg(state || coalesce(nonce::text, '-'), ',' ORDER BY accept_seq) FROM tx)`).Scan(&n, &sum); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(n, sum)
+	}
+	newTx, _, err := s.Create(ctx(t), intent("stale-new", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot()
+	writes := map[string]func() error{
+		"simulate": func() error { _, err := s.Simulated(ctx(t), old, newTx.ID, 21000); return err },
+		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], 1); return err },
+		"sign":     func() error { _, err := s.Signed(ctx(t), old, ids[0], attemptFor(ids[0])); return err },
+		"fail":     func() error { _, err := s.Fail(ctx(t), old, ids[2], "policy_denied", ""); return err },
+		"broadcast": func() error {
+			_, err := s.Broadcasted(ctx(t), old, ids[0], txmanager.RoutePublic, time.Now())
+			return err
+		},
+	}
+	for name, write := range writes {
+		if err := write(); !errors.Is(err, txmanager.ErrFenced) {
+			t.Errorf("%s by the stale owner: %v, want fenced", name, err)
+		}
+	}
+	if after := snapshot(); after != before {
+		t.Errorf("the stale owner changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+	// The current owner carries on from the same nonce.
+	next, err := s.NextNonce(ctx(t), current, nil)
+	if err != nil || next != 1 {
+		t.Fatalf("next nonce after takeover: %d %v", next, err)
+	}
+	if got, err := s.Allocate(ctx(t), current, ids[1:], next); err != nil || len(got) != 2 || *got[1].Nonce != 2 {
+		t.Errorf("allocate by the new owner: %+v %v", got, err)
+	}
+}
+
+// TestNoncesStayUniqueAndContiguousThroughTakeovers: three nodes race to
+// own alice and allocate while her lease is yanked away again and again.
+// Every transaction ends with exactly one nonce, 0..n-1 without a gap.
+func TestNoncesStayUniqueAndContiguousThroughTakeovers(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 12)
+	setup := lease(t, s, "setup")
+	const n = 60
+	ids := simulatedTxs(t, s, setup, "race", n)
+	if err := s.Release(ctx(t), "setup", []txmanager.SignerKey{aliceKey}); err != nil {
+		t.Fatal(err)
+	}
+
+	var allocated atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for node := range 3 {
+		wg.Go(func() {
+			name := fmt.Sprintf("node-%d", node)
+			for allocated.Load() < n {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				token, ok, err := s.Acquire(ctx(t), name, aliceKey, 50*time.Millisecond)
+				if err != nil || !ok {
+					continue
+				}
+				f := txmanager.Fence{Node: name, Key: aliceKey, Token: token}
+				first, err := s.NextNonce(ctx(t), f, nil)
+				if err != nil {
+					continue
+				}
+				var open []uuid.UUID
+				rows, err := pool.Query(ctx(t), `SELECT tx_id FROM tx WHERE state = 'SIMULATED' ORDER BY accept_seq LIMIT 4`)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for rows.Next() {
+					var id uuid.UUID
+					_ = rows.Scan(&id)
+					open = append(open, id)
+				}
+				rows.Close()
+				got, err := s.Allocate(ctx(t), f, open, first)
+				switch {
+				case errors.Is(err, txmanager.ErrFenced):
+				case err != nil:
+					// A racing owner allocated the same rows first: the
+					// unique nonce index or the state check refused.
+
+				default:
+					allocated.Add(int64(len(got)))
+				}
+			}
+		})
+	}
+	// The lease is yanked from whoever holds it, again and again, often
+	// in the middle of an owner's allocation.
+	var yanks atomic.Int64
+	wg.Go(func() {
+		tick := time.NewTicker(15 * time.Millisecond)
+		defer tick.Stop()
+		for allocated.Load() < n {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := pool.Exec(ctx(t), `UPDATE signer_lease SET expires_at = now() - interval '1 second'`); err == nil {
+				yanks.Add(1)
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		close(stop)
+		<-done
+		t.Fatalf("only %d of %d allocated within a minute", allocated.Load(), n)
+	}
+
+	var tokens int64
+	if err := pool.QueryRow(ctx(t), `SELECT fencing_token FROM signer_lease`).Scan(&tokens); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d lease yanks, %d acquisitions", yanks.Load(), tokens)
+	var count, distinct int
+	var lo, hi int64
+	if err := pool.QueryRow(ctx(t), `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx WHERE tx_id = ANY($1)`, ids).
+		Scan(&count, &distinct, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if count != n || distinct != n || lo != 0 || hi != n-1 {
+		t.Errorf("%d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", count, distinct, lo, hi, n, n, n-1)
+	}
+	var events int
+	if err := pool.QueryRow(ctx(t), `SELECT count(*) FROM event WHERE payload->>'to_state' = 'ALLOCATED'`).Scan(&events); err != nil || events != n {
+		t.Errorf("%d ALLOCATED events, want %d (%v)", events, n, err)
+	}
+}
