@@ -258,7 +258,8 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 func TestPrivateStatusAndCancel(t *testing.T) {
 	t.Parallel()
 	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
-	a := serve(t, httpserver.New(httpserver.Options{Service: "mevrouter"}), s.Router, s.Node)
+	pki := servicetest.PKI(t)
+	a := &api{url: s.Serve(t, pki, func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.MEVRouter, h) }), pki: pki, node: s.Node}
 
 	status := func(hash common.Hash) (int, map[string]any) {
 		if err := s.Private.Poll(mevroutertest.Context(t)); err != nil {

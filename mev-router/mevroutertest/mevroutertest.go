@@ -19,8 +19,12 @@ import (
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/devrelay"
 	"github.com/txfence/txfence/mev-router/flashbots"
+	"github.com/txfence/txfence/mev-router/httpapi"
 	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
 )
 
 // Options shape a Stack.
@@ -91,6 +95,28 @@ func New(t testing.TB, opts Options) *Stack {
 	}
 	s.Relay, s.RelayURL, s.Private, s.Router.Private = relay, srv.URL, private, private
 	return s
+}
+
+// Serve serves the stack's router through mevrouterd's API over mutual
+// TLS with the "mevrouter" identity of pki (servicetest.PKI), wrapped by
+// wrap when given (a spec check), and returns its URL.
+func (s *Stack) Serve(t testing.TB, pki string, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
+	(&httpapi.API{Router: s.Router}).Mount(srv.Router)
+	src, err := mtls.Load(devcert.Files(pki, "mevrouter"), mtls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = srv
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.TLS = src.ServerConfig()
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return ts.URL
 }
 
 // Context is a context for one test step.

@@ -9,11 +9,9 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -21,17 +19,10 @@ import (
 
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
-	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
-	"github.com/txfence/txfence/signer-zonec/policy"
-	"github.com/txfence/txfence/signer-zonec/postgres"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 )
 
@@ -65,36 +56,15 @@ type api struct {
 
 func start(t *testing.T) *api {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Load("../testdata/policy/development.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: postgres.New(pool), Now: time.Now}
 	logs := &logBuffer{}
-	srv := httpserver.New(httpserver.Options{Service: "signer", Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	httpapi.New(svc, srv.Registry()).Mount(srv.Router)
-
 	pki := servicetest.PKI(t)
-	src, err := mtls.Load(devcert.Files(pki, "signer"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every exchange of every test here is checked against signer.yaml.
-	handler := openapitest.Conform(t, openapi.Signer, srv)
-	ts := httptest.NewUnstartedServer(handler)
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	return &api{url: ts.URL, pki: pki, pool: pool, logs: logs}
+	srv := signertest.StartServer(t, signertest.ServerOptions{
+		PKI:    pki,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// Every exchange of every test here is checked against signer.yaml.
+		Wrap: func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.Signer, h) },
+	})
+	return &api{url: srv.URL, pki: pki, pool: srv.Pool, logs: logs}
 }
 
 func (a *api) post(t *testing.T, as, path, body string) (*http.Response, []byte) {

@@ -1,0 +1,88 @@
+package signertest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/httpapi"
+	"github.com/txfence/txfence/signer-zonec/policy"
+	"github.com/txfence/txfence/signer-zonec/postgres"
+)
+
+// ServerOptions shape a Server.
+type ServerOptions struct {
+	// PKI is a directory of development certificates (servicetest.PKI)
+	// holding the "signer" identity; its CA is what clients trust.
+	PKI string
+	// PolicyFile defaults to the development policy (anvil's accounts on
+	// chain 31337).
+	PolicyFile string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// Wrap, when set, wraps the server's handler (a spec check, say).
+	Wrap func(http.Handler) http.Handler
+}
+
+// Server is signerd's API in this process over mutual TLS, on a real
+// store, holding DevKeys: for tests of signerd's callers.
+type Server struct {
+	URL  string
+	Pool *pgxpool.Pool
+}
+
+// StartServer starts a Server, stopped at the test's cleanup.
+func StartServer(t testing.TB, opts ServerOptions) *Server {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if opts.PolicyFile == "" {
+		opts.PolicyFile = DevelopmentPolicy()
+	}
+	pol, err := policy.Load(opts.PolicyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &signer.Service{Keys: NewMemoryKeys(t, DevKeys...), Policy: pol, Store: postgres.New(pool), Now: time.Now}
+	srv := httpserver.New(httpserver.Options{Service: "signer", Logger: opts.Logger})
+	httpapi.New(svc, srv.Registry()).Mount(srv.Router)
+	src, err := mtls.Load(devcert.Files(opts.PKI, "signer"), mtls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = srv
+	if opts.Wrap != nil {
+		h = opts.Wrap(h)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.TLS = src.ServerConfig()
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return &Server{URL: ts.URL, Pool: pool}
+}
+
+// DevelopmentPolicy is the path of the development policy file.
+func DevelopmentPolicy() string {
+	_, here, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(here), "..", "testdata", "policy", "development.json")
+}
