@@ -1,0 +1,163 @@
+// Package chain is what txmanager's per-signer worker asks of a chain's
+// read RPC before it allocates a nonce: does the transaction succeed
+// (Simulate), what gas limit and fees to sign with (Simulate, Fees), can
+// the signer pay for it (Balance, Cost) and where its nonces stand
+// (PendingNonce, MinedNonce).
+//
+// The one rule every method keeps: an answer about the transaction is a
+// value, a failure to get an answer is an error. A revert is an answer
+// (Simulation.Reverted), so the worker fails the transaction without
+// consuming a nonce; a timeout, a 5xx or a node's internal error is an
+// error, so the worker retries later and never fails a transaction
+// because a node was flaky. The one error with a meaning of its own is
+// ErrInsufficientFunds: the signer cannot pay the value now, which the
+// worker holds (sub-state insufficient_funds) instead of failing.
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync/atomic"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/txfence/txfence/txmanager"
+)
+
+// Reader reads one chain through its first configured RPC endpoint. It
+// is safe for concurrent use by every signer worker of the chain.
+type Reader struct {
+	chainID uint64
+	rpc     *rpc.Client
+	eth     *ethclient.Client
+
+	// latestOnly is set once the node has refused the "pending" block tag
+	// and answered at "latest": some providers and older clients have no
+	// pending state, and asking twice per call forever would double the
+	// RPC cost of every simulation.
+	latestOnly atomic.Bool
+}
+
+// Dial connects to chain.RPC[0] and checks that it serves chain.ID: a
+// reader on the wrong chain would simulate against someone else's state
+// and report nonces that mean nothing here, so it is refused.
+func Dial(ctx context.Context, chain txmanager.Chain) (*Reader, error) {
+	if len(chain.RPC) == 0 {
+		return nil, fmt.Errorf("dial chain %d: no RPC endpoint configured", chain.ID)
+	}
+	url := chain.RPC[0]
+	c, err := rpc.DialContext(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("dial chain %d at %s: %w", chain.ID, url, err)
+	}
+	eth := ethclient.NewClient(c)
+	id, err := eth.ChainID(ctx)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dial chain %d at %s: eth_chainId: %w", chain.ID, url, err)
+	}
+	if !id.IsUint64() || id.Uint64() != chain.ID {
+		c.Close()
+		return nil, fmt.Errorf("dial chain %d at %s: the node serves chain %s", chain.ID, url, id)
+	}
+	return &Reader{chainID: chain.ID, rpc: c, eth: eth}, nil
+}
+
+// Close closes the connection. Calls in flight fail.
+func (r *Reader) Close() { r.rpc.Close() }
+
+// ChainID is the chain the reader serves, checked at Dial.
+func (r *Reader) ChainID() uint64 { return r.chainID }
+
+// Balance is addr's balance in wei in the pending state (what the node's
+// pool has already spent included), or at the latest block on a node
+// without a pending state.
+func (r *Reader) Balance(ctx context.Context, addr common.Address) (*big.Int, error) {
+	var bal *big.Int
+	err := r.withState(func(tag *big.Int) (err error) {
+		bal, err = r.eth.BalanceAt(ctx, addr, tag)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("balance of %s on chain %d: %w", addr.Hex(), r.chainID, err)
+	}
+	return bal, nil
+}
+
+// PendingNonce is the next nonce of addr counting the node's pool
+// (eth_getTransactionCount at "pending"). There is no fallback to
+// "latest" here: that would be the mined nonce under another name, and
+// nonce allocation must know which one it was given.
+func (r *Reader) PendingNonce(ctx context.Context, addr common.Address) (uint64, error) {
+	n, err := r.eth.PendingNonceAt(ctx, addr)
+	if err != nil {
+		return 0, fmt.Errorf("pending nonce of %s on chain %d: %w", addr.Hex(), r.chainID, err)
+	}
+	return n, nil
+}
+
+// MinedNonce is the next nonce of addr after the latest block: every
+// nonce below it is consumed on the canonical chain as the node sees it
+// now (eth_getTransactionCount at "latest").
+func (r *Reader) MinedNonce(ctx context.Context, addr common.Address) (uint64, error) {
+	n, err := r.eth.NonceAt(ctx, addr, nil)
+	if err != nil {
+		return 0, fmt.Errorf("mined nonce of %s on chain %d: %w", addr.Hex(), r.chainID, err)
+	}
+	return n, nil
+}
+
+// checkChain refuses an intent for another chain: simulated or priced
+// here, it would be judged by the wrong chain's state and market. That is
+// a routing bug, not a node failure.
+func (r *Reader) checkChain(in *txmanager.Intent) error {
+	if in.ChainID != r.chainID {
+		return fmt.Errorf("intent for chain %d given to the reader of chain %d", in.ChainID, r.chainID)
+	}
+	return nil
+}
+
+// pending is ethclient's spelling of the "pending" block tag; nil is
+// "latest".
+var pending = big.NewInt(int64(rpc.PendingBlockNumber))
+
+// withState runs read at the pending state, or at the latest block if
+// the node refuses the pending tag; it remembers a refusal once "latest"
+// has worked, so later reads go straight there. read may run twice.
+func (r *Reader) withState(read func(tag *big.Int) error) error {
+	if r.latestOnly.Load() {
+		return read(nil)
+	}
+	err := read(pending)
+	if !refusesPending(err) {
+		return err
+	}
+	latestErr := read(nil)
+	if latestErr != nil && classify(latestErr).kind == nodeFailure {
+		// The refusal was about something else, or the node is failing:
+		// do not give up on pending for good.
+		return fmt.Errorf("%w (at pending: %v)", latestErr, err)
+	}
+	r.latestOnly.Store(true)
+	return latestErr
+}
+
+// refusesPending reports whether err is a node's refusal of the pending
+// block tag: a JSON-RPC answer (not a transport failure, not an execution
+// result) that names "pending" or says the parameters are invalid. geth,
+// erigon, nethermind, besu, reth and anvil all serve pending; providers
+// behind load balancers and some L2 nodes do not.
+func refusesPending(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re rpc.Error
+	if !errors.As(err, &re) || classify(err).kind != nodeFailure {
+		return false
+	}
+	return re.ErrorCode() == -32602 || containsFold(re.Error(), "pending")
+}
