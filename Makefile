@@ -3,7 +3,7 @@
 #
 #   make run       start the whole stack locally (Ctrl-C stops it)
 #   make test      every module's tests, race detector on, real PostgreSQL, Redis, anvil and Vault; then each fuzz target briefly
-#   make fuzz      every fuzz target for FUZZTIME each (default 10s)
+#   make fuzz      every fuzz target for FUZZTIME each (default 10000x: ten thousand inputs)
 #   make lint      gofmt, go vet, staticcheck
 #   make generate  regenerate Go code from openapi/*.yaml
 #   make schema    rewrite the committed schema dumps from the migrations
