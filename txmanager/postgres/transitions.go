@@ -210,3 +210,16 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, id uuid.UUID
 	})
 	return out, err
 }
+
+// PendingApproval parks a simulated transaction until approvals arrive:
+// SIMULATED → PENDING_APPROVAL, with the approval expiry.
+func (s *Store) PendingApproval(ctx context.Context, f txmanager.Fence, id uuid.UUID, expires time.Time, reason string) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateSimulated}, txmanager.StatePendingApproval,
+			`, approval_expires_at = $6, reason = nullif($7, '')`, []any{expires, reason}, txmanager.StateChanged{Reason: reason})
+		return err
+	})
+	return out, err
+}

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -22,6 +23,9 @@ type Router struct {
 // NewRouter is a client of the mevrouterd at baseURL, through hc (an mTLS
 // client whose identity is txmanager, pinned to mevrouterd's).
 func NewRouter(baseURL string, hc *http.Client) (*Router, error) {
+	if hc == nil {
+		return nil, errors.New("remote: no HTTP client (an mTLS client as txmanager is needed)")
+	}
 	c, err := mevrouterapi.NewClientWithResponses(baseURL, mevrouterapi.WithHTTPClient(hc))
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
@@ -28,6 +29,9 @@ type Signer struct {
 // NewSigner is a client of the signerd at baseURL, through hc (an mTLS
 // client whose identity is txmanager, pinned to signerd's).
 func NewSigner(baseURL string, hc *http.Client) (*Signer, error) {
+	if hc == nil {
+		return nil, errors.New("remote: no HTTP client (an mTLS client as txmanager is needed)")
+	}
 	c, err := signerapi.NewClientWithResponses(baseURL, signerapi.WithHTTPClient(hc))
 	if err != nil {
 		return nil, err
