@@ -400,6 +400,9 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 	}
 	if svc.identity == "txmanager" {
 		env["CHAINS_FILE"] = s.chainsFile
+		env["SIGNER_URL"] = "https://" + s.internalAddr(serviceIndex("signer"))
+		env["MEVROUTER_URL"] = "https://" + s.internalAddr(serviceIndex("mevrouter"))
+		env["NODE_ID"] = "devstack-txmanager"
 	}
 	if svc.identity == "mevrouter" {
 		env["CHAIN_ID"] = strconv.FormatUint(s.chain.ChainID(), 10)
@@ -416,6 +419,16 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 		list = append(list, svc.prefix+k+"="+v)
 	}
 	return list, nil
+}
+
+// serviceIndex is the position of identity in services.
+func serviceIndex(identity string) int {
+	for i, svc := range services {
+		if svc.identity == identity {
+			return i
+		}
+	}
+	panic("devstack: no service " + identity)
 }
 
 func (s *stack) internalAddr(i int) string {

@@ -89,6 +89,12 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 			t.Errorf("run %d: signerd holds %d keys, want anvil's 10: %v", run, len(keys), keys)
 		}
 
+		// A transaction goes all the way: accepted by txmanager (as the
+		// gateway), simulated, allowed by signerd's policy, signed and
+		// broadcast through mevrouterd.
+		txmanager := fmt.Sprintf("https://127.0.0.1:%d", basePort+2)
+		requireBroadcast(t, servicetest.Client(t, certs, "gateway", "txmanager"), txmanager, fmt.Sprintf("run-%d", run))
+
 		cancel()
 		select {
 		case err := <-done:
@@ -107,6 +113,53 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 				t.Errorf("run %d: port %d still open after stop", run, port)
 			}
 		}
+	}
+}
+
+// requireBroadcast creates a transfer from anvil's first account through
+// txmanager's API and waits until txmanager has it BROADCASTED, with its
+// hash: simulated, allowed, signed and accepted by mevrouterd.
+func requireBroadcast(t *testing.T, client *http.Client, txmanager, requestID string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"chain_id": 31337, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "request_id": %q,
+		"to": "0x0000000000000000000000000000000000000b0b", "value": "1000", "route": "public"}`, requestID)
+	resp, err := client.Post(txmanager+"/internal/v1/tx", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tx struct {
+		TxID  string `json:"tx_id"`
+		State string `json:"state"`
+		Hash  string `json:"hash"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tx)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %v", resp.StatusCode, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for tx.State != "BROADCASTED" {
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s still %s after a minute", tx.TxID, tx.State)
+		}
+		<-tick.C
+		resp, err := client.Get(txmanager + "/internal/v1/tx/" + tx.TxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&tx)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tx.State == "FAILED" {
+			t.Fatalf("transaction %s failed", tx.TxID)
+		}
+	}
+	if len(tx.Hash) != 66 {
+		t.Errorf("broadcast without a hash: %+v", tx)
 	}
 }
 

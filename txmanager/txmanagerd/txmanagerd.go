@@ -7,14 +7,22 @@ package txmanagerd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"os"
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/httpapi"
+	"github.com/txfence/txfence/txmanager/lease"
 	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/remote"
+	"github.com/txfence/txfence/txmanager/worker"
 )
 
 // Config is txmanagerd's configuration, from TXFENCE_TXMANAGER_* variables.
@@ -29,6 +37,18 @@ type Config struct {
 	// SequenceEvery is how often the event feed's sequencer numbers
 	// committed events; a long poll of the feed also numbers them.
 	SequenceEvery time.Duration `env:"SEQUENCE_EVERY" default:"100ms"`
+	// SignerURL and MevrouterURL are signerd's and mevrouterd's internal
+	// listeners. Without both, this node accepts transactions and serves
+	// the feed but works on no signer.
+	SignerURL    string `env:"SIGNER_URL"`
+	MevrouterURL string `env:"MEVROUTER_URL"`
+	// NodeID names this node among the deployment's; unique among running
+	// nodes. Default: the host name and process id.
+	NodeID     string        `env:"NODE_ID"`
+	LeaseTTL   time.Duration `env:"LEASE_TTL" default:"10s"`
+	RenewEvery time.Duration `env:"LEASE_RENEW" default:"3s"`
+	// GasMultiplier scales gas estimates.
+	GasMultiplier float64 `env:"GAS_MULTIPLIER" default:"1.2"`
 }
 
 // Spec names txmanagerd.
@@ -55,8 +75,84 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	seqCtx, stopSequencer := context.WithCancel(ctx)
 	defer stopSequencer()
 	go sequence(seqCtx, store, cfg.SequenceEvery, svc.Log)
+
+	if cfg.SignerURL == "" || cfg.MevrouterURL == "" {
+		svc.Log.Warn("SIGNER_URL or MEVROUTER_URL unset: this node accepts transactions but works on no signer")
+	} else {
+		stopWork, err := startWork(ctx, cfg, chains, store, svc)
+		if err != nil {
+			return err
+		}
+		defer stopWork()
+	}
 	svc.Log.Info("managing", "signers", len(chains.Signers()), "chains", len(chains.Chains))
 	return svc.Serve(ctx)
+}
+
+// startWork starts the lease manager and the per-signer workers; the
+// returned function stops them, releasing this node's leases.
+func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service) (func(), error) {
+	readers := map[uint64]*chain.Reader{}
+	closeReaders := func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}
+	for _, ch := range chains.Chains {
+		r, err := chain.Dial(ctx, ch)
+		if err != nil {
+			closeReaders()
+			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
+		}
+		readers[ch.ID] = r
+	}
+	client := func(identity string) *http.Client {
+		return httpclient.New(svc.TLS.ClientConfig(identity), httpclient.Options{Timeout: 30 * time.Second})
+	}
+	signerClient, err := remote.NewSigner(cfg.SignerURL, client("signer"))
+	if err != nil {
+		closeReaders()
+		return nil, err
+	}
+	routerClient, err := remote.NewRouter(cfg.MevrouterURL, client("mevrouter"))
+	if err != nil {
+		closeReaders()
+		return nil, err
+	}
+	node := cfg.NodeID
+	if node == "" {
+		host, _ := os.Hostname()
+		node = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	workCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var manager *lease.Manager
+	pool := worker.NewPool(workCtx, worker.Deps{
+		Store: store, Chains: chains, Readers: readers, Signer: signerClient, Router: routerClient,
+		Fenced: func(f txmanager.Fence) { manager.Fenced(f) }, Log: svc.Log, GasMultiplier: cfg.GasMultiplier,
+	})
+	manager, err = lease.New(store, pool, svc.HTTP.Registry(), lease.Config{
+		Node: node, LeaseTTL: cfg.LeaseTTL, RenewEvery: cfg.RenewEvery, Signers: chains.Signers, Logger: svc.Log,
+	})
+	if err != nil {
+		stop()
+		closeReaders()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Run releases every lease and deregisters the node when its
+		// context ends.
+		if err := manager.Run(workCtx); err != nil {
+			svc.Log.Error("lease manager stopped", "err", err)
+		}
+	}()
+	svc.Log.Info("working on signers", "node", node, "lease_ttl", cfg.LeaseTTL)
+	return func() {
+		stop()
+		<-done
+		closeReaders()
+	}, nil
 }
 
 // sequence numbers committed events for the feed until ctx ends.
