@@ -1,0 +1,59 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txfence/txfence/shared/servicetest"
+)
+
+// BenchmarkCreate prints accepted creates per second for one signer
+// through the internal API over mutual TLS (each a durable INIT row and
+// its event), from 32 concurrent clients, and the latency percentiles.
+func BenchmarkCreate(b *testing.B) {
+	a := startServer(b, false)
+	client := servicetest.Client(b, a.pki, "gateway", "txmanager")
+	var n atomic.Int64
+	var mu sync.Mutex
+	var latencies []time.Duration
+	b.SetParallelism(16) // 32 clients on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			body := createBody(fmt.Sprintf("bench-%d", n.Add(1)), "1")
+			start := time.Now()
+			resp, err := client.Post(a.url+"/internal/v1/tx", "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				b.Errorf("create: %d", resp.StatusCode)
+				return
+			}
+			mine = append(mine, time.Since(start))
+		}
+		mu.Lock()
+		latencies = append(latencies, mine...)
+		mu.Unlock()
+	})
+	b.StopTimer()
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(latencies))/b.Elapsed().Seconds(), "creates/s")
+	b.ReportMetric(pct(0.50), "p50_ms")
+	b.ReportMetric(pct(0.99), "p99_ms")
+}
