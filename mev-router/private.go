@@ -575,7 +575,7 @@ func (p *Private) resendBundles(ctx context.Context, head uint64) {
 		relay *Relay
 		raw   []byte
 	}
-	var todo []resend
+	var due []resend
 	p.mu.Lock()
 	for _, s := range p.sends {
 		if s.state != PrivatePending || head+1 > s.maxBlock {
@@ -583,12 +583,12 @@ func (p *Private) resendBundles(ctx context.Context, head uint64) {
 		}
 		for _, r := range s.relays {
 			if r.Kind == RelayBundle {
-				todo = append(todo, resend{r, s.raw})
+				due = append(due, resend{r, s.raw})
 			}
 		}
 	}
 	p.mu.Unlock()
-	for _, t := range todo {
+	for _, t := range due {
 		cctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 		if _, err := t.relay.Client.SendEthBundle(cctx, flashbots.EthBundle{Txs: [][]byte{t.raw}, BlockNumber: head + 1}); err != nil {
 			p.log.Warn("eth_sendBundle re-send refused", "relay", t.relay.Name, "block", head+1, "err", err)

@@ -297,7 +297,7 @@ func converge(t *testing.T, s *postgres.Store, w *world, live []string, keys []t
 		if time.Now().After(deadline) {
 			t.Fatalf("signers not spread over %v:\n%s", live, strings.Join(problems, "\n"))
 		}
-		time.Sleep(20 * time.Millisecond) // poll interval
+		<-time.After(20 * time.Millisecond) // poll interval, within the deadline above
 	}
 }
 
@@ -546,7 +546,7 @@ func TestLostAtTheFirstRenewalAfterTheLeaseIsTakenAway(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for w.lastLoss("node-a", k3) != lease.ReasonFenced && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // poll interval
+		<-time.After(5 * time.Millisecond) // poll interval, within the deadline above
 	}
 	expect(lost(k3, lease.ReasonFenced))
 	// A fence already replaced only counts.

@@ -149,7 +149,7 @@ func pollLeases(t *testing.T, s *postgres.Store, cond func([]postgres.LeaseRow) 
 		if time.Now().After(deadline) {
 			t.Fatalf("condition on leases not met; leases: %+v", ls)
 		}
-		time.Sleep(10 * time.Millisecond) // poll interval
+		<-time.After(10 * time.Millisecond) // poll interval, within the deadline above
 	}
 }
 
@@ -458,7 +458,7 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool, query string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no statement with %q waits on a lock", query)
 		}
-		time.Sleep(10 * time.Millisecond) // poll interval
+		<-time.After(10 * time.Millisecond) // poll interval, within the deadline above
 	}
 }
 
