@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -69,7 +70,7 @@ func (s *Store) existing(ctx context.Context, tx pgx.Tx, in *txmanager.Intent, h
 	if err != nil {
 		return fmt.Errorf("read the transaction of request id %q: %w", in.RequestID, err)
 	}
-	if !bytesEqual(stored, hash[:]) {
+	if !bytes.Equal(stored, hash[:]) {
 		return errs.Errorf(errs.Conflict, "request_id %q was used by transaction %s with another body", in.RequestID, t.ID)
 	}
 	*out = t
@@ -301,5 +302,3 @@ func uintOf(v *int64) *uint64 {
 	n := uint64(*v)
 	return &n
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
