@@ -1,0 +1,181 @@
+package txmanagerd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+
+	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/txmanager/txmanagerd"
+)
+
+// TestThreeNodesOneSignerContiguousNonces runs three real txmanagerd
+// processes on one database, with signerd's and mevrouterd's real APIs and
+// anvil, and creates 1,000 transactions for one signer through all three
+// at once. Exactly one node owns the signer; every transaction gets a
+// nonce from 0 to 999, each once; anvil mines them all, the signer's
+// mined nonce ends at 1,000, and every mined transaction is one of ours.
+func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
+	t.Parallel()
+	const total = 1000
+	pki := servicetest.PKI(t)
+	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	routerURL := stack.Serve(t, pki, nil)
+	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})
+	from := signertest.DevAddress(0)
+
+	chains := filepath.Join(t.TempDir(), "chains.json")
+	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q],
+		"signers": [{"address": %q, "in_flight": 2000}]}]}`, stack.Node.ChainID(), stack.Node.URL(), from.Hex())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.URL(t)
+	env := func(node string) map[string]string {
+		return servicetest.Merge(servicetest.TLSEnv(txmanagerd.Spec.EnvPrefix, pki, txmanagerd.Spec.Identity), map[string]string{
+			txmanagerd.Spec.EnvPrefix + "DATABASE_URL":  db,
+			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chains,
+			txmanagerd.Spec.EnvPrefix + "SIGNER_URL":    signerd.URL,
+			txmanagerd.Spec.EnvPrefix + "MEVROUTER_URL": routerURL,
+			txmanagerd.Spec.EnvPrefix + "NODE_ID":       node,
+		})
+	}
+	bin := servicetest.Build(t, "github.com/txfence/txfence/txmanager/cmd/txmanagerd")
+	if _, err := servicetest.RunOnce(t, txmanagerd.Run, []string{"migrate"}, env("migrate")); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i := range 3 {
+		p := servicetest.StartProcess(t, bin, nil, env(fmt.Sprintf("node-%d", i)), "internal")
+		urls = append(urls, p.URL("internal"))
+	}
+	client := servicetest.Client(t, pki, "gateway", "txmanager")
+
+	// 1,000 creates, 20 at a time, spread over the three nodes.
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 20 {
+		wg.Go(func() {
+			for i := range work {
+				body := fmt.Sprintf(`{"chain_id": %d, "from": %q, "request_id": "c-%d", "to": "0x0000000000000000000000000000000000000b0b",
+					"value": "1", "route": "public"}`, stack.Node.ChainID(), from.Hex(), i)
+				resp, err := client.Post(urls[i%3]+"/internal/v1/tx", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					t.Errorf("create %d: %d", i, resp.StatusCode)
+				}
+			}
+		})
+	}
+	for i := range total {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	// Mine as the pipeline goes, until every transaction is broadcast.
+	ctx := context.Background()
+	deadline := time.Now().Add(3 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var broadcast int
+		resp, err := client.Get(urls[0] + "/internal/v1/tx?state=BROADCASTED&limit=1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct{ Transactions []json.RawMessage }
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		broadcast = len(page.Transactions)
+		if err := stack.Node.Mine(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if broadcast == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d broadcast within three minutes", broadcast, total)
+		}
+		<-tick.C
+	}
+	if err := stack.Node.Mine(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	var count, distinct, owners int
+	var lo, hi int64
+	db2, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close(ctx)
+	if err := db2.QueryRow(ctx, `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx`).Scan(&count, &distinct, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if count != total || distinct != total || lo != 0 || hi != total-1 {
+		t.Errorf("%d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", count, distinct, lo, hi, total, total, total-1)
+	}
+	if err := db2.QueryRow(ctx, `SELECT count(DISTINCT owner_node) FROM signer_lease WHERE expires_at > now()`).Scan(&owners); err != nil || owners != 1 {
+		t.Errorf("%d owners of the one signer (%v)", owners, err)
+	}
+	mined, err := stack.Node.Client().NonceAt(ctx, from, nil)
+	if err != nil || mined != total {
+		t.Errorf("anvil's mined nonce %d (%v), want %d", mined, err, total)
+	}
+	// Every transaction in the chain's blocks from the signer is ours.
+	ours := map[common.Hash]bool{}
+	rows, err := db2.Query(ctx, `SELECT hash FROM attempt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		ours[common.BytesToHash(h)] = true
+	}
+	rows.Close()
+	head, err := stack.Node.BlockNumber(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minedOurs := 0
+	for n := uint64(1); n <= head; n++ {
+		block, err := stack.Node.Client().BlockByNumber(ctx, new(big.Int).SetUint64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range block.Transactions() {
+			if !ours[tx.Hash()] {
+				t.Errorf("block %d holds %s, not one of ours", n, tx.Hash())
+			}
+			minedOurs++
+		}
+	}
+	if minedOurs != total {
+		t.Errorf("%d of our transactions mined, want %d", minedOurs, total)
+	}
+}
