@@ -79,6 +79,11 @@ func (b Base) Logger(w io.Writer, service string) *slog.Logger {
 type Database struct {
 	// DatabaseURL is the service's own database; no other service reads it.
 	DatabaseURL string `env:"DATABASE_URL" required:"true"`
+	// IdleInTransactionTimeout ends a session that sits in an open
+	// transaction this long (the server rolls it back), so a paused or
+	// partitioned process never holds row locks for ever: txmanager's
+	// takeover of a signer waits for the old owner's fenced transaction.
+	IdleInTransactionTimeout time.Duration `env:"DB_IDLE_IN_TX_TIMEOUT" default:"5s"`
 }
 
 // The unexported accessors are promoted to every config struct that embeds
@@ -146,7 +151,7 @@ func Setup(ctx context.Context, spec Spec, args []string, getenv func(string) st
 	svc := &Service{Log: log, base: base}
 	var ready []httpserver.Check
 	if hasDB {
-		if svc.DB, err = pg.Open(ctx, dbc.database().DatabaseURL, pg.PoolOptions{Application: spec.Binary}); err != nil {
+		if svc.DB, err = pg.Open(ctx, dbc.database().DatabaseURL, pg.PoolOptions{Application: spec.Binary, IdleInTransactionTimeout: dbc.database().IdleInTransactionTimeout}); err != nil {
 			return nil, fmt.Errorf("open database: %w", err)
 		}
 		if cmd == Migrate {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,10 @@ type PoolOptions struct {
 	MaxConns int32
 	// Application names the service in pg_stat_activity.
 	Application string
+	// IdleInTransactionTimeout, when set, makes the server end a session
+	// left idle inside a transaction this long, rolling it back and
+	// releasing its locks.
+	IdleInTransactionTimeout time.Duration
 }
 
 // Open connects a pool to url and checks the connection. The URL may set
@@ -39,6 +44,9 @@ func Open(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, err
 	}
 	if opts.Application != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.Application
+	}
+	if opts.IdleInTransactionTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(opts.IdleInTransactionTimeout.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

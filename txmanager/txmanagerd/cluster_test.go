@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,5 +178,155 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 	}
 	if minedOurs != total {
 		t.Errorf("%d of our transactions mined, want %d", minedOurs, total)
+	}
+}
+
+// TestAPausedOwnerIsFencedAndNothingIsLost pauses the owner of a signer
+// (SIGSTOP) past its lease while transactions keep arriving. The other
+// node takes the signer over with a higher token and carries on; the old
+// owner, resumed, writes nothing more on the signer. Every transaction is
+// broadcast with its own nonce, none lost, none twice.
+func TestAPausedOwnerIsFencedAndNothingIsLost(t *testing.T) {
+	t.Parallel()
+	const total = 200
+	pki := servicetest.PKI(t)
+	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	routerURL := stack.Serve(t, pki, nil)
+	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})
+	from := signertest.DevAddress(0)
+	chains := filepath.Join(t.TempDir(), "chains.json")
+	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q],
+		"signers": [{"address": %q, "in_flight": 2000}]}]}`, stack.Node.ChainID(), stack.Node.URL(), from.Hex())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.URL(t)
+	env := func(node string) map[string]string {
+		return servicetest.Merge(servicetest.TLSEnv(txmanagerd.Spec.EnvPrefix, pki, txmanagerd.Spec.Identity), map[string]string{
+			txmanagerd.Spec.EnvPrefix + "DATABASE_URL":  db,
+			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chains,
+			txmanagerd.Spec.EnvPrefix + "SIGNER_URL":    signerd.URL,
+			txmanagerd.Spec.EnvPrefix + "MEVROUTER_URL": routerURL,
+			txmanagerd.Spec.EnvPrefix + "NODE_ID":       node,
+			txmanagerd.Spec.EnvPrefix + "LEASE_TTL":     "2s",
+			txmanagerd.Spec.EnvPrefix + "LEASE_RENEW":   "400ms",
+			// A paused owner's open transaction must not outlive its lease.
+			txmanagerd.Spec.EnvPrefix + "DB_IDLE_IN_TX_TIMEOUT": "1s",
+		})
+	}
+	bin := servicetest.Build(t, "github.com/txfence/txfence/txmanager/cmd/txmanagerd")
+	if _, err := servicetest.RunOnce(t, txmanagerd.Run, []string{"migrate"}, env("migrate")); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*servicetest.Process{}
+	var urls []string
+	for i := range 2 {
+		name := fmt.Sprintf("node-%d", i)
+		nodes[name] = servicetest.StartProcess(t, bin, nil, env(name), "internal")
+		urls = append(urls, nodes[name].URL("internal"))
+	}
+	client := servicetest.Client(t, pki, "gateway", "txmanager")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lease := func() (owner string, token int64) {
+		t.Helper()
+		err := conn.QueryRow(ctx, `SELECT coalesce(owner_node, ''), fencing_token FROM signer_lease WHERE expires_at > now()`).Scan(&owner, &token)
+		if err != nil && err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		return owner, token
+	}
+	create := func(from0, to int) {
+		for i := from0; i < to; i++ {
+			body := fmt.Sprintf(`{"chain_id": %d, "from": %q, "request_id": "p-%d", "to": "0x0000000000000000000000000000000000000b0b",
+				"value": "1", "route": "public"}`, stack.Node.ChainID(), signertest.DevAddress(0).Hex(), i)
+			resp, err := client.Post(urls[i%2]+"/internal/v1/tx", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+				t.Fatalf("create %d: %d", i, resp.StatusCode)
+			}
+		}
+	}
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within two minutes", what)
+			}
+			<-tick.C
+		}
+	}
+	broadcast := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM tx WHERE state = 'BROADCASTED'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	create(0, total/2)
+	var owner string
+	var token int64
+	poll("an owner", func() bool { owner, token = lease(); return owner != "" })
+	// The owner freezes; the other node must take over after the lease.
+	// Creates go to the node that still answers.
+	if err := nodes[owner].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var other string
+	for name := range nodes {
+		if name != owner {
+			other = name
+		}
+	}
+	urls = []string{nodes[other].URL("internal"), nodes[other].URL("internal")}
+	poll("a takeover", func() bool { o, tok := lease(); return o == other && tok > token })
+	create(total/2, total)
+	poll("every transaction broadcast by the new owner", func() bool { return broadcast() == total })
+
+	// The old owner wakes up: it must write nothing on the signer.
+	var eventsBefore int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM event`).Scan(&eventsBefore); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[owner].Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Its next rounds run (a renewal attempt shows in the lease row only
+	// as the new owner's); give it a few renew intervals of its own.
+	poll("the old owner noticing", func() bool {
+		return strings.Contains(nodes[owner].Logs(), "lost") || strings.Contains(nodes[owner].Logs(), "fenced")
+	})
+	var eventsAfter, count, distinct int
+	var lo, hi int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM event`).Scan(&eventsAfter); err != nil {
+		t.Fatal(err)
+	}
+	if eventsAfter != eventsBefore {
+		t.Errorf("%d events written after everything was broadcast (the old owner wrote?)", eventsAfter-eventsBefore)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx`).Scan(&count, &distinct, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if count != total || distinct != total || lo != 0 || hi != total-1 {
+		t.Errorf("%d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", count, distinct, lo, hi, total, total, total-1)
+	}
+	if o, tok := lease(); o != other || tok <= token {
+		t.Errorf("after the old owner woke: lease %s/%d, want %s above %d", o, tok, other, token)
+	}
+	if err := stack.Node.Mine(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if mined, err := stack.Node.Client().NonceAt(ctx, from, nil); err != nil || mined != total {
+		t.Errorf("anvil's mined nonce %d (%v), want %d", mined, err, total)
 	}
 }

@@ -62,6 +62,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer svc.Close()
+	if cfg.IdleInTransactionTimeout <= 0 || cfg.IdleInTransactionTimeout >= cfg.LeaseTTL {
+		return fmt.Errorf("DB_IDLE_IN_TX_TIMEOUT=%s must be positive and below LEASE_TTL=%s: a takeover waits for the old owner's open transaction", cfg.IdleInTransactionTimeout, cfg.LeaseTTL)
+	}
 	if cfg.ChainsFile == "" {
 		return errors.New("TXFENCE_TXMANAGER_CHAINS_FILE is required to serve: it names the chains and signers to manage")
 	}
