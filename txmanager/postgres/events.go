@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/txfence/txfence/txmanager"
 )
@@ -27,34 +29,55 @@ func insertEvent(ctx context.Context, tx pgx.Tx, t *txmanager.Tx, data txmanager
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO event (tx_id, type, payload) VALUES ($1, $2, $3)`, t.ID, txmanager.EventStateChanged, payload); err != nil {
+	// The shared barrier lock, held until this transaction ends, tells the
+	// sequencer an event is being written (see Sequence).
+	if _, err := tx.Exec(ctx, `INSERT INTO event (tx_id, type, payload)
+		SELECT $1, $2, $3 FROM (SELECT pg_advisory_xact_lock_shared($4)) AS writing`,
+		t.ID, txmanager.EventStateChanged, payload, int64(eventBarrier)); err != nil {
 		return fmt.Errorf("write the event of %s: %w", t.ID, err)
 	}
 	return nil
 }
 
-// sequencerLock is the advisory lock that makes one sequencer run at a
-// time across every node.
-const sequencerLock = 0x7466_6576_656e_7473 // "tfevents"
+// eventBarrier is the advisory lock between event writers, which hold it
+// shared until their transaction ends, and the sequencer, which takes it
+// exclusively: once the sequencer holds it, every event written so far is
+// committed or rolled back, and no new one can be written until it lets
+// go. Only transactions that write events take part: a long transaction
+// elsewhere in the cluster (another database, a report) delays nothing.
+const eventBarrier = 0x7466_6576_656e_7473 // "tfevents"
 
-// Sequence gives the next feed sequence numbers to events whose writing
-// transactions have all ended (their xid is below the oldest transaction
-// still running), in the order they were written, and returns how many it
-// numbered. An event still being written, or written by a transaction
-// that began before a running one, waits for a later call: so the feed
-// never shows seq N+1 and afterwards an N. Any node may call it at any
-// time; calls serialize on an advisory lock.
+// sequencerWait bounds how long the sequencer waits for in-flight writers
+// (and so how long new writers may queue behind it); a writer frozen in
+// its transaction makes the call give up and try again later, until the
+// server ends that session (DB_IDLE_IN_TX_TIMEOUT).
+const sequencerWait = "100ms"
+
+// Sequence gives the next feed sequence numbers to every event written so
+// far, in the order they were written, and returns how many it numbered.
+// It takes the event barrier exclusively first, so no event it leaves
+// unnumbered can commit with a lower id afterwards: the feed never shows
+// seq N+1 and afterwards an N. Any node may call it at any time; calls
+// serialize on the barrier. When writers do not finish within
+// sequencerWait it numbers nothing and returns 0.
 func (s *Store) Sequence(ctx context.Context) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sequencerLock)); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+sequencerWait+`'`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventBarrier)); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+				return errWritersBusy
+			}
 			return err
 		}
 		err := tx.QueryRow(ctx, `
 			WITH ready AS (
 				SELECT id, row_number() OVER (ORDER BY id) AS rn
 				FROM event
-				WHERE seq IS NULL AND xid < pg_snapshot_xmin(pg_current_snapshot())
+				WHERE seq IS NULL
 				ORDER BY id
 				LIMIT 10000
 			), numbered AS (
@@ -69,11 +92,16 @@ func (s *Store) Sequence(ctx context.Context) (int, error) {
 		_, err = tx.Exec(ctx, `UPDATE event_sequence SET last_seq = last_seq + $1`, n)
 		return err
 	})
+	if errors.Is(err, errWritersBusy) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("sequence events: %w", err)
 	}
 	return n, nil
 }
+
+var errWritersBusy = errors.New("event writers still in flight")
 
 // EventsAfter reads up to limit events of the feed after seq, in order.
 func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txmanager.Event, error) {

@@ -34,7 +34,6 @@ CREATE TABLE attempt (
 CREATE TABLE event (
     id bigint NOT NULL,
     seq bigint,
-    xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     tx_id uuid NOT NULL,
     type text NOT NULL,
     payload jsonb NOT NULL,

@@ -132,13 +132,12 @@ CREATE TABLE approval (
 
 -- The outbox: one row per state change, written in the transaction of the
 -- change. seq, the feed's gap-free global order, is given by the
--- sequencer once every transaction that began before the row's has ended
--- (xid below the snapshot's xmin), so a reader never sees seq N+1 and
--- later an N.
+-- sequencer once every event-writing transaction in flight has ended (an
+-- advisory lock writers hold shared and the sequencer takes exclusively),
+-- so a reader never sees seq N+1 and later an N.
 CREATE TABLE event (
 	id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	seq        bigint      UNIQUE,
-	xid        xid8        NOT NULL DEFAULT pg_current_xact_id(),
 	tx_id      uuid        NOT NULL REFERENCES tx (tx_id),
 	type       text        NOT NULL,
 	payload    jsonb       NOT NULL CHECK (jsonb_typeof(payload) = 'object'),
