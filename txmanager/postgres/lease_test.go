@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -44,6 +45,9 @@ func leasePool(t *testing.T, url string, maxConns int32, tracer pgx.QueryTracer)
 		t.Fatal(err)
 	}
 	cfg.MaxConns = maxConns
+	// Tests share one database (each its own schema): the name lets a
+	// test find its own sessions in pg_stat_activity.
+	cfg.ConnConfig.RuntimeParams["application_name"] = testApp(t)
 	if tracer != nil {
 		cfg.ConnConfig.Tracer = tracer
 	}
@@ -53,6 +57,12 @@ func leasePool(t *testing.T, url string, maxConns int32, tracer pgx.QueryTracer)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// testApp is the application name of t's sessions.
+func testApp(t *testing.T) string {
+	sum := sha256.Sum256([]byte(t.Name()))
+	return fmt.Sprintf("leasetest-%x", sum[:8])
 }
 
 // leaseKey is the i-th test signer on chain 31337.
@@ -439,7 +449,7 @@ func TestNextNonceWithAStaleFenceChangesNothing(t *testing.T) {
 	}
 }
 
-// waitForLockWait polls until a backend of the database waits on a lock
+// waitForLockWait polls until one of this test's sessions waits on a lock
 // while running a statement that contains query.
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool, query string) {
 	t.Helper()
@@ -448,8 +458,9 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool, query string) {
 		var n int
 		if err := pool.QueryRow(t.Context(), `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`,
-			query).Scan(&n); err != nil {
+			WHERE datname = current_database() AND application_name = $2
+			  AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`,
+			query, testApp(t)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
