@@ -97,6 +97,38 @@ type EventList struct {
 	Events []externalRef0.Event `json:"events"`
 }
 
+// SignerStatus defines model for SignerStatus.
+type SignerStatus struct {
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Counts Transactions per state.
+	Counts map[string]int `json:"counts"`
+
+	// FencingToken The lease's current token (0 before the first acquisition).
+	FencingToken   int64      `json:"fencing_token"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+
+	// NextNonce A sender's transaction nonce.
+	//
+	// Example: 7
+	NextNonce            *externalRef0.Nonce `json:"next_nonce,omitempty"`
+	OldestOpenAgeSeconds *float32            `json:"oldest_open_age_seconds,omitempty"`
+
+	// OldestOpenSince When the oldest transaction not yet in a terminal state was accepted.
+	OldestOpenSince *time.Time `json:"oldest_open_since,omitempty"`
+
+	// Owner The node holding an unexpired lease; absent when none does (no node works on the signer).
+	Owner *string `json:"owner,omitempty"`
+
+	// Signer A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	Signer externalRef0.Address `json:"signer"`
+}
+
 // Tx defines model for Tx.
 type Tx struct {
 	// ChainId An EIP-155 chain id.
@@ -346,6 +378,17 @@ type ClientInterface interface {
 	// Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSignerStatus Where a signer stands
+	//
+	// The node that holds the signer's lease and its fencing token, the
+	// next nonce to allocate, how many transactions are in each state,
+	// and how long the oldest open one has waited: what an operator looks
+	// at when a signer seems stuck. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Corresponds with GET /internal/v1/signers/{chain_id}/{address} (the `GetSignerStatus` operationId).
+	GetSignerStatus(ctx context.Context, chainId externalRef0.ChainId, address externalRef0.Address, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTx List transactions, newest first
 	//
 	// Only the gateway may call it (mutual TLS identity `gateway`).
@@ -444,6 +487,27 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSignerStatus Where a signer stands
+//
+// The node that holds the signer's lease and its fencing token, the
+// next nonce to allocate, how many transactions are in each state,
+// and how long the oldest open one has waited: what an operator looks
+// at when a signer seems stuck. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Corresponds with GET /internal/v1/signers/{chain_id}/{address} (the `GetSignerStatus` operationId).
+func (c *Client) GetSignerStatus(ctx context.Context, chainId externalRef0.ChainId, address externalRef0.Address, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSignerStatusRequest(c.Server, chainId, address)
 	if err != nil {
 		return nil, err
 	}
@@ -687,6 +751,47 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSignerStatusRequest constructs an http.Request for the GetSignerStatus method
+func NewGetSignerStatusRequest(server string, chainId externalRef0.ChainId, address externalRef0.Address) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "chain_id", chainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "address", address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/signers/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1064,6 +1169,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /internal/v1/events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
+	// GetSignerStatusWithResponse Where a signer stands
+	//
+	// The node that holds the signer's lease and its fencing token, the
+	// next nonce to allocate, how many transactions are in each state,
+	// and how long the oldest open one has waited: what an operator looks
+	// at when a signer seems stuck. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/signers/{chain_id}/{address} (the `GetSignerStatus` operationId).
+	GetSignerStatusWithResponse(ctx context.Context, chainId externalRef0.ChainId, address externalRef0.Address, reqEditors ...RequestEditorFn) (*GetSignerStatusResponse, error)
+
 	// ListTxWithResponse List transactions, newest first
 	//
 	// Only the gateway may call it (mutual TLS identity `gateway`).
@@ -1233,6 +1351,54 @@ func (r ListEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSignerStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SignerStatus
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSignerStatusResponse) GetJSON200() *SignerStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSignerStatusResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSignerStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSignerStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSignerStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSignerStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1576,6 +1742,25 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 	return ParseListEventsResponse(rsp)
 }
 
+// GetSignerStatusWithResponse Where a signer stands
+//
+// The node that holds the signer's lease and its fencing token, the
+// next nonce to allocate, how many transactions are in each state,
+// and how long the oldest open one has waited: what an operator looks
+// at when a signer seems stuck. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/signers/{chain_id}/{address} (the `GetSignerStatus` operationId).
+func (c *ClientWithResponses) GetSignerStatusWithResponse(ctx context.Context, chainId externalRef0.ChainId, address externalRef0.Address, reqEditors ...RequestEditorFn) (*GetSignerStatusResponse, error) {
+	rsp, err := c.GetSignerStatus(ctx, chainId, address, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSignerStatusResponse(rsp)
+}
+
 // ListTxWithResponse List transactions, newest first
 //
 // Only the gateway may call it (mutual TLS identity `gateway`).
@@ -1745,6 +1930,39 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest EventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSignerStatusResponse parses an HTTP response from a GetSignerStatusWithResponse call
+func ParseGetSignerStatusResponse(rsp *http.Response) (*GetSignerStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSignerStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SignerStatus
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -1982,6 +2200,9 @@ type ServerInterface interface {
 	// ListEvents The event feed after a sequence
 	// (GET /internal/v1/events)
 	ListEvents(w http.ResponseWriter, r *http.Request, params ListEventsParams)
+	// GetSignerStatus Where a signer stands
+	// (GET /internal/v1/signers/{chain_id}/{address})
+	GetSignerStatus(w http.ResponseWriter, r *http.Request, chainId externalRef0.ChainId, address externalRef0.Address)
 	// ListTx List transactions, newest first
 	// (GET /internal/v1/tx)
 	ListTx(w http.ResponseWriter, r *http.Request, params ListTxParams)
@@ -2015,6 +2236,12 @@ func (_ Unimplemented) GetHealth(w http.ResponseWriter, r *http.Request) {
 // ListEvents The event feed after a sequence
 // (GET /internal/v1/events)
 func (_ Unimplemented) ListEvents(w http.ResponseWriter, r *http.Request, params ListEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSignerStatus Where a signer stands
+// (GET /internal/v1/signers/{chain_id}/{address})
+func (_ Unimplemented) GetSignerStatus(w http.ResponseWriter, r *http.Request, chainId externalRef0.ChainId, address externalRef0.Address) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2127,6 +2354,41 @@ func (siw *ServerInterfaceWrapper) ListEvents(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListEvents(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSignerStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetSignerStatus(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "chain_id" -------------
+	var chainId externalRef0.ChainId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "chain_id", chi.URLParam(r, "chain_id"), &chainId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "address" -------------
+	var address externalRef0.Address
+
+	err = runtime.BindStyledParameterWithOptions("simple", "address", chi.URLParam(r, "address"), &address, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "address", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSignerStatus(w, r, chainId, address)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2478,6 +2740,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/cancel", wrapper.CancelTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/signers/{chain_id}/{address}", wrapper.GetSignerStatus)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/internal/v1/events", wrapper.ListEvents)

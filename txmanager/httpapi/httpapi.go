@@ -50,6 +50,7 @@ func (a *API) Mount(r chi.Router) {
 		r.Get("/internal/v1/tx", a.list)
 		r.Get("/internal/v1/tx/{tx_id}", a.get)
 		r.Post("/internal/v1/tx/{tx_id}/cancel", a.cancel)
+		r.Get("/internal/v1/signers/{chain_id}/{address}", a.signerStatus)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow("gateway", "ledger"))
@@ -242,6 +243,38 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		cursor = &next
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"transactions": out, "next_cursor": cursor})
+}
+
+func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
+	chainID, err := strconv.ParseUint(chi.URLParam(r, "chain_id"), 10, 63)
+	addr := chi.URLParam(r, "address")
+	if err != nil || chainID == 0 || !strings.HasPrefix(addr, "0x") || !common.IsHexAddress(addr) {
+		httpserver.Error(w, r, errs.E(errs.Invalid, "a chain id and a 0x-prefixed address"))
+		return
+	}
+	key := txmanager.SignerKey{ChainID: chainID, Signer: common.HexToAddress(addr)}
+	if _, ok := a.Chains.Signer(key); !ok {
+		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "%s is not a configured signer", key))
+		return
+	}
+	st, err := a.Store.Status(r.Context(), key)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := map[string]any{"chain_id": key.ChainID, "signer": key.Signer, "counts": st.Counts, "fencing_token": st.Token}
+	if st.Owner != "" {
+		out["owner"] = st.Owner
+		out["lease_expires_at"] = st.LeaseExpiresAt.UTC()
+	}
+	if st.NextNonce != nil {
+		out["next_nonce"] = *st.NextNonce
+	}
+	if st.OldestOpenSince != nil {
+		out["oldest_open_since"] = st.OldestOpenSince.UTC()
+		out["oldest_open_age_seconds"] = time.Since(*st.OldestOpenSince).Seconds()
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
 func queryInt(raw string, def, lo, hi int) (int, error) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/openapi"
@@ -275,5 +276,54 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 	var n int
 	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM tx`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d transactions stored by refused requests (%v)", n, err)
+	}
+}
+
+// TestSignerStatus: the owner, token, next nonce, counts per state and
+// the oldest open transaction of a signer, as an operator reads them.
+func TestSignerStatus(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	path := "/internal/v1/signers/31337/" + signer
+	code, b := a.do(t, "gateway", "GET", path, "")
+	if code != http.StatusOK || !strings.Contains(string(b), `"counts":{}`) || strings.Contains(string(b), "owner") {
+		t.Fatalf("status of an idle signer: %d %s", code, b)
+	}
+	for i := range 3 {
+		if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody(fmt.Sprintf("s-%d", i), "1")); code != http.StatusCreated {
+			t.Fatalf("create: %d %s", code, b)
+		}
+	}
+	store := postgres.New(a.pool)
+	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signer)}
+	token, ok, err := store.Acquire(context.Background(), "node-7", key, time.Minute)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, err := store.NextNonce(context.Background(), txmanager.Fence{Node: "node-7", Key: key, Token: token}, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, b = a.do(t, "gateway", "GET", path, "")
+	var st struct {
+		Owner        string         `json:"owner"`
+		FencingToken int64          `json:"fencing_token"`
+		NextNonce    *uint64        `json:"next_nonce"`
+		Counts       map[string]int `json:"counts"`
+		OldestSince  *time.Time     `json:"oldest_open_since"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || code != http.StatusOK {
+		t.Fatalf("status: %d %s", code, b)
+	}
+	if st.Owner != "node-7" || st.FencingToken != token || st.NextNonce == nil || *st.NextNonce != 0 || st.Counts["INIT"] != 3 || st.OldestSince == nil {
+		t.Errorf("status %s", b)
+	}
+	for p, want := range map[string]int{
+		"/internal/v1/signers/31337/" + another: http.StatusNotFound,
+		"/internal/v1/signers/0/" + signer:      http.StatusBadRequest,
+		"/internal/v1/signers/31337/0x1234":     http.StatusBadRequest,
+	} {
+		if code, b := a.do(t, "gateway", "GET", p, ""); code != want {
+			t.Errorf("GET %s: %d %s, want %d", p, code, b, want)
+		}
 	}
 }

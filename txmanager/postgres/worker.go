@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -65,4 +66,55 @@ func (s *Store) RawAttempt(ctx context.Context, id uuid.UUID) ([]byte, error) {
 		return nil, fmt.Errorf("the signed attempt of %s: %w", id, err)
 	}
 	return raw, nil
+}
+
+// SignerStatus is what an operator asks about a signer: who works on it,
+// where its nonces stand and how much is open.
+type SignerStatus struct {
+	Key            txmanager.SignerKey
+	Owner          string // "" when no node holds an unexpired lease
+	Token          int64
+	LeaseExpiresAt *time.Time
+	NextNonce      *uint64 // the cursor; nil before the first allocation
+	Counts         map[txmanager.State]int
+	// OldestOpenSince is when the oldest transaction not yet terminal was
+	// accepted; nil when none is open.
+	OldestOpenSince *time.Time
+}
+
+// Status reads a signer's status in one statement.
+func (s *Store) Status(ctx context.Context, key txmanager.SignerKey) (SignerStatus, error) {
+	st := SignerStatus{Key: key, Counts: map[txmanager.State]int{}}
+	var owner *string
+	var token *int64
+	var next *int64
+	var counts map[string]int
+	err := s.pool.QueryRow(ctx, `
+		SELECT
+			(SELECT owner_node FROM signer_lease WHERE chain_id = $1 AND signer = $2 AND expires_at > now()),
+			(SELECT fencing_token FROM signer_lease WHERE chain_id = $1 AND signer = $2),
+			(SELECT expires_at FROM signer_lease WHERE chain_id = $1 AND signer = $2 AND expires_at > now()),
+			(SELECT next_nonce FROM nonce_cursor WHERE chain_id = $1 AND signer = $2),
+			coalesce((SELECT jsonb_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM tx
+				WHERE chain_id = $1 AND signer = $2 GROUP BY state) c), '{}'),
+			(SELECT min(created_at) FROM tx WHERE chain_id = $1 AND signer = $2
+				AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED'))`,
+		int64(key.ChainID), key.Signer.Bytes()).Scan(&owner, &token, &st.LeaseExpiresAt, &next, &counts, &st.OldestOpenSince)
+	if err != nil {
+		return st, fmt.Errorf("status of %s: %w", key, err)
+	}
+	if owner != nil {
+		st.Owner = *owner
+	}
+	if token != nil {
+		st.Token = *token
+	}
+	if next != nil {
+		n := uint64(*next)
+		st.NextNonce = &n
+	}
+	for k, v := range counts {
+		st.Counts[txmanager.State(k)] = v
+	}
+	return st, nil
 }
