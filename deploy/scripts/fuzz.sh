@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 fuzztime=${FUZZTIME:-10000x}
+# Each new interesting input is minimized for up to a minute by default,
+# which turned a ten-second burst into minutes; bound it by a count too.
+minimizetime=${FUZZMINIMIZETIME:-200x}
 
 found=0
 while read -r file; do
@@ -21,7 +24,7 @@ while read -r file; do
 	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
 		found=$((found + 1))
 		echo "fuzz: $target in ./$dir for $fuzztime"
-		(cd "$dir" && go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" .)
+		(cd "$dir" && go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimizetime" .)
 	done
 done < <(git ls-files --cached --others --exclude-standard '*_test.go' | sort)
 [[ $found -gt 0 ]] || { echo "fuzz: no fuzz targets found" >&2; exit 1; }
