@@ -25,6 +25,52 @@ import (
 	"github.com/txfence/txfence/txmanager/txmanagerd"
 )
 
+// cluster is a txmanagerd deployment for one signer as processes would
+// run it: a migrated database, signerd's and mevrouterd's real APIs over
+// anvil, and the binary to start nodes with.
+type cluster struct {
+	pki   string
+	stack *mevroutertest.Stack
+	from  common.Address
+	db    string
+	bin   string
+	env   func(node string) map[string]string
+}
+
+// newCluster sets a cluster up; extra settings go to every node.
+func newCluster(t *testing.T, extra map[string]string) *cluster {
+	t.Helper()
+	c := &cluster{pki: servicetest.PKI(t), from: signertest.DevAddress(0), db: pgtest.URL(t)}
+	c.stack = mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	routerURL := c.stack.Serve(t, c.pki, nil)
+	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: c.pki})
+	chains := filepath.Join(t.TempDir(), "chains.json")
+	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q],
+		"signers": [{"address": %q, "in_flight": 2000}]}]}`, c.stack.Node.ChainID(), c.stack.Node.URL(), c.from.Hex())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.env = func(node string) map[string]string {
+		return servicetest.Merge(servicetest.TLSEnv(txmanagerd.Spec.EnvPrefix, c.pki, txmanagerd.Spec.Identity), map[string]string{
+			txmanagerd.Spec.EnvPrefix + "DATABASE_URL":  c.db,
+			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chains,
+			txmanagerd.Spec.EnvPrefix + "SIGNER_URL":    signerd.URL,
+			txmanagerd.Spec.EnvPrefix + "MEVROUTER_URL": routerURL,
+			txmanagerd.Spec.EnvPrefix + "NODE_ID":       node,
+		}, extra)
+	}
+	c.bin = servicetest.Build(t, "github.com/txfence/txfence/txmanager/cmd/txmanagerd")
+	if _, err := servicetest.RunOnce(t, txmanagerd.Run, []string{"migrate"}, c.env("migrate")); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// node starts a txmanagerd process named name.
+func (c *cluster) node(t *testing.T, name string) *servicetest.Process {
+	t.Helper()
+	return servicetest.StartProcess(t, c.bin, nil, c.env(name), "internal")
+}
+
 // TestThreeNodesOneSignerContiguousNonces runs three real txmanagerd
 // processes on one database, with signerd's and mevrouterd's real APIs and
 // anvil, and creates 1,000 transactions for one signer through all three
@@ -34,35 +80,11 @@ import (
 func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 	t.Parallel()
 	const total = 1000
-	pki := servicetest.PKI(t)
-	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
-	routerURL := stack.Serve(t, pki, nil)
-	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})
-	from := signertest.DevAddress(0)
-
-	chains := filepath.Join(t.TempDir(), "chains.json")
-	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q],
-		"signers": [{"address": %q, "in_flight": 2000}]}]}`, stack.Node.ChainID(), stack.Node.URL(), from.Hex())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := pgtest.URL(t)
-	env := func(node string) map[string]string {
-		return servicetest.Merge(servicetest.TLSEnv(txmanagerd.Spec.EnvPrefix, pki, txmanagerd.Spec.Identity), map[string]string{
-			txmanagerd.Spec.EnvPrefix + "DATABASE_URL":  db,
-			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chains,
-			txmanagerd.Spec.EnvPrefix + "SIGNER_URL":    signerd.URL,
-			txmanagerd.Spec.EnvPrefix + "MEVROUTER_URL": routerURL,
-			txmanagerd.Spec.EnvPrefix + "NODE_ID":       node,
-		})
-	}
-	bin := servicetest.Build(t, "github.com/txfence/txfence/txmanager/cmd/txmanagerd")
-	if _, err := servicetest.RunOnce(t, txmanagerd.Run, []string{"migrate"}, env("migrate")); err != nil {
-		t.Fatal(err)
-	}
+	c := newCluster(t, nil)
+	pki, stack, from, db := c.pki, c.stack, c.from, c.db
 	var urls []string
 	for i := range 3 {
-		p := servicetest.StartProcess(t, bin, nil, env(fmt.Sprintf("node-%d", i)), "internal")
-		urls = append(urls, p.URL("internal"))
+		urls = append(urls, c.node(t, fmt.Sprintf("node-%d", i)).URL("internal"))
 	}
 	client := servicetest.Client(t, pki, "gateway", "txmanager")
 
@@ -189,39 +211,18 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 func TestAPausedOwnerIsFencedAndNothingIsLost(t *testing.T) {
 	t.Parallel()
 	const total = 200
-	pki := servicetest.PKI(t)
-	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
-	routerURL := stack.Serve(t, pki, nil)
-	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})
-	from := signertest.DevAddress(0)
-	chains := filepath.Join(t.TempDir(), "chains.json")
-	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q],
-		"signers": [{"address": %q, "in_flight": 2000}]}]}`, stack.Node.ChainID(), stack.Node.URL(), from.Hex())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := pgtest.URL(t)
-	env := func(node string) map[string]string {
-		return servicetest.Merge(servicetest.TLSEnv(txmanagerd.Spec.EnvPrefix, pki, txmanagerd.Spec.Identity), map[string]string{
-			txmanagerd.Spec.EnvPrefix + "DATABASE_URL":  db,
-			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chains,
-			txmanagerd.Spec.EnvPrefix + "SIGNER_URL":    signerd.URL,
-			txmanagerd.Spec.EnvPrefix + "MEVROUTER_URL": routerURL,
-			txmanagerd.Spec.EnvPrefix + "NODE_ID":       node,
-			txmanagerd.Spec.EnvPrefix + "LEASE_TTL":     "2s",
-			txmanagerd.Spec.EnvPrefix + "LEASE_RENEW":   "400ms",
-			// A paused owner's open transaction must not outlive its lease.
-			txmanagerd.Spec.EnvPrefix + "DB_IDLE_IN_TX_TIMEOUT": "1s",
-		})
-	}
-	bin := servicetest.Build(t, "github.com/txfence/txfence/txmanager/cmd/txmanagerd")
-	if _, err := servicetest.RunOnce(t, txmanagerd.Run, []string{"migrate"}, env("migrate")); err != nil {
-		t.Fatal(err)
-	}
+	c := newCluster(t, map[string]string{
+		txmanagerd.Spec.EnvPrefix + "LEASE_TTL":   "2s",
+		txmanagerd.Spec.EnvPrefix + "LEASE_RENEW": "400ms",
+		// A paused owner's open transaction must not outlive its lease.
+		txmanagerd.Spec.EnvPrefix + "DB_IDLE_IN_TX_TIMEOUT": "1s",
+	})
+	pki, stack, from, db := c.pki, c.stack, c.from, c.db
 	nodes := map[string]*servicetest.Process{}
 	var urls []string
 	for i := range 2 {
 		name := fmt.Sprintf("node-%d", i)
-		nodes[name] = servicetest.StartProcess(t, bin, nil, env(name), "internal")
+		nodes[name] = c.node(t, name)
 		urls = append(urls, nodes[name].URL("internal"))
 	}
 	client := servicetest.Client(t, pki, "gateway", "txmanager")
