@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
@@ -49,6 +51,10 @@ type Config struct {
 	RenewEvery time.Duration `env:"LEASE_RENEW" default:"3s"`
 	// GasMultiplier scales gas estimates.
 	GasMultiplier float64 `env:"GAS_MULTIPLIER" default:"1.2"`
+	// TestCrashAfter is fault injection for the crash tests, never for
+	// production: the process kills itself with SIGKILL right after the
+	// named pipeline step (worker.Steps), as `kill -9` would.
+	TestCrashAfter string `env:"TEST_CRASH_AFTER"`
 }
 
 // Spec names txmanagerd.
@@ -64,6 +70,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer svc.Close()
 	if cfg.IdleInTransactionTimeout <= 0 || cfg.IdleInTransactionTimeout >= cfg.LeaseTTL {
 		return fmt.Errorf("DB_IDLE_IN_TX_TIMEOUT=%s must be positive and below LEASE_TTL=%s: a takeover waits for the old owner's open transaction", cfg.IdleInTransactionTimeout, cfg.LeaseTTL)
+	}
+	crash, err := crashAfter(cfg.TestCrashAfter)
+	if err != nil {
+		return err
 	}
 	if cfg.ChainsFile == "" {
 		return errors.New("TXFENCE_TXMANAGER_CHAINS_FILE is required to serve: it names the chains and signers to manage")
@@ -82,7 +92,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.SignerURL == "" || cfg.MevrouterURL == "" {
 		svc.Log.Warn("SIGNER_URL or MEVROUTER_URL unset: this node accepts transactions but works on no signer")
 	} else {
-		stopWork, err := startWork(ctx, cfg, chains, store, svc)
+		stopWork, err := startWork(ctx, cfg, chains, store, svc, crash)
 		if err != nil {
 			return err
 		}
@@ -94,7 +104,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // startWork starts the lease manager and the per-signer workers; the
 // returned function stops them, releasing this node's leases.
-func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service) (func(), error) {
+func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service, crash func(worker.Step)) (func(), error) {
 	readers := map[uint64]*chain.Reader{}
 	closeReaders := func() {
 		for _, r := range readers {
@@ -132,6 +142,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 	pool := worker.NewPool(workCtx, worker.Deps{
 		Store: store, Chains: chains, Readers: readers, Signer: signerClient, Router: routerClient,
 		Fenced: func(f txmanager.Fence) { manager.Fenced(f) }, Log: svc.Log, GasMultiplier: cfg.GasMultiplier,
+		AfterStep: crash,
 	})
 	manager, err = lease.New(store, pool, svc.HTTP.Registry(), lease.Config{
 		Node: node, LeaseTTL: cfg.LeaseTTL, RenewEvery: cfg.RenewEvery, Signers: chains.Signers, Logger: svc.Log,
@@ -155,6 +166,24 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		stop()
 		<-done
 		closeReaders()
+	}, nil
+}
+
+// crashAfter makes the fault-injection hook of TEST_CRASH_AFTER: nil when
+// unset.
+func crashAfter(step string) (func(worker.Step), error) {
+	if step == "" {
+		return nil, nil
+	}
+	if !slices.Contains(worker.Steps, worker.Step(step)) {
+		return nil, fmt.Errorf("TEST_CRASH_AFTER=%q is not one of %v", step, worker.Steps)
+	}
+	return func(s worker.Step) {
+		if s == worker.Step(step) {
+			// Like kill -9: no deferred function runs, no lease is released.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is asynchronous; nothing may run on
+		}
 	}, nil
 }
 

@@ -42,6 +42,37 @@ type Deps struct {
 	GasMultiplier float64
 	// ApprovalTTL is how long a transaction waits for approvals.
 	ApprovalTTL time.Duration
+	// AfterStep, when set, is called after each write-ahead step of the
+	// pipeline has committed (or, for StepSignature, before the signature
+	// is stored): a fault-injection point for the crash tests, nil in
+	// production.
+	AfterStep func(Step)
+}
+
+// Step names a point of the pipeline where a crash must lose nothing.
+type Step string
+
+// The steps, in pipeline order.
+const (
+	// StepAllocated: nonces are durable; nothing is signed yet.
+	StepAllocated Step = "allocated"
+	// StepSignature: signerd has signed (and recorded) the batch; the
+	// signatures are not stored yet.
+	StepSignature Step = "signature"
+	// StepSigned: the signed transactions are durable; nothing is sent.
+	StepSigned Step = "signed"
+	// StepBroadcast: a route accepted the transactions; BROADCASTED is not
+	// written yet.
+	StepBroadcast Step = "broadcast"
+)
+
+// Steps lists every step.
+var Steps = []Step{StepAllocated, StepSignature, StepSigned, StepBroadcast}
+
+func (d *Deps) after(s Step) {
+	if d.AfterStep != nil {
+		d.AfterStep(s)
+	}
 }
 
 // Pool runs one worker per acquired signer; it is the lease.Handler.
@@ -320,6 +351,7 @@ func (w *worker) sendReady(ctx context.Context) error {
 		return err
 	}
 	w.next += uint64(len(allocated))
+	w.after(StepAllocated)
 	if err := w.signAndStore(ctx, allocated); err != nil {
 		return err
 	}
@@ -355,6 +387,7 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
+	w.after(StepSignature)
 	for i, res := range results {
 		if res.Outcome != remote.OutcomeSigned && res.Outcome != remote.OutcomeReplayed {
 			return fmt.Errorf("%w: signerd answered %s (rule %s) for %s at nonce %d after allocation: the nonce stays reserved; resolve the policy and restart the signer",
@@ -366,6 +399,7 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 			return err
 		}
 	}
+	w.after(StepSigned)
 	return nil
 }
 
@@ -391,6 +425,7 @@ func (w *worker) broadcast(ctx context.Context, txs []txmanager.Tx) error {
 		if err != nil {
 			return fmt.Errorf("broadcast: %w", err)
 		}
+		w.after(StepBroadcast)
 		for i, s := range sent {
 			if !s.Accepted {
 				w.log.Warn("broadcast refused", "tx_id", group[i].ID, "category", s.Category, "message", s.Message)
