@@ -164,8 +164,9 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 	return out, err
 }
 
-// Attempt is one signed attempt to store.
+// Attempt is one signed attempt of a transaction, to store.
 type Attempt struct {
+	TxID                 uuid.UUID
 	Raw                  []byte
 	Hash                 common.Hash
 	MaxFeePerGas         *big.Int
@@ -173,40 +174,60 @@ type Attempt struct {
 	GasPrice             *big.Int
 }
 
-// Signed stores a transaction's first signed attempt: ALLOCATED → SIGNED,
-// its raw transaction and hash durable before anything is broadcast.
-func (s *Store) Signed(ctx context.Context, f txmanager.Fence, id uuid.UUID, a Attempt) (txmanager.Tx, error) {
-	var out txmanager.Tx
+// Signed stores a batch's first signed attempts, ALLOCATED → SIGNED, in
+// one fenced transaction: the raw transactions and hashes are durable
+// before anything is broadcast, and the batch costs one commit.
+func (s *Store) Signed(ctx context.Context, f txmanager.Fence, attempts []Attempt) ([]txmanager.Tx, error) {
+	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price)
-			SELECT tx_id, 1, nonce, $2, $3, $4, $5, $6 FROM tx WHERE tx_id = $1 AND state = 'ALLOCATED'`,
-			id, a.Hash.Bytes(), a.Raw, optNumeric(a.MaxFeePerGas), optNumeric(a.MaxPriorityFeePerGas), optNumeric(a.GasPrice))
-		if err != nil {
-			return fmt.Errorf("store the attempt of %s: %w", id, err)
+		out = out[:0]
+		for _, a := range attempts {
+			_, err := tx.Exec(ctx, `
+				INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price)
+				SELECT tx_id, 1, nonce, $2, $3, $4, $5, $6 FROM tx WHERE tx_id = $1 AND state = 'ALLOCATED'`,
+				a.TxID, a.Hash.Bytes(), a.Raw, optNumeric(a.MaxFeePerGas), optNumeric(a.MaxPriorityFeePerGas), optNumeric(a.GasPrice))
+			if err != nil {
+				return fmt.Errorf("store the attempt of %s: %w", a.TxID, err)
+			}
+			h := a.Hash
+			t, err := move(ctx, tx, f, a.TxID, []txmanager.State{txmanager.StateAllocated}, txmanager.StateSigned,
+				`, current_attempt = 1`, nil, txmanager.StateChanged{Hash: &h})
+			if err != nil {
+				return err
+			}
+			out = append(out, t)
 		}
-		h := a.Hash
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated}, txmanager.StateSigned,
-			`, current_attempt = 1`, nil, txmanager.StateChanged{Hash: &h})
-		return err
+		return nil
 	})
 	return out, err
 }
 
-// Broadcasted records that a route accepted the current attempt:
-// SIGNED → BROADCASTED.
-func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, id uuid.UUID, route txmanager.Route, at time.Time) (txmanager.Tx, error) {
-	var out txmanager.Tx
+// Sent is a transaction whose current attempt a route accepted.
+type Sent struct {
+	TxID  uuid.UUID
+	Route txmanager.Route
+}
+
+// Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, in one
+// fenced transaction.
+func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
+	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateSigned}, txmanager.StateBroadcasted,
-			``, nil, txmanager.StateChanged{Route: route})
-		if err != nil {
-			return err
+		out = out[:0]
+		for _, b := range sent {
+			t, err := move(ctx, tx, f, b.TxID, []txmanager.State{txmanager.StateSigned}, txmanager.StateBroadcasted,
+				`, sub_state = NULL, reason = NULL`, nil, txmanager.StateChanged{Route: b.Route})
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE attempt SET route = $2, sent_at = $3
+				WHERE tx_id = $1 AND attempt = (SELECT current_attempt FROM tx WHERE tx_id = $1)`, b.TxID, string(b.Route), at)
+			if err != nil {
+				return err
+			}
+			out = append(out, t)
 		}
-		_, err = tx.Exec(ctx, `UPDATE attempt SET route = $2, sent_at = $3
-			WHERE tx_id = $1 AND attempt = (SELECT current_attempt FROM tx WHERE tx_id = $1)`, id, string(route), at)
-		return err
+		return nil
 	})
 	return out, err
 }

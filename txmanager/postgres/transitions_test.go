@@ -46,7 +46,7 @@ func simulatedTxs(t *testing.T, s *postgres.Store, f txmanager.Fence, prefix str
 }
 
 func attemptFor(id uuid.UUID) postgres.Attempt {
-	return postgres.Attempt{Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+	return postgres.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
 }
 
 func TestTheWayThroughTheFence(t *testing.T) {
@@ -58,12 +58,12 @@ func TestTheWayThroughTheFence(t *testing.T) {
 	if err != nil || len(allocated) != 1 || *allocated[0].Nonce != 7 || allocated[0].State != txmanager.StateAllocated {
 		t.Fatalf("allocate: %+v %v", allocated, err)
 	}
-	signed, err := s.Signed(ctx(t), f, ids[0], attemptFor(ids[0]))
-	if err != nil || signed.State != txmanager.StateSigned || signed.Hash == nil || *signed.Hash != attemptFor(ids[0]).Hash {
+	signed, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0])})
+	if err != nil || len(signed) != 1 || signed[0].State != txmanager.StateSigned || signed[0].Hash == nil || *signed[0].Hash != attemptFor(ids[0]).Hash {
 		t.Fatalf("signed: %+v %v", signed, err)
 	}
-	sent, err := s.Broadcasted(ctx(t), f, ids[0], txmanager.RoutePrivate, time.Now())
-	if err != nil || sent.State != txmanager.StateBroadcasted {
+	sent, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePrivate}}, time.Now())
+	if err != nil || len(sent) != 1 || sent[0].State != txmanager.StateBroadcasted {
 		t.Fatalf("broadcasted: %+v %v", sent, err)
 	}
 	var states []string
@@ -126,10 +126,10 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 	writes := map[string]func() error{
 		"simulate": func() error { _, err := s.Simulated(ctx(t), old, newTx.ID, 21000); return err },
 		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], 1); return err },
-		"sign":     func() error { _, err := s.Signed(ctx(t), old, ids[0], attemptFor(ids[0])); return err },
+		"sign":     func() error { _, err := s.Signed(ctx(t), old, []postgres.Attempt{attemptFor(ids[0])}); return err },
 		"fail":     func() error { _, err := s.Fail(ctx(t), old, ids[2], "policy_denied", ""); return err },
 		"broadcast": func() error {
-			_, err := s.Broadcasted(ctx(t), old, ids[0], txmanager.RoutePublic, time.Now())
+			_, err := s.Broadcasted(ctx(t), old, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now())
 			return err
 		},
 	}

@@ -56,16 +56,25 @@ func (s *Store) SetSubState(ctx context.Context, f txmanager.Fence, id uuid.UUID
 	return out, err
 }
 
-// RawAttempt is the raw signed transaction of a transaction's current
-// attempt.
-func (s *Store) RawAttempt(ctx context.Context, id uuid.UUID) ([]byte, error) {
-	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT a.raw FROM attempt a JOIN tx t ON t.tx_id = a.tx_id AND a.attempt = t.current_attempt
-		WHERE a.tx_id = $1`, id).Scan(&raw)
+// RawAttempts are the raw signed transactions of the transactions'
+// current attempts, by transaction; one without an attempt is absent.
+func (s *Store) RawAttempts(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]byte, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.tx_id, a.raw FROM attempt a JOIN tx t ON t.tx_id = a.tx_id AND a.attempt = t.current_attempt
+		WHERE a.tx_id = ANY($1)`, ids)
 	if err != nil {
-		return nil, fmt.Errorf("the signed attempt of %s: %w", id, err)
+		return nil, fmt.Errorf("signed attempts: %w", err)
 	}
-	return raw, nil
+	out := make(map[uuid.UUID][]byte, len(ids))
+	var id uuid.UUID
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
+		out[id] = raw
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signed attempts: %w", err)
+	}
+	return out, nil
 }
 
 // SignerStatus is what an operator asks about a signer: who works on it,

@@ -388,16 +388,17 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 		return fmt.Errorf("sign: %w", err)
 	}
 	w.after(StepSignature)
+	attempts := make([]postgres.Attempt, 0, len(results))
 	for i, res := range results {
 		if res.Outcome != remote.OutcomeSigned && res.Outcome != remote.OutcomeReplayed {
 			return fmt.Errorf("%w: signerd answered %s (rule %s) for %s at nonce %d after allocation: the nonce stays reserved; resolve the policy and restart the signer",
 				errHalt, res.Outcome, res.Decision.RuleID, txs[i].ID, *txs[i].Nonce)
 		}
-		a := postgres.Attempt{Raw: res.RawTx, Hash: res.Hash, MaxFeePerGas: fees[i].MaxFeePerGas,
-			MaxPriorityFeePerGas: fees[i].MaxPriorityFeePerGas, GasPrice: fees[i].GasPrice}
-		if _, err := w.Store.Signed(ctx, w.fence, txs[i].ID, a); err != nil {
-			return err
-		}
+		attempts = append(attempts, postgres.Attempt{TxID: txs[i].ID, Raw: res.RawTx, Hash: res.Hash, MaxFeePerGas: fees[i].MaxFeePerGas,
+			MaxPriorityFeePerGas: fees[i].MaxPriorityFeePerGas, GasPrice: fees[i].GasPrice})
+	}
+	if _, err := w.Store.Signed(ctx, w.fence, attempts); err != nil {
+		return err
 	}
 	w.after(StepSigned)
 	return nil
@@ -413,27 +414,35 @@ func (w *worker) broadcast(ctx context.Context, txs []txmanager.Tx) error {
 		byRoute[t.Route] = append(byRoute[t.Route], t)
 	}
 	for route, group := range byRoute {
+		ids := make([]uuid.UUID, len(group))
+		for i := range group {
+			ids[i] = group[i].ID
+		}
+		byID, err := w.Store.RawAttempts(ctx, ids)
+		if err != nil {
+			return err
+		}
 		raws := make([][]byte, len(group))
 		for i := range group {
-			raw, err := w.Store.RawAttempt(ctx, group[i].ID)
-			if err != nil {
-				return err
+			if raws[i] = byID[group[i].ID]; raws[i] == nil {
+				return fmt.Errorf("%s is SIGNED without a stored attempt", group[i].ID)
 			}
-			raws[i] = raw
 		}
 		sent, err := w.Router.Broadcast(ctx, remote.Broadcast{Raw: raws, Route: route})
 		if err != nil {
 			return fmt.Errorf("broadcast: %w", err)
 		}
 		w.after(StepBroadcast)
+		var accepted []postgres.Sent
 		for i, s := range sent {
 			if !s.Accepted {
 				w.log.Warn("broadcast refused", "tx_id", group[i].ID, "category", s.Category, "message", s.Message)
 				continue
 			}
-			if _, err := w.Store.Broadcasted(ctx, w.fence, group[i].ID, s.Route, time.Now()); err != nil {
-				return err
-			}
+			accepted = append(accepted, postgres.Sent{TxID: group[i].ID, Route: s.Route})
+		}
+		if _, err := w.Store.Broadcasted(ctx, w.fence, accepted, time.Now()); err != nil {
+			return err
 		}
 	}
 	return nil
