@@ -179,9 +179,12 @@ type Tx struct {
 	GasLimit *uint64
 	Nonce    *uint64
 	// Hash is the current attempt's hash, once signed.
-	Hash      *common.Hash
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Hash *common.Hash
+	// ApprovalExpiresAt is when a PENDING_APPROVAL transaction stops
+	// waiting; nil in every other state.
+	ApprovalExpiresAt *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // Key is the transaction's signer.

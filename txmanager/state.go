@@ -95,5 +95,26 @@ const (
 // Reasons of FAILED and CANCELLED transactions (stable codes, see
 // components.yaml TxStateChangedData.reason).
 const (
-	ReasonCancelRequested = "cancel_requested"
+	ReasonCancelRequested    = "cancel_requested"
+	ReasonSimulationReverted = "simulation_reverted"
+	ReasonPolicyDenied       = "policy_denied"
+	ReasonApprovalRequired   = "approval_required"
+	ReasonApprovalRejected   = "approval_rejected"
+	ReasonApprovalExpired    = "approval_expired"
+	ReasonInsufficientFunds  = "insufficient_funds"
+	// ReasonFundsTimeout: held for funds longer than the signer's hold.
+	ReasonFundsTimeout      = "insufficient_funds_timeout"
+	ReasonDependencyFailed  = "dependency_failed"
+	ReasonWaitingDependency = "waiting_dependency"
+	// ReasonSigningRefused: signerd refused a transaction after its nonce
+	// was allocated (the policy changed, a rolling window filled up, the
+	// approvals expired).
+	ReasonSigningRefused = "signing_refused"
+	// ReasonGapFill: a transaction txfence made to fill the nonce of one
+	// signerd refused while later nonces were signed (gap_policy fill).
+	ReasonGapFill = "gap_fill"
+	// ReasonBroadcastRefused: every route refused the transaction for a
+	// reason retrying will not change (sub-state stuck until an operator
+	// acts).
+	ReasonBroadcastRefused = "broadcast_refused"
 )

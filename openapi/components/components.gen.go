@@ -932,6 +932,12 @@ type TxState string
 //
 // Example: {"from_state":"SIGNED","hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","nonce":7,"route":"private","to_state":"BROADCASTED"}
 type TxStateChangedData struct {
+	// Approver Who rejected the transaction (`approval_rejected`).
+	Approver *string `json:"approver,omitempty"`
+
+	// Approvers The approvals the signer counted, when a transaction stops waiting for them (PENDING_APPROVAL to SIMULATED).
+	Approvers *[]string `json:"approvers,omitempty"`
+
 	// FromState The state before the change; absent on the INIT event that reports acceptance.
 	FromState *TxState `json:"from_state,omitempty"`
 
@@ -947,8 +953,13 @@ type TxStateChangedData struct {
 	// changes; a stable snake_case code such as `simulation_reverted`,
 	// `policy_denied`, `approval_rejected`, `approval_expired`,
 	// `insufficient_funds_timeout`, `dependency_failed`,
-	// `nonce_consumed_externally`, `cancel_requested`, `cancel_mined`.
-	// The list grows; treat unknown codes as opaque text.
+	// `nonce_consumed_externally`, `cancel_requested`, `cancel_mined`,
+	// `approval_required`, `insufficient_funds`, `waiting_dependency`,
+	// `signing_refused` (signerd refused after the nonce was
+	// allocated), `gap_fill` (a transaction txfence made to fill a
+	// nonce gap), `broadcast_refused`. A sub-state change may add
+	// detail after a colon (`broadcast_refused: intrinsic_gas_too_low:
+	// ...`). The list grows; treat unknown codes as opaque text.
 	//
 	//
 	// Example: simulation_reverted
@@ -961,6 +972,11 @@ type TxStateChangedData struct {
 
 	// Route The route a transaction was actually sent by (`auto` resolved).
 	Route *SendRoute `json:"route,omitempty"`
+
+	// Rule The signer policy's rule behind a denial (`policy_denied`, `signing_refused`) or a demand for approvals.
+	//
+	// Example: large-withdrawals
+	Rule *string `json:"rule,omitempty"`
 
 	// SubState The sub-state after the change; absent when there is none.
 	SubState *TxSubState `json:"sub_state,omitempty"`

@@ -21,6 +21,27 @@ import (
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
 
+// ApprovalRequest defines model for ApprovalRequest.
+type ApprovalRequest struct {
+	// Approver An approver's id, as the signer's policy names it.
+	//
+	// Example: alice
+	Approver ApproverId `json:"approver"`
+
+	// Expiry When the approval stops counting; whole seconds, in the future.
+	//
+	// Example: 2026-11-23T14:00:00Z
+	Expiry time.Time `json:"expiry"`
+
+	// Signature The Ed25519 signature (64 bytes), base64.
+	Signature []byte `json:"signature"`
+}
+
+// ApproverId An approver's id, as the signer's policy names it.
+//
+// Example: alice
+type ApproverId = string
+
 // CreateTxRequest defines model for CreateTxRequest.
 type CreateTxRequest struct {
 	// ChainId An EIP-155 chain id.
@@ -97,6 +118,14 @@ type EventList struct {
 	Events []externalRef0.Event `json:"events"`
 }
 
+// RejectRequest defines model for RejectRequest.
+type RejectRequest struct {
+	// Approver An approver's id, as the signer's policy names it.
+	//
+	// Example: alice
+	Approver ApproverId `json:"approver"`
+}
+
 // SignerStatus defines model for SignerStatus.
 type SignerStatus struct {
 	// ChainId An EIP-155 chain id.
@@ -131,6 +160,9 @@ type SignerStatus struct {
 
 // Tx defines model for Tx.
 type Tx struct {
+	// ApprovalExpiresAt While PENDING_APPROVAL, when the wait ends (the transaction then FAILS with `approval_expired`).
+	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
+
 	// ChainId An EIP-155 chain id.
 	//
 	// Example: 31337
@@ -285,6 +317,12 @@ type ListTxParams struct {
 // CreateTxJSONRequestBody defines body for CreateTx for application/json ContentType.
 type CreateTxJSONRequestBody = CreateTxRequest
 
+// ApproveTxJSONRequestBody defines body for ApproveTx for application/json ContentType.
+type ApproveTxJSONRequestBody = ApprovalRequest
+
+// RejectTxJSONRequestBody defines body for RejectTx for application/json ContentType.
+type RejectTxJSONRequestBody = RejectRequest
+
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -427,6 +465,42 @@ type ClientInterface interface {
 	// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
 	GetTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ApproveTxWithBody Add an approver's approval
+	//
+	// Stores an approver's Ed25519 signature over the transaction's
+	// intent and an expiry (docs/signer.md, "Approvals", gives the
+	// message). txmanager cannot check the signature: signerd alone
+	// knows the approvers' keys. The signer's owner node asks signerd
+	// again with every approval stored; once M of N count, the
+	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+	// with them. The same approver again replaces its approval. A
+	// transaction not waiting for approvals (or whose wait is over) is a
+	// `409`. Only the gateway may call it (mutual TLS identity
+	// `gateway`), after checking the caller may approve.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+	ApproveTxWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApproveTx Add an approver's approval
+	//
+	// Stores an approver's Ed25519 signature over the transaction's
+	// intent and an expiry (docs/signer.md, "Approvals", gives the
+	// message). txmanager cannot check the signature: signerd alone
+	// knows the approvers' keys. The signer's owner node asks signerd
+	// again with every approval stored; once M of N count, the
+	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+	// with them. The same approver again replaces its approval. A
+	// transaction not waiting for approvals (or whose wait is over) is a
+	// `409`. Only the gateway may call it (mutual TLS identity
+	// `gateway`), after checking the caller may approve.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+	ApproveTx(ctx context.Context, txId TxIdPath, body ApproveTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CancelTx Cancel a transaction that has no nonce yet
 	//
 	// INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
@@ -436,6 +510,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
 	CancelTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RejectTxWithBody Reject a transaction waiting for approvals
+	//
+	// Records the approver's rejection and FAILS the transaction
+	// (`reason` `approval_rejected`), in one transaction: no nonce was
+	// spent on it. The same approver rejecting again answers it again; a
+	// transaction in another state is a `409`. Only the gateway may call
+	// it (mutual TLS identity `gateway`), after checking the caller may
+	// approve.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+	RejectTxWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RejectTx Reject a transaction waiting for approvals
+	//
+	// Records the approver's rejection and FAILS the transaction
+	// (`reason` `approval_rejected`), in one transaction: no nonce was
+	// spent on it. The same approver rejecting again answers it again; a
+	// transaction in another state is a `409`. Only the gateway may call
+	// it (mutual TLS identity `gateway`), after checking the caller may
+	// approve.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+	RejectTx(ctx context.Context, txId TxIdPath, body RejectTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMetrics Prometheus metrics
 	//
@@ -596,6 +698,62 @@ func (c *Client) GetTx(ctx context.Context, txId TxIdPath, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// ApproveTxWithBody Add an approver's approval
+//
+// Stores an approver's Ed25519 signature over the transaction's
+// intent and an expiry (docs/signer.md, "Approvals", gives the
+// message). txmanager cannot check the signature: signerd alone
+// knows the approvers' keys. The signer's owner node asks signerd
+// again with every approval stored; once M of N count, the
+// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+// with them. The same approver again replaces its approval. A
+// transaction not waiting for approvals (or whose wait is over) is a
+// `409`. Only the gateway may call it (mutual TLS identity
+// `gateway`), after checking the caller may approve.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+func (c *Client) ApproveTxWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApproveTxRequestWithBody(c.Server, txId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApproveTx Add an approver's approval
+//
+// Stores an approver's Ed25519 signature over the transaction's
+// intent and an expiry (docs/signer.md, "Approvals", gives the
+// message). txmanager cannot check the signature: signerd alone
+// knows the approvers' keys. The signer's owner node asks signerd
+// again with every approval stored; once M of N count, the
+// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+// with them. The same approver again replaces its approval. A
+// transaction not waiting for approvals (or whose wait is over) is a
+// `409`. Only the gateway may call it (mutual TLS identity
+// `gateway`), after checking the caller may approve.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+func (c *Client) ApproveTx(ctx context.Context, txId TxIdPath, body ApproveTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApproveTxRequest(c.Server, txId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CancelTx Cancel a transaction that has no nonce yet
 //
 // INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
@@ -606,6 +764,54 @@ func (c *Client) GetTx(ctx context.Context, txId TxIdPath, reqEditors ...Request
 // Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
 func (c *Client) CancelTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelTxRequest(c.Server, txId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RejectTxWithBody Reject a transaction waiting for approvals
+//
+// Records the approver's rejection and FAILS the transaction
+// (`reason` `approval_rejected`), in one transaction: no nonce was
+// spent on it. The same approver rejecting again answers it again; a
+// transaction in another state is a `409`. Only the gateway may call
+// it (mutual TLS identity `gateway`), after checking the caller may
+// approve.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+func (c *Client) RejectTxWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRejectTxRequestWithBody(c.Server, txId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RejectTx Reject a transaction waiting for approvals
+//
+// Records the approver's rejection and FAILS the transaction
+// (`reason` `approval_rejected`), in one transaction: no nonce was
+// spent on it. The same approver rejecting again answers it again; a
+// transaction in another state is a `409`. Only the gateway may call
+// it (mutual TLS identity `gateway`), after checking the caller may
+// approve.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+func (c *Client) RejectTx(ctx context.Context, txId TxIdPath, body RejectTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRejectTxRequest(c.Server, txId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1014,6 +1220,53 @@ func NewGetTxRequest(server string, txId TxIdPath) (*http.Request, error) {
 	return req, nil
 }
 
+// NewApproveTxRequest calls the generic ApproveTx builder with application/json body
+func NewApproveTxRequest(server string, txId TxIdPath, body ApproveTxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewApproveTxRequestWithBody(server, txId, "application/json", bodyReader)
+}
+
+// NewApproveTxRequestWithBody constructs an http.Request for the ApproveTx method, with any body, and a specified content type
+func NewApproveTxRequestWithBody(server string, txId TxIdPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s/approvals", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCancelTxRequest constructs an http.Request for the CancelTx method
 func NewCancelTxRequest(server string, txId TxIdPath) (*http.Request, error) {
 	var err error
@@ -1044,6 +1297,53 @@ func NewCancelTxRequest(server string, txId TxIdPath) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRejectTxRequest calls the generic RejectTx builder with application/json body
+func NewRejectTxRequest(server string, txId TxIdPath, body RejectTxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRejectTxRequestWithBody(server, txId, "application/json", bodyReader)
+}
+
+// NewRejectTxRequestWithBody constructs an http.Request for the RejectTx method, with any body, and a specified content type
+func NewRejectTxRequestWithBody(server string, txId TxIdPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s/reject", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -1224,6 +1524,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
 	GetTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*GetTxResponse, error)
 
+	// ApproveTxWithBodyWithResponse Add an approver's approval
+	//
+	// Stores an approver's Ed25519 signature over the transaction's
+	// intent and an expiry (docs/signer.md, "Approvals", gives the
+	// message). txmanager cannot check the signature: signerd alone
+	// knows the approvers' keys. The signer's owner node asks signerd
+	// again with every approval stored; once M of N count, the
+	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+	// with them. The same approver again replaces its approval. A
+	// transaction not waiting for approvals (or whose wait is over) is a
+	// `409`. Only the gateway may call it (mutual TLS identity
+	// `gateway`), after checking the caller may approve.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+	ApproveTxWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApproveTxResponse, error)
+
+	// ApproveTxWithResponse Add an approver's approval
+	//
+	// Stores an approver's Ed25519 signature over the transaction's
+	// intent and an expiry (docs/signer.md, "Approvals", gives the
+	// message). txmanager cannot check the signature: signerd alone
+	// knows the approvers' keys. The signer's owner node asks signerd
+	// again with every approval stored; once M of N count, the
+	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+	// with them. The same approver again replaces its approval. A
+	// transaction not waiting for approvals (or whose wait is over) is a
+	// `409`. Only the gateway may call it (mutual TLS identity
+	// `gateway`), after checking the caller may approve.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+	ApproveTxWithResponse(ctx context.Context, txId TxIdPath, body ApproveTxJSONRequestBody, reqEditors ...RequestEditorFn) (*ApproveTxResponse, error)
+
 	// CancelTxWithResponse Cancel a transaction that has no nonce yet
 	//
 	// INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
@@ -1235,6 +1571,34 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
 	CancelTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*CancelTxResponse, error)
+
+	// RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
+	//
+	// Records the approver's rejection and FAILS the transaction
+	// (`reason` `approval_rejected`), in one transaction: no nonce was
+	// spent on it. The same approver rejecting again answers it again; a
+	// transaction in another state is a `409`. Only the gateway may call
+	// it (mutual TLS identity `gateway`), after checking the caller may
+	// approve.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+	RejectTxWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RejectTxResponse, error)
+
+	// RejectTxWithResponse Reject a transaction waiting for approvals
+	//
+	// Records the approver's rejection and FAILS the transaction
+	// (`reason` `approval_rejected`), in one transaction: no nonce was
+	// spent on it. The same approver rejecting again answers it again; a
+	// transaction in another state is a `409`. Only the gateway may call
+	// it (mutual TLS identity `gateway`), after checking the caller may
+	// approve.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+	RejectTxWithResponse(ctx context.Context, txId TxIdPath, body RejectTxJSONRequestBody, reqEditors ...RequestEditorFn) (*RejectTxResponse, error)
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
@@ -1556,6 +1920,54 @@ func (r GetTxResponse) ContentType() string {
 	return ""
 }
 
+type ApproveTxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tx
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ApproveTxResponse) GetJSON200() *Tx {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ApproveTxResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ApproveTxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ApproveTxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApproveTxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ApproveTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CancelTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1598,6 +2010,54 @@ func (r CancelTxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RejectTxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tx
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RejectTxResponse) GetJSON200() *Tx {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RejectTxResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RejectTxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RejectTxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RejectTxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RejectTxResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1827,6 +2287,54 @@ func (c *ClientWithResponses) GetTxWithResponse(ctx context.Context, txId TxIdPa
 	return ParseGetTxResponse(rsp)
 }
 
+// ApproveTxWithBodyWithResponse Add an approver's approval
+//
+// Stores an approver's Ed25519 signature over the transaction's
+// intent and an expiry (docs/signer.md, "Approvals", gives the
+// message). txmanager cannot check the signature: signerd alone
+// knows the approvers' keys. The signer's owner node asks signerd
+// again with every approval stored; once M of N count, the
+// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+// with them. The same approver again replaces its approval. A
+// transaction not waiting for approvals (or whose wait is over) is a
+// `409`. Only the gateway may call it (mutual TLS identity
+// `gateway`), after checking the caller may approve.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+func (c *ClientWithResponses) ApproveTxWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApproveTxResponse, error) {
+	rsp, err := c.ApproveTxWithBody(ctx, txId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApproveTxResponse(rsp)
+}
+
+// ApproveTxWithResponse Add an approver's approval
+//
+// Stores an approver's Ed25519 signature over the transaction's
+// intent and an expiry (docs/signer.md, "Approvals", gives the
+// message). txmanager cannot check the signature: signerd alone
+// knows the approvers' keys. The signer's owner node asks signerd
+// again with every approval stored; once M of N count, the
+// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
+// with them. The same approver again replaces its approval. A
+// transaction not waiting for approvals (or whose wait is over) is a
+// `409`. Only the gateway may call it (mutual TLS identity
+// `gateway`), after checking the caller may approve.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/approvals (the `ApproveTx` operationId).
+func (c *ClientWithResponses) ApproveTxWithResponse(ctx context.Context, txId TxIdPath, body ApproveTxJSONRequestBody, reqEditors ...RequestEditorFn) (*ApproveTxResponse, error) {
+	rsp, err := c.ApproveTx(ctx, txId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApproveTxResponse(rsp)
+}
+
 // CancelTxWithResponse Cancel a transaction that has no nonce yet
 //
 // INIT, SIMULATED and PENDING_APPROVAL transactions become CANCELLED
@@ -1843,6 +2351,46 @@ func (c *ClientWithResponses) CancelTxWithResponse(ctx context.Context, txId TxI
 		return nil, err
 	}
 	return ParseCancelTxResponse(rsp)
+}
+
+// RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
+//
+// Records the approver's rejection and FAILS the transaction
+// (`reason` `approval_rejected`), in one transaction: no nonce was
+// spent on it. The same approver rejecting again answers it again; a
+// transaction in another state is a `409`. Only the gateway may call
+// it (mutual TLS identity `gateway`), after checking the caller may
+// approve.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+func (c *ClientWithResponses) RejectTxWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RejectTxResponse, error) {
+	rsp, err := c.RejectTxWithBody(ctx, txId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRejectTxResponse(rsp)
+}
+
+// RejectTxWithResponse Reject a transaction waiting for approvals
+//
+// Records the approver's rejection and FAILS the transaction
+// (`reason` `approval_rejected`), in one transaction: no nonce was
+// spent on it. The same approver rejecting again answers it again; a
+// transaction in another state is a `409`. Only the gateway may call
+// it (mutual TLS identity `gateway`), after checking the caller may
+// approve.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/reject (the `RejectTx` operationId).
+func (c *ClientWithResponses) RejectTxWithResponse(ctx context.Context, txId TxIdPath, body RejectTxJSONRequestBody, reqEditors ...RequestEditorFn) (*RejectTxResponse, error) {
+	rsp, err := c.RejectTx(ctx, txId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRejectTxResponse(rsp)
 }
 
 // GetMetricsWithResponse Prometheus metrics
@@ -2086,6 +2634,39 @@ func ParseGetTxResponse(rsp *http.Response) (*GetTxResponse, error) {
 	return response, nil
 }
 
+// ParseApproveTxResponse parses an HTTP response from a ApproveTxWithResponse call
+func ParseApproveTxResponse(rsp *http.Response) (*ApproveTxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApproveTxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tx
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCancelTxResponse parses an HTTP response from a CancelTxWithResponse call
 func ParseCancelTxResponse(rsp *http.Response) (*CancelTxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2095,6 +2676,39 @@ func ParseCancelTxResponse(rsp *http.Response) (*CancelTxResponse, error) {
 	}
 
 	response := &CancelTxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tx
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRejectTxResponse parses an HTTP response from a RejectTxWithResponse call
+func ParseRejectTxResponse(rsp *http.Response) (*RejectTxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RejectTxResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -2212,9 +2826,15 @@ type ServerInterface interface {
 	// GetTx One transaction
 	// (GET /internal/v1/tx/{tx_id})
 	GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
+	// ApproveTx Add an approver's approval
+	// (POST /internal/v1/tx/{tx_id}/approvals)
+	ApproveTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
 	// CancelTx Cancel a transaction that has no nonce yet
 	// (POST /internal/v1/tx/{tx_id}/cancel)
 	CancelTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
+	// RejectTx Reject a transaction waiting for approvals
+	// (POST /internal/v1/tx/{tx_id}/reject)
+	RejectTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
 	// GetMetrics Prometheus metrics
 	// (GET /metrics)
 	GetMetrics(w http.ResponseWriter, r *http.Request)
@@ -2263,9 +2883,21 @@ func (_ Unimplemented) GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPa
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ApproveTx Add an approver's approval
+// (POST /internal/v1/tx/{tx_id}/approvals)
+func (_ Unimplemented) ApproveTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // CancelTx Cancel a transaction that has no nonce yet
 // (POST /internal/v1/tx/{tx_id}/cancel)
 func (_ Unimplemented) CancelTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RejectTx Reject a transaction waiting for approvals
+// (POST /internal/v1/tx/{tx_id}/reject)
+func (_ Unimplemented) RejectTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2562,6 +3194,32 @@ func (siw *ServerInterfaceWrapper) GetTx(w http.ResponseWriter, r *http.Request)
 	handler.ServeHTTP(w, r)
 }
 
+// ApproveTx operation middleware
+func (siw *ServerInterfaceWrapper) ApproveTx(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ApproveTx(w, r, txId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // CancelTx operation middleware
 func (siw *ServerInterfaceWrapper) CancelTx(w http.ResponseWriter, r *http.Request) {
 
@@ -2579,6 +3237,32 @@ func (siw *ServerInterfaceWrapper) CancelTx(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelTx(w, r, txId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RejectTx operation middleware
+func (siw *ServerInterfaceWrapper) RejectTx(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RejectTx(w, r, txId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2740,6 +3424,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/cancel", wrapper.CancelTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/approvals", wrapper.ApproveTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/reject", wrapper.RejectTx)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/internal/v1/signers/{chain_id}/{address}", wrapper.GetSignerStatus)

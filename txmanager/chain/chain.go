@@ -21,6 +21,7 @@ import (
 	"math/big"
 	"sync/atomic"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
@@ -109,6 +110,46 @@ func (r *Reader) MinedNonce(ctx context.Context, addr common.Address) (uint64, e
 		return 0, fmt.Errorf("mined nonce of %s on chain %d: %w", addr.Hex(), r.chainID, err)
 	}
 	return n, nil
+}
+
+// Funds is what a signer has at one mined block: its balance and its
+// next nonce, read at the same block so that one explains the other.
+type Funds struct {
+	Block   uint64
+	Balance *big.Int
+	// MinedNonce is the next nonce after that block: every transaction of
+	// the signer below it is paid for in Balance.
+	MinedNonce uint64
+}
+
+// MinedFunds reads addr's balance and mined nonce at the latest block.
+func (r *Reader) MinedFunds(ctx context.Context, addr common.Address) (Funds, error) {
+	var f Funds
+	var err error
+	if f.Block, err = r.eth.BlockNumber(ctx); err != nil {
+		return f, fmt.Errorf("funds of %s on chain %d: eth_blockNumber: %w", addr.Hex(), r.chainID, err)
+	}
+	at := new(big.Int).SetUint64(f.Block)
+	if f.Balance, err = r.eth.BalanceAt(ctx, addr, at); err != nil {
+		return f, fmt.Errorf("funds of %s on chain %d: %w", addr.Hex(), r.chainID, err)
+	}
+	if f.MinedNonce, err = r.eth.NonceAt(ctx, addr, at); err != nil {
+		return f, fmt.Errorf("funds of %s on chain %d: %w", addr.Hex(), r.chainID, err)
+	}
+	return f, nil
+}
+
+// Mined tells whether the node has a receipt for the transaction hash (in
+// its view of the canonical chain, at any depth).
+func (r *Reader) Mined(ctx context.Context, hash common.Hash) (bool, error) {
+	_, err := r.eth.TransactionReceipt(ctx, hash)
+	switch {
+	case errors.Is(err, ethereum.NotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("receipt of %s on chain %d: %w", hash.Hex(), r.chainID, err)
+	}
+	return true, nil
 }
 
 // checkChain refuses an intent for another chain: simulated or priced

@@ -6,10 +6,12 @@ package httpapi
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +52,8 @@ func (a *API) Mount(r chi.Router) {
 		r.Get("/internal/v1/tx", a.list)
 		r.Get("/internal/v1/tx/{tx_id}", a.get)
 		r.Post("/internal/v1/tx/{tx_id}/cancel", a.cancel)
+		r.Post("/internal/v1/tx/{tx_id}/approvals", a.approve)
+		r.Post("/internal/v1/tx/{tx_id}/reject", a.reject)
 		r.Get("/internal/v1/signers/{chain_id}/{address}", a.signerStatus)
 	})
 	r.Group(func(r chi.Router) {
@@ -177,6 +181,94 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Cancel(r.Context(), id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+}
+
+// ApprovalRequest is the body of an approval.
+type ApprovalRequest struct {
+	Approver  string    `json:"approver"`
+	Expiry    time.Time `json:"expiry"`
+	Signature []byte    `json:"signature"`
+}
+
+// RejectRequest is the body of a rejection.
+type RejectRequest struct {
+	Approver string `json:"approver"`
+}
+
+// approverID is what signerd's policy accepts as an approver id.
+var approverID = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
+
+// check names every problem of the approval; now is the server's clock.
+func (b *ApprovalRequest) check(now time.Time) error {
+	var problems []string
+	if !approverID.MatchString(b.Approver) {
+		problems = append(problems, "approver: 1 to 64 letters, digits, '.', '_', '-' or '@'")
+	}
+	switch {
+	case b.Expiry.IsZero():
+		problems = append(problems, "expiry: required")
+	case b.Expiry.Nanosecond() != 0:
+		problems = append(problems, "expiry: whole seconds (the approver signed it in whole seconds)")
+	case !b.Expiry.After(now):
+		problems = append(problems, fmt.Sprintf("expiry: %s is past", b.Expiry.UTC().Format(time.RFC3339)))
+	}
+	if len(b.Signature) != ed25519.SignatureSize {
+		problems = append(problems, fmt.Sprintf("signature: %d bytes, want an Ed25519 signature of %d, base64", len(b.Signature), ed25519.SignatureSize))
+	}
+	if len(problems) > 0 {
+		return errs.E(errs.Invalid, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// decodeBody reads a small strict JSON body into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := httpserver.CheckJSON(r); err != nil {
+		return err
+	}
+	return httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, 4<<10), v)
+}
+
+func (a *API) approve(w http.ResponseWriter, r *http.Request) {
+	id, err := txIDParam(r)
+	var body ApprovalRequest
+	if err == nil {
+		err = decodeBody(w, r, &body)
+	}
+	if err == nil {
+		err = body.check(time.Now())
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	tx, err := a.Store.Approve(r.Context(), id, postgres.Approval{Approver: body.Approver, Expiry: body.Expiry, Signature: body.Signature})
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+}
+
+func (a *API) reject(w http.ResponseWriter, r *http.Request) {
+	id, err := txIDParam(r)
+	var body RejectRequest
+	if err == nil {
+		err = decodeBody(w, r, &body)
+	}
+	if err == nil && !approverID.MatchString(body.Approver) {
+		err = errs.E(errs.Invalid, "approver: 1 to 64 letters, digits, '.', '_', '-' or '@'")
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	tx, err := a.Store.Reject(r.Context(), id, body.Approver)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -362,6 +454,7 @@ type txJSON struct {
 	Reason               string             `json:"reason,omitempty"`
 	Nonce                *uint64            `json:"nonce,omitempty"`
 	Hash                 *common.Hash       `json:"hash,omitempty"`
+	ApprovalExpiresAt    *time.Time         `json:"approval_expires_at,omitempty"`
 	CreatedAt            time.Time          `json:"created_at"`
 	UpdatedAt            time.Time          `json:"updated_at"`
 }
@@ -378,10 +471,15 @@ func toTx(t *txmanager.Tx) txJSON {
 	if len(meta) == 0 {
 		meta = json.RawMessage("{}")
 	}
-	return txJSON{TxID: t.ID, ChainID: t.ChainID, From: t.From, RequestID: t.RequestID, To: t.To, Value: t.Value.String(),
+	out := txJSON{TxID: t.ID, ChainID: t.ChainID, From: t.From, RequestID: t.RequestID, To: t.To, Value: t.Value.String(),
 		Data: t.Data, Gas: t.Gas, GasLimit: t.GasLimit, MaxFeePerGas: str(t.MaxFeePerGas), MaxPriorityFeePerGas: str(t.MaxPriorityFeePerGas),
 		Route: t.Route, DependsOn: t.DependsOn, Metadata: meta, State: t.State, SubState: t.SubState, Reason: t.Reason,
 		Nonce: t.Nonce, Hash: t.Hash, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
+	if t.ApprovalExpiresAt != nil {
+		at := t.ApprovalExpiresAt.UTC()
+		out.ApprovalExpiresAt = &at
+	}
+	return out
 }
 
 type eventJSON struct {

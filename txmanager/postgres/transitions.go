@@ -93,17 +93,16 @@ func (s *Store) Simulated(ctx context.Context, f txmanager.Fence, id uuid.UUID, 
 	return out, err
 }
 
-// Fail ends a transaction that has no signature as FAILED with reason
-// (and the decoded revert reason of a simulation, if any). A nonce it held
-// is given up with it: only transactions not yet signed are failed here,
-// and the caller re-settles the cursor.
-func (s *Store) Fail(ctx context.Context, f txmanager.Fence, id uuid.UUID, reason, revertReason string) (txmanager.Tx, error) {
+// Fail ends a transaction that has no signature as FAILED, why giving the
+// reason (and the rule or the decoded revert reason, if any). A nonce it
+// held is given up with it: only transactions not yet signed are failed
+// here, and the caller settles its cursor again.
+func (s *Store) Fail(ctx context.Context, f txmanager.Fence, id uuid.UUID, why txmanager.StateChanged) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval, txmanager.StateAllocated},
-			txmanager.StateFailed, `, sub_state = NULL, reason = $6, nonce = NULL`, []any{reason},
-			txmanager.StateChanged{Reason: reason, RevertReason: revertReason})
+			txmanager.StateFailed, `, sub_state = NULL, reason = $6, nonce = NULL`, []any{why.Reason}, why)
 		return err
 	})
 	return out, err
@@ -191,7 +190,7 @@ func (s *Store) Signed(ctx context.Context, f txmanager.Fence, attempts []Attemp
 			}
 			h := a.Hash
 			t, err := move(ctx, tx, f, a.TxID, []txmanager.State{txmanager.StateAllocated}, txmanager.StateSigned,
-				`, current_attempt = 1`, nil, txmanager.StateChanged{Hash: &h})
+				`, current_attempt = 1, sub_state = NULL, reason = NULL`, nil, txmanager.StateChanged{Hash: &h})
 			if err != nil {
 				return err
 			}
@@ -233,13 +232,15 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent,
 }
 
 // PendingApproval parks a simulated transaction until approvals arrive:
-// SIMULATED → PENDING_APPROVAL, with the approval expiry.
-func (s *Store) PendingApproval(ctx context.Context, f txmanager.Fence, id uuid.UUID, expires time.Time, reason string) (txmanager.Tx, error) {
+// INIT → PENDING_APPROVAL with its gas limit fixed and the time it stops
+// waiting.
+func (s *Store) PendingApproval(ctx context.Context, f txmanager.Fence, id uuid.UUID, gasLimit uint64, expires time.Time, why txmanager.StateChanged) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateSimulated}, txmanager.StatePendingApproval,
-			`, approval_expires_at = $6, reason = nullif($7, '')`, []any{expires, reason}, txmanager.StateChanged{Reason: reason})
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit}, txmanager.StatePendingApproval,
+			`, gas_limit = $6, approval_expires_at = $7, sub_state = NULL, reason = nullif($8, '')`,
+			[]any{int64(gasLimit), expires, why.Reason}, why)
 		return err
 	})
 	return out, err

@@ -127,7 +127,7 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 		"simulate": func() error { _, err := s.Simulated(ctx(t), old, newTx.ID, 21000); return err },
 		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], 1); return err },
 		"sign":     func() error { _, err := s.Signed(ctx(t), old, []postgres.Attempt{attemptFor(ids[0])}); return err },
-		"fail":     func() error { _, err := s.Fail(ctx(t), old, ids[2], "policy_denied", ""); return err },
+		"fail":     func() error { _, err := s.Fail(ctx(t), old, ids[2], txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied}); return err },
 		"broadcast": func() error {
 			_, err := s.Broadcasted(ctx(t), old, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now())
 			return err

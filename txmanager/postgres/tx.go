@@ -93,7 +93,7 @@ func classifyInsert(err error, in *txmanager.Intent) error {
 const txColumns = `tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, max_fee_per_gas::text,
 	max_priority_fee_per_gas::text, route, depends_on, metadata, state, coalesce(sub_state, ''), coalesce(reason, ''),
 	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = tx.current_attempt),
-	created_at, updated_at`
+	CASE WHEN state = 'PENDING_APPROVAL' THEN approval_expires_at END, created_at, updated_at`
 
 func scanTx(row pgx.Row) (txmanager.Tx, error) { return scanTxWith(row) }
 
@@ -106,7 +106,7 @@ func scanTxWith(row pgx.Row, lead ...any) (txmanager.Tx, error) {
 	var gas, gasLimit, nonce *int64
 	var route, state, sub string
 	dest := append(lead, &t.ID, &chainID, &signer, &t.RequestID, &to, &value, &t.Data, &gas, &maxFee, &maxTip,
-		&route, &t.DependsOn, &t.Metadata, &state, &sub, &t.Reason, &gasLimit, &nonce, &hash, &t.CreatedAt, &t.UpdatedAt)
+		&route, &t.DependsOn, &t.Metadata, &state, &sub, &t.Reason, &gasLimit, &nonce, &hash, &t.ApprovalExpiresAt, &t.CreatedAt, &t.UpdatedAt)
 	if err := row.Scan(dest...); err != nil {
 		return t, err
 	}
@@ -131,6 +131,16 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) {
 	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no transaction %s", id)
+	}
+	return t, err
+}
+
+// GetByRequest reads the transaction a signer's request id names.
+func (s *Store) GetByRequest(ctx context.Context, key txmanager.SignerKey, requestID string) (txmanager.Tx, error) {
+	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3`,
+		int64(key.ChainID), key.Signer.Bytes(), requestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, errs.Errorf(errs.NotFound, "no transaction of %s with request_id %q", key, requestID)
 	}
 	return t, err
 }

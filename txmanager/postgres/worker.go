@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/google/uuid"
@@ -126,4 +127,29 @@ func (s *Store) Status(ctx context.Context, key txmanager.SignerKey) (SignerStat
 		st.Counts[txmanager.State(k)] = v
 	}
 	return st, nil
+}
+
+// PendingCost is the most a signer's open transactions may still take
+// from its balance: value + fee cap × gas limit of every transaction that
+// passed simulation and is not yet mined, judged by its nonce against the
+// chain's mined nonce (a transaction below it is mined, by us or anyone,
+// and already paid for in the balance). A transaction not yet signed is
+// priced at its own fee cap, else at feeCap, the market's cap now.
+func (s *Store) PendingCost(ctx context.Context, key txmanager.SignerKey, minedNonce uint64, feeCap *big.Int) (*big.Int, error) {
+	var total string
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce(sum(t.value + coalesce(a.max_fee_per_gas, a.gas_price, t.max_fee_per_gas, $4::numeric) * coalesce(t.gas_limit, 0)), 0)::text
+		FROM tx t LEFT JOIN attempt a ON a.tx_id = t.tx_id AND a.attempt = t.current_attempt
+		WHERE t.chain_id = $1 AND t.signer = $2
+		  AND t.state IN ('SIMULATED', 'PENDING_APPROVAL', 'ALLOCATED', 'SIGNED', 'BROADCASTED')
+		  AND (t.nonce IS NULL OR t.nonce >= $3)`,
+		int64(key.ChainID), key.Signer.Bytes(), int64(minedNonce), feeCap.String()).Scan(&total)
+	if err != nil {
+		return nil, fmt.Errorf("pending cost of %s: %w", key, err)
+	}
+	v, ok := new(big.Int).SetString(total, 10)
+	if !ok {
+		return nil, fmt.Errorf("pending cost of %s: %q is not an integer", key, total)
+	}
+	return v, nil
 }

@@ -51,6 +51,12 @@ type Config struct {
 	RenewEvery time.Duration `env:"LEASE_RENEW" default:"3s"`
 	// GasMultiplier scales gas estimates.
 	GasMultiplier float64 `env:"GAS_MULTIPLIER" default:"1.2"`
+	// ApprovalTTL is how long a transaction waits for approvals before it
+	// FAILS (approval_expired).
+	ApprovalTTL time.Duration `env:"APPROVAL_TTL" default:"24h"`
+	// FundsHold is how long a transaction the signer cannot pay for is held
+	// before it FAILS (insufficient_funds_timeout).
+	FundsHold time.Duration `env:"FUNDS_HOLD_TIMEOUT" default:"1h"`
 	// TestCrashAfter is fault injection for the crash tests, never for
 	// production: the process kills itself with SIGKILL right after the
 	// named pipeline step (worker.Steps), as `kill -9` would.
@@ -138,11 +144,17 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		node = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	workCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	metrics, err := worker.NewMetrics(svc.HTTP.Registry())
+	if err != nil {
+		stop()
+		closeReaders()
+		return nil, err
+	}
 	var manager *lease.Manager
 	pool := worker.NewPool(workCtx, worker.Deps{
 		Store: store, Chains: chains, Readers: readers, Signer: signerClient, Router: routerClient,
 		Fenced: func(f txmanager.Fence) { manager.Fenced(f) }, Log: svc.Log, GasMultiplier: cfg.GasMultiplier,
-		AfterStep: crash,
+		ApprovalTTL: cfg.ApprovalTTL, FundsHold: cfg.FundsHold, Metrics: metrics, AfterStep: crash,
 	})
 	manager, err = lease.New(store, pool, svc.HTTP.Registry(), lease.Config{
 		Node: node, LeaseTTL: cfg.LeaseTTL, RenewEvery: cfg.RenewEvery, Signers: chains.Signers, Logger: svc.Log,

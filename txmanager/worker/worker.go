@@ -10,14 +10,17 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/openapi/mevrouterapi"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/postgres"
@@ -42,6 +45,15 @@ type Deps struct {
 	GasMultiplier float64
 	// ApprovalTTL is how long a transaction waits for approvals.
 	ApprovalTTL time.Duration
+	// FundsHold is how long a transaction may wait for funds before it
+	// FAILS (insufficient_funds_timeout), counted from its acceptance;
+	// FundsRetry is how often a held one is looked at again.
+	FundsHold, FundsRetry time.Duration
+	// GapRetry is how often the signature of an allocated transaction
+	// signerd refused is asked for again while it leaves a nonce gap.
+	GapRetry time.Duration
+	// Metrics counts what operators alert on; nil counts nothing.
+	Metrics *Metrics
 	// AfterStep, when set, is called after each write-ahead step of the
 	// pipeline has committed (or, for StepSignature, before the signature
 	// is stored): a fault-injection point for the crash tests, nil in
@@ -100,6 +112,15 @@ func NewPool(base context.Context, d Deps) *Pool {
 	if d.ApprovalTTL <= 0 {
 		d.ApprovalTTL = 24 * time.Hour
 	}
+	if d.FundsHold <= 0 {
+		d.FundsHold = time.Hour
+	}
+	if d.FundsRetry <= 0 {
+		d.FundsRetry = 5 * time.Second
+	}
+	if d.GapRetry <= 0 {
+		d.GapRetry = 10 * time.Second
+	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
@@ -117,7 +138,8 @@ func (p *Pool) Acquired(f txmanager.Fence) {
 	ctx, cancel := context.WithCancel(p.base)
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	p.running[f.Key] = r
-	w := &worker{Deps: p.deps, fence: f, log: p.deps.Log.With("chain_id", f.Key.ChainID, "signer", f.Key.Signer.Hex(), "token", f.Token)}
+	w := &worker{Deps: p.deps, fence: f, log: p.deps.Log.With("chain_id", f.Key.ChainID, "signer", f.Key.Signer.Hex(), "token", f.Token),
+		asked: map[uuid.UUID]string{}, fundsRetryAt: map[uuid.UUID]time.Time{}, sendRetry: map[uuid.UUID]*backoff{}}
 	go func() {
 		defer close(r.done)
 		w.run(ctx)
@@ -142,6 +164,20 @@ type worker struct {
 	fence txmanager.Fence
 	log   *slog.Logger
 	next  uint64 // the next nonce to allocate
+
+	// asked is the approvals each transaction waiting for them had when
+	// the policy was last asked (postgres.Awaiting.Decisions): no change,
+	// no new question.
+	asked map[uuid.UUID]string
+	// gapSince is set while an allocated transaction that signerd refused
+	// waits behind signed later nonces (gap_policy halt): no nonce is
+	// allocated until it is signed; its signature is asked for again every
+	// GapRetry.
+	gapSince, retrySignAt time.Time
+	// fundsRetryAt and sendRetry space out the retries of transactions
+	// held for funds and of refused broadcasts.
+	fundsRetryAt map[uuid.UUID]time.Time
+	sendRetry    map[uuid.UUID]*backoff
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -166,7 +202,10 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case errors.Is(err, errHalt):
 			w.log.Error("signer halted", "err", err)
+			w.Metrics.halted(w.fence.Key)
 			return
+		case errors.Is(err, errResettle):
+			settled = false
 		case err != nil && ctx.Err() == nil:
 			w.log.Warn("signer round failed; retrying", "err", err)
 			settled = false // re-read the nonce cursor before allocating again
@@ -183,6 +222,10 @@ func (w *worker) run(ctx context.Context) {
 // state only an operator can resolve.
 var errHalt = errors.New("halted")
 
+// errResettle ends a round whose nonces were given back: the next nonce
+// is read again from the database before anything more is allocated.
+var errResettle = errors.New("nonces released")
+
 func (w *worker) reader() (*chain.Reader, error) {
 	r := w.Readers[w.fence.Key.ChainID]
 	if r == nil {
@@ -191,25 +234,23 @@ func (w *worker) reader() (*chain.Reader, error) {
 	return r, nil
 }
 
+func (w *worker) config() (txmanager.Chain, txmanager.SignerConfig) {
+	ch, _ := w.Chains.Chain(w.fence.Key.ChainID)
+	cfg, _ := w.Chains.Signer(w.fence.Key)
+	return *ch, *cfg
+}
+
 // settle fixes the next nonce: the highest of the cursor, the highest
 // assigned + 1 and, when the key may be used outside txfence, the chain's
 // pending nonce.
 func (w *worker) settle(ctx context.Context) error {
-	var pending *uint64
 	cfg, ok := w.Chains.Signer(w.fence.Key)
 	if !ok {
 		return fmt.Errorf("%w: %s is not configured", errHalt, w.fence.Key)
 	}
-	if *cfg.ExternalUse {
-		r, err := w.reader()
-		if err != nil {
-			return err
-		}
-		n, err := r.PendingNonce(ctx, w.fence.Key.Signer)
-		if err != nil {
-			return err
-		}
-		pending = &n
+	pending, err := w.chainNonce(ctx, *cfg)
+	if err != nil {
+		return err
 	}
 	next, err := w.Store.NextNonce(ctx, w.fence, pending)
 	if err != nil {
@@ -219,11 +260,28 @@ func (w *worker) settle(ctx context.Context) error {
 	return nil
 }
 
+// chainNonce is the chain's pending nonce of the signer when its key may
+// be used outside txfence, nil otherwise.
+func (w *worker) chainNonce(ctx context.Context, cfg txmanager.SignerConfig) (*uint64, error) {
+	if !*cfg.ExternalUse {
+		return nil, nil
+	}
+	r, err := w.reader()
+	if err != nil {
+		return nil, err
+	}
+	n, err := r.PendingNonce(ctx, w.fence.Key.Signer)
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
 // round does one pass over the signer's queue: resume what is half done,
-// take new transactions through simulation and the dry run, then
-// allocate, sign and broadcast what is ready.
+// settle approvals, take new transactions through simulation and the dry
+// run, then allocate, sign and broadcast what is ready.
 func (w *worker) round(ctx context.Context) error {
-	for _, step := range []func(context.Context) error{w.resume, w.intake, w.sendReady} {
+	for _, step := range []func(context.Context) error{w.resume, w.approvals, w.intake, w.sendReady} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -238,98 +296,268 @@ func (w *worker) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(allocated) > 0 {
+	switch {
+	case len(allocated) == 0:
+		w.gapSince = time.Time{}
+	case w.gapSince.IsZero() || !time.Now().Before(w.retrySignAt):
 		if err := w.signAndStore(ctx, allocated); err != nil {
 			return err
 		}
 	}
-	signed, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateSigned}, 256)
-	if err != nil || len(signed) == 0 {
-		return err
-	}
-	return w.broadcast(ctx, signed)
+	return w.broadcastSigned(ctx)
 }
 
-// intake moves INIT transactions to SIMULATED (or FAILED, or a hold) and
-// asks the policy before any nonce is spent.
-func (w *worker) intake(ctx context.Context) error {
-	txs, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateInit}, 64)
-	if err != nil {
+// approvals fails the transactions whose wait for approvals is over and
+// asks the policy again about those with new approvals: allowed, they are
+// ready for a nonce.
+func (w *worker) approvals(ctx context.Context) error {
+	waiting, err := w.Store.AwaitingApproval(ctx, w.fence.Key, 64)
+	if err != nil || len(waiting) == 0 {
 		return err
 	}
 	r, err := w.reader()
 	if err != nil {
 		return err
 	}
-	ch, _ := w.Chains.Chain(w.fence.Key.ChainID)
-	cfg, _ := w.Chains.Signer(w.fence.Key)
-	for i := range txs {
-		t := &txs[i]
-		if t.DependsOn != nil {
-			parent, err := w.Store.Get(ctx, *t.DependsOn)
-			if err != nil {
+	ch, cfg := w.config()
+	for i := range waiting {
+		a := &waiting[i]
+		if a.Expired {
+			if _, err := w.Store.Fail(ctx, w.fence, a.ID, txmanager.StateChanged{Reason: txmanager.ReasonApprovalExpired}); err != nil && !raced(err) {
 				return err
 			}
-			switch parent.State {
-			case txmanager.StateConfirmed:
-			case txmanager.StateFailed, txmanager.StateCancelled, txmanager.StateReverted:
-				if _, err := w.Store.Fail(ctx, w.fence, t.ID, "dependency_failed", ""); err != nil {
-					return err
-				}
-				continue
-			default:
-				if _, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateInit, txmanager.SubWaitingDependency, ""); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		sim, err := r.Simulate(ctx, &t.Intent, w.GasMultiplier)
-		switch {
-		case errors.Is(err, chain.ErrInsufficientFunds):
-			if _, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateInit, txmanager.SubInsufficientFunds, "insufficient_funds"); err != nil {
-				return err
-			}
-			w.log.Warn("insufficient funds: held", "tx_id", t.ID)
-			continue
-		case err != nil:
-			return fmt.Errorf("simulate %s: %w", t.ID, err)
-		case sim.Reverted:
-			if _, err := w.Store.Fail(ctx, w.fence, t.ID, "simulation_reverted", sim.Reason); err != nil {
-				return err
-			}
+			delete(w.asked, a.ID)
 			continue
 		}
-		fees, err := r.Fees(ctx, *cfg, &t.Intent, ch.Legacy)
+		if n, ok := w.asked[a.ID]; ok && n == a.Decisions {
+			continue
+		}
+		approvals, err := w.approvalsOf(ctx, []txmanager.Tx{a.Tx})
 		if err != nil {
 			return err
 		}
-		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: t, GasLimit: sim.GasLimit, Fees: signerFees(fees)})
+		fees, err := r.Fees(ctx, cfg, &a.Intent, ch.Legacy)
 		if err != nil {
-			return fmt.Errorf("policy dry run of %s: %w", t.ID, err)
-		}
-		if d.Verdict == remote.Deny {
-			if _, err := w.Store.Fail(ctx, w.fence, t.ID, "policy_denied", d.RuleID); err != nil {
-				return err
-			}
-			continue
-		}
-		if _, err := w.Store.Simulated(ctx, w.fence, t.ID, sim.GasLimit); err != nil {
 			return err
 		}
-		if d.Verdict == remote.NeedsApproval {
-			if _, err := w.Store.PendingApproval(ctx, w.fence, t.ID, time.Now().Add(w.ApprovalTTL), "approval_required:"+d.RuleID); err != nil {
-				return err
-			}
+		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: &a.Tx, GasLimit: *a.GasLimit, Fees: signerFees(fees), Approvals: approvals[a.ID]})
+		if err != nil {
+			return fmt.Errorf("policy on the approvals of %s: %w", a.ID, err)
+		}
+		switch d.Verdict {
+		case remote.Allow:
+			_, err = w.Store.Approved(ctx, w.fence, a.ID, d.Approved)
+		case remote.Deny:
+			_, err = w.Store.Fail(ctx, w.fence, a.ID, txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied, Rule: d.RuleID})
+		default:
+			w.asked[a.ID] = a.Decisions
+			w.log.Info("approvals do not suffice yet", "tx_id", a.ID, "rule", d.RuleID, "threshold", d.Threshold, "approved", d.Approved)
+		}
+		if err != nil && !raced(err) {
+			return err
+		}
+		if d.Verdict != remote.NeedsApproval {
+			delete(w.asked, a.ID)
 		}
 	}
 	return nil
 }
 
+// approvalsOf reads the stored approvals of txs in signerd's form.
+func (w *worker) approvalsOf(ctx context.Context, txs []txmanager.Tx) (map[uuid.UUID][]remote.Approval, error) {
+	ids := make([]uuid.UUID, len(txs))
+	for i := range txs {
+		ids[i] = txs[i].ID
+	}
+	stored, err := w.Store.Approvals(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID][]remote.Approval, len(stored))
+	for id, as := range stored {
+		for _, a := range as {
+			out[id] = append(out[id], remote.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: a.Signature})
+		}
+	}
+	return out, nil
+}
+
+// raced tells a state change that lost to the API (a cancel or a
+// rejection in between): the transaction is simply no longer ours to move.
+func raced(err error) bool {
+	var se *txmanager.StateError
+	return errors.As(err, &se)
+}
+
+// intake moves INIT transactions to SIMULATED, PENDING_APPROVAL, FAILED or
+// a hold, before any nonce is spent: dependencies, simulation, the balance
+// against everything pending, and the policy's dry run.
+func (w *worker) intake(ctx context.Context) error {
+	txs, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateInit}, 64)
+	if err != nil || len(txs) == 0 {
+		return err
+	}
+	r, err := w.reader()
+	if err != nil {
+		return err
+	}
+	ch, cfg := w.config()
+	var budget *fundsBudget // read at the first transaction that needs it
+	for i := range txs {
+		t := &txs[i]
+		if t.SubState == txmanager.SubInsufficientFunds {
+			if time.Since(t.CreatedAt) > w.FundsHold {
+				if _, err := w.Store.Fail(ctx, w.fence, t.ID, txmanager.StateChanged{Reason: txmanager.ReasonFundsTimeout}); err != nil && !raced(err) {
+					return err
+				}
+				delete(w.fundsRetryAt, t.ID)
+				continue
+			}
+			if time.Now().Before(w.fundsRetryAt[t.ID]) {
+				continue
+			}
+		}
+		ready, err := w.dependencyMet(ctx, t)
+		if err != nil {
+			return err
+		}
+		if !ready {
+			continue
+		}
+		sim, err := r.Simulate(ctx, &t.Intent, w.GasMultiplier)
+		switch {
+		case errors.Is(err, chain.ErrInsufficientFunds):
+			if err := w.holdForFunds(ctx, t, "the node refused the simulation: insufficient funds"); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("simulate %s: %w", t.ID, err)
+		case sim.Reverted:
+			_, err := w.Store.Fail(ctx, w.fence, t.ID, txmanager.StateChanged{Reason: txmanager.ReasonSimulationReverted, RevertReason: sim.Reason})
+			if err != nil && !raced(err) {
+				return err
+			}
+			continue
+		}
+		fees, err := r.Fees(ctx, cfg, &t.Intent, ch.Legacy)
+		if err != nil {
+			return err
+		}
+		if budget == nil {
+			if budget, err = w.readBudget(ctx, r, fees); err != nil {
+				return err
+			}
+		}
+		cost := chain.Cost(sim.GasLimit, fees, t.Value)
+		if !budget.fits(cost) {
+			if err := w.holdForFunds(ctx, t, fmt.Sprintf("balance %s at block %d < %s pending + %s for this transaction",
+				budget.balance, budget.block, budget.pending, cost)); err != nil {
+				return err
+			}
+			continue
+		}
+		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: t, GasLimit: sim.GasLimit, Fees: signerFees(fees)})
+		if err != nil {
+			return fmt.Errorf("policy dry run of %s: %w", t.ID, err)
+		}
+		switch d.Verdict {
+		case remote.Deny:
+			_, err = w.Store.Fail(ctx, w.fence, t.ID, txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied, Rule: d.RuleID})
+		case remote.NeedsApproval:
+			_, err = w.Store.PendingApproval(ctx, w.fence, t.ID, sim.GasLimit, time.Now().Add(w.ApprovalTTL),
+				txmanager.StateChanged{Reason: txmanager.ReasonApprovalRequired, Rule: d.RuleID})
+		default:
+			_, err = w.Store.Simulated(ctx, w.fence, t.ID, sim.GasLimit)
+		}
+		if err != nil && !raced(err) {
+			return err
+		}
+		if err == nil && d.Verdict != remote.Deny {
+			budget.spend(cost)
+		}
+		delete(w.fundsRetryAt, t.ID)
+	}
+	return nil
+}
+
+// dependencyMet tells whether t may go on: it depends on nothing, or on a
+// CONFIRMED transaction. A failed parent fails t; a parent still on its
+// way holds it (sub-state waiting_dependency).
+func (w *worker) dependencyMet(ctx context.Context, t *txmanager.Tx) (bool, error) {
+	if t.DependsOn == nil {
+		return true, nil
+	}
+	parent, err := w.Store.Get(ctx, *t.DependsOn)
+	if err != nil {
+		return false, err
+	}
+	switch parent.State {
+	case txmanager.StateConfirmed:
+		return true, nil
+	case txmanager.StateFailed, txmanager.StateCancelled, txmanager.StateReverted:
+		_, err = w.Store.Fail(ctx, w.fence, t.ID, txmanager.StateChanged{Reason: txmanager.ReasonDependencyFailed})
+	default:
+		_, err = w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateInit, txmanager.SubWaitingDependency, txmanager.ReasonWaitingDependency)
+	}
+	if err != nil && !raced(err) {
+		return false, err
+	}
+	return false, nil
+}
+
+// holdForFunds keeps t in INIT with the sub-state insufficient_funds and
+// looks at it again after FundsRetry; no nonce is spent on it.
+func (w *worker) holdForFunds(ctx context.Context, t *txmanager.Tx, why string) error {
+	if t.SubState != txmanager.SubInsufficientFunds {
+		w.log.Warn("insufficient funds: transaction held", "tx_id", t.ID, "why", why, "alert", true)
+		w.Metrics.heldForFunds(w.fence.Key)
+	}
+	w.fundsRetryAt[t.ID] = time.Now().Add(w.FundsRetry)
+	_, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateInit, txmanager.SubInsufficientFunds, txmanager.ReasonInsufficientFunds)
+	if err != nil && !raced(err) {
+		return err
+	}
+	return nil
+}
+
+// fundsBudget is a signer's balance at a mined block against the most its
+// open transactions may still cost.
+type fundsBudget struct {
+	block            uint64
+	balance, pending *big.Int
+}
+
+func (w *worker) readBudget(ctx context.Context, r *chain.Reader, market chain.Fees) (*fundsBudget, error) {
+	funds, err := r.MinedFunds(ctx, w.fence.Key.Signer)
+	if err != nil {
+		return nil, err
+	}
+	price := market.MaxFeePerGas
+	if price == nil {
+		price = market.GasPrice
+	}
+	pending, err := w.Store.PendingCost(ctx, w.fence.Key, funds.MinedNonce, price)
+	if err != nil {
+		return nil, err
+	}
+	return &fundsBudget{block: funds.Block, balance: funds.Balance, pending: pending}, nil
+}
+
+func (b *fundsBudget) fits(cost *big.Int) bool {
+	return new(big.Int).Add(b.pending, cost).Cmp(b.balance) <= 0
+}
+
+func (b *fundsBudget) spend(cost *big.Int) { b.pending = new(big.Int).Add(b.pending, cost) }
+
 // sendReady allocates nonces to SIMULATED transactions, up to the
-// in-flight window, then signs and broadcasts them.
+// in-flight window, then signs and broadcasts them. Nothing is allocated
+// while a refused signature leaves a gap.
 func (w *worker) sendReady(ctx context.Context) error {
-	cfg, _ := w.Chains.Signer(w.fence.Key)
+	if !w.gapSince.IsZero() {
+		return nil
+	}
+	_, cfg := w.config()
 	inFlight, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateAllocated, txmanager.StateSigned, txmanager.StateBroadcasted}, cfg.InFlight)
 	if err != nil {
 		return err
@@ -341,6 +569,16 @@ func (w *worker) sendReady(ctx context.Context) error {
 	ready, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateSimulated}, room)
 	if err != nil || len(ready) == 0 {
 		return err
+	}
+	// A key used outside txfence may have moved the chain's nonce since
+	// the last allocation: skip past whatever it sent.
+	chainNext, err := w.chainNonce(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if chainNext != nil && *chainNext > w.next {
+		w.log.Warn("the key was used outside txfence: skipping its nonces", "from", w.next, "to", *chainNext)
+		w.next = *chainNext
 	}
 	ids := make([]uuid.UUID, len(ready))
 	for i := range ready {
@@ -355,33 +593,30 @@ func (w *worker) sendReady(ctx context.Context) error {
 	if err := w.signAndStore(ctx, allocated); err != nil {
 		return err
 	}
-	signed, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateSigned}, 256)
-	if err != nil || len(signed) == 0 {
-		return err
-	}
-	return w.broadcast(ctx, signed)
+	return w.broadcastSigned(ctx)
 }
 
-// signAndStore signs ALLOCATED transactions in one batch and stores each
-// signature before anything is broadcast. signerd refusing one after its
-// nonce was allocated halts the signer: its nonce cannot be given to
-// another intent (signerd would refuse that too), and gaps are never
-// filled silently.
+// signAndStore signs ALLOCATED transactions in one batch, with their
+// approvals, and stores every signature before anything is broadcast.
+// Those signerd refuses go to settleRefused.
 func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 	r, err := w.reader()
 	if err != nil {
 		return err
 	}
-	ch, _ := w.Chains.Chain(w.fence.Key.ChainID)
-	cfg, _ := w.Chains.Signer(w.fence.Key)
+	ch, cfg := w.config()
+	approvals, err := w.approvalsOf(ctx, txs)
+	if err != nil {
+		return err
+	}
 	batch := make([]remote.ToSign, len(txs))
 	fees := make([]chain.Fees, len(txs))
 	for i := range txs {
 		t := &txs[i]
-		if fees[i], err = r.Fees(ctx, *cfg, &t.Intent, ch.Legacy); err != nil {
+		if fees[i], err = r.Fees(ctx, cfg, &t.Intent, ch.Legacy); err != nil {
 			return err
 		}
-		batch[i] = remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: signerFees(fees[i])}
+		batch[i] = remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: signerFees(fees[i]), Approvals: approvals[t.ID]}
 	}
 	results, err := w.Signer.SignBatch(ctx, batch)
 	if err != nil {
@@ -389,24 +624,135 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 	}
 	w.after(StepSignature)
 	attempts := make([]postgres.Attempt, 0, len(results))
+	var refused []refusal
 	for i, res := range results {
 		if res.Outcome != remote.OutcomeSigned && res.Outcome != remote.OutcomeReplayed {
-			return fmt.Errorf("%w: signerd answered %s (rule %s) for %s at nonce %d after allocation: the nonce stays reserved; resolve the policy and restart the signer",
-				errHalt, res.Outcome, res.Decision.RuleID, txs[i].ID, *txs[i].Nonce)
+			refused = append(refused, refusal{tx: txs[i], outcome: res.Outcome, rule: res.Decision.RuleID})
+			continue
 		}
 		attempts = append(attempts, postgres.Attempt{TxID: txs[i].ID, Raw: res.RawTx, Hash: res.Hash, MaxFeePerGas: fees[i].MaxFeePerGas,
 			MaxPriorityFeePerGas: fees[i].MaxPriorityFeePerGas, GasPrice: fees[i].GasPrice})
 	}
-	if _, err := w.Store.Signed(ctx, w.fence, attempts); err != nil {
-		return err
+	if len(attempts) > 0 {
+		if _, err := w.Store.Signed(ctx, w.fence, attempts); err != nil {
+			return err
+		}
+		w.after(StepSigned)
 	}
-	w.after(StepSigned)
+	if len(refused) > 0 {
+		return w.settleRefused(ctx, refused)
+	}
+	w.gapSince = time.Time{}
 	return nil
 }
 
+// refusal is an allocated transaction signerd did not sign.
+type refusal struct {
+	tx      txmanager.Tx
+	outcome remote.Outcome
+	rule    string
+}
+
+// settleRefused deals with allocated transactions signerd would not sign
+// (its policy changed, a rolling window filled, approvals expired). Their
+// nonces are given back when no later nonce is signed: denied ones FAIL,
+// those needing approvals wait for them again. Otherwise giving the nonces
+// back would leave a gap, and the signer's gap policy decides: halt stops
+// allocating, marks them stuck and asks for the signature again every
+// GapRetry; fill fails them and gives each nonce to a 0-value transfer to
+// the signer itself. A refusal by double-sign protection (signerd signed
+// something else at that nonce) halts the signer: only an operator can
+// tell what happened.
+func (w *worker) settleRefused(ctx context.Context, refused []refusal) error {
+	releases := make([]postgres.NonceRelease, len(refused))
+	for i, rf := range refused {
+		w.log.Warn("signerd refused an allocated transaction", "tx_id", rf.tx.ID, "nonce", *rf.tx.Nonce, "outcome", rf.outcome, "rule", rf.rule)
+		switch rf.outcome {
+		case remote.OutcomeNeedsApproval:
+			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StatePendingApproval, Reason: txmanager.ReasonApprovalRequired}
+		case remote.OutcomeDenied:
+			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused}
+		default:
+			_, err := w.Store.SetSubState(ctx, w.fence, rf.tx.ID, txmanager.StateAllocated, txmanager.SubStuck,
+				fmt.Sprintf("%s: signerd answered %s at nonce %d", txmanager.ReasonSigningRefused, rf.outcome, *rf.tx.Nonce))
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: signerd answered %s (rule %s) for %s at nonce %d: it holds another signature at that nonce",
+				errHalt, rf.outcome, rf.rule, rf.tx.ID, *rf.tx.Nonce)
+		}
+	}
+	_, err := w.Store.ReleaseNonces(ctx, w.fence, releases)
+	if err == nil {
+		return errResettle
+	}
+	if !errors.Is(err, postgres.ErrLaterNonceSigned) {
+		return err
+	}
+	_, cfg := w.config()
+	for _, rf := range refused {
+		why := fmt.Sprintf("%s: signerd answered %s (rule %s) at nonce %d, later nonces are signed", txmanager.ReasonSigningRefused, rf.outcome, rf.rule, *rf.tx.Nonce)
+		w.Metrics.gap(w.fence.Key, cfg.GapPolicy)
+		// A filler signerd refuses is not filled again: that would never end.
+		if cfg.GapPolicy == txmanager.GapFill && rf.tx.RequestID != postgres.GapFillRequestID(fillerOf(rf.tx)) {
+			_, filler, err := w.Store.FillGap(ctx, w.fence, rf.tx.ID, txmanager.ReasonSigningRefused)
+			if err != nil {
+				return err
+			}
+			w.log.Error("nonce gap filled with a 0-value transfer to the signer", "tx_id", rf.tx.ID, "filler", filler.ID, "nonce", *rf.tx.Nonce, "why", why, "alert", true)
+			continue
+		}
+		if _, err := w.Store.SetSubState(ctx, w.fence, rf.tx.ID, txmanager.StateAllocated, txmanager.SubStuck, why); err != nil {
+			return err
+		}
+		w.log.Error("nonce gap: allocation stops until this transaction is signed", "tx_id", rf.tx.ID, "why", why, "retry_every", w.GapRetry, "alert", true)
+	}
+	if cfg.GapPolicy != txmanager.GapFill {
+		if w.gapSince.IsZero() {
+			w.gapSince = time.Now()
+		}
+		w.retrySignAt = time.Now().Add(w.GapRetry)
+	}
+	return nil
+}
+
+// fillerOf is the transaction whose nonce t fills, if t is a gap filler
+// (uuid.Nil otherwise).
+func fillerOf(t txmanager.Tx) uuid.UUID {
+	var m struct {
+		FillsGapOf uuid.UUID `json:"fills_gap_of"`
+	}
+	_ = json.Unmarshal(t.Metadata, &m)
+	return m.FillsGapOf
+}
+
+// broadcastSigned broadcasts the signer's SIGNED transactions that are due
+// (not stuck, not waiting out a retry).
+func (w *worker) broadcastSigned(ctx context.Context) error {
+	signed, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateSigned}, 256)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	due := signed[:0]
+	for _, t := range signed {
+		if t.SubState == txmanager.SubStuck {
+			continue
+		}
+		if b := w.sendRetry[t.ID]; b != nil && now.Before(b.at) {
+			continue
+		}
+		due = append(due, t)
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	return w.broadcast(ctx, due)
+}
+
 // broadcast sends SIGNED transactions through mevrouterd and records the
-// accepted ones; refusals stay SIGNED and are sent again next round
-// (nonce_too_low and friends are the chain follower's to settle).
+// accepted ones; a refusal is handled per SYSTEM.md section 5 (see
+// refused).
 func (w *worker) broadcast(ctx context.Context, txs []txmanager.Tx) error {
 	// One broadcast per route: the request carries one route.
 	byRoute := map[txmanager.Route][]txmanager.Tx{}
@@ -435,17 +781,97 @@ func (w *worker) broadcast(ctx context.Context, txs []txmanager.Tx) error {
 		w.after(StepBroadcast)
 		var accepted []postgres.Sent
 		for i, s := range sent {
-			if !s.Accepted {
-				w.log.Warn("broadcast refused", "tx_id", group[i].ID, "category", s.Category, "message", s.Message)
-				continue
+			ok, err := w.refused(ctx, &group[i], s)
+			if err != nil {
+				return err
 			}
-			accepted = append(accepted, postgres.Sent{TxID: group[i].ID, Route: s.Route})
+			if ok {
+				accepted = append(accepted, postgres.Sent{TxID: group[i].ID, Route: s.Route})
+				delete(w.sendRetry, group[i].ID)
+			}
+		}
+		if len(accepted) == 0 {
+			continue
 		}
 		if _, err := w.Store.Broadcasted(ctx, w.fence, accepted, time.Now()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// refused acts on a route's answer for t; ok means t counts as broadcast.
+//   - accepted (already known included): broadcast.
+//   - nonce too low: broadcast if t's own attempt is mined (a resend after
+//     a crash); else the nonce went to someone else: stuck, for the chain
+//     follower to settle.
+//   - insufficient funds: the sub-state insufficient_funds, sent again
+//     later.
+//   - a refusal no resend changes (intrinsic gas too low, above the block
+//     gas limit, bad signature, above the node's fee cap, any other
+//     rejection): stuck with the reason and an alert; an operator acts.
+//   - anything else (node failures, underpriced, a full pool, a nonce gap
+//     in the node's view, an attempt of ours already pooled): sent again
+//     with exponential backoff.
+func (w *worker) refused(ctx context.Context, t *txmanager.Tx, s remote.Sent) (ok bool, err error) {
+	if s.Accepted {
+		return true, nil
+	}
+	w.Metrics.refused(w.fence.Key, s.Category)
+	log := w.log.With("tx_id", t.ID, "nonce", *t.Nonce, "category", s.Category, "message", s.Message)
+	switch mevrouterapi.ErrorCategory(s.Category) {
+	case mevrouterapi.NonceTooLow:
+		r, err := w.reader()
+		if err != nil {
+			return false, err
+		}
+		mined, err := r.Mined(ctx, *t.Hash)
+		if err != nil || mined {
+			return mined, err
+		}
+		log.Error("nonce too low and no attempt of ours is mined: the nonce was used outside txfence", "alert", true)
+		return false, w.stuck(ctx, t, "nonce_too_low: "+s.Message)
+	case mevrouterapi.InsufficientFunds:
+		log.Warn("insufficient funds to broadcast: held", "alert", true)
+		w.retryLater(t.ID)
+		_, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateSigned, txmanager.SubInsufficientFunds, txmanager.ReasonInsufficientFunds)
+		return false, err
+	case mevrouterapi.IntrinsicGasTooLow, mevrouterapi.GasLimitExceeded, mevrouterapi.InvalidSenderOrSignature, mevrouterapi.TxFeeCapExceeded, mevrouterapi.Rejected:
+		log.Error("broadcast refused for good: stuck until an operator acts", "alert", true)
+		return false, w.stuck(ctx, t, fmt.Sprintf("%s: %s: %s", txmanager.ReasonBroadcastRefused, s.Category, s.Message))
+	default:
+		b := w.retryLater(t.ID)
+		log.Warn("broadcast refused; sending again later", "retry_in", b.wait)
+		return false, nil
+	}
+}
+
+func (w *worker) stuck(ctx context.Context, t *txmanager.Tx, why string) error {
+	_, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateSigned, txmanager.SubStuck, why)
+	return err
+}
+
+// backoff spaces out the resends of one refused transaction.
+type backoff struct {
+	wait time.Duration
+	at   time.Time
+}
+
+const (
+	firstResend = 200 * time.Millisecond
+	maxResend   = 30 * time.Second
+)
+
+func (w *worker) retryLater(id uuid.UUID) *backoff {
+	b := w.sendRetry[id]
+	if b == nil {
+		b = &backoff{wait: firstResend}
+		w.sendRetry[id] = b
+	} else {
+		b.wait = min(2*b.wait, maxResend)
+	}
+	b.at = time.Now().Add(b.wait)
+	return b
 }
 
 func signerFees(f chain.Fees) remote.Fees {

@@ -61,6 +61,20 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, envOptions{})
+}
+
+// envOptions change an env's defaults.
+type envOptions struct {
+	// PolicyFile is signerd's policy (default: the development policy).
+	PolicyFile string
+	// SignerSettings are extra JSON members of the signer's entry in the
+	// chains file, such as `"gap_policy": "fill"`.
+	SignerSettings string
+}
+
+func newEnvWith(t *testing.T, opts envOptions) *env {
+	t.Helper()
 	pool, err := pg.Open(context.Background(), pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -75,14 +89,18 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})
+	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.PolicyFile})
 	signerClient, err := remote.NewSigner(signerd.URL, servicetest.Client(t, pki, "txmanager", "signer"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	from := signertest.DevAddress(0)
-	chains, err := txmanager.ParseChains([]byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q], "signers": [{"address": %q, "in_flight": 64}]}]}`,
-		stack.Node.ChainID(), stack.Node.URL(), from.Hex())))
+	settings := ""
+	if opts.SignerSettings != "" {
+		settings = ", " + opts.SignerSettings
+	}
+	chains, err := txmanager.ParseChains([]byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q], "signers": [{"address": %q, "in_flight": 64%s}]}]}`,
+		stack.Node.ChainID(), stack.Node.URL(), from.Hex(), settings)))
 	if err != nil {
 		t.Fatal(err)
 	}

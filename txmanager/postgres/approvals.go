@@ -1,0 +1,174 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/txmanager"
+)
+
+// Approval is an approver's signature over a transaction's intent and an
+// expiry, kept for signerd, which alone knows the approvers' keys and
+// verifies it.
+type Approval struct {
+	Approver  string
+	Expiry    time.Time
+	Signature []byte
+}
+
+// Approve stores an approval of a transaction waiting for approvals; the
+// signer's worker passes it to signerd. The same approver again replaces
+// its earlier approval. A transaction in any other state is an
+// errs.Conflict, one that does not exist errs.NotFound.
+func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		t, err := lockAwaitingApproval(ctx, tx, id, "approved")
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO approval (tx_id, approver, decision, expiry, signature) VALUES ($1, $2, 'approve', $3, $4)
+			ON CONFLICT (tx_id, approver) DO UPDATE SET expiry = EXCLUDED.expiry, signature = EXCLUDED.signature, created_at = now()
+				WHERE approval.decision = 'approve'`, id, a.Approver, a.Expiry, a.Signature)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errs.Errorf(errs.Conflict, "approver %q rejected transaction %s", a.Approver, id)
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// Reject records an approver's rejection and fails the transaction
+// (reason approval_rejected) in one transaction. Rejecting a transaction
+// the same approver already rejected answers it unchanged.
+func (s *Store) Reject(ctx context.Context, id uuid.UUID, approver string) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		var already bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approval WHERE tx_id = $1 AND approver = $2 AND decision = 'reject')`,
+			id, approver).Scan(&already); err != nil {
+			return err
+		}
+		if already {
+			var err error
+			out, err = scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			return err
+		}
+		if _, err := lockAwaitingApproval(ctx, tx, id, "rejected"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO approval (tx_id, approver, decision) VALUES ($1, $2, 'reject')
+			ON CONFLICT (tx_id, approver) DO UPDATE SET decision = 'reject', expiry = NULL, signature = NULL, created_at = now()`,
+			id, approver); err != nil {
+			return err
+		}
+		t, err := scanTx(tx.QueryRow(ctx, `
+			UPDATE tx SET state = 'FAILED', sub_state = NULL, reason = $2, approval_expires_at = NULL, updated_at = now()
+			WHERE tx_id = $1 RETURNING `+txColumns, id, txmanager.ReasonApprovalRejected))
+		if err != nil {
+			return err
+		}
+		out = t
+		return insertEvent(ctx, tx, &t, txmanager.StateChanged{FromState: txmanager.StatePendingApproval, ToState: txmanager.StateFailed,
+			Reason: txmanager.ReasonApprovalRejected, Approver: approver})
+	})
+	return out, err
+}
+
+// lockAwaitingApproval locks a transaction that must be waiting for
+// approvals; what names the decision for the error.
+func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what string) (txmanager.Tx, error) {
+	var expires *time.Time
+	var expired bool
+	t, err := scanTxWith(tx.QueryRow(ctx, `SELECT approval_expires_at, approval_expires_at <= now(), `+txColumns+`
+		FROM tx WHERE tx_id = $1 FOR UPDATE`, id), &expires, &expired)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, errs.Errorf(errs.NotFound, "no transaction %s", id)
+	}
+	if err != nil {
+		return t, err
+	}
+	if t.State != txmanager.StatePendingApproval {
+		return t, errs.Errorf(errs.Conflict, "transaction %s is %s: only a transaction waiting for approvals can be %s", id, t.State, what)
+	}
+	if expired {
+		return t, errs.Errorf(errs.Conflict, "transaction %s stopped waiting for approvals at %s", id, expires.UTC().Format(time.RFC3339))
+	}
+	return t, nil
+}
+
+// Approvals are the stored approvals of the transactions ids, by
+// transaction, in approver order.
+func (s *Store) Approvals(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]Approval, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tx_id, approver, expiry, signature FROM approval
+		WHERE tx_id = ANY($1) AND decision = 'approve' ORDER BY tx_id, approver`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	out := map[uuid.UUID][]Approval{}
+	var id uuid.UUID
+	var a Approval
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.Approver, &a.Expiry, &a.Signature}, func() error {
+		out[id] = append(out[id], a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	return out, nil
+}
+
+// Approved ends a transaction's wait: the policy, given its approvals,
+// allows it. PENDING_APPROVAL → SIMULATED, ready for a nonce.
+func (s *Store) Approved(ctx context.Context, f txmanager.Fence, id uuid.UUID, approvers []string) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StatePendingApproval}, txmanager.StateSimulated,
+			`, sub_state = NULL, reason = NULL`, nil, txmanager.StateChanged{Approvers: approvers})
+		return err
+	})
+	return out, err
+}
+
+// AwaitingApproval lists a signer's transactions waiting for approvals,
+// with when each stops waiting, oldest first, at most limit.
+func (s *Store) AwaitingApproval(ctx context.Context, key txmanager.SignerKey, limit int) ([]Awaiting, error) {
+	rows, err := s.pool.Query(ctx, `SELECT approval_expires_at, approval_expires_at <= now(), coalesce((SELECT string_agg(a.approver || '@' || a.created_at::text, ',' ORDER BY a.approver)
+			FROM approval a WHERE a.tx_id = tx.tx_id), ''), `+txColumns+`
+		FROM tx WHERE chain_id = $1 AND signer = $2 AND state = 'PENDING_APPROVAL' ORDER BY accept_seq LIMIT $3`,
+		int64(key.ChainID), key.Signer.Bytes(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("transactions awaiting approval: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Awaiting, error) {
+		var a Awaiting
+		var err error
+		a.Tx, err = scanTxWith(r, &a.Expires, &a.Expired, &a.Decisions)
+		return a, err
+	})
+}
+
+// Awaiting is a transaction waiting for approvals.
+type Awaiting struct {
+	txmanager.Tx
+	Expires time.Time
+	// Expired: the wait is over by the database's clock.
+	Expired bool
+	// Decisions sums up the approvals recorded so far (who, and when each
+	// was last stored): a change means the policy must be asked again.
+	Decisions string
+}

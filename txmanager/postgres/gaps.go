@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/txmanager"
+)
+
+// What to do with an allocated transaction that signerd refused to sign.
+
+// ErrLaterNonceSigned refuses to release a nonce: a later nonce of the
+// signer is signed (or allocated to a transaction not being released), so
+// giving the nonce up would leave a gap. The gap policy decides.
+var ErrLaterNonceSigned = errors.New("a later nonce of the signer is signed")
+
+// NonceRelease is an allocated transaction to take its nonce back from.
+type NonceRelease struct {
+	TxID uuid.UUID
+	// To is FAILED (with Reason) or PENDING_APPROVAL (the approvals no
+	// longer suffice: it waits again).
+	To     txmanager.State
+	Reason string
+}
+
+// ReleaseNonces gives back the nonces of allocated transactions signerd refused,
+// in one fenced transaction, and only while no later nonce of the signer
+// is held by a transaction not in rs (SYSTEM.md invariant 1): otherwise it
+// changes nothing and returns ErrLaterNonceSigned. The cursor goes back to
+// the lowest released nonce when nothing was allocated past the released
+// ones; the caller settles its next nonce again.
+func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []NonceRelease) ([]txmanager.Tx, error) {
+	var out []txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		ids := make([]uuid.UUID, len(rs))
+		for i, r := range rs {
+			ids[i] = r.TxID
+		}
+		// The cursor's row lock keeps a concurrent allocation (there is
+		// none under the fence, but a stale owner's would wait and fail).
+		var lowest *int64
+		var blocked bool
+		err := tx.QueryRow(ctx, `
+			WITH cursor AS (SELECT next_nonce FROM nonce_cursor WHERE chain_id = $1 AND signer = $2 FOR UPDATE),
+			     released AS (SELECT min(nonce) AS lowest FROM tx WHERE tx_id = ANY($3) AND state = 'ALLOCATED')
+			SELECT (SELECT lowest FROM released),
+				EXISTS (SELECT 1 FROM tx, released WHERE chain_id = $1 AND signer = $2 AND nonce > released.lowest
+					AND NOT (tx_id = ANY($3) AND state = 'ALLOCATED'))
+			FROM (SELECT count(*) FROM cursor) AS locked`,
+			int64(f.Key.ChainID), f.Key.Signer.Bytes(), ids).Scan(&lowest, &blocked)
+		if err != nil {
+			return err
+		}
+		if lowest == nil {
+			return fmt.Errorf("release: none of %v is ALLOCATED", ids)
+		}
+		if blocked {
+			return ErrLaterNonceSigned
+		}
+		for _, r := range rs {
+			set, args := `, nonce = NULL, sub_state = NULL, reason = $6`, []any{r.Reason}
+			t, err := move(ctx, tx, f, r.TxID, []txmanager.State{txmanager.StateAllocated}, r.To, set, args,
+				txmanager.StateChanged{Reason: r.Reason})
+			if err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		args := []any{int64(f.Key.ChainID), f.Key.Signer.Bytes(), *lowest}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		_, err = tx.Exec(ctx, `UPDATE nonce_cursor SET next_nonce = $3
+			WHERE chain_id = $1 AND signer = $2 AND next_nonce > $3
+			  AND NOT EXISTS (SELECT 1 FROM tx WHERE chain_id = $1 AND signer = $2 AND nonce >= $3)
+			  AND `+fence, append(args, fenceArgs...)...)
+		return err
+	})
+	return out, err
+}
+
+// GapFillRequestID is the request id of the transaction that fills the
+// nonce of the transaction id.
+func GapFillRequestID(id uuid.UUID) string { return "txfence:gap-fill:" + id.String() }
+
+// FillGap fails an allocated transaction signerd refused while later
+// nonces are signed, and gives its nonce to a new transaction that only
+// fills the gap: a 0-value transfer from the signer to itself with 21,000
+// gas, ALLOCATED at that nonce, its metadata naming the transaction it
+// replaces. Both changes are events, in one fenced transaction; the filler
+// goes through signing (signerd's policy must allow it) and broadcast like
+// any other.
+func (s *Store) FillGap(ctx context.Context, f txmanager.Fence, id uuid.UUID, reason string) (failed, filler txmanager.Tx, err error) {
+	err = s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var nonce int64
+		var route string
+		if err := tx.QueryRow(ctx, `SELECT nonce, route FROM tx WHERE tx_id = $1 AND state = 'ALLOCATED' FOR UPDATE`, id).Scan(&nonce, &route); err != nil {
+			return fmt.Errorf("fill the gap of %s: %w", id, err)
+		}
+		var err error
+		failed, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated}, txmanager.StateFailed,
+			`, nonce = NULL, sub_state = NULL, reason = $6`, []any{reason}, txmanager.StateChanged{Reason: reason})
+		if err != nil {
+			return err
+		}
+		self := f.Key.Signer
+		in := txmanager.Intent{ChainID: f.Key.ChainID, From: self, To: &self, Value: new(big.Int), RequestID: GapFillRequestID(id),
+			Route: txmanager.RoutePublic, Metadata: json.RawMessage(`{"fills_gap_of": "` + id.String() + `"}`)}
+		if err := in.Validate(); err != nil {
+			return err
+		}
+		fid, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		hash := in.Hash()
+		args := []any{fid, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		filler, err = scanTx(tx.QueryRow(ctx, `
+			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas, gas_limit, route, metadata, state, nonce, reason)
+			SELECT $1, $2, $3, $4, $5, $6, 0, '', 21000, 21000, $7, $8, 'ALLOCATED', $9, 'gap_fill'
+			WHERE `+fence+`
+			RETURNING `+txColumns, append(args, fenceArgs...)...))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &txmanager.FencedError{Fence: f, Op: "fill the gap of " + id.String()}
+		}
+		if err != nil {
+			return err
+		}
+		n := uint64(nonce)
+		return insertEvent(ctx, tx, &filler, txmanager.StateChanged{ToState: txmanager.StateAllocated, Nonce: &n, Reason: txmanager.ReasonGapFill})
+	})
+	return failed, filler, err
+}

@@ -1,0 +1,338 @@
+package worker_test
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/shared/chaintest"
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+var eth = big.NewInt(1e18)
+
+func ether(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), eth) }
+
+// approvers are Ed25519 keys the test policy lists.
+type approvers map[string]ed25519.PrivateKey
+
+func newApprovers(t *testing.T, ids ...string) approvers {
+	t.Helper()
+	out := approvers{}
+	for _, id := range ids {
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[id] = priv
+	}
+	return out
+}
+
+// sign is what `signerd approver sign` does for approver id over tx.
+func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, ttl time.Duration) postgres.Approval {
+	t.Helper()
+	req := &signer.Request{TxID: tx.ID.String(), ChainID: tx.ChainID, From: tx.From, Type: signer.DynamicFee, To: tx.To, Value: tx.Value, Data: tx.Data}
+	ap := signer.SignApproval(a[id], id, req, time.Now().Add(ttl))
+	return postgres.Approval{Approver: ap.Approver, Expiry: ap.Expiry, Signature: ap.Signature}
+}
+
+// writePolicy writes a signerd policy for chain 31337 and anvil's first
+// account: transfers to 0xdead denied; anything else allowed up to 100 ETH
+// a transaction and windowETH per hour (0: no window), 2 of the approvers
+// required above 1 ETH.
+func writePolicy(t *testing.T, as approvers, windowETH int64) string {
+	t.Helper()
+	keys := map[string]string{}
+	var ids []string
+	for id, priv := range as {
+		keys[id] = base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
+		ids = append(ids, id)
+	}
+	limits := map[string]any{"max_value_per_tx": ether(100).String()}
+	if windowETH > 0 {
+		limits["windows"] = []any{map[string]any{"duration": "1h", "max_value": ether(windowETH).String()}}
+	}
+	allow := map[string]any{"id": "payouts", "effect": "allow", "match": map[string]any{"from": []string{signertest.DevAddress(0).Hex()}},
+		"limits": limits}
+	if len(ids) > 0 {
+		allow["approval"] = map[string]any{"threshold": 2, "approvers": ids, "above_value": ether(1).String(), "max_ttl": "2h"}
+	}
+	pol := map[string]any{
+		"version": "test-1", "chains": []int{31337},
+		"rules": []any{
+			map[string]any{"id": "no-dead", "effect": "deny", "match": map[string]any{"to": []string{"0x000000000000000000000000000000000000dEaD"}}},
+			allow,
+		},
+	}
+	if len(keys) > 0 {
+		pol["approvers"] = keys
+	}
+	raw, err := json.Marshal(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (e *env) get(t *testing.T, id uuid.UUID) txmanager.Tx {
+	t.Helper()
+	tx, err := e.store.Get(ctx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+func (e *env) waitState(t *testing.T, id uuid.UUID, want txmanager.State) txmanager.Tx {
+	t.Helper()
+	var tx txmanager.Tx
+	eventually(t, fmt.Sprintf("%s %s", id, want), func() bool { tx = e.get(t, id); return tx.State == want })
+	return tx
+}
+
+// lastEvent is the data of the transaction's last state change.
+func (e *env) lastEvent(t *testing.T, id uuid.UUID) txmanager.StateChanged {
+	t.Helper()
+	var raw []byte
+	if err := e.pool.QueryRow(ctx(t), `SELECT payload FROM event WHERE tx_id = $1 ORDER BY id DESC LIMIT 1`, id).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var ev txmanager.StateChanged
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// TestApprovalsGateSigning: above 1 ETH the policy wants 2 of 3
+// approvals. Such a transaction waits in PENDING_APPROVAL without a nonce
+// while smaller ones go on; one approval, an approval by someone the
+// policy does not list and a forged one change nothing; the second valid
+// approval lets it through, signed with both. A rejection fails another,
+// an expired wait a third, neither spending a nonce.
+func TestApprovalsGateSigning(t *testing.T) {
+	t.Parallel()
+	as := newApprovers(t, "alice", "bob", "carol")
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, as, 0)})
+	e.deps.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	big1 := e.create(t, "big-1", ether(2))
+	rejected := e.create(t, "big-2", ether(3))
+	expiring := e.create(t, "big-3", ether(4))
+	small := e.create(t, "small", big.NewInt(1))
+	e.own(t, "node-a")
+
+	for _, id := range []uuid.UUID{big1.ID, rejected.ID, expiring.ID} {
+		tx := e.waitState(t, id, txmanager.StatePendingApproval)
+		if tx.Nonce != nil || tx.ApprovalExpiresAt == nil || tx.Reason != txmanager.ReasonApprovalRequired {
+			t.Errorf("waiting for approvals: %+v", tx)
+		}
+		if ev := e.lastEvent(t, id); ev.Rule != "payouts" {
+			t.Errorf("the event of %s names rule %q, want payouts", id, ev.Rule)
+		}
+	}
+	if tx := e.waitState(t, small.ID, txmanager.StateBroadcasted); *tx.Nonce != 0 {
+		t.Errorf("the small transaction got nonce %d, want 0: those waiting hold none", *tx.Nonce)
+	}
+
+	// One approval, one by a stranger, one forged: not enough.
+	mallory := newApprovers(t, "mallory")
+	forged := as.sign(t, "bob", big1, time.Hour)
+	forged.Signature[0] ^= 0xff
+	for _, a := range []postgres.Approval{as.sign(t, "alice", big1, time.Hour), mallory.sign(t, "mallory", big1, time.Hour), forged} {
+		if _, err := e.store.Approve(ctx(t), big1.ID, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The worker asks signerd again after each change; a later small
+	// transaction passing shows at least one full round went by.
+	later := e.create(t, "small-2", big.NewInt(1))
+	e.waitState(t, later.ID, txmanager.StateBroadcasted)
+	if tx := e.get(t, big1.ID); tx.State != txmanager.StatePendingApproval {
+		t.Fatalf("with one valid approval: %s", tx.State)
+	}
+
+	if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, "bob", big1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tx := e.waitState(t, big1.ID, txmanager.StateBroadcasted)
+	if *tx.Nonce != 2 {
+		t.Errorf("the approved transaction got nonce %d, want 2", *tx.Nonce)
+	}
+	var approvedBy []string
+	if err := e.pool.QueryRow(ctx(t), `SELECT array(SELECT jsonb_array_elements_text(payload->'approvers')) FROM event
+		WHERE tx_id = $1 AND payload->>'to_state' = 'SIMULATED'`, big1.ID).Scan(&approvedBy); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(approvedBy) != "[alice bob]" {
+		t.Errorf("approvers counted: %v, want [alice bob]", approvedBy)
+	}
+
+	if _, err := e.store.Reject(ctx(t), rejected.ID, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if tx := e.get(t, rejected.ID); tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonApprovalRejected || tx.Nonce != nil {
+		t.Errorf("rejected: %+v", tx)
+	}
+	if _, err := e.store.Approve(ctx(t), rejected.ID, as.sign(t, "alice", rejected, time.Hour)); err == nil {
+		t.Error("an approval of a rejected transaction was stored")
+	}
+
+	// The wait ends (by the database's clock, as the worker reads it).
+	if _, err := e.pool.Exec(ctx(t), `UPDATE tx SET approval_expires_at = now() - interval '1 second' WHERE tx_id = $1`, expiring.ID); err != nil {
+		t.Fatal(err)
+	}
+	if tx := e.waitState(t, expiring.ID, txmanager.StateFailed); tx.Reason != txmanager.ReasonApprovalExpired || tx.Nonce != nil {
+		t.Errorf("expired: %+v", tx)
+	}
+	var maxNonce int64
+	if err := e.pool.QueryRow(ctx(t), `SELECT max(nonce) FROM tx`).Scan(&maxNonce); err != nil || maxNonce != 2 {
+		t.Errorf("highest nonce %d (%v), want 2: no nonce went to a refused transaction", maxNonce, err)
+	}
+}
+
+// TestASignatureRefusedAfterAllocation: the policy's rolling window (5 ETH
+// an hour) is checked against what was signed, so the dry run passes 3, 3
+// and 1 ETH one by one but signing them as a batch refuses the second.
+// With gap_policy fill its nonce goes to a 0-value transfer to the signer
+// and the third is mined after it; a refused transaction with no signed
+// nonce after it gives its nonce back instead.
+func TestASignatureRefusedAfterAllocation(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, nil, 5), SignerSettings: `"gap_policy": "fill"`})
+	first := e.create(t, "w-1", ether(3))
+	refused := e.create(t, "w-2", ether(3))
+	third := e.create(t, "w-3", ether(1))
+	p := e.own(t, "node-a")
+
+	tx := e.waitState(t, refused.ID, txmanager.StateFailed)
+	if tx.Reason != txmanager.ReasonSigningRefused || tx.Nonce != nil {
+		t.Errorf("the refused transaction: %+v", tx)
+	}
+	filler, err := e.store.GetByRequest(ctx(t), e.key(), postgres.GapFillRequestID(refused.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler = e.waitState(t, filler.ID, txmanager.StateBroadcasted)
+	if *filler.Nonce != 1 || *filler.To != e.signer || filler.Value.Sign() != 0 {
+		t.Errorf("the filler: %+v", filler)
+	}
+	e.waitState(t, third.ID, txmanager.StateBroadcasted)
+	if err := e.chain.Node.Mine(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uuid.UUID{first.ID, filler.ID, third.ID} {
+		tx := e.get(t, id)
+		if r := chaintest.WaitReceipt(t, e.chain.Node, *tx.Hash); r.Status != 1 {
+			t.Errorf("%s (nonce %d) not mined", id, *tx.Nonce)
+		}
+	}
+
+	// 4 ETH are signed this hour. 0.5 and then 0.6 ETH more, in one batch:
+	// the dry run passes each alone, signing refuses the second, and with
+	// nothing signed after it its nonce is given back and used next.
+	p.Lost(e.key(), "pause to batch the next two")
+	half := e.create(t, "w-4", new(big.Int).Div(ether(1), big.NewInt(2)))
+	over := e.create(t, "w-5", new(big.Int).Div(ether(6), big.NewInt(10)))
+	p.Acquired(e.fence(t, "node-a"))
+	if tx := e.waitState(t, half.ID, txmanager.StateBroadcasted); *tx.Nonce != 3 {
+		t.Errorf("0.5 ETH got nonce %d, want 3", *tx.Nonce)
+	}
+	tx = e.waitState(t, over.ID, txmanager.StateFailed)
+	if tx.Reason != txmanager.ReasonSigningRefused || tx.Nonce != nil {
+		t.Errorf("refused with nothing signed after it: %+v", tx)
+	}
+	if ev := e.lastEvent(t, over.ID); ev.FromState != txmanager.StateAllocated {
+		t.Errorf("the refused transaction failed from %s, want ALLOCATED (refused at signing, not by the dry run)", ev.FromState)
+	}
+	next := e.create(t, "w-6", big.NewInt(1))
+	if tx := e.waitState(t, next.ID, txmanager.StateBroadcasted); *tx.Nonce != 4 {
+		t.Errorf("after a released nonce the next transaction got %d, want 4", *tx.Nonce)
+	}
+}
+
+// TestARefusalBeforeSignedNoncesHaltsAllocation: gap_policy halt (the
+// default). The refused transaction keeps its nonce, ALLOCATED with the
+// sub-state stuck and the reason; the one signed after it is broadcast;
+// nothing new gets a nonce while the gap is open.
+func TestARefusalBeforeSignedNoncesHaltsAllocation(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, nil, 5)})
+	e.create(t, "h-1", ether(3))
+	refused := e.create(t, "h-2", ether(3))
+	third := e.create(t, "h-3", ether(1))
+	e.own(t, "node-a")
+	e.waitState(t, third.ID, txmanager.StateBroadcasted)
+	var tx txmanager.Tx
+	eventually(t, "the refused transaction stuck", func() bool { tx = e.get(t, refused.ID); return tx.SubState == txmanager.SubStuck })
+	if tx.State != txmanager.StateAllocated || *tx.Nonce != 1 || !strings.HasPrefix(tx.Reason, txmanager.ReasonSigningRefused) {
+		t.Errorf("the refused transaction: %s %v %q", tx.State, tx.Nonce, tx.Reason)
+	}
+	// Two later transactions pass intake, the second only after the
+	// first's round allocated whatever it would.
+	waiting := e.create(t, "h-4", big.NewInt(1))
+	e.waitState(t, waiting.ID, txmanager.StateSimulated)
+	marker := e.create(t, "h-5", big.NewInt(1))
+	e.waitState(t, marker.ID, txmanager.StateSimulated)
+	if tx := e.get(t, waiting.ID); tx.State != txmanager.StateSimulated || tx.Nonce != nil {
+		t.Errorf("allocated while a gap is open: %s %v", tx.State, tx.Nonce)
+	}
+}
+
+// fence is node's current fence on the env's signer.
+func (e *env) fence(t *testing.T, node string) txmanager.Fence {
+	t.Helper()
+	var token int64
+	if err := e.pool.QueryRow(ctx(t), `SELECT fencing_token FROM signer_lease WHERE owner_node = $1`, node).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	return txmanager.Fence{Node: node, Key: e.key(), Token: token}
+}
+
+// TestHeldForFundsUntilTheBalanceCoversEverythingPending: the signer has
+// 10 ETH. 6 ETH passes; another 6 ETH would simulate alone but not with
+// the first pending, so it is held (insufficient_funds, no nonce) until
+// the balance grows, then goes on.
+func TestHeldForFundsUntilTheBalanceCoversEverythingPending(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, nil, 0)})
+	e.deps.FundsRetry = 50 * time.Millisecond
+	node := e.chain.Node
+	if err := node.SetBalance(ctx(t), e.signer, ether(10)); err != nil {
+		t.Fatal(err)
+	}
+	first := e.create(t, "f-1", ether(6))
+	second := e.create(t, "f-2", ether(6))
+	e.own(t, "node-a")
+	e.waitState(t, first.ID, txmanager.StateBroadcasted)
+	eventually(t, "the second held", func() bool {
+		tx := e.get(t, second.ID)
+		return tx.State == txmanager.StateInit && tx.SubState == txmanager.SubInsufficientFunds
+	})
+	if tx := e.get(t, second.ID); tx.Nonce != nil || tx.Reason != txmanager.ReasonInsufficientFunds {
+		t.Errorf("held: %+v", tx)
+	}
+	if err := node.SetBalance(ctx(t), e.signer, ether(20)); err != nil {
+		t.Fatal(err)
+	}
+	if tx := e.waitState(t, second.ID, txmanager.StateBroadcasted); *tx.Nonce != 1 || tx.SubState != txmanager.SubNone {
+		t.Errorf("after the top-up: %+v", tx)
+	}
+}
