@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -325,5 +326,91 @@ func TestSignerStatus(t *testing.T) {
 		if code, b := a.do(t, "gateway", "GET", p, ""); code != want {
 			t.Errorf("GET %s: %d %s, want %d", p, code, b, want)
 		}
+	}
+}
+
+// TestApproveAndReject: approvals are stored for the owner's worker to
+// pass to signerd, only while the transaction waits for them; malformed
+// ones are refused with a problem document and store nothing; a rejection
+// fails the transaction once.
+func TestApproveAndReject(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	ctx := context.Background()
+	create := func(requestID string) string {
+		t.Helper()
+		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody(requestID, "1"))
+		if code != http.StatusCreated {
+			t.Fatalf("create: %d %s", code, b)
+		}
+		return decode[txJSON](t, b).TxID
+	}
+	waiting, other, idle := create("a-1"), create("a-2"), create("a-3")
+	// As the owner's worker parks them after the policy's dry run.
+	if _, err := a.pool.Exec(ctx, `UPDATE tx SET state = 'PENDING_APPROVAL', gas_limit = 21000,
+		approval_expires_at = now() + interval '1 hour' WHERE tx_id = ANY($1)`, []string{waiting, other}); err != nil {
+		t.Fatal(err)
+	}
+	sig := base64.StdEncoding.EncodeToString(make([]byte, 64))
+	expiry := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	approval := func(approver, expiry, sig string) string {
+		return fmt.Sprintf(`{"approver": %q, "expiry": %q, "signature": %q}`, approver, expiry, sig)
+	}
+	bad := []struct{ name, body, want string }{
+		{"an approver id with a space", approval("al ice", expiry, sig), "approver"},
+		{"an expiry with a fraction", approval("alice", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano), sig), "whole seconds"},
+		{"an expiry in the past", approval("alice", "2020-01-01T00:00:00Z", sig), "past"},
+		{"a short signature", approval("alice", expiry, base64.StdEncoding.EncodeToString(make([]byte, 63))), "signature"},
+		{"a signature not base64", approval("alice", expiry, "!!"), "request body"},
+		{"no signature", fmt.Sprintf(`{"approver": "alice", "expiry": %q}`, expiry), "signature"},
+		{"an unknown field", fmt.Sprintf(`{"approver": "alice", "expiry": %q, "signature": %q, "nonce": 1}`, expiry, sig), "nonce"},
+	}
+	for _, tt := range bad {
+		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", tt.body)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), tt.want) {
+			t.Errorf("%s: %d %s; want a 400 problem mentioning %q", tt.name, code, b, tt.want)
+		}
+	}
+	var stored int
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM approval`).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("%d approvals stored by refused requests (%v)", stored, err)
+	}
+
+	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", approval("alice", expiry, sig))
+	if code != http.StatusOK || decode[txJSON](t, b).State != "PENDING_APPROVAL" || !strings.Contains(string(b), `"approval_expires_at"`) {
+		t.Fatalf("approve: %d %s", code, b)
+	}
+	for _, c := range []struct {
+		as, path string
+		want     int
+	}{
+		{"gateway", "/internal/v1/tx/" + idle + "/approvals", http.StatusConflict},
+		{"gateway", "/internal/v1/tx/0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7/approvals", http.StatusNotFound},
+		{"ledger", "/internal/v1/tx/" + waiting + "/approvals", http.StatusForbidden},
+	} {
+		if code, b := a.do(t, c.as, "POST", c.path, approval("bob", expiry, sig)); code != c.want {
+			t.Errorf("approve %s as %s: %d %s, want %d", c.path, c.as, code, b, c.want)
+		}
+	}
+
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+other+"/reject", `{"approver": ""}`); code != http.StatusBadRequest {
+		t.Errorf("reject without an approver: %d %s", code, b)
+	}
+	for range 2 { // the same rejection again answers the same
+		code, b = a.do(t, "gateway", "POST", "/internal/v1/tx/"+other+"/reject", `{"approver": "carol"}`)
+		if tx := decode[txJSON](t, b); code != http.StatusOK || tx.State != "FAILED" || tx.Reason != "approval_rejected" {
+			t.Fatalf("reject: %d %s", code, b)
+		}
+	}
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+other+"/approvals", approval("alice", expiry, sig)); code != http.StatusConflict {
+		t.Errorf("approving a rejected transaction: %d %s", code, b)
+	}
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+idle+"/reject", `{"approver": "carol"}`); code != http.StatusConflict {
+		t.Errorf("rejecting a transaction not waiting for approvals: %d %s", code, b)
+	}
+	var events int
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM event WHERE tx_id = $1 AND payload->>'to_state' = 'FAILED'
+		AND payload->>'approver' = 'carol'`, other).Scan(&events); err != nil || events != 1 {
+		t.Errorf("%d rejection events (%v), want 1", events, err)
 	}
 }

@@ -93,7 +93,7 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, approver string) (txma
 func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what string) (txmanager.Tx, error) {
 	var expires *time.Time
 	var expired bool
-	t, err := scanTxWith(tx.QueryRow(ctx, `SELECT approval_expires_at, approval_expires_at <= now(), `+txColumns+`
+	t, err := scanTxWith(tx.QueryRow(ctx, `SELECT approval_expires_at, coalesce(approval_expires_at <= now(), false), `+txColumns+`
 		FROM tx WHERE tx_id = $1 FOR UPDATE`, id), &expires, &expired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no transaction %s", id)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,9 @@ type NonceRelease struct {
 	// longer suffice: it waits again).
 	To     txmanager.State
 	Reason string
+	// ApprovalExpires is when a transaction sent back to PENDING_APPROVAL
+	// stops waiting.
+	ApprovalExpires time.Time
 }
 
 // ReleaseNonces gives back the nonces of allocated transactions signerd refused,
@@ -66,6 +70,9 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []Nonce
 		}
 		for _, r := range rs {
 			set, args := `, nonce = NULL, sub_state = NULL, reason = $6`, []any{r.Reason}
+			if r.To == txmanager.StatePendingApproval {
+				set, args = set+`, approval_expires_at = $7`, append(args, r.ApprovalExpires)
+			}
 			t, err := move(ctx, tx, f, r.TxID, []txmanager.State{txmanager.StateAllocated}, r.To, set, args,
 				txmanager.StateChanged{Reason: r.Reason})
 			if err != nil {

@@ -126,8 +126,24 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 	writes := map[string]func() error{
 		"simulate": func() error { _, err := s.Simulated(ctx(t), old, newTx.ID, 21000); return err },
 		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], 1); return err },
-		"sign":     func() error { _, err := s.Signed(ctx(t), old, []postgres.Attempt{attemptFor(ids[0])}); return err },
-		"fail":     func() error { _, err := s.Fail(ctx(t), old, ids[2], txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied}); return err },
+		"release": func() error {
+			_, err := s.ReleaseNonces(ctx(t), old, []postgres.NonceRelease{{TxID: ids[0], To: txmanager.StateFailed, Reason: "signing_refused"}})
+			return err
+		},
+		"fill a gap": func() error { _, _, err := s.FillGap(ctx(t), old, ids[0], "signing_refused"); return err },
+		"wait for approvals": func() error {
+			_, err := s.PendingApproval(ctx(t), old, newTx.ID, 21000, time.Now().Add(time.Hour), txmanager.StateChanged{})
+			return err
+		},
+		"hold": func() error {
+			_, err := s.SetSubState(ctx(t), old, newTx.ID, txmanager.StateInit, txmanager.SubInsufficientFunds, "insufficient_funds")
+			return err
+		},
+		"sign": func() error { _, err := s.Signed(ctx(t), old, []postgres.Attempt{attemptFor(ids[0])}); return err },
+		"fail": func() error {
+			_, err := s.Fail(ctx(t), old, ids[2], txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied})
+			return err
+		},
 		"broadcast": func() error {
 			_, err := s.Broadcasted(ctx(t), old, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now())
 			return err
@@ -254,5 +270,47 @@ func TestNoncesStayUniqueAndContiguousThroughTakeovers(t *testing.T) {
 	var events int
 	if err := pool.QueryRow(ctx(t), `SELECT count(*) FROM event WHERE payload->>'to_state' = 'ALLOCATED'`).Scan(&events); err != nil || events != n {
 		t.Errorf("%d ALLOCATED events, want %d (%v)", events, n, err)
+	}
+}
+
+// TestANonceIsReleasedOnlyWithNothingAfterIt: SYSTEM.md invariant 1 lets
+// a nonce go back only while no later nonce of the signer is taken. With
+// a later transaction still allocated, releasing one alone changes
+// nothing; releasing both fails them and moves the cursor back, so the
+// next allocation reuses the lower nonce.
+func TestANonceIsReleasedOnlyWithNothingAfterIt(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 4)
+	f := lease(t, s, "node-a")
+	ids := simulatedTxs(t, s, f, "release", 3)
+	if _, err := s.Allocate(ctx(t), f, ids, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0])}); err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(ids ...uuid.UUID) error {
+		var rs []postgres.NonceRelease
+		for _, id := range ids {
+			rs = append(rs, postgres.NonceRelease{TxID: id, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused})
+		}
+		_, err := s.ReleaseNonces(ctx(t), f, rs)
+		return err
+	}
+	if err := refuse(ids[1]); !errors.Is(err, postgres.ErrLaterNonceSigned) {
+		t.Fatalf("releasing nonce 1 with nonce 2 allocated: %v", err)
+	}
+	if err := refuse(ids[0]); err == nil {
+		t.Fatal("a signed transaction's nonce was released")
+	}
+	if err := refuse(ids[1], ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	var failed int
+	if err := pool.QueryRow(ctx(t), `SELECT count(*) FROM tx WHERE state = 'FAILED' AND nonce IS NULL`).Scan(&failed); err != nil || failed != 2 {
+		t.Errorf("%d failed without a nonce (%v), want 2", failed, err)
+	}
+	if next, err := s.NextNonce(ctx(t), f, nil); err != nil || next != 1 {
+		t.Errorf("next nonce %d (%v), want 1", next, err)
 	}
 }

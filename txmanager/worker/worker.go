@@ -669,7 +669,8 @@ func (w *worker) settleRefused(ctx context.Context, refused []refusal) error {
 		w.log.Warn("signerd refused an allocated transaction", "tx_id", rf.tx.ID, "nonce", *rf.tx.Nonce, "outcome", rf.outcome, "rule", rf.rule)
 		switch rf.outcome {
 		case remote.OutcomeNeedsApproval:
-			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StatePendingApproval, Reason: txmanager.ReasonApprovalRequired}
+			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StatePendingApproval, Reason: txmanager.ReasonApprovalRequired,
+				ApprovalExpires: time.Now().Add(w.ApprovalTTL)}
 		case remote.OutcomeDenied:
 			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused}
 		default:
