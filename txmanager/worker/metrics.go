@@ -22,19 +22,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"chain_id", "signer"}
 	m := &Metrics{
 		heldTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "txmanager_insufficient_funds_holds_total",
+			Name: "txfence_txmanager_insufficient_funds_holds_total",
 			Help: "Transactions held because the signer's balance does not cover them and everything pending.",
 		}, labels),
 		gapTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "txmanager_nonce_gaps_total",
+			Name: "txfence_txmanager_nonce_gaps_total",
 			Help: "Allocated transactions signerd refused while later nonces were signed, by gap policy.",
 		}, append(labels, "policy")),
 		haltedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "txmanager_signer_halts_total",
+			Name: "txfence_txmanager_signer_halts_total",
 			Help: "Signers whose work stopped until an operator acts.",
 		}, labels),
 		refusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "txmanager_broadcast_refusals_total",
+			Name: "txfence_txmanager_broadcast_refusals_total",
 			Help: "Transactions every route refused, by the node's error category.",
 		}, append(labels, "category")),
 	}
