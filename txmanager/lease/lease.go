@@ -55,6 +55,10 @@ type Store interface {
 	Release(ctx context.Context, node string, keys []txmanager.SignerKey) error
 	// Vacant returns those of keys that nobody holds.
 	Vacant(ctx context.Context, keys []txmanager.SignerKey) ([]txmanager.SignerKey, error)
+	// NextLapse is how long until the first held lease of keys has run
+	// out together with its owner's heartbeat; ok is false when none is
+	// held.
+	NextLapse(ctx context.Context, keys []txmanager.SignerKey) (wait time.Duration, ok bool, err error)
 }
 
 // Handler is the worker layer: it runs one worker per signer this node
@@ -169,8 +173,11 @@ type Manager struct {
 	held   map[txmanager.SignerKey]*held
 	fenced []txmanager.SignerKey // dropped by Fenced, Lost not yet reported
 
-	// Loop-only: when a signer preferred elsewhere was first seen unheld.
+	// Loop-only: when a signer preferred elsewhere was first seen unheld,
+	// and when the first lease held elsewhere lapses (zero: none before
+	// the next tick; hand-driven tests ignore it).
 	vacantSince map[txmanager.SignerKey]time.Time
+	lapseAt     time.Time
 
 	fencedTotal   *prometheus.CounterVec
 	lostTotal     *prometheus.CounterVec
@@ -270,25 +277,37 @@ func (m *Manager) Run(ctx context.Context) error {
 		// tick comes (the loop never blocks in a store call past it
 		// either: see round).
 		var (
-			timer  *time.Timer
-			expiry <-chan time.Time
+			timer, lapseTimer *time.Timer
+			expiry, lapse     <-chan time.Time
 		)
 		if until, ok := m.earliestValidity(); ok {
 			timer = time.NewTimer(time.Until(until))
 			expiry = timer.C
+		}
+		// Another node's lease that lapses before the next tick: a round
+		// right after it takes the signer over without waiting for the
+		// tick (a failover costs the lease period, not up to a period
+		// more).
+		if !m.lapseAt.IsZero() && m.ticks == nil {
+			lapseTimer = time.NewTimer(time.Until(m.lapseAt))
+			lapse = lapseTimer.C
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticks:
 			m.round(ctx)
+		case <-lapse:
+			m.round(ctx)
 		case <-m.wake:
 			m.reportFenced()
 		case <-expiry:
 			m.expireLocally(time.Now())
 		}
-		if timer != nil {
-			timer.Stop()
+		for _, t := range []*time.Timer{timer, lapseTimer} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	}
 }
@@ -482,6 +501,12 @@ func (m *Manager) rebalance(ctx context.Context, start time.Time, live []string)
 	if err != nil {
 		m.log.Warn("looking for orphaned leases failed", "err", err)
 	}
+	m.lapseAt = time.Time{}
+	if wait, ok, err := m.store.NextLapse(ctx, elsewhere); err != nil {
+		m.log.Warn("looking for lapsing leases failed", "err", err)
+	} else if ok && wait < m.cfg.RenewEvery {
+		m.lapseAt = time.Now().Add(wait + lapseMargin)
+	}
 
 	// Acquisitions are one statement each: many at once (a start, a
 	// failover) spread over rounds rather than hold up the next renewal.
@@ -510,6 +535,10 @@ func (m *Manager) rebalance(ctx context.Context, start time.Time, live []string)
 		m.handler.Acquired(txmanager.Fence{Node: m.cfg.Node, Key: k, Token: token})
 	}
 }
+
+// lapseMargin is how long after a lease's lapse by the database clock a
+// contender looks again: clocks and the round trip are not exact.
+const lapseMargin = 50 * time.Millisecond
 
 // orphans are those of candidates (signers preferred by another node)
 // that nobody has held for OrphanAfter, as seen by this node's rounds.

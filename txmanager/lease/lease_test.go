@@ -206,6 +206,13 @@ func (s *cuttableStore) Vacant(ctx context.Context, keys []txmanager.SignerKey) 
 	return s.Store.Vacant(ctx, keys)
 }
 
+func (s *cuttableStore) NextLapse(ctx context.Context, keys []txmanager.SignerKey) (time.Duration, bool, error) {
+	if s.cut.Load() {
+		return 0, false, errCut
+	}
+	return s.Store.NextLapse(ctx, keys)
+}
+
 // node is one running Manager with its own pool.
 type node struct {
 	name   string

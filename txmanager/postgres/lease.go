@@ -229,6 +229,33 @@ func (s *Store) Vacant(ctx context.Context, keys []txmanager.SignerKey) ([]txman
 	return vacant, nil
 }
 
+// NextLapse is how long until the first of keys' held leases can be taken
+// over: both the lease and its owner's heartbeat have run out by the
+// database clock. ok is false when none of keys is held.
+func (s *Store) NextLapse(ctx context.Context, keys []txmanager.SignerKey) (wait time.Duration, ok bool, err error) {
+	if len(keys) == 0 {
+		return 0, false, nil
+	}
+	chainIDs, signers, err := leaseKeyArrays(keys)
+	if err != nil {
+		return 0, false, err
+	}
+	var micros *int64
+	err = s.pool.QueryRow(ctx, `
+		SELECT (extract(epoch FROM min(greatest(l.expires_at, coalesce(n.expires_at, l.expires_at)) - now())) * 1e6)::bigint
+		FROM unnest($1::bigint[], $2::bytea[]) AS k (chain_id, signer)
+		JOIN signer_lease l ON l.chain_id = k.chain_id AND l.signer = k.signer
+		LEFT JOIN node n ON n.node_id = l.owner_node
+		WHERE l.owner_node IS NOT NULL AND l.expires_at > now()`, chainIDs, signers).Scan(&micros)
+	if err != nil {
+		return 0, false, fmt.Errorf("next lease lapse: %w", err)
+	}
+	if micros == nil {
+		return 0, false, nil
+	}
+	return max(time.Duration(*micros)*time.Microsecond, 0), true, nil
+}
+
 // LeaseRow is one signer's lease as the status pages show it.
 type LeaseRow struct {
 	Key txmanager.SignerKey
