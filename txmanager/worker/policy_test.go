@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/chaintest"
@@ -334,5 +335,34 @@ func TestHeldForFundsUntilTheBalanceCoversEverythingPending(t *testing.T) {
 	}
 	if tx := e.waitState(t, second.ID, txmanager.StateBroadcasted); *tx.Nonce != 1 || tx.SubState != txmanager.SubNone {
 		t.Errorf("after the top-up: %+v", tx)
+	}
+}
+
+// revertsNope is init code that reverts with Error("nope").
+var revertsNope = common.FromHex("7f08c379a0" + strings.Repeat("00", 28) + "600052" + "6020600452" + "6004602452" +
+	"7f6e6f7065" + strings.Repeat("00", 28) + "604452" + "60646000fd")
+
+// TestASimulatedRevertSpendsNoNonce: a transaction whose simulation
+// reverts FAILS with the decoded reason in its event, before any nonce;
+// the next transaction gets nonce 0.
+func TestASimulatedRevertSpendsNoNonce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	reverts, _, err := e.store.Create(ctx(t), &txmanager.Intent{ChainID: e.chain.Node.ChainID(), From: e.signer, RequestID: "reverts",
+		Value: new(big.Int), Data: revertsNope, Route: txmanager.RoutePublic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := e.create(t, "after", big.NewInt(1))
+	e.own(t, "node-a")
+	tx := e.waitState(t, reverts.ID, txmanager.StateFailed)
+	if tx.Reason != txmanager.ReasonSimulationReverted || tx.Nonce != nil {
+		t.Errorf("the reverting transaction: %s %q nonce %v", tx.State, tx.Reason, tx.Nonce)
+	}
+	if ev := e.lastEvent(t, reverts.ID); ev.RevertReason != "nope" {
+		t.Errorf("revert reason in the event %q, want nope", ev.RevertReason)
+	}
+	if tx := e.waitState(t, after.ID, txmanager.StateBroadcasted); *tx.Nonce != 0 {
+		t.Errorf("the next transaction got nonce %d, want 0", *tx.Nonce)
 	}
 }
