@@ -53,31 +53,61 @@ type Fees struct {
 // Legacy (eth_gasPrice): the gas price, capped by the max fee caps (a
 // legacy gas price is both what is offered and the most that is paid).
 func (r *Reader) Fees(ctx context.Context, signer txmanager.SignerConfig, in *txmanager.Intent, legacy bool) (Fees, error) {
-	var intentFee, intentTip *big.Int
 	if in != nil {
 		if err := r.checkChain(in); err != nil {
 			return Fees{}, err
 		}
+	}
+	m, err := r.Market(ctx, legacy)
+	if err != nil {
+		return Fees{}, err
+	}
+	return m.Fees(signer, in), nil
+}
+
+// Market is the fee market as read at one moment: what Fees prices with.
+// A worker reads it once for a batch and prices every transaction of the
+// batch from it, instead of one eth_feeHistory per transaction.
+type Market struct {
+	legacy bool
+	// gasPrice (legacy), or the next block's base fee and the tip the
+	// market pays (EIP-1559).
+	gasPrice, baseFee, tip *big.Int
+}
+
+// Market reads the fee market: eth_gasPrice on a legacy chain, else the
+// fee history (see Fees).
+func (r *Reader) Market(ctx context.Context, legacy bool) (Market, error) {
+	if legacy {
+		price, err := r.eth.SuggestGasPrice(ctx)
+		if err != nil {
+			return Market{}, fmt.Errorf("fees on chain %d: eth_gasPrice: %w", r.chainID, err)
+		}
+		return Market{legacy: true, gasPrice: price}, nil
+	}
+	baseFee, tip, err := r.market(ctx)
+	if err != nil {
+		return Market{}, fmt.Errorf("fees on chain %d: %w", r.chainID, err)
+	}
+	return Market{baseFee: baseFee, tip: tip}, nil
+}
+
+// Fees prices one transaction at this market within the caps (see
+// Reader.Fees); in may be nil. It reads nothing.
+func (m Market) Fees(signer txmanager.SignerConfig, in *txmanager.Intent) Fees {
+	var intentFee, intentTip *big.Int
+	if in != nil {
 		intentFee, intentTip = in.MaxFeePerGas, in.MaxPriorityFeePerGas
 	}
 	feeCap := lower(intentFee, weiInt(signer.MaxFeePerGas))
 	tipCap := lower(intentTip, weiInt(signer.MaxPriorityFeePerGas))
 
-	if legacy {
-		price, err := r.eth.SuggestGasPrice(ctx)
-		if err != nil {
-			return Fees{}, fmt.Errorf("fees on chain %d: eth_gasPrice: %w", r.chainID, err)
-		}
-		price, capped := capAt(price, feeCap)
-		return Fees{GasPrice: price, Capped: capped}, nil
+	if m.legacy {
+		price, capped := capAt(m.gasPrice, feeCap)
+		return Fees{GasPrice: price, Capped: capped}
 	}
-
-	baseFee, tip, err := r.market(ctx)
-	if err != nil {
-		return Fees{}, fmt.Errorf("fees on chain %d: %w", r.chainID, err)
-	}
-	tip, tipCapped := capAt(tip, tipCap)
-	maxFee := new(big.Int).Mul(baseFee, big.NewInt(baseFeeHeadroomTimes))
+	tip, tipCapped := capAt(m.tip, tipCap)
+	maxFee := new(big.Int).Mul(m.baseFee, big.NewInt(baseFeeHeadroomTimes))
 	maxFee.Add(maxFee, tip)
 	maxFee, feeCapped := capAt(maxFee, feeCap)
 	if tip.Cmp(maxFee) > 0 {
@@ -86,9 +116,9 @@ func (r *Reader) Fees(ctx context.Context, signer txmanager.SignerConfig, in *tx
 	return Fees{
 		MaxFeePerGas:         maxFee,
 		MaxPriorityFeePerGas: tip,
-		BaseFee:              baseFee,
+		BaseFee:              new(big.Int).Set(m.baseFee),
 		Capped:               tipCapped || feeCapped,
-	}, nil
+	}
 }
 
 // market is the next block's base fee and the tip the market pays.

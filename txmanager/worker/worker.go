@@ -320,6 +320,7 @@ func (w *worker) approvals(ctx context.Context) error {
 		return err
 	}
 	ch, cfg := w.config()
+	var market *chain.Market // read at the first transaction that needs it
 	for i := range waiting {
 		a := &waiting[i]
 		if a.Expired {
@@ -336,10 +337,10 @@ func (w *worker) approvals(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fees, err := r.Fees(ctx, cfg, &a.Intent, ch.Legacy)
-		if err != nil {
+		if market, err = readMarket(ctx, r, market, ch.Legacy); err != nil {
 			return err
 		}
+		fees := market.Fees(cfg, &a.Intent)
 		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: &a.Tx, GasLimit: *a.GasLimit, Fees: signerFees(fees), Approvals: approvals[a.ID]})
 		if err != nil {
 			return fmt.Errorf("policy on the approvals of %s: %w", a.ID, err)
@@ -402,7 +403,11 @@ func (w *worker) intake(ctx context.Context) error {
 		return err
 	}
 	ch, cfg := w.config()
-	var budget *fundsBudget // read at the first transaction that needs it
+	// Read at the first transaction that needs them.
+	var (
+		budget *fundsBudget
+		market *chain.Market
+	)
 	for i := range txs {
 		t := &txs[i]
 		if t.SubState == txmanager.SubInsufficientFunds {
@@ -440,10 +445,10 @@ func (w *worker) intake(ctx context.Context) error {
 			}
 			continue
 		}
-		fees, err := r.Fees(ctx, cfg, &t.Intent, ch.Legacy)
-		if err != nil {
+		if market, err = readMarket(ctx, r, market, ch.Legacy); err != nil {
 			return err
 		}
+		fees := market.Fees(cfg, &t.Intent)
 		if budget == nil {
 			if budget, err = w.readBudget(ctx, r, fees); err != nil {
 				return err
@@ -479,6 +484,19 @@ func (w *worker) intake(ctx context.Context) error {
 		delete(w.fundsRetryAt, t.ID)
 	}
 	return nil
+}
+
+// readMarket reads the fee market unless m already holds it: once per
+// pass over a queue, not once per transaction.
+func readMarket(ctx context.Context, r *chain.Reader, m *chain.Market, legacy bool) (*chain.Market, error) {
+	if m != nil {
+		return m, nil
+	}
+	read, err := r.Market(ctx, legacy)
+	if err != nil {
+		return nil, err
+	}
+	return &read, nil
 }
 
 // dependencyMet tells whether t may go on: it depends on nothing, or on a
@@ -609,13 +627,15 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 	if err != nil {
 		return err
 	}
+	market, err := r.Market(ctx, ch.Legacy)
+	if err != nil {
+		return err
+	}
 	batch := make([]remote.ToSign, len(txs))
 	fees := make([]chain.Fees, len(txs))
 	for i := range txs {
 		t := &txs[i]
-		if fees[i], err = r.Fees(ctx, cfg, &t.Intent, ch.Legacy); err != nil {
-			return err
-		}
+		fees[i] = market.Fees(cfg, &t.Intent)
 		batch[i] = remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: signerFees(fees[i]), Approvals: approvals[t.ID]}
 	}
 	results, err := w.Signer.SignBatch(ctx, batch)
