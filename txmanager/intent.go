@@ -180,11 +180,22 @@ type Tx struct {
 	Nonce    *uint64
 	// Hash is the current attempt's hash, once signed.
 	Hash *common.Hash
+	// SigningFees are the fees the first attempt is signed with, fixed
+	// with the nonce; nil before ALLOCATED.
+	SigningFees *Fees
 	// ApprovalExpiresAt is when a PENDING_APPROVAL transaction stops
 	// waiting; nil in every other state.
 	ApprovalExpiresAt *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+}
+
+// Fees are a signed transaction's fee fields: the EIP-1559 caps, or a
+// legacy gas price.
+type Fees struct {
+	MaxFeePerGas         *big.Int
+	MaxPriorityFeePerGas *big.Int
+	GasPrice             *big.Int
 }
 
 // Key is the transaction's signer.

@@ -69,7 +69,7 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []Nonce
 			return ErrLaterNonceSigned
 		}
 		for _, r := range rs {
-			set, args := `, nonce = NULL, sub_state = NULL, reason = $6`, []any{r.Reason}
+			set, args := `, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{r.Reason}
 			if r.To == txmanager.StatePendingApproval {
 				set, args = set+`, approval_expires_at = $7`, append(args, r.ApprovalExpires)
 			}
@@ -91,6 +91,9 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []Nonce
 	return out, err
 }
 
+// clearSigningFees forgets the fees of a nonce given up.
+const clearSigningFees = `, signing_max_fee_per_gas = NULL, signing_max_priority_fee_per_gas = NULL, signing_gas_price = NULL`
+
 // GapFillRequestID is the request id of the transaction that fills the
 // nonce of the transaction id.
 func GapFillRequestID(id uuid.UUID) string { return "txfence:gap-fill:" + id.String() }
@@ -102,7 +105,7 @@ func GapFillRequestID(id uuid.UUID) string { return "txfence:gap-fill:" + id.Str
 // replaces. Both changes are events, in one fenced transaction; the filler
 // goes through signing (signerd's policy must allow it) and broadcast like
 // any other.
-func (s *Store) FillGap(ctx context.Context, f txmanager.Fence, id uuid.UUID, reason string) (failed, filler txmanager.Tx, err error) {
+func (s *Store) FillGap(ctx context.Context, f txmanager.Fence, id uuid.UUID, reason string, fees txmanager.Fees) (failed, filler txmanager.Tx, err error) {
 	err = s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var nonce int64
 		var route string
@@ -111,7 +114,7 @@ func (s *Store) FillGap(ctx context.Context, f txmanager.Fence, id uuid.UUID, re
 		}
 		var err error
 		failed, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated}, txmanager.StateFailed,
-			`, nonce = NULL, sub_state = NULL, reason = $6`, []any{reason}, txmanager.StateChanged{Reason: reason})
+			`, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{reason}, txmanager.StateChanged{Reason: reason})
 		if err != nil {
 			return err
 		}
@@ -126,11 +129,13 @@ func (s *Store) FillGap(ctx context.Context, f txmanager.Fence, id uuid.UUID, re
 			return err
 		}
 		hash := in.Hash()
-		args := []any{fid, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce}
+		args := append([]any{fid, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce},
+			signingFeeArgs(fees)...)
 		fence, fenceArgs := FenceSQL(f, len(args))
 		filler, err = scanTx(tx.QueryRow(ctx, `
-			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas, gas_limit, route, metadata, state, nonce, reason)
-			SELECT $1, $2, $3, $4, $5, $6, 0, '', 21000, 21000, $7, $8, 'ALLOCATED', $9, 'gap_fill'
+			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas, gas_limit, route, metadata, state, nonce, reason,
+				signing_max_fee_per_gas, signing_max_priority_fee_per_gas, signing_gas_price)
+			SELECT $1, $2, $3, $4, $5, $6, 0, '', 21000, 21000, $7, $8, 'ALLOCATED', $9, 'gap_fill', $10, $11, $12
 			WHERE `+fence+`
 			RETURNING `+txColumns, append(args, fenceArgs...)...))
 		if errors.Is(err, pgx.ErrNoRows) {

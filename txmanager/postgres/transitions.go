@@ -102,18 +102,22 @@ func (s *Store) Fail(ctx context.Context, f txmanager.Fence, id uuid.UUID, why t
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval, txmanager.StateAllocated},
-			txmanager.StateFailed, `, sub_state = NULL, reason = $6, nonce = NULL`, []any{why.Reason}, why)
+			txmanager.StateFailed, `, sub_state = NULL, reason = $6, nonce = NULL`+clearSigningFees, []any{why.Reason}, why)
 		return err
 	})
 	return out, err
 }
 
 // Allocate gives consecutive nonces from first to the transactions of ids
-// that are still SIMULATED, in the order given, moves them to ALLOCATED
-// and advances the signer's cursor past them, all in one fenced
-// transaction. It returns the allocated transactions (those cancelled
-// meanwhile are left out, and take no nonce).
-func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID, first uint64) ([]txmanager.Tx, error) {
+// that are still SIMULATED, in the order given, with the fees each will be
+// signed with (fees[i] for ids[i]), moves them to ALLOCATED and advances
+// the signer's cursor past them, all in one fenced transaction. It
+// returns the allocated transactions (those cancelled meanwhile are left
+// out, and take no nonce).
+func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID, fees []txmanager.Fees, first uint64) ([]txmanager.Tx, error) {
+	if len(fees) != len(ids) {
+		return nil, fmt.Errorf("allocate: %d transactions, %d fees", len(ids), len(fees))
+	}
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
@@ -130,13 +134,13 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 			still[id] = true
 		}
 		next := first
-		for _, id := range ids {
+		for i, id := range ids {
 			if !still[id] {
 				continue
 			}
 			n := next
 			t, err := move(ctx, tx, f, id, []txmanager.State{txmanager.StateSimulated}, txmanager.StateAllocated,
-				`, nonce = $6`, []any{int64(n)}, txmanager.StateChanged{Nonce: &n})
+				`, nonce = $6`+setSigningFees(7), append([]any{int64(n)}, signingFeeArgs(fees[i])...), txmanager.StateChanged{Nonce: &n})
 			if err != nil {
 				return err
 			}
@@ -161,6 +165,16 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 		return nil
 	})
 	return out, err
+}
+
+// setSigningFees sets the signing fee columns from three arguments from
+// $first on (signingFeeArgs).
+func setSigningFees(first int) string {
+	return fmt.Sprintf(`, signing_max_fee_per_gas = $%d, signing_max_priority_fee_per_gas = $%d, signing_gas_price = $%d`, first, first+1, first+2)
+}
+
+func signingFeeArgs(f txmanager.Fees) []any {
+	return []any{optNumeric(f.MaxFeePerGas), optNumeric(f.MaxPriorityFeePerGas), optNumeric(f.GasPrice)}
 }
 
 // Attempt is one signed attempt of a transaction, to store.

@@ -45,6 +45,15 @@ func simulatedTxs(t *testing.T, s *postgres.Store, f txmanager.Fence, prefix str
 	return ids
 }
 
+// feesFor are fees to allocate ids with.
+func feesFor(ids []uuid.UUID) []txmanager.Fees {
+	fees := make([]txmanager.Fees, len(ids))
+	for i := range fees {
+		fees[i] = txmanager.Fees{MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+	}
+	return fees
+}
+
 func attemptFor(id uuid.UUID) postgres.Attempt {
 	return postgres.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
 }
@@ -54,7 +63,7 @@ func TestTheWayThroughTheFence(t *testing.T) {
 	s, pool := store(t, 4)
 	f := lease(t, s, "node-a")
 	ids := simulatedTxs(t, s, f, "happy", 1)
-	allocated, err := s.Allocate(ctx(t), f, ids, 7)
+	allocated, err := s.Allocate(ctx(t), f, ids, feesFor(ids), 7)
 	if err != nil || len(allocated) != 1 || *allocated[0].Nonce != 7 || allocated[0].State != txmanager.StateAllocated {
 		t.Fatalf("allocate: %+v %v", allocated, err)
 	}
@@ -99,7 +108,7 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 	s, pool := store(t, 4)
 	old := lease(t, s, "node-a")
 	ids := simulatedTxs(t, s, old, "stale", 3)
-	if _, err := s.Allocate(ctx(t), old, ids[:1], 0); err != nil {
+	if _, err := s.Allocate(ctx(t), old, ids[:1], feesFor(ids[:1]), 0); err != nil {
 		t.Fatal(err)
 	}
 	// node-a pauses past its lease; node-b takes over.
@@ -125,12 +134,12 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 	before := snapshot()
 	writes := map[string]func() error{
 		"simulate": func() error { _, err := s.Simulated(ctx(t), old, newTx.ID, 21000); return err },
-		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], 1); return err },
+		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], feesFor(ids[1:]), 1); return err },
 		"release": func() error {
 			_, err := s.ReleaseNonces(ctx(t), old, []postgres.NonceRelease{{TxID: ids[0], To: txmanager.StateFailed, Reason: "signing_refused"}})
 			return err
 		},
-		"fill a gap": func() error { _, _, err := s.FillGap(ctx(t), old, ids[0], "signing_refused"); return err },
+		"fill a gap": func() error { _, _, err := s.FillGap(ctx(t), old, ids[0], "signing_refused", feesFor(ids[:1])[0]); return err },
 		"wait for approvals": func() error {
 			_, err := s.PendingApproval(ctx(t), old, newTx.ID, 21000, time.Now().Add(time.Hour), txmanager.StateChanged{})
 			return err
@@ -162,7 +171,7 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 	if err != nil || next != 1 {
 		t.Fatalf("next nonce after takeover: %d %v", next, err)
 	}
-	if got, err := s.Allocate(ctx(t), current, ids[1:], next); err != nil || len(got) != 2 || *got[1].Nonce != 2 {
+	if got, err := s.Allocate(ctx(t), current, ids[1:], feesFor(ids[1:]), next); err != nil || len(got) != 2 || *got[1].Nonce != 2 {
 		t.Errorf("allocate by the new owner: %+v %v", got, err)
 	}
 }
@@ -213,7 +222,7 @@ func TestNoncesStayUniqueAndContiguousThroughTakeovers(t *testing.T) {
 					open = append(open, id)
 				}
 				rows.Close()
-				got, err := s.Allocate(ctx(t), f, open, first)
+				got, err := s.Allocate(ctx(t), f, open, feesFor(open), first)
 				switch {
 				case errors.Is(err, txmanager.ErrFenced):
 				case err != nil:
@@ -283,7 +292,7 @@ func TestANonceIsReleasedOnlyWithNothingAfterIt(t *testing.T) {
 	s, pool := store(t, 4)
 	f := lease(t, s, "node-a")
 	ids := simulatedTxs(t, s, f, "release", 3)
-	if _, err := s.Allocate(ctx(t), f, ids, 0); err != nil {
+	if _, err := s.Allocate(ctx(t), f, ids, feesFor(ids), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0])}); err != nil {

@@ -93,7 +93,8 @@ func classifyInsert(err error, in *txmanager.Intent) error {
 const txColumns = `tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, max_fee_per_gas::text,
 	max_priority_fee_per_gas::text, route, depends_on, metadata, state, coalesce(sub_state, ''), coalesce(reason, ''),
 	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = tx.current_attempt),
-	CASE WHEN state = 'PENDING_APPROVAL' THEN approval_expires_at END, created_at, updated_at`
+	CASE WHEN state = 'PENDING_APPROVAL' THEN approval_expires_at END,
+	signing_max_fee_per_gas::text, signing_max_priority_fee_per_gas::text, signing_gas_price::text, created_at, updated_at`
 
 func scanTx(row pgx.Row) (txmanager.Tx, error) { return scanTxWith(row) }
 
@@ -102,11 +103,12 @@ func scanTxWith(row pgx.Row, lead ...any) (txmanager.Tx, error) {
 	var t txmanager.Tx
 	var chainID int64
 	var signer, to, hash []byte
-	var value, maxFee, maxTip *string
+	var value, maxFee, maxTip, signFee, signTip, signPrice *string
 	var gas, gasLimit, nonce *int64
 	var route, state, sub string
 	dest := append(lead, &t.ID, &chainID, &signer, &t.RequestID, &to, &value, &t.Data, &gas, &maxFee, &maxTip,
-		&route, &t.DependsOn, &t.Metadata, &state, &sub, &t.Reason, &gasLimit, &nonce, &hash, &t.ApprovalExpiresAt, &t.CreatedAt, &t.UpdatedAt)
+		&route, &t.DependsOn, &t.Metadata, &state, &sub, &t.Reason, &gasLimit, &nonce, &hash, &t.ApprovalExpiresAt,
+		&signFee, &signTip, &signPrice, &t.CreatedAt, &t.UpdatedAt)
 	if err := row.Scan(dest...); err != nil {
 		return t, err
 	}
@@ -122,6 +124,9 @@ func scanTxWith(row pgx.Row, lead ...any) (txmanager.Tx, error) {
 	if hash != nil {
 		h := common.BytesToHash(hash)
 		t.Hash = &h
+	}
+	if signFee != nil || signPrice != nil {
+		t.SigningFees = &txmanager.Fees{MaxFeePerGas: bigOf(signFee), MaxPriorityFeePerGas: bigOf(signTip), GasPrice: bigOf(signPrice)}
 	}
 	return t, nil
 }

@@ -41,11 +41,7 @@ func NewSigner(baseURL string, hc *http.Client) (*Signer, error) {
 
 // Fees are a transaction's fee fields: EIP-1559 caps, or a legacy gas
 // price.
-type Fees struct {
-	MaxFeePerGas         *big.Int
-	MaxPriorityFeePerGas *big.Int
-	GasPrice             *big.Int
-}
+type Fees = txmanager.Fees
 
 // Approval is an approver's signature to pass to signerd.
 type Approval struct {

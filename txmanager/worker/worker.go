@@ -341,7 +341,7 @@ func (w *worker) approvals(ctx context.Context) error {
 			return err
 		}
 		fees := market.Fees(cfg, &a.Intent)
-		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: &a.Tx, GasLimit: *a.GasLimit, Fees: signerFees(fees), Approvals: approvals[a.ID]})
+		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: &a.Tx, GasLimit: *a.GasLimit, Fees: fixed(fees), Approvals: approvals[a.ID]})
 		if err != nil {
 			return fmt.Errorf("policy on the approvals of %s: %w", a.ID, err)
 		}
@@ -462,7 +462,7 @@ func (w *worker) intake(ctx context.Context) error {
 			}
 			continue
 		}
-		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: t, GasLimit: sim.GasLimit, Fees: signerFees(fees)})
+		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: t, GasLimit: sim.GasLimit, Fees: fixed(fees)})
 		if err != nil {
 			return fmt.Errorf("policy dry run of %s: %w", t.ID, err)
 		}
@@ -598,11 +598,23 @@ func (w *worker) sendReady(ctx context.Context) error {
 		w.log.Warn("the key was used outside txfence: skipping its nonces", "from", w.next, "to", *chainNext)
 		w.next = *chainNext
 	}
-	ids := make([]uuid.UUID, len(ready))
-	for i := range ready {
-		ids[i] = ready[i].ID
+	// The fees are fixed with the nonce: a signature asked for again after
+	// a crash must be for the very same transaction.
+	ch, _ := w.config()
+	r, err := w.reader()
+	if err != nil {
+		return err
 	}
-	allocated, err := w.Store.Allocate(ctx, w.fence, ids, w.next)
+	market, err := r.Market(ctx, ch.Legacy)
+	if err != nil {
+		return err
+	}
+	ids := make([]uuid.UUID, len(ready))
+	fees := make([]txmanager.Fees, len(ready))
+	for i := range ready {
+		ids[i], fees[i] = ready[i].ID, fixed(market.Fees(cfg, &ready[i].Intent))
+	}
+	allocated, err := w.Store.Allocate(ctx, w.fence, ids, fees, w.next)
 	if err != nil {
 		return err
 	}
@@ -627,16 +639,20 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 	if err != nil {
 		return err
 	}
-	market, err := r.Market(ctx, ch.Legacy)
-	if err != nil {
-		return err
-	}
+	var market *chain.Market // for transactions allocated without fees
 	batch := make([]remote.ToSign, len(txs))
-	fees := make([]chain.Fees, len(txs))
+	fees := make([]txmanager.Fees, len(txs))
 	for i := range txs {
 		t := &txs[i]
-		fees[i] = market.Fees(cfg, &t.Intent)
-		batch[i] = remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: signerFees(fees[i]), Approvals: approvals[t.ID]}
+		if t.SigningFees != nil {
+			fees[i] = *t.SigningFees
+		} else {
+			if market, err = readMarket(ctx, r, market, ch.Legacy); err != nil {
+				return err
+			}
+			fees[i] = fixed(market.Fees(cfg, &t.Intent))
+		}
+		batch[i] = remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: fees[i], Approvals: approvals[t.ID]}
 	}
 	results, err := w.Signer.SignBatch(ctx, batch)
 	if err != nil {
@@ -711,12 +727,21 @@ func (w *worker) settleRefused(ctx context.Context, refused []refusal) error {
 		return err
 	}
 	_, cfg := w.config()
+	var market *chain.Market
 	for _, rf := range refused {
 		why := fmt.Sprintf("%s: signerd answered %s (rule %s) at nonce %d, later nonces are signed", txmanager.ReasonSigningRefused, rf.outcome, rf.rule, *rf.tx.Nonce)
 		w.Metrics.gap(w.fence.Key, cfg.GapPolicy)
 		// A filler signerd refuses is not filled again: that would never end.
 		if cfg.GapPolicy == txmanager.GapFill && rf.tx.RequestID != postgres.GapFillRequestID(fillerOf(rf.tx)) {
-			_, filler, err := w.Store.FillGap(ctx, w.fence, rf.tx.ID, txmanager.ReasonSigningRefused)
+			ch, _ := w.config()
+			r, err := w.reader()
+			if err != nil {
+				return err
+			}
+			if market, err = readMarket(ctx, r, market, ch.Legacy); err != nil {
+				return err
+			}
+			_, filler, err := w.Store.FillGap(ctx, w.fence, rf.tx.ID, txmanager.ReasonSigningRefused, fixed(market.Fees(cfg, nil)))
 			if err != nil {
 				return err
 			}
@@ -895,6 +920,7 @@ func (w *worker) retryLater(id uuid.UUID) *backoff {
 	return b
 }
 
-func signerFees(f chain.Fees) remote.Fees {
-	return remote.Fees{MaxFeePerGas: f.MaxFeePerGas, MaxPriorityFeePerGas: f.MaxPriorityFeePerGas, GasPrice: f.GasPrice}
+// fixed keeps the fee fields of a price.
+func fixed(f chain.Fees) txmanager.Fees {
+	return txmanager.Fees{MaxFeePerGas: f.MaxFeePerGas, MaxPriorityFeePerGas: f.MaxPriorityFeePerGas, GasPrice: f.GasPrice}
 }
