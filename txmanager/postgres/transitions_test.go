@@ -139,7 +139,10 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 			_, err := s.ReleaseNonces(ctx(t), old, []postgres.NonceRelease{{TxID: ids[0], To: txmanager.StateFailed, Reason: "signing_refused"}})
 			return err
 		},
-		"fill a gap": func() error { _, _, err := s.FillGap(ctx(t), old, ids[0], "signing_refused", feesFor(ids[:1])[0]); return err },
+		"fill a gap": func() error {
+			_, _, err := s.FillGap(ctx(t), old, ids[0], "signing_refused", feesFor(ids[:1])[0])
+			return err
+		},
 		"wait for approvals": func() error {
 			_, err := s.PendingApproval(ctx(t), old, newTx.ID, 21000, time.Now().Add(time.Hour), txmanager.StateChanged{})
 			return err

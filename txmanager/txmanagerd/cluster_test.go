@@ -38,7 +38,7 @@ type cluster struct {
 }
 
 // newCluster sets a cluster up; extra settings go to every node.
-func newCluster(t *testing.T, extra map[string]string) *cluster {
+func newCluster(t testing.TB, extra map[string]string) *cluster {
 	t.Helper()
 	c := &cluster{pki: servicetest.PKI(t), from: signertest.DevAddress(0), db: pgtest.URL(t)}
 	c.stack = mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
@@ -66,7 +66,7 @@ func newCluster(t *testing.T, extra map[string]string) *cluster {
 }
 
 // node starts a txmanagerd process named name.
-func (c *cluster) node(t *testing.T, name string) *servicetest.Process {
+func (c *cluster) node(t testing.TB, name string) *servicetest.Process {
 	t.Helper()
 	return servicetest.StartProcess(t, c.bin, nil, c.env(name), "internal")
 }
