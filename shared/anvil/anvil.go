@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/txfence/txfence/shared/pinned"
 	"io"
 	"math/big"
 	"net"
@@ -54,98 +55,20 @@ const (
 	pollInterval   = 20 * time.Millisecond
 )
 
+// binary is the pinned anvil: $TXFENCE_ANVIL when set, else the install
+// under <repo root>/.tools, installed on first use by
+// deploy/scripts/install-anvil.sh (once per process).
+var binary = pinned.Binary{
+	Name: "anvil", Version: Version, Env: "TXFENCE_ANVIL",
+	Installed: []string{".tools", "anvil", Version, "node_modules", "@foundry-rs", "anvil-linux-amd64", "bin", "anvil"},
+	Script:    filepath.Join("deploy", "scripts", "install-anvil.sh"),
+	Timeout:   installTimeout,
+}
+
 // Find returns the anvil binary to run: $TXFENCE_ANVIL when set, else the
 // pinned install under <repo root>/.tools, which is installed on first use
 // by running deploy/scripts/install-anvil.sh (once per process).
-func Find() (string, error) {
-	if p := os.Getenv("TXFENCE_ANVIL"); p != "" {
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("TXFENCE_ANVIL: %w", err) // set on purpose: do not fall back silently
-		}
-		return p, nil
-	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", fmt.Errorf("find anvil: %w; set TXFENCE_ANVIL to an anvil %s binary", err, Version)
-	}
-	p := filepath.Join(root, ".tools", "anvil", Version, "node_modules", "@foundry-rs", "anvil-linux-amd64", "bin", "anvil")
-	if executable(p) == nil {
-		return p, nil
-	}
-	return install(root)
-}
-
-var (
-	installMu   sync.Mutex
-	installRuns = map[string]installResult{} // by repo root
-)
-
-type installResult struct {
-	path string
-	err  error
-}
-
-// install runs the install script at most once per repository root: a
-// failed npm install is not retried by every test in the binary.
-func install(root string) (string, error) {
-	installMu.Lock()
-	defer installMu.Unlock()
-	if r, ok := installRuns[root]; ok {
-		return r.path, r.err
-	}
-	path, err := runInstall(root)
-	installRuns[root] = installResult{path, err}
-	return path, err
-}
-
-func runInstall(root string) (string, error) {
-	script := filepath.Join(root, "deploy", "scripts", "install-anvil.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("install anvil %s with %s: %w: %s", Version, script, err, strings.TrimSpace(stderr.String()))
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	p := strings.TrimSpace(lines[len(lines)-1])
-	if err := executable(p); err != nil {
-		return "", fmt.Errorf("install anvil %s with %s: it printed %q: %w", Version, script, p, err)
-	}
-	return p, nil
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
-}
-
-// repoRoot walks up from the working directory to the go.work file, which
-// marks the root in tests (run in their package directory) and in the
-// launcher alike.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work in the working directory or above it, so the repository root is unknown")
-		}
-		dir = parent
-	}
-}
+func Find() (string, error) { return binary.Find() }
 
 // Options configure a node. The zero value is a node like anvil's defaults
 // on a free loopback port, with output discarded.

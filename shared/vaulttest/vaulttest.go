@@ -12,6 +12,7 @@
 package vaulttest
 
 import (
+	"github.com/txfence/txfence/shared/pinned"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -19,7 +20,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,96 +58,20 @@ const (
 	pollInterval = 25 * time.Millisecond
 )
 
+// binary is the pinned Vault: $TXFENCE_VAULT when set, else the build
+// under <repo root>/.tools, built on first use by
+// deploy/scripts/build-vault.sh (once per process).
+var binary = pinned.Binary{
+	Name: "vault", Version: Version, Env: "TXFENCE_VAULT",
+	Installed: []string{".tools", "vault", Version, "vault"},
+	Script:    filepath.Join("deploy", "scripts", "build-vault.sh"),
+	Timeout:   buildTimeout,
+}
+
 // Find returns the vault binary to run: $TXFENCE_VAULT when set, else the
 // pinned build under <repo root>/.tools, built on first use by running
 // deploy/scripts/build-vault.sh (once per process).
-func Find() (string, error) {
-	if p := os.Getenv("TXFENCE_VAULT"); p != "" {
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("TXFENCE_VAULT: %w", err) // set on purpose: do not fall back silently
-		}
-		return p, nil
-	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", fmt.Errorf("find vault: %w; set TXFENCE_VAULT to a vault %s binary", err, Version)
-	}
-	p := filepath.Join(root, ".tools", "vault", Version, "vault")
-	if executable(p) == nil {
-		return p, nil
-	}
-	return build(root)
-}
-
-var (
-	buildMu   sync.Mutex
-	buildRuns = map[string]buildResult{} // by repo root
-)
-
-type buildResult struct {
-	path string
-	err  error
-}
-
-// build runs the build script at most once per repository root: a failed
-// build is not retried by every test in the binary.
-func build(root string) (string, error) {
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if r, ok := buildRuns[root]; ok {
-		return r.path, r.err
-	}
-	path, err := runBuild(root)
-	buildRuns[root] = buildResult{path, err}
-	return path, err
-}
-
-func runBuild(root string) (string, error) {
-	script := filepath.Join(root, "deploy", "scripts", "build-vault.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build vault %s with %s: %w: %s", Version, script, err, tail(stderr.String(), 4000))
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	p := strings.TrimSpace(lines[len(lines)-1])
-	if err := executable(p); err != nil {
-		return "", fmt.Errorf("build vault %s with %s: it printed %q: %w", Version, script, p, err)
-	}
-	return p, nil
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
-}
-
-// repoRoot walks up from the working directory to the go.work file.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work in the working directory or above it, so the repository root is unknown")
-		}
-		dir = parent
-	}
-}
+func Find() (string, error) { return binary.Find() }
 
 // Options configure a dev server. The zero value is a plain-HTTP server.
 type Options struct {
@@ -619,13 +543,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
 
 // output keeps the head of the server's log (the unseal key is printed
 // there) and its tail, and copies it to w.
@@ -665,5 +582,5 @@ func (o *output) all() string {
 func (o *output) tail() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return tail(string(o.last), 4000)
+	return pinned.Tail(string(o.last), 4000)
 }
