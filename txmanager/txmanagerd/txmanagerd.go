@@ -157,7 +157,10 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		ApprovalTTL: cfg.ApprovalTTL, FundsHold: cfg.FundsHold, Metrics: metrics, AfterStep: crash,
 	})
 	manager, err = lease.New(store, pool, svc.HTTP.Registry(), lease.Config{
-		Node: node, LeaseTTL: cfg.LeaseTTL, RenewEvery: cfg.RenewEvery, Signers: chains.Signers, Logger: svc.Log,
+		// A node counts as live as long as its leases last: a frozen
+		// node's signers are then taken over as soon as its leases lapse
+		// (a longer heartbeat would make them wait to become orphans).
+		Node: node, LeaseTTL: cfg.LeaseTTL, RenewEvery: cfg.RenewEvery, HeartbeatTTL: cfg.LeaseTTL, Signers: chains.Signers, Logger: svc.Log,
 	})
 	if err != nil {
 		stop()
