@@ -366,3 +366,31 @@ func TestASimulatedRevertSpendsNoNonce(t *testing.T) {
 		t.Errorf("the next transaction got nonce %d, want 0", *tx.Nonce)
 	}
 }
+
+// TestAKeyUsedOutsideWhileOwnedIsSkippedPast: the key sends a transaction
+// outside txfence while the worker owns the signer; the next allocation
+// reads the chain's pending nonce and skips past it.
+func TestAKeyUsedOutsideWhileOwnedIsSkippedPast(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	node := e.chain.Node
+	first := e.create(t, "before", big.NewInt(1))
+	e.own(t, "node-a")
+	if tx := e.waitState(t, first.ID, txmanager.StateBroadcasted); *tx.Nonce != 0 {
+		t.Fatalf("first nonce %d", *tx.Nonce)
+	}
+	external := chaintest.SendTransfer(t, node, node.Accounts()[0].Key, common.HexToAddress("0xdead"), big.NewInt(1))
+	if external.Nonce() != 1 {
+		t.Fatalf("the external transaction took nonce %d, want 1", external.Nonce())
+	}
+	next := e.create(t, "after", big.NewInt(1))
+	if tx := e.waitState(t, next.ID, txmanager.StateBroadcasted); *tx.Nonce != 2 {
+		t.Errorf("after the key was used outside, the next nonce is %d, want 2", *tx.Nonce)
+	}
+	if err := node.Mine(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := chaintest.WaitReceipt(t, node, *e.get(t, next.ID).Hash); r.Status != 1 {
+		t.Error("the transaction after the external one was not mined")
+	}
+}
