@@ -55,7 +55,11 @@ func Client(t testing.TB, dir, identity, server string) *http.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: src.ClientConfig(server)}}
+	// Kept-alive connections like the services' own clients
+	// (httpclient): with net/http's default of 2 per host, concurrent
+	// tests and benchmarks would pay a TLS handshake on most requests.
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: src.ClientConfig(server),
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 64}}
 }
 
 // PlainTLSClient trusts the CA in dir but presents no certificate, as a

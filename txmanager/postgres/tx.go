@@ -36,45 +36,52 @@ func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx,
 	if err != nil {
 		return txmanager.Tx{}, false, err
 	}
-	var out txmanager.Tx
-	created := false
-	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
-		row := tx.QueryRow(ctx, `
+	// One statement, so one round trip and one commit: the row, and its
+	// event under the feed's shared barrier (see insertEvent), or nothing
+	// when the request id is taken.
+	payload, err := json.Marshal(txmanager.StateChanged{ToState: txmanager.StateInit})
+	if err != nil {
+		return txmanager.Tx{}, false, err
+	}
+	row := s.pool.QueryRow(ctx, `
+		WITH created AS (
 			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
 				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'INIT')
 			ON CONFLICT (chain_id, signer, request_id) DO NOTHING
-			RETURNING `+txColumns,
-			id, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], addrBytes(in.To), numeric(in.Value), nonNil(in.Data),
-			optInt(in.Gas), optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), in.DependsOn, metadata(in.Metadata))
-		t, err := scanTx(row)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return s.existing(ctx, tx, in, hash, &out)
-		case err != nil:
-			return classifyInsert(err, in)
-		}
-		created, out = true, t
-		return insertEvent(ctx, tx, &t, txmanager.StateChanged{ToState: txmanager.StateInit})
-	})
-	return out, created, err
+			RETURNING `+txColumns+`),
+		event AS (
+			INSERT INTO event (tx_id, type, payload)
+			SELECT created.tx_id, $15, $16 FROM created, (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
+		SELECT * FROM created`,
+		id, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], addrBytes(in.To), numeric(in.Value), nonNil(in.Data),
+		optInt(in.Gas), optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), in.DependsOn, metadata(in.Metadata),
+		txmanager.EventStateChanged, payload, int64(eventBarrier))
+	t, err := scanTx(row)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		t, err = s.existing(ctx, in, hash)
+		return t, false, err
+	case err != nil:
+		return t, false, classifyInsert(err, in)
+	}
+	return t, true, nil
 }
 
 // existing reads the transaction that holds the request id: the answer to
 // a repeated create, or a conflict.
-func (s *Store) existing(ctx context.Context, tx pgx.Tx, in *txmanager.Intent, hash [32]byte, out *txmanager.Tx) error {
+func (s *Store) existing(ctx context.Context, in *txmanager.Intent, hash [32]byte) (txmanager.Tx, error) {
 	var stored []byte
-	row := tx.QueryRow(ctx, `SELECT request_hash, `+txColumns+` FROM tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3`,
+	row := s.pool.QueryRow(ctx, `SELECT request_hash, `+txColumns+` FROM tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3`,
 		int64(in.ChainID), in.From.Bytes(), in.RequestID)
 	t, err := scanTxWith(row, &stored)
 	if err != nil {
-		return fmt.Errorf("read the transaction of request id %q: %w", in.RequestID, err)
+		return t, fmt.Errorf("read the transaction of request id %q: %w", in.RequestID, err)
 	}
 	if !bytes.Equal(stored, hash[:]) {
-		return errs.Errorf(errs.Conflict, "request_id %q was used by transaction %s with another body", in.RequestID, t.ID)
+		return t, errs.Errorf(errs.Conflict, "request_id %q was used by transaction %s with another body", in.RequestID, t.ID)
 	}
-	*out = t
-	return nil
+	return t, nil
 }
 
 // classifyInsert turns constraint violations into the caller's errors.
