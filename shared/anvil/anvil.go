@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/txfence/txfence/shared/pinned"
 	"io"
 	"math/big"
 	"net"
@@ -35,6 +34,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/txfence/txfence/shared/pinned"
 )
 
 // Version is the anvil release the project pins; deploy/scripts/install-anvil.sh

@@ -12,7 +12,6 @@
 package vaulttest
 
 import (
-	"github.com/txfence/txfence/shared/pinned"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/txfence/txfence/shared/pgcluster"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/pinned"
 )
 
 // Version is the Vault release the project pins; deploy/scripts/build-vault.sh
@@ -542,7 +542,6 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
 
 // output keeps the head of the server's log (the unseal key is printed
 // there) and its tail, and copies it to w.
