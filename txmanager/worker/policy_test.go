@@ -394,3 +394,42 @@ func TestAKeyUsedOutsideWhileOwnedIsSkippedPast(t *testing.T) {
 		t.Error("the transaction after the external one was not mined")
 	}
 }
+
+// TestDependsOnWaitsForTheParent: a child waits (waiting_dependency, no
+// nonce) until its parent is CONFIRMED, then goes on; the child of a
+// parent that fails fails too.
+func TestDependsOnWaitsForTheParent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	child := func(requestID string, parent uuid.UUID) txmanager.Tx {
+		t.Helper()
+		to := common.HexToAddress("0x0000000000000000000000000000000000000b0b")
+		tx, _, err := e.store.Create(ctx(t), &txmanager.Intent{ChainID: e.chain.Node.ChainID(), From: e.signer, RequestID: requestID,
+			To: &to, Value: big.NewInt(1), Route: txmanager.RoutePublic, DependsOn: &parent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	parent := e.create(t, "parent", big.NewInt(1))
+	waits := child("child", parent.ID)
+	denied := e.create(t, "denied-parent", ether(2000)) // over the development policy's 1000 ETH
+	orphan := child("orphan", denied.ID)
+	e.own(t, "node-a")
+
+	e.waitState(t, parent.ID, txmanager.StateBroadcasted)
+	eventually(t, "the child waiting", func() bool { return e.get(t, waits.ID).SubState == txmanager.SubWaitingDependency })
+	if tx := e.get(t, waits.ID); tx.State != txmanager.StateInit || tx.Nonce != nil {
+		t.Errorf("waiting child: %s nonce %v", tx.State, tx.Nonce)
+	}
+	if tx := e.waitState(t, orphan.ID, txmanager.StateFailed); tx.Reason != txmanager.ReasonDependencyFailed {
+		t.Errorf("the child of a failed parent: %q", tx.Reason)
+	}
+	// What the chain follower does, done by hand: the parent is confirmed.
+	if _, err := e.pool.Exec(ctx(t), `UPDATE tx SET state = 'CONFIRMED' WHERE tx_id = $1`, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if tx := e.waitState(t, waits.ID, txmanager.StateBroadcasted); *tx.Nonce != 1 || tx.SubState != txmanager.SubNone {
+		t.Errorf("the child after its parent: nonce %d, sub-state %q", *tx.Nonce, tx.SubState)
+	}
+}
