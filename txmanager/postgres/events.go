@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -16,25 +17,40 @@ import (
 // caller's transaction: the change and its event commit together or not
 // at all.
 func insertEvent(ctx context.Context, tx pgx.Tx, t *txmanager.Tx, data txmanager.StateChanged) error {
-	if data.Nonce == nil {
-		data.Nonce = t.Nonce
-	}
-	if data.Hash == nil {
-		data.Hash = t.Hash
-	}
-	if data.SubState == "" {
-		data.SubState = t.SubState
-	}
-	payload, err := json.Marshal(data)
-	if err != nil {
-		return err
+	return insertEvents(ctx, tx, []txmanager.Tx{*t}, []txmanager.StateChanged{data})
+}
+
+// insertEvents writes the events of several changes, data[i] for txs[i],
+// in one statement. The nonce, hash and sub-state an event leaves out are
+// the transaction's.
+func insertEvents(ctx context.Context, tx pgx.Tx, txs []txmanager.Tx, data []txmanager.StateChanged) error {
+	ids := make([]uuid.UUID, len(txs))
+	payloads := make([]string, len(txs))
+	for i := range txs {
+		t, d := &txs[i], data[i]
+		if d.Nonce == nil {
+			d.Nonce = t.Nonce
+		}
+		if d.Hash == nil {
+			d.Hash = t.Hash
+		}
+		if d.SubState == "" {
+			d.SubState = t.SubState
+		}
+		payload, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		ids[i], payloads[i] = t.ID, string(payload)
 	}
 	// The shared barrier lock, held until this transaction ends, tells the
 	// sequencer an event is being written (see Sequence).
 	if _, err := tx.Exec(ctx, `INSERT INTO event (tx_id, type, payload)
-		SELECT $1, $2, $3 FROM (SELECT pg_advisory_xact_lock_shared($4)) AS writing`,
-		t.ID, txmanager.EventStateChanged, payload, int64(eventBarrier)); err != nil {
-		return fmt.Errorf("write the event of %s: %w", t.ID, err)
+		SELECT e.tx_id, $3, e.payload::jsonb
+		FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS e (tx_id, payload, ord), (SELECT pg_advisory_xact_lock_shared($4)) AS writing
+		ORDER BY e.ord`,
+		ids, payloads, txmanager.EventStateChanged, int64(eventBarrier)); err != nil {
+		return fmt.Errorf("write the events of %d transactions: %w", len(ids), err)
 	}
 	return nil
 }

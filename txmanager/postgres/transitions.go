@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -111,51 +113,71 @@ func (s *Store) Fail(ctx context.Context, f txmanager.Fence, id uuid.UUID, why t
 // Allocate gives consecutive nonces from first to the transactions of ids
 // that are still SIMULATED, in the order given, with the fees each will be
 // signed with (fees[i] for ids[i]), moves them to ALLOCATED and advances
-// the signer's cursor past them, all in one fenced transaction. It
-// returns the allocated transactions (those cancelled meanwhile are left
-// out, and take no nonce).
+// the signer's cursor past them, all in one fenced transaction of three
+// statements, whatever the batch's size. It returns the allocated
+// transactions in nonce order (those cancelled meanwhile are left out and
+// take no nonce).
 func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID, fees []txmanager.Fees, first uint64) ([]txmanager.Tx, error) {
 	if len(fees) != len(ids) {
 		return nil, fmt.Errorf("allocate: %d transactions, %d fees", len(ids), len(fees))
 	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	maxFee, tip, price := make([]*string, len(fees)), make([]*string, len(fees)), make([]*string, len(fees))
+	for i, fe := range fees {
+		maxFee[i], tip[i], price[i] = optNumeric(fe.MaxFeePerGas), optNumeric(fe.MaxPriorityFeePerGas), optNumeric(fe.GasPrice)
+	}
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		rows, err := tx.Query(ctx, `SELECT tx_id FROM tx WHERE tx_id = ANY($1) AND state = 'SIMULATED' FOR UPDATE`, ids)
-		if err != nil {
-			return err
-		}
-		ready, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return err
-		}
-		still := map[uuid.UUID]bool{}
-		for _, id := range ready {
-			still[id] = true
-		}
-		next := first
-		for i, id := range ids {
-			if !still[id] {
-				continue
-			}
-			n := next
-			t, err := move(ctx, tx, f, id, []txmanager.State{txmanager.StateSimulated}, txmanager.StateAllocated,
-				`, nonce = $6`+setSigningFees(7), append([]any{int64(n)}, signingFeeArgs(fees[i])...), txmanager.StateChanged{Nonce: &n})
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
-			next++
-		}
-		if next == first {
-			return nil
-		}
-		args := []any{int64(f.Key.ChainID), f.Key.Signer.Bytes(), int64(next)}
+		args := []any{ids, int64(f.Key.ChainID), f.Key.Signer.Bytes(), int64(first), maxFee, tip, price}
 		fence, fenceArgs := FenceSQL(f, len(args))
+		// Driven from the ids, so each row is found by its primary key
+		// whatever the planner knows of the table; locked before it is
+		// numbered, so a cancel in between leaves no hole in the nonces.
+		rows, err := tx.Query(ctx, `
+			WITH wanted AS (
+				SELECT w.tx_id, w.ord FROM unnest($1::uuid[]) WITH ORDINALITY AS w (tx_id, ord)
+			), ready AS (
+				SELECT t.tx_id, w.ord FROM wanted w JOIN tx t ON t.tx_id = w.tx_id
+				WHERE t.state = 'SIMULATED' AND t.chain_id = $2 AND t.signer = $3
+				FOR UPDATE OF t
+			), numbered AS (
+				-- Names of their own: tx's are the ones RETURNING means.
+				SELECT tx_id AS n_id, ord AS n_ord, $4::bigint + row_number() OVER (ORDER BY ord) - 1 AS n_nonce FROM ready
+			)
+			UPDATE tx SET state = 'ALLOCATED', nonce = n_nonce, updated_at = now(),
+				signing_max_fee_per_gas = ($5::text[])[n_ord]::numeric,
+				signing_max_priority_fee_per_gas = ($6::text[])[n_ord]::numeric,
+				signing_gas_price = ($7::text[])[n_ord]::numeric
+			FROM numbered WHERE tx.tx_id = n_id AND `+fence+`
+			RETURNING `+txColumns,
+			append(args, fenceArgs...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Tx, error) { return scanTx(r) })
+		if err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			return fencedOrNothing(ctx, tx, f, "allocate")
+		}
+		slices.SortFunc(out, func(a, b txmanager.Tx) int { return cmp.Compare(*a.Nonce, *b.Nonce) })
+		events := make([]txmanager.StateChanged, len(out))
+		for i := range out {
+			events[i] = txmanager.StateChanged{FromState: txmanager.StateSimulated, ToState: txmanager.StateAllocated}
+		}
+		if err := insertEvents(ctx, tx, out, events); err != nil {
+			return err
+		}
+		cargs := []any{int64(f.Key.ChainID), f.Key.Signer.Bytes(), int64(first) + int64(len(out))}
+		fence, fenceArgs = FenceSQL(f, len(cargs))
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO nonce_cursor AS c (chain_id, signer, next_nonce) SELECT $1, $2, $3 WHERE `+fence+`
 			ON CONFLICT (chain_id, signer) DO UPDATE SET next_nonce = GREATEST(c.next_nonce, EXCLUDED.next_nonce)`,
-			append(args, fenceArgs...)...)
+			append(cargs, fenceArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -167,10 +189,19 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 	return out, err
 }
 
-// setSigningFees sets the signing fee columns from three arguments from
-// $first on (signingFeeArgs).
-func setSigningFees(first int) string {
-	return fmt.Sprintf(`, signing_max_fee_per_gas = $%d, signing_max_priority_fee_per_gas = $%d, signing_gas_price = $%d`, first, first+1, first+2)
+// fencedOrNothing explains a fenced batch write that touched no row: the
+// fence no longer holds (a *txmanager.FencedError), or none of the rows
+// was in the state the write expects (nil: nothing to do).
+func fencedOrNothing(ctx context.Context, tx pgx.Tx, f txmanager.Fence, op string) error {
+	fence, fenceArgs := FenceSQL(f, 0)
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT `+fence, fenceArgs...).Scan(&held); err != nil {
+		return err
+	}
+	if !held {
+		return &txmanager.FencedError{Fence: f, Op: op}
+	}
+	return nil
 }
 
 func signingFeeArgs(f txmanager.Fees) []any {
@@ -188,31 +219,76 @@ type Attempt struct {
 }
 
 // Signed stores a batch's first signed attempts, ALLOCATED → SIGNED, in
-// one fenced transaction: the raw transactions and hashes are durable
-// before anything is broadcast, and the batch costs one commit.
+// one fenced transaction of three statements: the raw transactions and
+// hashes are durable before anything is broadcast, and the batch costs one
+// commit. Every transaction of the batch must be ALLOCATED.
 func (s *Store) Signed(ctx context.Context, f txmanager.Fence, attempts []Attempt) ([]txmanager.Tx, error) {
+	if len(attempts) == 0 {
+		return nil, nil
+	}
+	n := len(attempts)
+	ids, hashes, raws := make([]uuid.UUID, n), make([][]byte, n), make([][]byte, n)
+	maxFee, tip, price := make([]*string, n), make([]*string, n), make([]*string, n)
+	byID := make(map[uuid.UUID]common.Hash, n)
+	for i, a := range attempts {
+		ids[i], hashes[i], raws[i] = a.TxID, a.Hash.Bytes(), a.Raw
+		maxFee[i], tip[i], price[i] = optNumeric(a.MaxFeePerGas), optNumeric(a.MaxPriorityFeePerGas), optNumeric(a.GasPrice)
+		byID[a.TxID] = a.Hash
+	}
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		out = out[:0]
-		for _, a := range attempts {
-			_, err := tx.Exec(ctx, `
+		args := []any{ids, hashes, raws, maxFee, tip, price, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		rows, err := tx.Query(ctx, `
+			WITH signed AS (
+				SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::text[], $5::text[], $6::text[])
+					AS a (a_id, a_hash, a_raw, a_max_fee, a_tip, a_price)
+			), stored AS (
 				INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price)
-				SELECT tx_id, 1, nonce, $2, $3, $4, $5, $6 FROM tx WHERE tx_id = $1 AND state = 'ALLOCATED'`,
-				a.TxID, a.Hash.Bytes(), a.Raw, optNumeric(a.MaxFeePerGas), optNumeric(a.MaxPriorityFeePerGas), optNumeric(a.GasPrice))
-			if err != nil {
-				return fmt.Errorf("store the attempt of %s: %w", a.TxID, err)
-			}
-			h := a.Hash
-			t, err := move(ctx, tx, f, a.TxID, []txmanager.State{txmanager.StateAllocated}, txmanager.StateSigned,
-				`, current_attempt = 1, sub_state = NULL, reason = NULL`, nil, txmanager.StateChanged{Hash: &h})
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
+				SELECT t.tx_id, 1, t.nonce, a_hash, a_raw, a_max_fee::numeric, a_tip::numeric, a_price::numeric
+				FROM signed JOIN tx t ON t.tx_id = a_id
+				WHERE t.state = 'ALLOCATED' AND t.chain_id = $7 AND t.signer = $8 AND `+fence+`
+				RETURNING tx_id AS s_id
+			)
+			UPDATE tx SET state = 'SIGNED', current_attempt = 1, sub_state = NULL, reason = NULL, updated_at = now()
+			FROM stored WHERE tx.tx_id = s_id AND tx.state = 'ALLOCATED'
+			RETURNING `+txColumns,
+			append(args, fenceArgs...)...)
+		if out, err = collectBatch(ctx, tx, f, rows, err, n, "store signed attempts", txmanager.StateAllocated); err != nil {
+			return err
 		}
-		return nil
+		events := make([]txmanager.StateChanged, n)
+		for i := range out {
+			// The attempt rows this statement wrote are not visible to
+			// its own RETURNING: the hash comes from the batch.
+			h := byID[out[i].ID]
+			out[i].Hash = &h
+			events[i] = txmanager.StateChanged{FromState: txmanager.StateAllocated, ToState: txmanager.StateSigned}
+		}
+		return insertEvents(ctx, tx, out, events)
 	})
 	return out, err
+}
+
+// collectBatch reads the transactions a fenced batch write returned (rows
+// and err are its query's). All want of them must have moved: fewer means
+// the fence no longer holds (a *txmanager.FencedError) or one was not in
+// the state from, and the caller's transaction rolls back.
+func collectBatch(ctx context.Context, tx pgx.Tx, f txmanager.Fence, rows pgx.Rows, err error, want int, op string, from txmanager.State) ([]txmanager.Tx, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%s (%d): %w", op, want, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Tx, error) { return scanTx(r) })
+	if err != nil {
+		return nil, fmt.Errorf("%s (%d): %w", op, want, err)
+	}
+	if len(out) != want {
+		if err := fencedOrNothing(ctx, tx, f, op); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %d of %d transactions were %s", op, len(out), want, from)
+	}
+	return out, nil
 }
 
 // Sent is a transaction whose current attempt a route accepted.
@@ -222,25 +298,45 @@ type Sent struct {
 }
 
 // Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, in one
-// fenced transaction.
+// fenced transaction of three statements. Every transaction of the batch
+// must be SIGNED.
 func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
+	if len(sent) == 0 {
+		return nil, nil
+	}
+	n := len(sent)
+	ids, routes := make([]uuid.UUID, n), make([]string, n)
+	byID := make(map[uuid.UUID]txmanager.Route, n)
+	for i, b := range sent {
+		ids[i], routes[i] = b.TxID, string(b.Route)
+		byID[b.TxID] = b.Route
+	}
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		out = out[:0]
-		for _, b := range sent {
-			t, err := move(ctx, tx, f, b.TxID, []txmanager.State{txmanager.StateSigned}, txmanager.StateBroadcasted,
-				`, sub_state = NULL, reason = NULL`, nil, txmanager.StateChanged{Route: b.Route})
-			if err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, `UPDATE attempt SET route = $2, sent_at = $3
-				WHERE tx_id = $1 AND attempt = (SELECT current_attempt FROM tx WHERE tx_id = $1)`, b.TxID, string(b.Route), at)
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
+		args := []any{ids, routes, at, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		rows, err := tx.Query(ctx, `
+			WITH accepted AS (
+				SELECT * FROM unnest($1::uuid[], $2::text[]) AS b (b_id, b_route)
+			), sent AS (
+				UPDATE attempt SET route = b_route, sent_at = $3
+				FROM accepted JOIN tx t ON t.tx_id = b_id
+				WHERE attempt.tx_id = t.tx_id AND attempt.attempt = t.current_attempt
+				  AND t.state = 'SIGNED' AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
+				RETURNING attempt.tx_id AS s_id
+			)
+			UPDATE tx SET state = 'BROADCASTED', sub_state = NULL, reason = NULL, updated_at = now()
+			FROM sent WHERE tx.tx_id = s_id AND tx.state = 'SIGNED'
+			RETURNING `+txColumns,
+			append(args, fenceArgs...)...)
+		if out, err = collectBatch(ctx, tx, f, rows, err, n, "record broadcasts", txmanager.StateSigned); err != nil {
+			return err
 		}
-		return nil
+		events := make([]txmanager.StateChanged, n)
+		for i := range out {
+			events[i] = txmanager.StateChanged{FromState: txmanager.StateSigned, ToState: txmanager.StateBroadcasted, Route: byID[out[i].ID]}
+		}
+		return insertEvents(ctx, tx, out, events)
 	})
 	return out, err
 }

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 		WHERE tx_id = $1 AND payload->>'to_state' = 'SIMULATED'`, big1.ID).Scan(&approvedBy); err != nil {
 		t.Fatal(err)
 	}
+	slices.Sort(approvedBy)
 	if fmt.Sprint(approvedBy) != "[alice bob]" {
 		t.Errorf("approvers counted: %v, want [alice bob]", approvedBy)
 	}
