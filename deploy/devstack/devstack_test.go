@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/deploy/devstack"
-	"github.com/txfence/txfence/shared/pgcluster"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
 )
@@ -236,34 +237,39 @@ func waitForLine(t *testing.T, r io.Reader, want string, done <-chan error) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	p, err := pgcluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func freePort(t *testing.T) int { return freeRange(t, 1) }
 
-// freeRange finds n consecutive free ports. Another process may take one
-// before the stack binds it; that shows as a clear listener error.
+// freeRange finds n consecutive free ports below the kernel's ephemeral
+// range: a port the kernel hands out (to a listener on :0 or an outgoing
+// connection of a test running in parallel) can be taken between this
+// check and the stack's bind, which made the test fail now and then. Below
+// the range only an explicit bind can take one.
 func freeRange(t *testing.T, n int) int {
 	t.Helper()
-	for range 50 {
-		base := freePort(t)
-		if base+n > 65535 {
-			continue
+	lowest := 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lowest = v
+			}
 		}
-		ok := true
-		for p := base + 1; p < base+n && ok; p++ {
+	}
+	const from = 10000
+	if lowest-n <= from {
+		t.Fatalf("the ephemeral port range starts at %d: no room below it", lowest)
+	}
+	for range 200 {
+		base := from + rand.IntN(lowest-n-from)
+		free := true
+		for p := base; p < base+n && free; p++ {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
-				ok = false
+				free = false
 				break
 			}
 			ln.Close()
 		}
-		if ok {
+		if free {
 			return base
 		}
 	}
