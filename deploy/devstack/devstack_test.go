@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/deploy/devstack"
+	"github.com/txfence/txfence/shared/pgcluster"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
 )
@@ -239,42 +238,15 @@ func waitForLine(t *testing.T, r io.Reader, want string, done <-chan error) {
 
 func freePort(t *testing.T) int { return freeRange(t, 1) }
 
-// freeRange finds n consecutive free ports below the kernel's ephemeral
-// range: a port the kernel hands out (to a listener on :0 or an outgoing
-// connection of a test running in parallel) can be taken between this
-// check and the stack's bind, which made the test fail now and then. Below
-// the range only an explicit bind can take one.
+// freeRange finds n consecutive free ports (pgcluster.FreePorts: below
+// the ephemeral range, where no parallel test's connection lands on them).
 func freeRange(t *testing.T, n int) int {
 	t.Helper()
-	lowest := 32768
-	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(raw)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				lowest = v
-			}
-		}
+	p, err := pgcluster.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	const from = 10000
-	if lowest-n <= from {
-		t.Fatalf("the ephemeral port range starts at %d: no room below it", lowest)
-	}
-	for range 200 {
-		base := from + rand.IntN(lowest-n-from)
-		free := true
-		for p := base; p < base+n && free; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				free = false
-				break
-			}
-			ln.Close()
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatal("no range of free ports")
-	return 0
+	return p
 }
 
 func dropDatabases(t *testing.T, admin, prefix string) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -174,13 +175,42 @@ func postgresCredential() (*syscall.Credential, error) {
 	return nil, errors.New("running as root, and neither a postgres nor a nobody user exists to run PostgreSQL as")
 }
 
-// FreePort asks the kernel for a free loopback TCP port. Another process
-// may take it before it is used; callers retry on a failed start.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// FreePort returns a free loopback TCP port for a server a test starts.
+// Another process may still bind it first; callers retry on a failed start.
+func FreePort() (int, error) { return FreePorts(1) }
+
+// FreePorts returns the first of n consecutive free loopback TCP ports.
+// They lie below the kernel's ephemeral range: a port in that range can be
+// handed to any process's outgoing connection or :0 listener between this
+// check and the bind, which on a busy test machine happens; below it only
+// an explicit bind can take one.
+func FreePorts(n int) (int, error) {
+	lowest := 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lowest = v
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	const from = 10000
+	if n < 1 || lowest-n <= from {
+		return 0, fmt.Errorf("no room for %d ports between %d and the ephemeral range at %d", n, from, lowest)
+	}
+	for range 200 {
+		base := from + rand.IntN(lowest-n-from)
+		free := true
+		for p := base; p < base+n && free; p++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("no %d consecutive free ports below %d", n, lowest)
 }
