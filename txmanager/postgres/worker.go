@@ -29,6 +29,22 @@ func (s *Store) Open(ctx context.Context, key txmanager.SignerKey, states []txma
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Tx, error) { return scanTx(r) })
 }
 
+// CountOpen counts a signer's transactions in the given states.
+func (s *Store) CountOpen(ctx context.Context, key txmanager.SignerKey, states []txmanager.State) (int, error) {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tx
+		WHERE chain_id = $1 AND signer = $2 AND state = ANY($3)
+		  AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED')`, int64(key.ChainID), key.Signer.Bytes(), names).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count open transactions of %s: %w", key, err)
+	}
+	return n, nil
+}
+
 // SetSubState changes a transaction's sub-state within its state (a hold
 // for funds or a dependency), under the fence, with its event; no change
 // writes nothing.

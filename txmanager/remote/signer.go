@@ -43,6 +43,9 @@ func NewSigner(baseURL string, hc *http.Client) (*Signer, error) {
 // price.
 type Fees = txmanager.Fees
 
+// MaxSignBatch is the most requests signerd signs in one batch.
+const MaxSignBatch = 256
+
 // Approval is an approver's signature to pass to signerd.
 type Approval struct {
 	Approver  string

@@ -292,7 +292,7 @@ func (w *worker) round(ctx context.Context) error {
 // resume signs ALLOCATED transactions (again: the same signature comes
 // back) and broadcasts SIGNED ones.
 func (w *worker) resume(ctx context.Context) error {
-	allocated, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateAllocated}, 256)
+	allocated, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateAllocated}, remote.MaxSignBatch)
 	if err != nil {
 		return err
 	}
@@ -576,11 +576,12 @@ func (w *worker) sendReady(ctx context.Context) error {
 		return nil
 	}
 	_, cfg := w.config()
-	inFlight, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateAllocated, txmanager.StateSigned, txmanager.StateBroadcasted}, cfg.InFlight)
+	inFlight, err := w.Store.CountOpen(ctx, w.fence.Key, []txmanager.State{txmanager.StateAllocated, txmanager.StateSigned, txmanager.StateBroadcasted})
 	if err != nil {
 		return err
 	}
-	room := cfg.InFlight - len(inFlight)
+	// No more at once than signerd signs in one batch.
+	room := min(cfg.InFlight-inFlight, remote.MaxSignBatch)
 	if room <= 0 {
 		return nil
 	}

@@ -28,14 +28,14 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -59,7 +59,7 @@ type env struct {
 	signer common.Address
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	return newEnvWith(t, envOptions{})
 }
@@ -71,9 +71,11 @@ type envOptions struct {
 	// SignerSettings are extra JSON members of the signer's entry in the
 	// chains file, such as `"gap_policy": "fill"`.
 	SignerSettings string
+	// InFlight is the signer's in-flight window (default 64).
+	InFlight int
 }
 
-func newEnvWith(t *testing.T, opts envOptions) *env {
+func newEnvWith(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	pool, err := pg.Open(context.Background(), pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
 	if err != nil {
@@ -95,12 +97,15 @@ func newEnvWith(t *testing.T, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	from := signertest.DevAddress(0)
+	if opts.InFlight == 0 {
+		opts.InFlight = 64
+	}
 	settings := ""
 	if opts.SignerSettings != "" {
 		settings = ", " + opts.SignerSettings
 	}
-	chains, err := txmanager.ParseChains([]byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q], "signers": [{"address": %q, "in_flight": 64%s}]}]}`,
-		stack.Node.ChainID(), stack.Node.URL(), from.Hex(), settings)))
+	chains, err := txmanager.ParseChains([]byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q], "signers": [{"address": %q, "in_flight": %d%s}]}]}`,
+		stack.Node.ChainID(), stack.Node.URL(), from.Hex(), opts.InFlight, settings)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +126,7 @@ func (e *env) key() txmanager.SignerKey {
 }
 
 // own takes the signer's lease for node and starts its worker.
-func (e *env) own(t *testing.T, node string) *worker.Pool {
+func (e *env) own(t testing.TB, node string) *worker.Pool {
 	t.Helper()
 	token, ok, err := e.store.Acquire(ctx(t), node, e.key(), time.Minute)
 	if err != nil || !ok {
@@ -145,7 +150,7 @@ func (e *env) create(t *testing.T, requestID string, wei *big.Int) txmanager.Tx 
 	return tx
 }
 
-func (e *env) states(t *testing.T) map[txmanager.State]int {
+func (e *env) states(t testing.TB) map[txmanager.State]int {
 	t.Helper()
 	rows, err := e.pool.Query(ctx(t), `SELECT state, count(*) FROM tx GROUP BY state`)
 	if err != nil {
