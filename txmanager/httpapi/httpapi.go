@@ -152,6 +152,15 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, status, toTx(&tx))
 }
 
+// writeTx answers with the transaction, or with err as a problem.
+func writeTx(w http.ResponseWriter, r *http.Request, tx txmanager.Tx, err error) {
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+}
+
 func txIDParam(r *http.Request) (uuid.UUID, error) {
 	id, err := uuid.Parse(chi.URLParam(r, "tx_id"))
 	if err != nil {
@@ -167,11 +176,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Get(r.Context(), id)
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+	writeTx(w, r, tx, err)
 }
 
 func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
@@ -181,11 +186,7 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Cancel(r.Context(), id)
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+	writeTx(w, r, tx, err)
 }
 
 // ApprovalRequest is the body of an approval.
@@ -248,11 +249,7 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Approve(r.Context(), id, postgres.Approval{Approver: body.Approver, Expiry: body.Expiry, Signature: body.Signature})
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+	writeTx(w, r, tx, err)
 }
 
 func (a *API) reject(w http.ResponseWriter, r *http.Request) {
@@ -269,11 +266,7 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Reject(r.Context(), id, body.Approver)
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+	writeTx(w, r, tx, err)
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
