@@ -49,3 +49,27 @@ type StateChanged struct {
 	Approvers []string `json:"approvers,omitempty"`
 	Approver  string   `json:"approver,omitempty"`
 }
+
+// Confirmation is the data of a tx.confirmation event: the mined
+// attempt's receipt is in a canonical block with Confirmations
+// confirmations (1 in its own block). NewFork: the receipt is in another
+// block than last reported, after a reorg.
+type Confirmation struct {
+	Hash          common.Hash `json:"hash"`
+	BlockNumber   uint64      `json:"block_number"`
+	BlockHash     common.Hash `json:"block_hash"`
+	Confirmations uint64      `json:"confirmations"`
+	ReceiptStatus uint8       `json:"receipt_status"`
+	NewFork       bool        `json:"new_fork"`
+}
+
+// Reorged is the data of a tx.reorged event: the block holding the
+// receipt left the canonical chain and the transaction was re-opened.
+type Reorged struct {
+	Hash          common.Hash `json:"hash"`
+	BlockNumber   uint64      `json:"block_number"`
+	BlockHash     common.Hash `json:"block_hash"`
+	Confirmations uint64      `json:"confirmations,omitempty"`
+	FromState     State       `json:"from_state"`
+	ToState       State       `json:"to_state"`
+}

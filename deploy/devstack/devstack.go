@@ -264,8 +264,12 @@ func (s *stack) startAnvil(ctx context.Context) error {
 	defer cancel()
 	// anvil mines only when the development relay builds a block, as a
 	// chain with a builder would: private transactions go into blocks
-	// without passing through anvil's pool.
-	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, NoMining: true, Output: s.out.writer("anvil")})
+	// without passing through anvil's pool. Its chain is kept in the
+	// state directory across runs (--state: loaded at start, written at
+	// stop), like the databases: a fresh chain under a database that
+	// remembers nonces would leave every signer waiting on a nonce gap.
+	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, NoMining: true, Output: s.out.writer("anvil"),
+		ExtraArgs: []string{"--state", filepath.Join(s.cfg.StateDir, "anvil-state.json")}})
 	if err != nil {
 		return err
 	}

@@ -90,10 +90,10 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		}
 
 		// A transaction goes all the way: accepted by txmanager (as the
-		// gateway), simulated, allowed by signerd's policy, signed and
-		// broadcast through mevrouterd.
+		// gateway), simulated, allowed by signerd's policy, signed,
+		// broadcast through mevrouterd, mined and confirmed.
 		txmanager := fmt.Sprintf("https://127.0.0.1:%d", basePort+2)
-		requireBroadcast(t, servicetest.Client(t, certs, "gateway", "txmanager"), txmanager, fmt.Sprintf("run-%d", run))
+		requireConfirmed(t, servicetest.Client(t, certs, "gateway", "txmanager"), txmanager, fmt.Sprintf("run-%d", run))
 
 		cancel()
 		select {
@@ -116,10 +116,11 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 	}
 }
 
-// requireBroadcast creates a transfer from anvil's first account through
-// txmanager's API and waits until txmanager has it BROADCASTED, with its
-// hash: simulated, allowed, signed and accepted by mevrouterd.
-func requireBroadcast(t *testing.T, client *http.Client, txmanager, requestID string) {
+// requireConfirmed creates a transfer from anvil's first account through
+// txmanager's API and waits until txmanager has it CONFIRMED, with its
+// hash: simulated, allowed, signed, accepted by mevrouterd, mined, and
+// found 3 blocks deep by the chain follower.
+func requireConfirmed(t *testing.T, client *http.Client, txmanager, requestID string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"chain_id": 31337, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "request_id": %q,
 		"to": "0x0000000000000000000000000000000000000b0b", "value": "1000", "route": "public"}`, requestID)
@@ -140,7 +141,7 @@ func requireBroadcast(t *testing.T, client *http.Client, txmanager, requestID st
 	deadline := time.Now().Add(time.Minute)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for tx.State != "BROADCASTED" {
+	for tx.State != "CONFIRMED" {
 		if time.Now().After(deadline) {
 			t.Fatalf("transaction %s still %s after a minute", tx.TxID, tx.State)
 		}
@@ -154,12 +155,12 @@ func requireBroadcast(t *testing.T, client *http.Client, txmanager, requestID st
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tx.State == "FAILED" {
-			t.Fatalf("transaction %s failed", tx.TxID)
+		if tx.State == "FAILED" || tx.State == "REVERTED" {
+			t.Fatalf("transaction %s %s", tx.TxID, tx.State)
 		}
 	}
 	if len(tx.Hash) != 66 {
-		t.Errorf("broadcast without a hash: %+v", tx)
+		t.Errorf("confirmed without a hash: %+v", tx)
 	}
 }
 

@@ -68,6 +68,9 @@ func Dial(ctx context.Context, chain txmanager.Chain) (*Reader, error) {
 	return &Reader{chainID: chain.ID, rpc: c, eth: eth}, nil
 }
 
+// RPC is the reader's connection, shared with the chain follower.
+func (r *Reader) RPC() *rpc.Client { return r.rpc }
+
 // Close closes the connection. Calls in flight fail.
 func (r *Reader) Close() { r.rpc.Close() }
 

@@ -22,7 +22,7 @@ func TestWindowOnAnvil(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
-	src := follow.RPC{Client: node.RPC()}
+	src := &follow.RPC{Client: node.RPC()}
 	w := follow.NewWindow(16)
 	if err := node.Mine(ctx, 8); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
+	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -11,8 +13,16 @@ import (
 )
 
 // RPC is a Source over a node's JSON-RPC: one eth_getBlockByNumber or
-// eth_getBlockByHash (transaction hashes only) per block.
-type RPC struct{ Client *rpc.Client }
+// eth_getBlockByHash (transaction hashes only) per block, and the blocks'
+// receipts. Use it by pointer.
+type RPC struct {
+	Client *rpc.Client
+	// Counted, when set, is told the method of every call made: the
+	// follower's measure of RPC cost per block.
+	Counted func(method string)
+	// noBlockReceipts is set once the node refused eth_getBlockReceipts.
+	noBlockReceipts atomic.Bool
+}
 
 // rpcBlock is the part of a block the follower decodes.
 type rpcBlock struct {
@@ -24,25 +34,98 @@ type rpcBlock struct {
 }
 
 // Latest implements Source.
-func (s RPC) Latest(ctx context.Context) (Block, error) {
+func (s *RPC) Latest(ctx context.Context) (Block, error) {
 	return s.call(ctx, "eth_getBlockByNumber", "latest")
 }
 
 // ByHash implements Source.
-func (s RPC) ByHash(ctx context.Context, hash common.Hash) (Block, error) {
+func (s *RPC) ByHash(ctx context.Context, hash common.Hash) (Block, error) {
 	return s.call(ctx, "eth_getBlockByHash", hash)
 }
 
 // errNoBlock: the node answered null.
 var errNoBlock = errors.New("the node has no such block")
 
-func (s RPC) call(ctx context.Context, method string, arg any) (Block, error) {
+// callRPC makes one call, counted.
+func (s *RPC) callRPC(ctx context.Context, result any, method string, args ...any) error {
+	if s.Counted != nil {
+		s.Counted(method)
+	}
+	return s.Client.CallContext(ctx, result, method, args...)
+}
+
+func (s *RPC) call(ctx context.Context, method string, arg any) (Block, error) {
 	var raw *rpcBlock
-	if err := s.Client.CallContext(ctx, &raw, method, arg, false); err != nil {
+	if err := s.callRPC(ctx, &raw, method, arg, false); err != nil {
 		return Block{}, fmt.Errorf("%s %v: %w", method, arg, err)
 	}
 	if raw == nil {
 		return Block{}, fmt.Errorf("%s %v: %w", method, arg, errNoBlock)
 	}
 	return Block{Number: uint64(raw.Number), Hash: raw.Hash, Parent: raw.ParentHash, Time: uint64(raw.Timestamp), Txs: raw.Transactions}, nil
+}
+
+// Receipt is the part of a receipt the follower needs.
+type Receipt struct {
+	TxHash            common.Hash
+	BlockHash         common.Hash
+	BlockNumber       uint64
+	Status            uint8
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
+}
+
+type rpcReceipt struct {
+	TransactionHash   common.Hash    `json:"transactionHash"`
+	BlockHash         common.Hash    `json:"blockHash"`
+	BlockNumber       hexutil.Uint64 `json:"blockNumber"`
+	Status            hexutil.Uint64 `json:"status"`
+	GasUsed           hexutil.Uint64 `json:"gasUsed"`
+	EffectiveGasPrice *hexutil.Big   `json:"effectiveGasPrice"`
+}
+
+func (r *rpcReceipt) receipt() Receipt {
+	return Receipt{TxHash: r.TransactionHash, BlockHash: r.BlockHash, BlockNumber: uint64(r.BlockNumber), Status: uint8(r.Status),
+		GasUsed: uint64(r.GasUsed), EffectiveGasPrice: (*big.Int)(r.EffectiveGasPrice)}
+}
+
+// BlockReceipts returns the receipts of hashes, transactions of the block
+// blockHash: one eth_getBlockReceipts for the whole block, or, on a node
+// without it (remembered), one eth_getTransactionReceipt per hash. A
+// receipt from another block than blockHash (the chain moved meanwhile)
+// is left out.
+func (s *RPC) BlockReceipts(ctx context.Context, blockHash common.Hash, hashes []common.Hash) ([]Receipt, error) {
+	if !s.noBlockReceipts.Load() {
+		var all []*rpcReceipt
+		err := s.callRPC(ctx, &all, "eth_getBlockReceipts", blockHash)
+		if err == nil {
+			want := make(map[common.Hash]bool, len(hashes))
+			for _, h := range hashes {
+				want[h] = true
+			}
+			var out []Receipt
+			for _, r := range all {
+				if r != nil && want[r.TransactionHash] && r.BlockHash == blockHash {
+					out = append(out, r.receipt())
+				}
+			}
+			return out, nil
+		}
+		var rpcErr rpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.ErrorCode() != -32601 { // not "method not found"
+			return nil, fmt.Errorf("eth_getBlockReceipts %s: %w", blockHash.Hex(), err)
+		}
+		s.noBlockReceipts.Store(true)
+	}
+	var out []Receipt
+	for _, h := range hashes {
+		var r *rpcReceipt
+		if err := s.callRPC(ctx, &r, "eth_getTransactionReceipt", h); err != nil {
+			return nil, fmt.Errorf("eth_getTransactionReceipt %s: %w", h.Hex(), err)
+		}
+		if r != nil && r.BlockHash == blockHash {
+			out = append(out, r.receipt())
+		}
+	}
+	return out, nil
 }

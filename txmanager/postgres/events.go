@@ -43,14 +43,30 @@ func insertEvents(ctx context.Context, tx pgx.Tx, txs []txmanager.Tx, data []txm
 		}
 		ids[i], payloads[i] = t.ID, string(payload)
 	}
+	return writeEvents(ctx, tx, txmanager.EventStateChanged, ids, payloads)
+}
+
+// insertTypedEvent writes one event of another type than a state change,
+// data its JSON payload.
+func insertTypedEvent(ctx context.Context, tx pgx.Tx, typ string, id uuid.UUID, data any) error {
+	payload, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	return writeEvents(ctx, tx, typ, []uuid.UUID{id}, []string{string(payload)})
+}
+
+// writeEvents inserts events of one type, payloads[i] for ids[i], in that
+// order.
+func writeEvents(ctx context.Context, tx pgx.Tx, typ string, ids []uuid.UUID, payloads []string) error {
 	// The shared barrier lock, held until this transaction ends, tells the
 	// sequencer an event is being written (see Sequence).
 	if _, err := tx.Exec(ctx, `INSERT INTO event (tx_id, type, payload)
 		SELECT e.tx_id, $3, e.payload::jsonb
 		FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS e (tx_id, payload, ord), (SELECT pg_advisory_xact_lock_shared($4)) AS writing
 		ORDER BY e.ord`,
-		ids, payloads, txmanager.EventStateChanged, int64(eventBarrier)); err != nil {
-		return fmt.Errorf("write the events of %d transactions: %w", len(ids), err)
+		ids, payloads, typ, int64(eventBarrier)); err != nil {
+		return fmt.Errorf("write %d %s events: %w", len(ids), typ, err)
 	}
 	return nil
 }

@@ -24,10 +24,21 @@ CREATE TABLE attempt (
     route text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     sent_at timestamp with time zone,
+    block_number bigint,
+    block_hash bytea,
+    receipt_status smallint,
+    gas_used bigint,
+    effective_gas_price numeric(78,0),
     CONSTRAINT attempt_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT attempt_block_hash_check CHECK ((length(block_hash) = 32)),
+    CONSTRAINT attempt_block_number_check CHECK ((block_number >= 0)),
+    CONSTRAINT attempt_effective_gas_price_check CHECK ((effective_gas_price >= (0)::numeric)),
+    CONSTRAINT attempt_gas_used_check CHECK ((gas_used >= 0)),
     CONSTRAINT attempt_hash_check CHECK ((length(hash) = 32)),
     CONSTRAINT attempt_nonce_check CHECK ((nonce >= 0)),
     CONSTRAINT attempt_raw_check CHECK ((length(raw) > 0)),
+    CONSTRAINT attempt_receipt_status_check CHECK ((receipt_status = ANY (ARRAY[0, 1]))),
+    CONSTRAINT attempt_receipt_whole CHECK ((((block_number IS NULL) = (block_hash IS NULL)) AND ((block_number IS NULL) = (receipt_status IS NULL)))),
     CONSTRAINT attempt_route_check CHECK ((route = ANY (ARRAY['public'::text, 'private'::text])))
 );
 
@@ -119,9 +130,14 @@ CREATE TABLE tx (
     signing_max_fee_per_gas numeric(78,0),
     signing_max_priority_fee_per_gas numeric(78,0),
     signing_gas_price numeric(78,0),
+    mined_attempt integer,
+    confirmations bigint,
     CONSTRAINT tx_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT tx_confirmations_check CHECK ((confirmations >= 1)),
+    CONSTRAINT tx_confirmations_with_receipt CHECK (((mined_attempt IS NULL) = (confirmations IS NULL))),
     CONSTRAINT tx_creation_has_data CHECK (((to_address IS NOT NULL) OR (length(data) > 0))),
     CONSTRAINT tx_current_attempt_check CHECK ((current_attempt >= 1)),
+    CONSTRAINT tx_final_is_mined CHECK (((state <> ALL (ARRAY['CONFIRMED'::text, 'REVERTED'::text])) OR (mined_attempt IS NOT NULL))),
     CONSTRAINT tx_gas_check CHECK ((gas > 0)),
     CONSTRAINT tx_gas_limit_by_state CHECK (((state = ANY (ARRAY['INIT'::text, 'PENDING_APPROVAL'::text, 'FAILED'::text, 'CANCELLED'::text])) OR (gas_limit IS NOT NULL))),
     CONSTRAINT tx_gas_limit_check CHECK ((gas_limit > 0)),
@@ -207,6 +223,8 @@ CREATE INDEX tx_created_idx ON tx USING btree (created_at DESC, tx_id DESC);
 
 CREATE INDEX tx_list_idx ON tx USING btree (chain_id, signer, created_at DESC, tx_id DESC);
 
+CREATE INDEX tx_mined_idx ON tx USING btree (chain_id, signer) WHERE (mined_attempt IS NOT NULL);
+
 CREATE UNIQUE INDEX tx_nonce_idx ON tx USING btree (chain_id, signer, nonce) WHERE (nonce IS NOT NULL);
 
 CREATE INDEX tx_open_idx ON tx USING btree (chain_id, signer, accept_seq) WHERE (state <> ALL (ARRAY['CONFIRMED'::text, 'REVERTED'::text, 'FAILED'::text, 'CANCELLED'::text]));
@@ -230,3 +248,6 @@ ALTER TABLE ONLY tx
 
 ALTER TABLE ONLY tx
     ADD CONSTRAINT tx_depends_on_fkey FOREIGN KEY (depends_on) REFERENCES tx(tx_id);
+
+ALTER TABLE ONLY tx
+    ADD CONSTRAINT tx_mined_attempt_fk FOREIGN KEY (tx_id, mined_attempt) REFERENCES attempt(tx_id, attempt);

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
+	"github.com/txfence/txfence/txmanager/follow"
 	"github.com/txfence/txfence/txmanager/httpapi"
 	"github.com/txfence/txfence/txmanager/lease"
 	"github.com/txfence/txfence/txmanager/postgres"
@@ -167,6 +170,22 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		closeReaders()
 		return nil, err
 	}
+	followMetrics, err := follow.NewMetrics(svc.HTTP.Registry())
+	if err != nil {
+		stop()
+		closeReaders()
+		return nil, err
+	}
+	var following sync.WaitGroup
+	for _, ch := range chains.Chains {
+		id := strconv.FormatUint(ch.ID, 10)
+		fl := follow.New(follow.Config{
+			Chain: ch, Store: store, Router: routerClient, Fences: manager.Fences, Fenced: manager.Fenced, Log: svc.Log,
+			RPC:    &follow.RPC{Client: readers[ch.ID].RPC(), Counted: func(m string) { followMetrics.Calls.WithLabelValues(id, m).Inc() }},
+			Blocks: followMetrics.Blocks,
+		})
+		following.Go(func() { fl.Run(workCtx) })
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -175,6 +194,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		if err := manager.Run(workCtx); err != nil {
 			svc.Log.Error("lease manager stopped", "err", err)
 		}
+		following.Wait()
 	}()
 	svc.Log.Info("working on signers", "node", node, "lease_ttl", cfg.LeaseTTL)
 	return func() {

@@ -428,7 +428,9 @@ func TestDependsOnWaitsForTheParent(t *testing.T) {
 		t.Errorf("the child of a failed parent: %q", tx.Reason)
 	}
 	// What the chain follower does, done by hand: the parent is confirmed.
-	if _, err := e.pool.Exec(ctx(t), `UPDATE tx SET state = 'CONFIRMED' WHERE tx_id = $1`, parent.ID); err != nil {
+	if _, err := e.pool.Exec(ctx(t), `
+		WITH receipt AS (UPDATE attempt SET block_number = 1, block_hash = hash, receipt_status = 1 WHERE tx_id = $1 RETURNING tx_id)
+		UPDATE tx SET state = 'CONFIRMED', mined_attempt = 1, confirmations = 3 FROM receipt WHERE tx.tx_id = receipt.tx_id`, parent.ID); err != nil {
 		t.Fatal(err)
 	}
 	if tx := e.waitState(t, waits.ID, txmanager.StateBroadcasted); *tx.Nonce != 1 || tx.SubState != txmanager.SubNone {

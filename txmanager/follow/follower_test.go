@@ -1,0 +1,265 @@
+package follow_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/follow"
+	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/remote"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// rig is a follower over anvil (mining only when told), a real store and
+// mevrouterd's API for its resends, with one signer's lease held.
+type rig struct {
+	node  *anvil.Node
+	store *postgres.Store
+	pool  *pgxpool.Pool
+	fence txmanager.Fence
+	fl    *follow.Follower
+	calls map[string]int
+}
+
+func newRig(t *testing.T, confirmations uint64) *rig {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	pki := servicetest.PKI(t)
+	router, err := remote.NewRouter(stack.Serve(t, pki, nil), servicetest.Client(t, pki, "txmanager", "mevrouter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{node: stack.Node, store: postgres.New(pool), pool: pool, calls: map[string]int{}}
+	key := txmanager.SignerKey{ChainID: r.node.ChainID(), Signer: r.node.Accounts()[0].Address}
+	token, ok, err := r.store.Acquire(ctx, "node-a", key, time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	r.fence = txmanager.Fence{Node: "node-a", Key: key, Token: token}
+	r.fl = follow.New(follow.Config{
+		Chain:  txmanager.Chain{ID: r.node.ChainID(), Confirmations: confirmations},
+		RPC:    &follow.RPC{Client: r.node.RPC(), Counted: func(m string) { r.calls[m]++ }},
+		Store:  r.store,
+		Router: router,
+		Fences: func() []txmanager.Fence { return []txmanager.Fence{r.fence} },
+	})
+	return r
+}
+
+// broadcast leaves a signed transfer (or, with data, a call) as the worker
+// does after a broadcast: BROADCASTED with its attempt, sent to anvil.
+func (r *rig) broadcast(t *testing.T, requestID string, build func(nonce uint64) *types.Transaction) (uuid.UUID, *types.Transaction) {
+	t.Helper()
+	ctx := context.Background()
+	to := common.HexToAddress("0xb0b")
+	in, _, err := r.store.Create(ctx, &txmanager.Intent{ChainID: r.fence.Key.ChainID, From: r.fence.Key.Signer, RequestID: requestID,
+		To: &to, Value: big.NewInt(1), Route: txmanager.RoutePublic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Simulated(ctx, r.fence, in.ID, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	next, err := r.store.NextNonce(ctx, r.fence, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{in.ID}, []txmanager.Fees{{MaxFeePerGas: big.NewInt(1)}}, next); err != nil {
+		t.Fatal(err)
+	}
+	tx := build(next)
+	raw, err := tx.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Signed(ctx, r.fence, []postgres.Attempt{{TxID: in.ID, Raw: raw, Hash: tx.Hash(), MaxFeePerGas: tx.GasFeeCap(),
+		MaxPriorityFeePerGas: tx.GasTipCap()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.node.Client().SendTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Broadcasted(ctx, r.fence, []postgres.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return in.ID, tx
+}
+
+func (r *rig) transfer(t *testing.T) func(nonce uint64) *types.Transaction {
+	return func(nonce uint64) *types.Transaction {
+		return chaintest.SignTransfer(t, r.node, r.node.Accounts()[0].Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce)
+	}
+}
+
+// mineAndStep mines n blocks, one follower step after each.
+func (r *rig) mineAndStep(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		if err := r.node.Mine(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		r.step(t)
+	}
+}
+
+func (r *rig) step(t *testing.T) {
+	t.Helper()
+	if err := r.fl.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) state(t *testing.T, id uuid.UUID) (txmanager.State, txmanager.SubState) {
+	t.Helper()
+	tx, err := r.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx.State, tx.SubState
+}
+
+// events are id's events after the broadcast, as "type:detail".
+func (r *rig) events(t *testing.T, id uuid.UUID) []string {
+	t.Helper()
+	rows, err := r.pool.Query(context.Background(), `SELECT type, payload FROM event WHERE tx_id = $1 AND id > (
+		SELECT max(id) FROM event WHERE tx_id = $1 AND payload->>'to_state' = 'BROADCASTED' AND payload->>'from_state' = 'SIGNED') ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var typ string
+		var raw []byte
+		if err := rows.Scan(&typ, &raw); err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Confirmations uint64 `json:"confirmations"`
+			NewFork       bool   `json:"new_fork"`
+			From          string `json:"from_state"`
+			To            string `json:"to_state"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		switch typ {
+		case txmanager.EventConfirmation:
+			s := "confirmation:" + string(rune('0'+d.Confirmations))
+			if d.NewFork {
+				s += ":new_fork"
+			}
+			out = append(out, s)
+		case txmanager.EventReorged:
+			out = append(out, "reorged:"+d.From)
+		default:
+			out = append(out, "state:"+d.To)
+		}
+	}
+	return out
+}
+
+// TestConfirmedAtTheDepthWithOneEventPerConfirmation: a transfer is found
+// in its block (included, 1 confirmation), counted up while its block
+// stays canonical, and CONFIRMED at depth 3, with exactly one event for
+// each step.
+func TestConfirmedAtTheDepthWithOneEventPerConfirmation(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 3)
+	r.step(t) // the window starts at the current head
+	id, _ := r.broadcast(t, "pay", r.transfer(t))
+	r.mineAndStep(t, 1)
+	if st, sub := r.state(t, id); st != txmanager.StateBroadcasted || sub != txmanager.SubIncluded {
+		t.Fatalf("after its block: %s/%s", st, sub)
+	}
+	r.mineAndStep(t, 2)
+	r.step(t) // nothing new: no event
+	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+		t.Fatalf("at depth 3: %s", st)
+	}
+	if got, want := strings.Join(r.events(t, id), " "), "confirmation:1 confirmation:2 state:CONFIRMED"; got != want {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestReorgsReopenAndReconfirm: anvil_reorg orphans the receipt's block,
+// before CONFIRMED (depth 1 and 2) and after it (deeper than the 3
+// confirmations): the transaction is re-opened with tx.reorged, sent
+// again, found in a new block with new_fork, and ends CONFIRMED.
+func TestReorgsReopenAndReconfirm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		minedBefore   int // blocks mined (with a step each) before the reorg
+		reorgDepth    int
+		wasConfirmed  bool
+		wantBefore    string
+		wantAfterHead string
+	}{
+		{name: "depth 1 while included", minedBefore: 1, reorgDepth: 1, wantBefore: "confirmation:1"},
+		{name: "depth 2 while included", minedBefore: 2, reorgDepth: 2, wantBefore: "confirmation:1 confirmation:2"},
+		{name: "depth 4 after CONFIRMED", minedBefore: 4, reorgDepth: 4, wasConfirmed: true,
+			wantBefore: "confirmation:1 confirmation:2 state:CONFIRMED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, 3)
+			r.step(t)
+			id, tx := r.broadcast(t, "pay", r.transfer(t))
+			r.mineAndStep(t, tc.minedBefore)
+			if got := strings.Join(r.events(t, id), " "); got != tc.wantBefore {
+				t.Fatalf("before the reorg: %q, want %q", got, tc.wantBefore)
+			}
+			if err := r.node.Reorg(context.Background(), tc.reorgDepth); err != nil {
+				t.Fatal(err)
+			}
+			r.step(t)
+			from := "BROADCASTED"
+			if tc.wasConfirmed {
+				from = "CONFIRMED"
+			}
+			if st, sub := r.state(t, id); st != txmanager.StateBroadcasted || sub != txmanager.SubNone {
+				t.Fatalf("after the reorg: %s/%s", st, sub)
+			}
+			// Sent again (or still pooled): mined again and confirmed.
+			r.mineAndStep(t, 3)
+			if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+				t.Fatalf("after the reorg and 3 blocks: %s; events %v", st, r.events(t, id))
+			}
+			want := tc.wantBefore + " reorged:" + from + " confirmation:1:new_fork confirmation:2 state:CONFIRMED"
+			if got := strings.Join(r.events(t, id), " "); got != want {
+				t.Errorf("events\n %q, want\n %q", got, want)
+			}
+			if rc, err := r.node.Client().TransactionReceipt(context.Background(), tx.Hash()); err != nil || rc.Status != 1 {
+				t.Errorf("the transaction on the new chain: %v %v", rc, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,219 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/txmanager"
+)
+
+// The chain follower's reads and writes: which broadcast transactions to
+// look for in blocks, and what it found. Every write is fenced like the
+// worker's and writes its event in the same transaction.
+
+// Receipt is the part of a mined attempt's receipt txmanager keeps.
+type Receipt struct {
+	Attempt           int
+	Hash              common.Hash
+	BlockNumber       uint64
+	BlockHash         common.Hash
+	Status            uint8 // 1 success, 0 reverted
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
+}
+
+// Tracked is a transaction the follower watches: broadcast and not yet
+// final, or final at a block recent enough for a reorg to re-open it.
+type Tracked struct {
+	TxID  uuid.UUID
+	Key   txmanager.SignerKey
+	State txmanager.State
+	Route txmanager.Route
+	Nonce uint64
+	// Attempts are the hashes of every signed attempt, by attempt number;
+	// whichever is mined decides.
+	Attempts map[common.Hash]int
+	// Current is the attempt last sent.
+	Current int
+	// Mined is the receipt as stored, nil while none is.
+	Mined         *Receipt
+	Confirmations uint64
+}
+
+// Tracking lists key's transactions the follower watches: every
+// BROADCASTED one, and those CONFIRMED or REVERTED in a block at or above
+// fromBlock.
+func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]Tracked, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT t.tx_id, t.state, t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
+			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text
+		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id
+		WHERE t.chain_id = $1 AND t.signer = $2
+		  AND (t.state = 'BROADCASTED' OR (t.state IN ('CONFIRMED', 'REVERTED') AND
+			(SELECT m.block_number FROM attempt m WHERE m.tx_id = t.tx_id AND m.attempt = t.mined_attempt) >= $3))
+		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock))
+	if err != nil {
+		return nil, fmt.Errorf("transactions to follow of %s: %w", key, err)
+	}
+	var out []Tracked
+	var (
+		id                      uuid.UUID
+		state, route            string
+		nonce, confirmations    int64
+		current, mined, attempt int
+		hash                    []byte
+		blockNumber, gasUsed    *int64
+		blockHash               []byte
+		status                  *int16
+		price                   *string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &route, &nonce, &current, &mined, &confirmations,
+		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price}, func() error {
+		if len(out) == 0 || out[len(out)-1].TxID != id {
+			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
+				Attempts: map[common.Hash]int{}, Confirmations: uint64(confirmations)})
+		}
+		t := &out[len(out)-1]
+		h := common.BytesToHash(hash)
+		t.Attempts[h] = attempt
+		if attempt == mined && blockNumber != nil {
+			t.Mined = &Receipt{Attempt: attempt, Hash: h, BlockNumber: uint64(*blockNumber), BlockHash: common.BytesToHash(blockHash),
+				Status: uint8(*status), GasUsed: uint64(valueOr(gasUsed)), EffectiveGasPrice: bigOf(price)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transactions to follow of %s: %w", key, err)
+	}
+	return out, nil
+}
+
+func valueOr(v *int64) int64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+// Mined records that an attempt of a BROADCASTED transaction is in a
+// canonical block with confirmations confirmations: the attempt's receipt,
+// the transaction's sub-state included, and a tx.confirmation event, with
+// new_fork set when an earlier receipt of the transaction was reported
+// (a reorg took it away).
+func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt, confirmations uint64) error {
+	return s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var newFork bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event WHERE tx_id = $1 AND type = $2)`,
+			id, txmanager.EventConfirmation).Scan(&newFork); err != nil {
+			return fmt.Errorf("record the receipt of %s: %w", id, err)
+		}
+		args := []any{id, r.Attempt, int64(r.BlockNumber), r.BlockHash.Bytes(), int16(r.Status), int64(r.GasUsed), optNumeric(r.EffectiveGasPrice),
+			int64(confirmations), int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		tag, err := tx.Exec(ctx, `
+			WITH receipt AS (
+				UPDATE attempt SET block_number = $3, block_hash = $4, receipt_status = $5, gas_used = $6, effective_gas_price = $7
+				WHERE tx_id = $1 AND attempt = $2
+				RETURNING tx_id AS r_id
+			)
+			UPDATE tx SET mined_attempt = $2, confirmations = $8, sub_state = 'included', reason = NULL, updated_at = now()
+			FROM receipt WHERE tx.tx_id = r_id AND state = 'BROADCASTED' AND chain_id = $9 AND signer = $10 AND `+fence,
+			append(args, fenceArgs...)...)
+		if err != nil {
+			return fmt.Errorf("record the receipt of %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return s.notFollowed(ctx, tx, f, id, "record the receipt of")
+		}
+		return insertTypedEvent(ctx, tx, txmanager.EventConfirmation, id, txmanager.Confirmation{Hash: r.Hash, BlockNumber: r.BlockNumber,
+			BlockHash: r.BlockHash, Confirmations: confirmations, ReceiptStatus: r.Status, NewFork: newFork})
+	})
+}
+
+// Confirmed records a mined transaction's new confirmation count with its
+// tx.confirmation event.
+func (s *Store) Confirmed(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt, confirmations uint64) error {
+	return s.fencedTx(ctx, func(tx pgx.Tx) error {
+		args := []any{id, int64(confirmations), int64(f.Key.ChainID), f.Key.Signer.Bytes(), r.Attempt}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		tag, err := tx.Exec(ctx, `UPDATE tx SET confirmations = $2, updated_at = now()
+			WHERE tx_id = $1 AND mined_attempt = $5 AND chain_id = $3 AND signer = $4 AND `+fence, append(args, fenceArgs...)...)
+		if err != nil {
+			return fmt.Errorf("count the confirmations of %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return s.notFollowed(ctx, tx, f, id, "count the confirmations of")
+		}
+		return insertTypedEvent(ctx, tx, txmanager.EventConfirmation, id, txmanager.Confirmation{Hash: r.Hash, BlockNumber: r.BlockNumber,
+			BlockHash: r.BlockHash, Confirmations: confirmations, ReceiptStatus: r.Status})
+	})
+}
+
+// Final ends a mined transaction at the configured depth: BROADCASTED →
+// CONFIRMED, or REVERTED when the receipt's status is 0.
+func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt) (txmanager.Tx, error) {
+	to := txmanager.StateConfirmed
+	if r.Status == 0 {
+		to = txmanager.StateReverted
+	}
+	var out txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		h := r.Hash
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, to,
+			`, sub_state = NULL`, nil, txmanager.StateChanged{Hash: &h})
+		return err
+	})
+	return out, err
+}
+
+// Reorged re-opens a transaction whose receipt's block left the canonical
+// chain: the receipt is forgotten, the transaction is BROADCASTED again
+// (from BROADCASTED, CONFIRMED or REVERTED) and tracked anew, and a
+// tx.reorged event says which block was lost.
+func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lost Receipt) error {
+	return s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var from string
+		var confirmations *int64
+		if err := tx.QueryRow(ctx, `SELECT state, confirmations FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&from, &confirmations); err != nil {
+			return fmt.Errorf("re-open %s: %w", id, err)
+		}
+		args := []any{id, lost.Attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		tag, err := tx.Exec(ctx, `
+			UPDATE tx SET state = 'BROADCASTED', mined_attempt = NULL, confirmations = NULL, sub_state = NULL, updated_at = now()
+			WHERE tx_id = $1 AND mined_attempt = $2 AND state IN ('BROADCASTED', 'CONFIRMED', 'REVERTED')
+			  AND chain_id = $3 AND signer = $4 AND `+fence, append(args, fenceArgs...)...)
+		if err != nil {
+			return fmt.Errorf("re-open %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return s.notFollowed(ctx, tx, f, id, "re-open")
+		}
+		if _, err := tx.Exec(ctx, `UPDATE attempt SET block_number = NULL, block_hash = NULL, receipt_status = NULL, gas_used = NULL,
+			effective_gas_price = NULL WHERE tx_id = $1 AND attempt = $2`, id, lost.Attempt); err != nil {
+			return fmt.Errorf("re-open %s: %w", id, err)
+		}
+		return insertTypedEvent(ctx, tx, txmanager.EventReorged, id, txmanager.Reorged{Hash: lost.Hash, BlockNumber: lost.BlockNumber,
+			BlockHash: lost.BlockHash, Confirmations: uint64(valueOr(confirmations)), FromState: txmanager.State(from), ToState: txmanager.StateBroadcasted})
+	})
+}
+
+// ErrNotFollowed: the transaction is no longer as the follower saw it (an
+// operator or another writer changed it); the follower reloads.
+var ErrNotFollowed = errors.New("the transaction changed under the follower")
+
+// notFollowed explains a follower write that touched nothing: fenced, or
+// the transaction changed.
+func (s *Store) notFollowed(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, op string) error {
+	if err := fencedOrNothing(ctx, tx, f, op+" "+id.String()); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", op, id, ErrNotFollowed)
+}
