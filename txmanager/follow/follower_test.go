@@ -263,3 +263,37 @@ func TestReorgsReopenAndReconfirm(t *testing.T) {
 		})
 	}
 }
+
+// TestARevertedReceiptEndsREVERTED: a transaction mined with status 0
+// (here a contract creation whose code reverts) ends REVERTED at the
+// depth.
+func TestARevertedReceiptEndsREVERTED(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 2)
+	r.step(t)
+	// Init code that reverts with Error("nope").
+	reverts := common.FromHex("7f08c379a0" + strings.Repeat("00", 28) + "600052" + "6020600452" + "6004602452" +
+		"7f6e6f7065" + strings.Repeat("00", 28) + "604452" + "60646000fd")
+	id, _ := r.broadcast(t, "reverts", func(nonce uint64) *types.Transaction {
+		head, err := r.node.Client().HeaderByNumber(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chainID := new(big.Int).SetUint64(r.node.ChainID())
+		tx, err := types.SignNewTx(r.node.Accounts()[0].Key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{
+			ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(1e9), GasFeeCap: new(big.Int).Add(big.NewInt(1e9), new(big.Int).Mul(head.BaseFee, big.NewInt(2))),
+			Gas: 100_000, Data: reverts,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	})
+	r.mineAndStep(t, 2)
+	if st, _ := r.state(t, id); st != txmanager.StateReverted {
+		t.Fatalf("a reverted receipt at depth 2: %s", st)
+	}
+	if got, want := strings.Join(r.events(t, id), " "), "confirmation:1 state:REVERTED"; got != want {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
