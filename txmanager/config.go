@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -20,6 +21,8 @@ import (
 //	  "rpc": ["http://127.0.0.1:8545"],     read endpoints: simulation, fees, balances, receipts
 //	  "legacy": false,                       true: gas_price pricing instead of EIP-1559
 //	  "confirmations": 3,                    depth at which a receipt is final
+//	  "resubmit_interval": "30s",            an attempt not mined this long is sent again unchanged
+//	  "stuck_timeout": "10m",                not mined this long after the first send: sub-state stuck, alert
 //	  "signers": [{
 //	    "address": "0x…",
 //	    "external_use": true,                the key may also be used outside txfence
@@ -35,11 +38,34 @@ type Chains struct {
 
 // Chain is one chain's settings.
 type Chain struct {
-	ID            uint64         `json:"chain_id"`
-	RPC           []string       `json:"rpc"`
-	Legacy        bool           `json:"legacy"`
-	Confirmations uint64         `json:"confirmations"`
-	Signers       []SignerConfig `json:"signers"`
+	ID            uint64   `json:"chain_id"`
+	RPC           []string `json:"rpc"`
+	Legacy        bool     `json:"legacy"`
+	Confirmations uint64   `json:"confirmations"`
+	// ResubmitInterval: an attempt not mined this long after it was last
+	// sent is sent again, unchanged (a node may have dropped it).
+	ResubmitInterval Duration `json:"resubmit_interval"`
+	// StuckTimeout: a transaction not mined this long after its first
+	// send is marked stuck, with an alert; it stays tracked.
+	StuckTimeout Duration       `json:"stuck_timeout"`
+	Signers      []SignerConfig `json:"signers"`
+}
+
+// Duration is a duration written as a string ("30s", "10m").
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON reads "30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("%q is not a positive duration such as \"30s\"", s)
+	}
+	d.Duration = v
+	return nil
 }
 
 // SignerConfig is one signer's settings.
@@ -72,8 +98,12 @@ func (w *Wei) UnmarshalJSON(b []byte) error {
 const (
 	DefaultInFlight      = 16
 	DefaultConfirmations = 3
-	GapHalt              = "halt"
-	GapFill              = "fill"
+	// DefaultResubmitInterval and DefaultStuckTimeout suit a chain with
+	// blocks every few seconds.
+	DefaultResubmitInterval = 30 * time.Second
+	DefaultStuckTimeout     = 10 * time.Minute
+	GapHalt                 = "halt"
+	GapFill                 = "fill"
 )
 
 // LoadChains reads and checks the chains file, filling in defaults.
@@ -117,6 +147,12 @@ func ParseChains(raw []byte) (*Chains, error) {
 		}
 		if ch.Confirmations == 0 {
 			ch.Confirmations = DefaultConfirmations
+		}
+		if ch.ResubmitInterval.Duration == 0 {
+			ch.ResubmitInterval.Duration = DefaultResubmitInterval
+		}
+		if ch.StuckTimeout.Duration == 0 {
+			ch.StuckTimeout.Duration = DefaultStuckTimeout
 		}
 		signers := map[common.Address]bool{}
 		for j := range ch.Signers {

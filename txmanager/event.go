@@ -73,3 +73,33 @@ type Reorged struct {
 	FromState     State       `json:"from_state"`
 	ToState       State       `json:"to_state"`
 }
+
+// The kinds of attempt a tx.attempt event reports.
+const (
+	AttemptInitial = "initial"
+	AttemptResend  = "resend"
+	AttemptFeeBump = "fee_bump"
+	AttemptCancel  = "cancel"
+)
+
+// AttemptSent is the data of a tx.attempt event: one signed attempt was
+// sent.
+type AttemptSent struct {
+	Attempt  int          `json:"attempt"`
+	Kind     string       `json:"kind"`
+	Nonce    uint64       `json:"nonce"`
+	Hash     common.Hash  `json:"hash"`
+	Replaces *common.Hash `json:"replaces,omitempty"`
+	Fees     AttemptFees  `json:"fees"`
+	Route    Route        `json:"route"`
+	SentAt   time.Time    `json:"sent_at"`
+}
+
+// AttemptFees are an attempt's gas limit and fee fields, in wei, as
+// decimal strings.
+type AttemptFees struct {
+	GasLimit             uint64 `json:"gas_limit"`
+	MaxFeePerGas         string `json:"max_fee_per_gas,omitempty"`
+	MaxPriorityFeePerGas string `json:"max_priority_fee_per_gas,omitempty"`
+	GasPrice             string `json:"gas_price,omitempty"`
+}

@@ -33,8 +33,9 @@ type Config struct {
 	PollEvery time.Duration
 	Log       *slog.Logger
 	// Blocks, when set, counts the new canonical blocks processed, by
-	// chain (with the RPC's Counted, the cost per block).
-	Blocks *prometheus.CounterVec
+	// chain (with the RPC's Counted, the cost per block); Stuck counts
+	// transactions marked stuck, by chain and signer.
+	Blocks, Stuck *prometheus.CounterVec
 }
 
 // Metrics are the followers' counters: new canonical blocks and RPC calls
@@ -42,6 +43,7 @@ type Config struct {
 type Metrics struct {
 	Blocks *prometheus.CounterVec
 	Calls  *prometheus.CounterVec
+	Stuck  *prometheus.CounterVec
 }
 
 // NewMetrics registers the followers' metrics with reg.
@@ -55,8 +57,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "txfence_txmanager_follower_rpc_calls_total",
 			Help: "RPC calls the chain follower made, by method: divided by blocks, the cost per block, which must not grow with the transactions tracked.",
 		}, []string{"chain_id", "method"}),
+		Stuck: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_txmanager_stuck_total",
+			Help: "Transactions marked stuck: not mined past the chain's stuck timeout, or waiting behind a stuck nonce.",
+		}, []string{"chain_id", "signer"}),
 	}
-	for _, c := range []prometheus.Collector{m.Blocks, m.Calls} {
+	for _, c := range []prometheus.Collector{m.Blocks, m.Calls, m.Stuck} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -74,11 +80,22 @@ type Follower struct {
 	cfg    Config
 	depth  uint64 // confirmations to final
 	window *Window
+	// caughtUp are the leases whose transactions were looked for in the
+	// chain when this follower started working on them: blocks it saw
+	// before (or while another node held the signer) are not matched
+	// again.
+	caughtUp map[txmanager.SignerKey]int64
 }
 
 // New makes a follower; Run drives it, Step is one pass.
 func New(cfg Config) *Follower {
 	depth := max(cfg.Chain.Confirmations, 1)
+	if cfg.Chain.ResubmitInterval.Duration <= 0 {
+		cfg.Chain.ResubmitInterval.Duration = txmanager.DefaultResubmitInterval
+	}
+	if cfg.Chain.StuckTimeout.Duration <= 0 {
+		cfg.Chain.StuckTimeout.Duration = txmanager.DefaultStuckTimeout
+	}
 	if cfg.PollEvery <= 0 {
 		cfg.PollEvery = time.Second
 	}
@@ -87,7 +104,7 @@ func New(cfg Config) *Follower {
 	}
 	cfg.Log = cfg.Log.With("chain_id", cfg.Chain.ID)
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
-	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64)))}
+	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{}}
 }
 
 // Run steps every PollEvery until ctx ends.
@@ -116,7 +133,7 @@ func (fl *Follower) Step(ctx context.Context) error {
 		return err
 	}
 	if len(ch.Added) == 0 && !ch.Reorg() {
-		return nil
+		return fl.timers(ctx)
 	}
 	if fl.cfg.Blocks != nil {
 		fl.cfg.Blocks.WithLabelValues(strconv.FormatUint(fl.cfg.Chain.ID, 10)).Add(float64(len(ch.Added)))
@@ -129,16 +146,159 @@ func (fl *Follower) Step(ctx context.Context) error {
 	for _, b := range ch.Removed {
 		removed[b.Hash] = true
 	}
+	return fl.eachSigner(ctx, func(f txmanager.Fence) error {
+		tracked, err := fl.stepSigner(ctx, f, removed, deep, head)
+		if err != nil {
+			return err
+		}
+		return fl.timed(ctx, f, tracked)
+	})
+}
+
+// eachSigner runs fn for every signer of the chain this node holds, each
+// caught up first when the lease is new to the follower; a fenced signer
+// is reported and the others go on.
+func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) error) error {
 	var errs []error
-	for _, f := range fl.fences() {
-		if err := fl.stepSigner(ctx, f, ch, removed, deep, head); err != nil {
+	fences := fl.fences()
+	held := make(map[txmanager.SignerKey]bool, len(fences))
+	for _, f := range fences {
+		held[f.Key] = true
+		err := fl.catchUp(ctx, f)
+		if err == nil {
+			err = fn(f)
+		}
+		if err != nil {
 			if errors.Is(err, txmanager.ErrFenced) && fl.cfg.Fenced != nil {
 				fl.cfg.Fenced(f)
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", f.Key, err))
 		}
 	}
+	for k := range fl.caughtUp {
+		if !held[k] {
+			delete(fl.caughtUp, k)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// catchUp, once per lease, asks the node for the receipt of every attempt
+// of f's signer not known to be mined: what was mined while no follower
+// of this node watched the signer (before a start, a restart or a
+// takeover) is found without scanning old blocks. One call per attempt,
+// once; afterwards blocks are matched as they come.
+func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
+	if fl.caughtUp[f.Key] == f.Token {
+		return nil
+	}
+	head, ok := fl.window.Head()
+	if !ok {
+		return nil // nothing seen yet: the first step catches up
+	}
+	tracked, err := fl.cfg.Store.Tracking(ctx, f.Key, head.Number)
+	if err != nil {
+		return err
+	}
+	found := 0
+	for i := range tracked {
+		t := &tracked[i]
+		if t.State != txmanager.StateBroadcasted || t.Mined != nil {
+			continue
+		}
+		for h, attempt := range t.Attempts {
+			r, err := fl.cfg.RPC.TransactionReceipt(ctx, h)
+			if err != nil {
+				return err
+			}
+			if r == nil || r.BlockNumber > head.Number {
+				continue // not mined, or in a block the next step brings
+			}
+			if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
+				continue
+			}
+			rec := postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
+				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, head.Number-r.BlockNumber+1); err != nil {
+				return err
+			}
+			found++
+			break
+		}
+	}
+	if found > 0 {
+		fl.cfg.Log.Info("caught up with the chain", "signer", f.Key.Signer, "fencing_token", f.Token, "mined_meanwhile", found)
+	}
+	fl.caughtUp[f.Key] = f.Token
+	return nil
+}
+
+// timers is a step without a new block: resends and stuck transactions
+// only.
+func (fl *Follower) timers(ctx context.Context) error {
+	head, ok := fl.window.Head()
+	if !ok {
+		return nil
+	}
+	return fl.eachSigner(ctx, func(f txmanager.Fence) error {
+		tracked, err := fl.cfg.Store.Tracking(ctx, f.Key, head.Number)
+		if err != nil {
+			return err
+		}
+		return fl.timed(ctx, f, tracked)
+	})
+}
+
+// timed acts on the time broadcast transactions have waited: an attempt
+// not mined ResubmitInterval after it was last sent is sent again,
+// unchanged (a node may have dropped it; claimed in the database first);
+// a transaction not mined StuckTimeout after its first send, or waiting
+// behind a stuck nonce of its signer, becomes stuck with an alert.
+func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked) error {
+	now := time.Now()
+	stuckBelow := uint64(0) // the lowest stuck nonce + 1; 0: none
+	for i := range tracked {
+		t := &tracked[i]
+		if t.State != txmanager.StateBroadcasted || t.Mined != nil {
+			continue
+		}
+		if stuckBelow == 0 && now.Sub(t.FirstSentAt) > fl.cfg.Chain.StuckTimeout.Duration {
+			stuckBelow = t.Nonce + 1
+		}
+		if stuckBelow != 0 && !t.Stuck {
+			why := fmt.Sprintf("not mined %s after it was first sent", now.Sub(t.FirstSentAt).Round(time.Second))
+			if t.Nonce+1 > stuckBelow {
+				why = fmt.Sprintf("waiting behind nonce %d, which is stuck", stuckBelow-1)
+			}
+			fl.cfg.Log.Error("transaction stuck", "tx_id", t.TxID, "signer", f.Key.Signer, "nonce", t.Nonce, "why", why, "alert", true)
+			if _, err := fl.cfg.Store.SetSubState(ctx, f, t.TxID, txmanager.StateBroadcasted, txmanager.SubStuck, "stuck: "+why); err != nil {
+				return err
+			}
+			if fl.cfg.Stuck != nil {
+				fl.cfg.Stuck.WithLabelValues(strconv.FormatUint(f.Key.ChainID, 10), f.Key.Signer.Hex()).Inc()
+			}
+		}
+		if now.Sub(t.SentAt) > fl.cfg.Chain.ResubmitInterval.Duration {
+			fl.resendCurrent(ctx, f, t)
+		}
+	}
+	return nil
+}
+
+// resendCurrent claims and sends t's current attempt again.
+func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) {
+	raw, err := fl.cfg.Store.Resend(ctx, f, t.TxID, t.Current)
+	if err != nil {
+		fl.cfg.Log.Warn("resend: claim failed", "tx_id", t.TxID, "err", err)
+		return
+	}
+	if fl.cfg.Router == nil {
+		return
+	}
+	sent, err := fl.cfg.Router.Broadcast(ctx, remote.Broadcast{Raw: [][]byte{raw}, Route: t.Route})
+	if err != nil || len(sent) != 1 || !sent[0].Accepted {
+		fl.cfg.Log.Warn("resend refused; tried again after the interval", "tx_id", t.TxID, "err", err, "answer", sent)
+	}
 }
 
 // fences are the held leases on this chain.
@@ -153,14 +313,14 @@ func (fl *Follower) fences() []txmanager.Fence {
 }
 
 // stepSigner applies one window change to one signer's transactions.
-func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change, removed map[common.Hash]bool, deep bool, head Block) error {
+func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed map[common.Hash]bool, deep bool, head Block) ([]postgres.Tracked, error) {
 	from := uint64(0)
 	if head.Number > uint64(fl.window.depth) {
 		from = head.Number - uint64(fl.window.depth)
 	}
 	tracked, err := fl.cfg.Store.Tracking(ctx, f.Key, from)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	byHash := make(map[common.Hash]*postgres.Tracked)
 	reopened := make(map[uuid.UUID]bool)
@@ -168,7 +328,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change
 		t := &tracked[i]
 		if t.Mined != nil && (removed[t.Mined.BlockHash] || (deep && !fl.stillMined(ctx, t))) {
 			if err := fl.reopen(ctx, f, t); err != nil {
-				return err
+				return nil, err
 			}
 			reopened[t.TxID] = true
 		}
@@ -178,8 +338,11 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change
 			}
 		}
 	}
-	// New blocks, lowest first: what of ours each holds.
-	for _, b := range ch.Added {
+	// The window's blocks, lowest first: what of ours each holds. Not only
+	// the new blocks: a transaction the worker records as BROADCASTED
+	// just after its block was first seen is still found, from the
+	// hashes kept in memory.
+	for _, b := range fl.window.Blocks() {
 		var matches []common.Hash
 		for _, h := range b.Txs {
 			if t := byHash[h]; t != nil && t.Mined == nil {
@@ -191,7 +354,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change
 		}
 		receipts, err := fl.cfg.RPC.BlockReceipts(ctx, b.Hash, matches)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, r := range receipts {
 			t := byHash[r.TxHash]
@@ -199,7 +362,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change
 				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
 			confirmations := head.Number - r.BlockNumber + 1
 			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, confirmations); err != nil {
-				return err
+				return nil, err
 			}
 			t.Mined, t.Confirmations = &rec, confirmations
 			delete(reopened, t.TxID)
@@ -218,11 +381,11 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change
 		switch {
 		case confirmations >= fl.depth:
 			if _, err := fl.cfg.Store.Final(ctx, f, t.TxID, *t.Mined); err != nil {
-				return err
+				return nil, err
 			}
 		case confirmations != t.Confirmations:
 			if err := fl.cfg.Store.Confirmed(ctx, f, t.TxID, *t.Mined, confirmations); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
@@ -234,7 +397,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, ch Change
 			}
 		}
 	}
-	return nil
+	return tracked, nil
 }
 
 // stillMined tells, after a change deeper than the window, whether t's

@@ -41,6 +41,12 @@ type rig struct {
 
 func newRig(t *testing.T, confirmations uint64) *rig {
 	t.Helper()
+	return newRigWith(t, txmanager.Chain{Confirmations: confirmations})
+}
+
+// newRigWith follows chain's settings (its id is anvil's).
+func newRigWith(t *testing.T, chain txmanager.Chain) *rig {
+	t.Helper()
 	ctx := context.Background()
 	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
 	if err != nil {
@@ -57,6 +63,7 @@ func newRig(t *testing.T, confirmations uint64) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{node: stack.Node, store: postgres.New(pool), pool: pool, calls: map[string]int{}}
+	chain.ID = r.node.ChainID()
 	key := txmanager.SignerKey{ChainID: r.node.ChainID(), Signer: r.node.Accounts()[0].Address}
 	token, ok, err := r.store.Acquire(ctx, "node-a", key, time.Hour)
 	if err != nil || !ok {
@@ -64,7 +71,7 @@ func newRig(t *testing.T, confirmations uint64) *rig {
 	}
 	r.fence = txmanager.Fence{Node: "node-a", Key: key, Token: token}
 	r.fl = follow.New(follow.Config{
-		Chain:  txmanager.Chain{ID: r.node.ChainID(), Confirmations: confirmations},
+		Chain:  chain,
 		RPC:    &follow.RPC{Client: r.node.RPC(), Counted: func(m string) { r.calls[m]++ }},
 		Store:  r.store,
 		Router: router,
@@ -73,9 +80,25 @@ func newRig(t *testing.T, confirmations uint64) *rig {
 	return r
 }
 
-// broadcast leaves a signed transfer (or, with data, a call) as the worker
-// does after a broadcast: BROADCASTED with its attempt, sent to anvil.
+// broadcast leaves a signed transfer (or whatever build signs) as the
+// worker does after a broadcast: BROADCASTED with its attempt, sent to
+// anvil.
 func (r *rig) broadcast(t *testing.T, requestID string, build func(nonce uint64) *types.Transaction) (uuid.UUID, *types.Transaction) {
+	t.Helper()
+	next, err := r.store.NextNonce(context.Background(), r.fence, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := build(next)
+	if err := r.node.Client().SendTransaction(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	return r.record(t, requestID, next, tx), tx
+}
+
+// record writes what the worker writes for a transaction it sent: the
+// intent through ALLOCATED at nonce, the signed attempt, BROADCASTED.
+func (r *rig) record(t *testing.T, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	to := common.HexToAddress("0xb0b")
@@ -87,14 +110,9 @@ func (r *rig) broadcast(t *testing.T, requestID string, build func(nonce uint64)
 	if _, err := r.store.Simulated(ctx, r.fence, in.ID, 100_000); err != nil {
 		t.Fatal(err)
 	}
-	next, err := r.store.NextNonce(ctx, r.fence, nil)
-	if err != nil {
+	if _, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{in.ID}, []txmanager.Fees{{MaxFeePerGas: big.NewInt(1)}}, nonce); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{in.ID}, []txmanager.Fees{{MaxFeePerGas: big.NewInt(1)}}, next); err != nil {
-		t.Fatal(err)
-	}
-	tx := build(next)
 	raw, err := tx.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +121,10 @@ func (r *rig) broadcast(t *testing.T, requestID string, build func(nonce uint64)
 		MaxPriorityFeePerGas: tx.GasTipCap()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.node.Client().SendTransaction(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := r.store.Broadcasted(ctx, r.fence, []postgres.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return in.ID, tx
+	return in.ID
 }
 
 func (r *rig) transfer(t *testing.T) func(nonce uint64) *types.Transaction {
@@ -295,5 +310,98 @@ func TestARevertedReceiptEndsREVERTED(t *testing.T) {
 	}
 	if got, want := strings.Join(r.events(t, id), " "), "confirmation:1 state:REVERTED"; got != want {
 		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestADroppedTransactionIsSentAgain: a node drops the transaction from
+// its pool (anvil_dropTransaction); after the resubmit interval the
+// follower sends the same signed transaction again, with a tx.attempt
+// event (resend), and it is mined and confirmed.
+func TestADroppedTransactionIsSentAgain(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, txmanager.Chain{Confirmations: 2, ResubmitInterval: txmanager.Duration{Duration: 100 * time.Millisecond}})
+	r.step(t)
+	id, tx := r.broadcast(t, "dropped", r.transfer(t))
+	if dropped, err := r.node.DropTransaction(context.Background(), tx.Hash()); err != nil || !dropped {
+		t.Fatalf("drop: %v %v", dropped, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.step(t) // no block: resends only
+		pool, err := r.node.TxPoolContent(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pool.Contains(tx.Hash()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dropped transaction was not sent again within 30 s")
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	r.mineAndStep(t, 2)
+	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+		t.Fatalf("after the resend: %s", st)
+	}
+	var kind string
+	if err := r.pool.QueryRow(context.Background(), `SELECT payload->>'kind' FROM event WHERE tx_id = $1 AND type = 'tx.attempt' LIMIT 1`, id).Scan(&kind); err != nil || kind != "resend" {
+		t.Errorf("tx.attempt event: %q %v", kind, err)
+	}
+}
+
+// TestStuckBehindAGap: a transaction the node holds back (its nonce is
+// past a gap) is not mined past the stuck timeout: sub-state stuck with
+// the reason, once, and still tracked.
+func TestStuckBehindAGap(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, txmanager.Chain{Confirmations: 2, StuckTimeout: txmanager.Duration{Duration: 200 * time.Millisecond}})
+	r.step(t)
+	id, _ := r.broadcast(t, "gapped", func(nonce uint64) *types.Transaction {
+		// The chain's next nonce is taken by nothing: this one waits.
+		return chaintest.SignTransfer(t, r.node, r.node.Accounts()[0].Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+5)
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mineAndStep(t, 1)
+		if _, sub := r.state(t, id); sub == txmanager.SubStuck {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not stuck within 30 s")
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	tx, err := r.store.Get(context.Background(), id)
+	if err != nil || tx.State != txmanager.StateBroadcasted || !strings.Contains(tx.Reason, "not mined") {
+		t.Errorf("stuck: %s %q %v", tx.State, tx.Reason, err)
+	}
+	r.mineAndStep(t, 2)
+	var events int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM event WHERE tx_id = $1 AND payload->>'sub_state' = 'stuck'`, id).Scan(&events); err != nil || events != 1 {
+		t.Errorf("%d stuck events (%v), want 1", events, err)
+	}
+}
+
+// TestFoundWhenRecordedAfterItsBlock: the worker records BROADCASTED only
+// after the route accepted the transaction, so its block may come (and be
+// processed) first. The next block's step still finds it in the window's
+// blocks, without another call for the old block's hashes.
+func TestFoundWhenRecordedAfterItsBlock(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 3)
+	r.step(t)
+	tx := r.transfer(t)(0)
+	if err := r.node.Client().SendTransaction(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	r.mineAndStep(t, 1) // its block, before the transaction is recorded
+	id := r.record(t, "late", 0, tx)
+	r.mineAndStep(t, 1)
+	if st, sub := r.state(t, id); st != txmanager.StateBroadcasted || sub != txmanager.SubIncluded {
+		t.Fatalf("recorded after its block, then one more block: %s/%s", st, sub)
+	}
+	if got := strings.Join(r.events(t, id), " "); got != "confirmation:2" {
+		t.Errorf("events %q, want the receipt at 2 confirmations", got)
 	}
 }

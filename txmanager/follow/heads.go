@@ -70,6 +70,10 @@ func (w *Window) Head() (Block, bool) {
 	return w.blocks[len(w.blocks)-1], true
 }
 
+// Blocks are the window's blocks, lowest first. The slice is the window's
+// own: read it before the next Update.
+func (w *Window) Blocks() []Block { return w.blocks }
+
 // At is the canonical block at height n, if the window holds it.
 func (w *Window) At(n uint64) (Block, bool) {
 	if len(w.blocks) == 0 {

@@ -129,3 +129,16 @@ func (s *RPC) BlockReceipts(ctx context.Context, blockHash common.Hash, hashes [
 	}
 	return out, nil
 }
+
+// TransactionReceipt is hash's receipt, nil while the node has none.
+func (s *RPC) TransactionReceipt(ctx context.Context, hash common.Hash) (*Receipt, error) {
+	var r *rpcReceipt
+	if err := s.callRPC(ctx, &r, "eth_getTransactionReceipt", hash); err != nil {
+		return nil, fmt.Errorf("eth_getTransactionReceipt %s: %w", hash.Hex(), err)
+	}
+	if r == nil {
+		return nil, nil
+	}
+	out := r.receipt()
+	return &out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -34,13 +35,16 @@ type Tracked struct {
 	TxID  uuid.UUID
 	Key   txmanager.SignerKey
 	State txmanager.State
+	Stuck bool // sub-state stuck
 	Route txmanager.Route
 	Nonce uint64
 	// Attempts are the hashes of every signed attempt, by attempt number;
 	// whichever is mined decides.
 	Attempts map[common.Hash]int
-	// Current is the attempt last sent.
-	Current int
+	// Current is the attempt last sent; SentAt when it was last sent,
+	// FirstSentAt when the transaction was first sent (database clock).
+	Current             int
+	SentAt, FirstSentAt time.Time
 	// Mined is the receipt as stored, nil while none is.
 	Mined         *Receipt
 	Confirmations uint64
@@ -51,8 +55,9 @@ type Tracked struct {
 // fromBlock.
 func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]Tracked, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT t.tx_id, t.state, t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
-			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text
+		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
+			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
+			coalesce(a.sent_at, a.created_at)
 		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
 		  AND (t.state = 'BROADCASTED' OR (t.state IN ('CONFIRMED', 'REVERTED') AND
@@ -65,6 +70,7 @@ func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 	var (
 		id                      uuid.UUID
 		state, route            string
+		stuck                   bool
 		nonce, confirmations    int64
 		current, mined, attempt int
 		hash                    []byte
@@ -72,16 +78,23 @@ func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		blockHash               []byte
 		status                  *int16
 		price                   *string
+		sentAt                  time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &state, &route, &nonce, &current, &mined, &confirmations,
-		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &stuck, &route, &nonce, &current, &mined, &confirmations,
+		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt}, func() error {
 		if len(out) == 0 || out[len(out)-1].TxID != id {
-			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
+			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
 				Attempts: map[common.Hash]int{}, Confirmations: uint64(confirmations)})
 		}
 		t := &out[len(out)-1]
 		h := common.BytesToHash(hash)
 		t.Attempts[h] = attempt
+		if attempt == current {
+			t.SentAt = sentAt
+		}
+		if t.FirstSentAt.IsZero() || sentAt.Before(t.FirstSentAt) {
+			t.FirstSentAt = sentAt
+		}
 		if attempt == mined && blockNumber != nil {
 			t.Mined = &Receipt{Attempt: attempt, Hash: h, BlockNumber: uint64(*blockNumber), BlockHash: common.BytesToHash(blockHash),
 				Status: uint8(*status), GasUsed: uint64(valueOr(gasUsed)), EffectiveGasPrice: bigOf(price)}
@@ -203,6 +216,43 @@ func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lo
 		return insertTypedEvent(ctx, tx, txmanager.EventReorged, id, txmanager.Reorged{Hash: lost.Hash, BlockNumber: lost.BlockNumber,
 			BlockHash: lost.BlockHash, Confirmations: uint64(valueOr(confirmations)), FromState: txmanager.State(from), ToState: txmanager.StateBroadcasted})
 	})
+}
+
+// Resend claims a resend of a BROADCASTED transaction's current attempt,
+// unchanged: its sent-at moves to now, with a tx.attempt event (kind
+// resend), before anything is sent, and the raw transaction to send is
+// returned. A claim that is not followed by a send (a crash) is made again
+// after the next interval.
+func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, attempt int) ([]byte, error) {
+	var raw []byte
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		args := []any{id, attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		var (
+			hash               []byte
+			nonce, gasLimit    int64
+			route              string
+			sentAt             time.Time
+			maxFee, tip, price string
+		)
+		err := tx.QueryRow(ctx, `
+			UPDATE attempt a SET sent_at = now()
+			FROM tx t WHERE a.tx_id = $1 AND a.attempt = $2 AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
+			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $3 AND t.signer = $4 AND `+fence+`
+			RETURNING a.raw, a.hash, a.nonce, t.gas_limit, coalesce(a.route, t.route), a.sent_at,
+				coalesce(a.max_fee_per_gas::text, ''), coalesce(a.max_priority_fee_per_gas::text, ''), coalesce(a.gas_price::text, '')`,
+			append(args, fenceArgs...)...).Scan(&raw, &hash, &nonce, &gasLimit, &route, &sentAt, &maxFee, &tip, &price)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.notFollowed(ctx, tx, f, id, "resend")
+		}
+		if err != nil {
+			return fmt.Errorf("resend %s: %w", id, err)
+		}
+		return insertTypedEvent(ctx, tx, txmanager.EventAttempt, id, txmanager.AttemptSent{Attempt: attempt, Kind: txmanager.AttemptResend,
+			Nonce: uint64(nonce), Hash: common.BytesToHash(hash), Route: txmanager.Route(route), SentAt: sentAt.UTC(),
+			Fees: txmanager.AttemptFees{GasLimit: uint64(gasLimit), MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip, GasPrice: price}})
+	})
+	return raw, err
 }
 
 // ErrNotFollowed: the transaction is no longer as the follower saw it (an

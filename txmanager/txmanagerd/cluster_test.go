@@ -82,8 +82,10 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 	c := newCluster(t, nil)
 	pki, stack, from, db := c.pki, c.stack, c.from, c.db
 	var urls []string
+	var nodes []*servicetest.Process
 	for i := range 3 {
-		urls = append(urls, c.node(t, fmt.Sprintf("node-%d", i)).URL("internal"))
+		nodes = append(nodes, c.node(t, fmt.Sprintf("node-%d", i)))
+		urls = append(urls, nodes[i].URL("internal"))
 	}
 	client := servicetest.Client(t, pki, "gateway", "txmanager")
 
@@ -137,6 +139,9 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
+			for i, n := range nodes {
+				t.Logf("node-%d:\n%s", i, n.Logs())
+			}
 			t.Fatalf("%d of %d broadcast and %d confirmed within three minutes", sent, total, confirmed)
 		}
 		<-tick.C

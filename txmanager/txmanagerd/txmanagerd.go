@@ -182,7 +182,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		fl := follow.New(follow.Config{
 			Chain: ch, Store: store, Router: routerClient, Fences: manager.Fences, Fenced: manager.Fenced, Log: svc.Log,
 			RPC:    &follow.RPC{Client: readers[ch.ID].RPC(), Counted: func(m string) { followMetrics.Calls.WithLabelValues(id, m).Inc() }},
-			Blocks: followMetrics.Blocks,
+			Blocks: followMetrics.Blocks, Stuck: followMetrics.Stuck,
 		})
 		following.Go(func() { fl.Run(workCtx) })
 	}
