@@ -3,6 +3,7 @@ package follow_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/follow"
 	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/postgres/postgrestest"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -403,5 +406,68 @@ func TestFoundWhenRecordedAfterItsBlock(t *testing.T) {
 	}
 	if got := strings.Join(r.events(t, id), " "); got != "confirmation:2" {
 		t.Errorf("events %q, want the receipt at 2 confirmations", got)
+	}
+}
+
+// TestRPCCallsPerBlockDoNotGrowWithTracked: with 10,000 broadcast
+// transactions tracked, a new block costs the head's block (one call)
+// plus one receipts call for a block that holds one of ours, as counted
+// by the follower's RPC counter, whatever the number tracked.
+func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
+	t.Parallel()
+	const tracked = 10_000
+	r := newRig(t, 3)
+	ctx := context.Background()
+	// 10,000 transactions the chain will never see, broadcast as far as
+	// the store knows, after nonces 0..9 that are ours on the chain.
+	ids := postgrestest.Simulated(t, r.store, r.fence, common.HexToAddress("0xb0b"), "tracked", tracked)
+	first := uint64(10)
+	for start := 0; start < len(ids); start += 256 {
+		batch := ids[start:min(start+256, len(ids))]
+		fees := make([]txmanager.Fees, len(batch))
+		for i := range fees {
+			fees[i] = txmanager.Fees{MaxFeePerGas: big.NewInt(1)}
+		}
+		if _, err := r.store.Allocate(ctx, r.fence, batch, fees, first+uint64(start)); err != nil {
+			t.Fatal(err)
+		}
+		attempts := make([]postgres.Attempt, len(batch))
+		sent := make([]postgres.Sent, len(batch))
+		for i, id := range batch {
+			attempts[i] = postgres.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(1)}
+			sent[i] = postgres.Sent{TxID: id, Route: txmanager.RoutePublic}
+		}
+		if _, err := r.store.Signed(ctx, r.fence, attempts); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.store.Broadcasted(ctx, r.fence, sent, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.step(t)
+	blocks := 0
+	for n := range uint64(10) {
+		tx := r.transfer(t)(n)
+		if err := r.node.Client().SendTransaction(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		r.record(t, fmt.Sprintf("ours-%d", n), n, tx)
+		clear(r.calls)
+		r.mineAndStep(t, 1)
+		calls := r.calls["eth_getBlockByNumber"] + r.calls["eth_getBlockByHash"] + r.calls["eth_getBlockReceipts"] + r.calls["eth_getTransactionReceipt"]
+		blocks++
+		if calls > 2 {
+			t.Errorf("block %d (one of ours in it, %d tracked): %d calls %v, want at most 2", n, tracked, calls, r.calls)
+		}
+		clear(r.calls) // then an empty block
+		r.mineAndStep(t, 1)
+		blocks++
+		if calls := r.calls["eth_getBlockByNumber"] + r.calls["eth_getBlockByHash"] + r.calls["eth_getBlockReceipts"]; calls > 1 {
+			t.Errorf("an empty block with %d tracked: %d calls %v, want 1", tracked, calls, r.calls)
+		}
+	}
+	var confirmed int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM tx WHERE request_id LIKE 'ours-%' AND state = 'CONFIRMED'`).Scan(&confirmed); err != nil || confirmed < 8 {
+		t.Errorf("%d of ours confirmed (%v), want at least 8 of 10 after %d blocks", confirmed, err, blocks)
 	}
 }
