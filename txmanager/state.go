@@ -113,6 +113,10 @@ const (
 	// ReasonGapFill: a transaction txfence made to fill the nonce of one
 	// signerd refused while later nonces were signed (gap_policy fill).
 	ReasonGapFill = "gap_fill"
+	// ReasonNonceConsumedExternally: the chain's mined nonce passed the
+	// transaction's with none of its attempts mined: the key was used
+	// outside txfence at that nonce.
+	ReasonNonceConsumedExternally = "nonce_consumed_externally"
 	// ReasonBroadcastRefused: every route refused the transaction for a
 	// reason retrying will not change (sub-state stuck until an operator
 	// acts).

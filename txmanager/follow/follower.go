@@ -206,25 +206,20 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 		if t.State != txmanager.StateBroadcasted || t.Mined != nil {
 			continue
 		}
-		for h, attempt := range t.Attempts {
-			r, err := fl.cfg.RPC.TransactionReceipt(ctx, h)
-			if err != nil {
-				return err
-			}
-			if r == nil || r.BlockNumber > head.Number {
-				continue // not mined, or in a block the next step brings
-			}
-			if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
-				continue
-			}
-			rec := postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
-				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
-			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, head.Number-r.BlockNumber+1); err != nil {
-				return err
-			}
-			found++
-			break
+		r, err := fl.minedAttempt(ctx, t)
+		if err != nil {
+			return err
 		}
+		if r == nil || r.BlockNumber > head.Number {
+			continue // not mined, or in a block the next step brings
+		}
+		if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
+			continue
+		}
+		if err := fl.cfg.Store.Mined(ctx, f, t.TxID, *r, head.Number-r.BlockNumber+1); err != nil {
+			return err
+		}
+		found++
 	}
 	if found > 0 {
 		fl.cfg.Log.Info("caught up with the chain", "signer", f.Key.Signer, "fencing_token", f.Token, "mined_meanwhile", found)
@@ -389,6 +384,9 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 			}
 		}
 	}
+	if err := fl.consumedElsewhere(ctx, f, tracked, head); err != nil {
+		return nil, err
+	}
 	// Re-opened and not found again in the new blocks: sent again.
 	for id := range reopened {
 		for i := range tracked {
@@ -398,6 +396,65 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 		}
 	}
 	return tracked, nil
+}
+
+// consumedElsewhere fails the unmined transactions whose nonce the chain
+// consumed at the confirmation depth with none of their attempts: the key
+// was used outside txfence. One call (the signer's nonce at the depth),
+// made only while some transaction of the signer waits to be mined.
+func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, head Block) error {
+	waiting := false
+	for i := range tracked {
+		waiting = waiting || (tracked[i].State == txmanager.StateBroadcasted && tracked[i].Mined == nil)
+	}
+	if !waiting || head.Number+1 < fl.depth {
+		return nil
+	}
+	atDepth := head.Number + 1 - fl.depth
+	mined, err := fl.cfg.RPC.NonceAt(ctx, f.Key.Signer, atDepth)
+	if err != nil {
+		return err
+	}
+	for i := range tracked {
+		t := &tracked[i]
+		if t.State != txmanager.StateBroadcasted || t.Mined != nil || t.Nonce >= mined {
+			continue
+		}
+		// Never a blind failure: one of our attempts may be mined in a
+		// block the follower did not match (older than its window).
+		if r, err := fl.minedAttempt(ctx, t); err != nil || r != nil {
+			if err == nil {
+				err = fl.cfg.Store.Mined(ctx, f, t.TxID, *r, head.Number-r.BlockNumber+1)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		fl.cfg.Log.Error("nonce consumed outside txfence: transaction failed", "tx_id", t.TxID, "signer", f.Key.Signer,
+			"nonce", t.Nonce, "mined_nonce", mined, "block", atDepth, "alert", true)
+		if _, err := fl.cfg.Store.ConsumedExternally(ctx, f, t.TxID); err != nil {
+			return err
+		}
+		t.State = txmanager.StateFailed
+	}
+	return nil
+}
+
+// minedAttempt asks the node for the receipt of each of t's attempts
+// (one call each) and returns the first it has, nil when none is mined.
+func (fl *Follower) minedAttempt(ctx context.Context, t *postgres.Tracked) (*postgres.Receipt, error) {
+	for h, attempt := range t.Attempts {
+		r, err := fl.cfg.RPC.TransactionReceipt(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			return &postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
+				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}, nil
+		}
+	}
+	return nil, nil
 }
 
 // stillMined tells, after a change deeper than the window, whether t's

@@ -410,9 +410,10 @@ func TestFoundWhenRecordedAfterItsBlock(t *testing.T) {
 }
 
 // TestRPCCallsPerBlockDoNotGrowWithTracked: with 10,000 broadcast
-// transactions tracked, a new block costs the head's block (one call)
-// plus one receipts call for a block that holds one of ours, as counted
-// by the follower's RPC counter, whatever the number tracked.
+// transactions tracked, a new block costs the head's block and the
+// signer's mined nonce at the depth (two calls), plus one receipts call
+// for a block that holds one of ours, as counted by the follower's RPC
+// counter, whatever the number tracked.
 func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
 	t.Parallel()
 	const tracked = 10_000
@@ -454,20 +455,59 @@ func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
 		r.record(t, fmt.Sprintf("ours-%d", n), n, tx)
 		clear(r.calls)
 		r.mineAndStep(t, 1)
-		calls := r.calls["eth_getBlockByNumber"] + r.calls["eth_getBlockByHash"] + r.calls["eth_getBlockReceipts"] + r.calls["eth_getTransactionReceipt"]
+		calls := 0
+		for _, c := range r.calls {
+			calls += c
+		}
 		blocks++
-		if calls > 2 {
-			t.Errorf("block %d (one of ours in it, %d tracked): %d calls %v, want at most 2", n, tracked, calls, r.calls)
+		if calls > 3 {
+			t.Errorf("block %d (one of ours in it, %d tracked): %d calls %v, want at most 3", n, tracked, calls, r.calls)
 		}
 		clear(r.calls) // then an empty block
 		r.mineAndStep(t, 1)
 		blocks++
-		if calls := r.calls["eth_getBlockByNumber"] + r.calls["eth_getBlockByHash"] + r.calls["eth_getBlockReceipts"]; calls > 1 {
-			t.Errorf("an empty block with %d tracked: %d calls %v, want 1", tracked, calls, r.calls)
+		calls = 0
+		for _, c := range r.calls {
+			calls += c
+		}
+		if calls > 2 {
+			t.Errorf("an empty block with %d tracked: %d calls %v, want at most 2", tracked, calls, r.calls)
 		}
 	}
 	var confirmed int
 	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM tx WHERE request_id LIKE 'ours-%' AND state = 'CONFIRMED'`).Scan(&confirmed); err != nil || confirmed < 8 {
 		t.Errorf("%d of ours confirmed (%v), want at least 8 of 10 after %d blocks", confirmed, err, blocks)
+	}
+}
+
+// TestANonceConsumedOutsideFailsOnlyThatTransaction: the key sends
+// another transaction at the nonce of one of ours; once that nonce is
+// consumed at the confirmation depth with none of our attempts mined, ours
+// is FAILED nonce_consumed_externally, and the signer's next transaction
+// is mined and confirmed.
+func TestANonceConsumedOutsideFailsOnlyThatTransaction(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 2)
+	ctx := context.Background()
+	r.step(t)
+	key := r.node.Accounts()[0].Key
+	ours := chaintest.SignTransfer(t, r.node, key, common.HexToAddress("0xb0b"), big.NewInt(1), 0)
+	theirs := chaintest.SignTransfer(t, r.node, key, common.HexToAddress("0xdead"), big.NewInt(2), 0)
+	if err := r.node.Client().SendTransaction(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	lost := r.record(t, "lost", 0, ours) // ours never reaches the chain: nonce 0 is theirs
+	next := r.transfer(t)(1)
+	if err := r.node.Client().SendTransaction(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	goesOn := r.record(t, "next", 1, next)
+	r.mineAndStep(t, 3)
+	tx, err := r.store.Get(ctx, lost)
+	if err != nil || tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonNonceConsumedExternally {
+		t.Fatalf("ours at the consumed nonce: %s %q %v", tx.State, tx.Reason, err)
+	}
+	if st, _ := r.state(t, goesOn); st != txmanager.StateConfirmed {
+		t.Errorf("the next transaction: %s", st)
 	}
 }

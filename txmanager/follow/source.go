@@ -142,3 +142,13 @@ func (s *RPC) TransactionReceipt(ctx context.Context, hash common.Hash) (*Receip
 	out := r.receipt()
 	return &out, nil
 }
+
+// NonceAt is addr's nonce after block number (eth_getTransactionCount):
+// every nonce below it is consumed on the chain up to that block.
+func (s *RPC) NonceAt(ctx context.Context, addr common.Address, block uint64) (uint64, error) {
+	var n hexutil.Uint64
+	if err := s.callRPC(ctx, &n, "eth_getTransactionCount", addr, hexutil.Uint64(block)); err != nil {
+		return 0, fmt.Errorf("eth_getTransactionCount %s at %d: %w", addr.Hex(), block, err)
+	}
+	return uint64(n), nil
+}

@@ -255,6 +255,22 @@ func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, att
 	return raw, err
 }
 
+// ConsumedExternally fails a BROADCASTED transaction whose nonce the chain
+// consumed with none of its attempts (the key was used outside txfence):
+// FAILED with nonce_consumed_externally. Its nonce stays with it: it is
+// spent.
+func (s *Store) ConsumedExternally(ctx context.Context, f txmanager.Fence, id uuid.UUID) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, txmanager.StateFailed,
+			`, sub_state = NULL, reason = $6`, []any{txmanager.ReasonNonceConsumedExternally},
+			txmanager.StateChanged{Reason: txmanager.ReasonNonceConsumedExternally})
+		return err
+	})
+	return out, err
+}
+
 // ErrNotFollowed: the transaction is no longer as the follower saw it (an
 // operator or another writer changed it); the follower reloads.
 var ErrNotFollowed = errors.New("the transaction changed under the follower")
