@@ -200,26 +200,41 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	if err != nil {
 		return err
 	}
+	// Every unmined attempt's receipt, asked for in batches.
+	var hashes []common.Hash
+	for i := range tracked {
+		if t := &tracked[i]; t.State == txmanager.StateBroadcasted && t.Mined == nil {
+			for h := range t.Attempts {
+				hashes = append(hashes, h)
+			}
+		}
+	}
+	receipts, err := fl.cfg.RPC.TransactionReceipts(ctx, hashes)
+	if err != nil {
+		return err
+	}
 	found := 0
 	for i := range tracked {
 		t := &tracked[i]
 		if t.State != txmanager.StateBroadcasted || t.Mined != nil {
 			continue
 		}
-		r, err := fl.minedAttempt(ctx, t)
-		if err != nil {
-			return err
+		for h, attempt := range t.Attempts {
+			r, ok := receipts[h]
+			if !ok || r.BlockNumber > head.Number {
+				continue // not mined, or in a block the next step brings
+			}
+			if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
+				continue
+			}
+			rec := postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
+				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, head.Number-r.BlockNumber+1); err != nil {
+				return err
+			}
+			found++
+			break
 		}
-		if r == nil || r.BlockNumber > head.Number {
-			continue // not mined, or in a block the next step brings
-		}
-		if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
-			continue
-		}
-		if err := fl.cfg.Store.Mined(ctx, f, t.TxID, *r, head.Number-r.BlockNumber+1); err != nil {
-			return err
-		}
-		found++
 	}
 	if found > 0 {
 		fl.cfg.Log.Info("caught up with the chain", "signer", f.Key.Signer, "fencing_token", f.Token, "mined_meanwhile", found)

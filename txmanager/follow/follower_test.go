@@ -39,16 +39,17 @@ type rig struct {
 	pool  *pgxpool.Pool
 	fence txmanager.Fence
 	fl    *follow.Follower
+	cfg   follow.Config
 	calls map[string]int
 }
 
-func newRig(t *testing.T, confirmations uint64) *rig {
+func newRig(t testing.TB, confirmations uint64) *rig {
 	t.Helper()
 	return newRigWith(t, txmanager.Chain{Confirmations: confirmations})
 }
 
 // newRigWith follows chain's settings (its id is anvil's).
-func newRigWith(t *testing.T, chain txmanager.Chain) *rig {
+func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
@@ -73,20 +74,21 @@ func newRigWith(t *testing.T, chain txmanager.Chain) *rig {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
 	r.fence = txmanager.Fence{Node: "node-a", Key: key, Token: token}
-	r.fl = follow.New(follow.Config{
+	r.cfg = follow.Config{
 		Chain:  chain,
 		RPC:    &follow.RPC{Client: r.node.RPC(), Counted: func(m string) { r.calls[m]++ }},
 		Store:  r.store,
 		Router: router,
 		Fences: func() []txmanager.Fence { return []txmanager.Fence{r.fence} },
-	})
+	}
+	r.fl = follow.New(r.cfg)
 	return r
 }
 
 // broadcast leaves a signed transfer (or whatever build signs) as the
 // worker does after a broadcast: BROADCASTED with its attempt, sent to
 // anvil.
-func (r *rig) broadcast(t *testing.T, requestID string, build func(nonce uint64) *types.Transaction) (uuid.UUID, *types.Transaction) {
+func (r *rig) broadcast(t testing.TB, requestID string, build func(nonce uint64) *types.Transaction) (uuid.UUID, *types.Transaction) {
 	t.Helper()
 	next, err := r.store.NextNonce(context.Background(), r.fence, nil)
 	if err != nil {
@@ -101,7 +103,7 @@ func (r *rig) broadcast(t *testing.T, requestID string, build func(nonce uint64)
 
 // record writes what the worker writes for a transaction it sent: the
 // intent through ALLOCATED at nonce, the signed attempt, BROADCASTED.
-func (r *rig) record(t *testing.T, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
+func (r *rig) record(t testing.TB, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	to := common.HexToAddress("0xb0b")
@@ -130,14 +132,14 @@ func (r *rig) record(t *testing.T, requestID string, nonce uint64, tx *types.Tra
 	return in.ID
 }
 
-func (r *rig) transfer(t *testing.T) func(nonce uint64) *types.Transaction {
+func (r *rig) transfer(t testing.TB) func(nonce uint64) *types.Transaction {
 	return func(nonce uint64) *types.Transaction {
 		return chaintest.SignTransfer(t, r.node, r.node.Accounts()[0].Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce)
 	}
 }
 
 // mineAndStep mines n blocks, one follower step after each.
-func (r *rig) mineAndStep(t *testing.T, n int) {
+func (r *rig) mineAndStep(t testing.TB, n int) {
 	t.Helper()
 	for range n {
 		if err := r.node.Mine(context.Background(), 1); err != nil {
@@ -147,14 +149,14 @@ func (r *rig) mineAndStep(t *testing.T, n int) {
 	}
 }
 
-func (r *rig) step(t *testing.T) {
+func (r *rig) step(t testing.TB) {
 	t.Helper()
 	if err := r.fl.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (r *rig) state(t *testing.T, id uuid.UUID) (txmanager.State, txmanager.SubState) {
+func (r *rig) state(t testing.TB, id uuid.UUID) (txmanager.State, txmanager.SubState) {
 	t.Helper()
 	tx, err := r.store.Get(context.Background(), id)
 	if err != nil {
@@ -409,20 +411,12 @@ func TestFoundWhenRecordedAfterItsBlock(t *testing.T) {
 	}
 }
 
-// TestRPCCallsPerBlockDoNotGrowWithTracked: with 10,000 broadcast
-// transactions tracked, a new block costs the head's block and the
-// signer's mined nonce at the depth (two calls), plus one receipts call
-// for a block that holds one of ours, as counted by the follower's RPC
-// counter, whatever the number tracked.
-func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
-	t.Parallel()
-	const tracked = 10_000
-	r := newRig(t, 3)
+// trackMany records n transactions the chain will never see as broadcast,
+// with nonces from first on.
+func (r *rig) trackMany(t testing.TB, n int, first uint64) {
+	t.Helper()
 	ctx := context.Background()
-	// 10,000 transactions the chain will never see, broadcast as far as
-	// the store knows, after nonces 0..9 that are ours on the chain.
-	ids := postgrestest.Simulated(t, r.store, r.fence, common.HexToAddress("0xb0b"), "tracked", tracked)
-	first := uint64(10)
+	ids := postgrestest.Simulated(t, r.store, r.fence, common.HexToAddress("0xb0b"), "tracked", n)
 	for start := 0; start < len(ids); start += 256 {
 		batch := ids[start:min(start+256, len(ids))]
 		fees := make([]txmanager.Fees, len(batch))
@@ -445,6 +439,21 @@ func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestRPCCallsPerBlockDoNotGrowWithTracked: with 10,000 broadcast
+// transactions tracked, a new block costs the head's block and the
+// signer's mined nonce at the depth (two calls), plus one receipts call
+// for a block that holds one of ours, as counted by the follower's RPC
+// counter, whatever the number tracked.
+func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
+	t.Parallel()
+	const tracked = 10_000
+	r := newRig(t, 3)
+	ctx := context.Background()
+	// 10,000 transactions the chain will never see, broadcast as far as
+	// the store knows, after nonces 0..9 that are ours on the chain.
+	r.trackMany(t, tracked, 10)
 	r.step(t)
 	blocks := 0
 	for n := range uint64(10) {

@@ -152,3 +152,33 @@ func (s *RPC) NonceAt(ctx context.Context, addr common.Address, block uint64) (u
 	}
 	return uint64(n), nil
 }
+
+// TransactionReceipts asks for the receipts of hashes in batches of 256
+// calls per request; a hash the node has no receipt for is absent from
+// the answer.
+func (s *RPC) TransactionReceipts(ctx context.Context, hashes []common.Hash) (map[common.Hash]Receipt, error) {
+	out := make(map[common.Hash]Receipt, len(hashes))
+	for start := 0; start < len(hashes); start += 256 {
+		chunk := hashes[start:min(start+256, len(hashes))]
+		results := make([]*rpcReceipt, len(chunk))
+		elems := make([]rpc.BatchElem, len(chunk))
+		for i, h := range chunk {
+			elems[i] = rpc.BatchElem{Method: "eth_getTransactionReceipt", Args: []any{h}, Result: &results[i]}
+			if s.Counted != nil {
+				s.Counted("eth_getTransactionReceipt")
+			}
+		}
+		if err := s.Client.BatchCallContext(ctx, elems); err != nil {
+			return nil, fmt.Errorf("eth_getTransactionReceipt of %d transactions: %w", len(chunk), err)
+		}
+		for i, el := range elems {
+			if el.Error != nil {
+				return nil, fmt.Errorf("eth_getTransactionReceipt %s: %w", chunk[i].Hex(), el.Error)
+			}
+			if results[i] != nil {
+				out[chunk[i]] = results[i].receipt()
+			}
+		}
+	}
+	return out, nil
+}
