@@ -413,14 +413,18 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 	return tracked, nil
 }
 
-// consumedElsewhere fails the unmined transactions whose nonce the chain
-// consumed at the confirmation depth with none of their attempts: the key
-// was used outside txfence. One call (the signer's nonce at the depth),
+// consumedElsewhere fails the unmined transactions (broadcast, or signed
+// and stuck on a refused broadcast) whose nonce the chain consumed at the
+// confirmation depth with none of their attempts: the key was used outside
+// txfence. One call (the signer's nonce at the depth),
 // made only while some transaction of the signer waits to be mined.
 func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, head Block) error {
+	unmined := func(t *postgres.Tracked) bool {
+		return (t.State == txmanager.StateBroadcasted || t.State == txmanager.StateSigned) && t.Mined == nil
+	}
 	waiting := false
 	for i := range tracked {
-		waiting = waiting || (tracked[i].State == txmanager.StateBroadcasted && tracked[i].Mined == nil)
+		waiting = waiting || unmined(&tracked[i])
 	}
 	if !waiting || head.Number+1 < fl.depth {
 		return nil
@@ -432,12 +436,17 @@ func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tr
 	}
 	for i := range tracked {
 		t := &tracked[i]
-		if t.State != txmanager.StateBroadcasted || t.Mined != nil || t.Nonce >= mined {
+		if !unmined(t) || t.Nonce >= mined {
 			continue
 		}
 		// Never a blind failure: one of our attempts may be mined in a
 		// block the follower did not match (older than its window).
 		if r, err := fl.minedAttempt(ctx, t); err != nil || r != nil {
+			if err == nil && t.State == txmanager.StateSigned {
+				// Mined after all: the refusal came after another route
+				// took it; the worker's next resend records it.
+				continue
+			}
 			if err == nil {
 				err = fl.cfg.Store.Mined(ctx, f, t.TxID, *r, head.Number-r.BlockNumber+1)
 			}

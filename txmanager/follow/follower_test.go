@@ -520,3 +520,29 @@ func TestANonceConsumedOutsideFailsOnlyThatTransaction(t *testing.T) {
 		t.Errorf("the next transaction: %s", st)
 	}
 }
+
+// TestASignedTransactionRefusedAsNonceTooLowFails: the worker marks a
+// SIGNED transaction stuck when the route answers "nonce too low" and none
+// of its attempts is mined; the follower then fails it as consumed
+// outside once the nonce is consumed at the depth.
+func TestASignedTransactionRefusedAsNonceTooLowFails(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 2)
+	ctx := context.Background()
+	r.step(t)
+	key := r.node.Accounts()[0].Key
+	theirs := chaintest.SignTransfer(t, r.node, key, common.HexToAddress("0xdead"), big.NewInt(2), 0)
+	if err := r.node.Client().SendTransaction(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	id := r.record(t, "refused", 0, chaintest.SignTransfer(t, r.node, key, common.HexToAddress("0xb0b"), big.NewInt(1), 0))
+	// Back to SIGNED and stuck, as the worker leaves a refused broadcast.
+	if _, err := r.pool.Exec(ctx, `UPDATE tx SET state = 'SIGNED', sub_state = 'stuck', reason = 'nonce_too_low: nonce too low' WHERE tx_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	r.mineAndStep(t, 3)
+	tx, err := r.store.Get(ctx, id)
+	if err != nil || tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonNonceConsumedExternally {
+		t.Errorf("a stuck SIGNED transaction at a consumed nonce: %s %q %v", tx.State, tx.Reason, err)
+	}
+}

@@ -51,8 +51,9 @@ type Tracked struct {
 }
 
 // Tracking lists key's transactions the follower watches: every
-// BROADCASTED one, and those CONFIRMED or REVERTED in a block at or above
-// fromBlock.
+// BROADCASTED one, the SIGNED ones the worker marked stuck (a refused
+// broadcast: their nonce may be consumed elsewhere), and those CONFIRMED
+// or REVERTED in a block at or above fromBlock.
 func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]Tracked, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
@@ -60,7 +61,7 @@ func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 			coalesce(a.sent_at, a.created_at)
 		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
-		  AND (t.state = 'BROADCASTED' OR (t.state IN ('CONFIRMED', 'REVERTED') AND
+		  AND (t.state = 'BROADCASTED' OR (t.state = 'SIGNED' AND t.sub_state = 'stuck') OR (t.state IN ('CONFIRMED', 'REVERTED') AND
 			(SELECT m.block_number FROM attempt m WHERE m.tx_id = t.tx_id AND m.attempt = t.mined_attempt) >= $3))
 		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock))
 	if err != nil {
@@ -255,7 +256,7 @@ func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, att
 	return raw, err
 }
 
-// ConsumedExternally fails a BROADCASTED transaction whose nonce the chain
+// ConsumedExternally fails a BROADCASTED (or stuck SIGNED) transaction whose nonce the chain
 // consumed with none of its attempts (the key was used outside txfence):
 // FAILED with nonce_consumed_externally. Its nonce stays with it: it is
 // spent.
@@ -263,7 +264,7 @@ func (s *Store) ConsumedExternally(ctx context.Context, f txmanager.Fence, id uu
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, txmanager.StateFailed,
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted, txmanager.StateSigned}, txmanager.StateFailed,
 			`, sub_state = NULL, reason = $6`, []any{txmanager.ReasonNonceConsumedExternally},
 			txmanager.StateChanged{Reason: txmanager.ReasonNonceConsumedExternally})
 		return err
