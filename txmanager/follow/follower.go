@@ -184,9 +184,10 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 }
 
 // catchUp, once per lease, asks the node for the receipt of every attempt
-// of f's signer not known to be mined: what was mined while no follower
-// of this node watched the signer (before a start, a restart or a
-// takeover) is found without scanning old blocks. One call per attempt,
+// of f's signer it tracks: what was mined while no follower of this node
+// watched the signer (before a start, a restart or a takeover) is found
+// without scanning old blocks, and a stored receipt a reorg took away
+// meanwhile re-opens its transaction. One call per attempt, in batches,
 // once; afterwards blocks are matched as they come.
 func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	if fl.caughtUp[f.Key] == f.Token {
@@ -200,25 +201,26 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	if err != nil {
 		return err
 	}
-	// Every unmined attempt's receipt, asked for in batches.
+	// Every attempt's receipt, asked for in batches: what was mined
+	// meanwhile, and whether what the store holds as mined still is (a
+	// reorg while no follower of this node watched).
 	var hashes []common.Hash
 	for i := range tracked {
-		if t := &tracked[i]; t.State == txmanager.StateBroadcasted && t.Mined == nil {
-			for h := range t.Attempts {
-				hashes = append(hashes, h)
-			}
+		for h := range tracked[i].Attempts {
+			hashes = append(hashes, h)
 		}
 	}
 	receipts, err := fl.cfg.RPC.TransactionReceipts(ctx, hashes)
 	if err != nil {
 		return err
 	}
-	found := 0
+	found, reopened := 0, 0
 	for i := range tracked {
 		t := &tracked[i]
-		if t.State != txmanager.StateBroadcasted || t.Mined != nil {
-			continue
+		if t.State == txmanager.StateSigned {
+			continue // stuck on a refused broadcast: only its nonce is watched
 		}
+		var now *postgres.Receipt
 		for h, attempt := range t.Attempts {
 			r, ok := receipts[h]
 			if !ok || r.BlockNumber > head.Number {
@@ -227,17 +229,28 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 			if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
 				continue
 			}
-			rec := postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
+			now = &postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
 				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
-			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, head.Number-r.BlockNumber+1); err != nil {
+			break
+		}
+		if t.Mined != nil && (now == nil || now.BlockHash != t.Mined.BlockHash) {
+			if err := fl.reopen(ctx, f, t); err != nil {
+				return err
+			}
+			reopened++
+			if now == nil {
+				fl.resend(ctx, t)
+			}
+		}
+		if now != nil && t.Mined == nil {
+			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, *now, head.Number-now.BlockNumber+1); err != nil {
 				return err
 			}
 			found++
-			break
 		}
 	}
-	if found > 0 {
-		fl.cfg.Log.Info("caught up with the chain", "signer", f.Key.Signer, "fencing_token", f.Token, "mined_meanwhile", found)
+	if found+reopened > 0 {
+		fl.cfg.Log.Info("caught up with the chain", "signer", f.Key.Signer, "fencing_token", f.Token, "mined_meanwhile", found, "reorged_meanwhile", reopened)
 	}
 	fl.caughtUp[f.Key] = f.Token
 	return nil

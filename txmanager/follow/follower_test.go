@@ -546,3 +546,36 @@ func TestASignedTransactionRefusedAsNonceTooLowFails(t *testing.T) {
 		t.Errorf("a stuck SIGNED transaction at a consumed nonce: %s %q %v", tx.State, tx.Reason, err)
 	}
 }
+
+// TestARestartInTheMiddleOfAReorg: the transaction is included (1
+// confirmation) when a reorg orphans its block while no follower runs;
+// a fresh follower (a restart, or another node taking over) asks for its
+// receipt first, re-opens it, sends it again, and it ends CONFIRMED with
+// exactly one attempt and no duplicate event.
+func TestARestartInTheMiddleOfAReorg(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 3)
+	r.step(t)
+	id, _ := r.broadcast(t, "pay", r.transfer(t))
+	r.mineAndStep(t, 1)
+	if err := r.node.Reorg(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	r.fl = follow.New(r.cfg) // the restart: a window of its own, from the new head
+	r.step(t)
+	if got := strings.Join(r.events(t, id), " "); got != "confirmation:1 reorged:BROADCASTED" {
+		t.Fatalf("after the restart's first step: events %q", got)
+	}
+	r.mineAndStep(t, 3)
+	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+		t.Fatalf("after the restart and 3 blocks: %s; events %v", st, r.events(t, id))
+	}
+	want := "confirmation:1 reorged:BROADCASTED confirmation:1:new_fork confirmation:2 state:CONFIRMED"
+	if got := strings.Join(r.events(t, id), " "); got != want {
+		t.Errorf("events\n %q, want\n %q", got, want)
+	}
+	var attempts int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM attempt WHERE tx_id = $1`, id).Scan(&attempts); err != nil || attempts != 1 {
+		t.Errorf("%d attempts (%v), want 1", attempts, err)
+	}
+}
