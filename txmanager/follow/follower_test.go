@@ -221,11 +221,18 @@ func TestConfirmedAtTheDepthWithOneEventPerConfirmation(t *testing.T) {
 	}
 	r.mineAndStep(t, 2)
 	r.step(t) // nothing new: no event
-	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
-		t.Fatalf("at depth 3: %s", st)
+	r.requireEnd(t, id, txmanager.StateConfirmed, "confirmation:1 confirmation:2 state:CONFIRMED")
+}
+
+// requireEnd fails t unless id is in state want with exactly these events
+// (as events formats them) since its broadcast.
+func (r *rig) requireEnd(t *testing.T, id uuid.UUID, want txmanager.State, events string) {
+	t.Helper()
+	if st, _ := r.state(t, id); st != want {
+		t.Fatalf("%s, want %s; events %q", st, want, strings.Join(r.events(t, id), " "))
 	}
-	if got, want := strings.Join(r.events(t, id), " "), "confirmation:1 confirmation:2 state:CONFIRMED"; got != want {
-		t.Errorf("events %q, want %q", got, want)
+	if got := strings.Join(r.events(t, id), " "); got != events {
+		t.Errorf("events\n %q, want\n %q", got, events)
 	}
 }
 
@@ -270,13 +277,7 @@ func TestReorgsReopenAndReconfirm(t *testing.T) {
 			}
 			// Sent again (or still pooled): mined again and confirmed.
 			r.mineAndStep(t, 3)
-			if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
-				t.Fatalf("after the reorg and 3 blocks: %s; events %v", st, r.events(t, id))
-			}
-			want := tc.wantBefore + " reorged:" + from + " confirmation:1:new_fork confirmation:2 state:CONFIRMED"
-			if got := strings.Join(r.events(t, id), " "); got != want {
-				t.Errorf("events\n %q, want\n %q", got, want)
-			}
+			r.requireEnd(t, id, txmanager.StateConfirmed, tc.wantBefore+" reorged:"+from+" confirmation:1:new_fork confirmation:2 state:CONFIRMED")
 			if rc, err := r.node.Client().TransactionReceipt(context.Background(), tx.Hash()); err != nil || rc.Status != 1 {
 				t.Errorf("the transaction on the new chain: %v %v", rc, err)
 			}
@@ -310,12 +311,7 @@ func TestARevertedReceiptEndsREVERTED(t *testing.T) {
 		return tx
 	})
 	r.mineAndStep(t, 2)
-	if st, _ := r.state(t, id); st != txmanager.StateReverted {
-		t.Fatalf("a reverted receipt at depth 2: %s", st)
-	}
-	if got, want := strings.Join(r.events(t, id), " "), "confirmation:1 state:REVERTED"; got != want {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	r.requireEnd(t, id, txmanager.StateReverted, "confirmation:1 state:REVERTED")
 }
 
 // TestADroppedTransactionIsSentAgain: a node drops the transaction from
@@ -567,13 +563,7 @@ func TestARestartInTheMiddleOfAReorg(t *testing.T) {
 		t.Fatalf("after the restart's first step: events %q", got)
 	}
 	r.mineAndStep(t, 3)
-	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
-		t.Fatalf("after the restart and 3 blocks: %s; events %v", st, r.events(t, id))
-	}
-	want := "confirmation:1 reorged:BROADCASTED confirmation:1:new_fork confirmation:2 state:CONFIRMED"
-	if got := strings.Join(r.events(t, id), " "); got != want {
-		t.Errorf("events\n %q, want\n %q", got, want)
-	}
+	r.requireEnd(t, id, txmanager.StateConfirmed, "confirmation:1 reorged:BROADCASTED confirmation:1:new_fork confirmation:2 state:CONFIRMED")
 	var attempts int
 	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM attempt WHERE tx_id = $1`, id).Scan(&attempts); err != nil || attempts != 1 {
 		t.Errorf("%d attempts (%v), want 1", attempts, err)
