@@ -21,6 +21,7 @@ import (
 //	  "rpc": ["http://127.0.0.1:8545"],     read endpoints: simulation, fees, balances, receipts
 //	  "legacy": false,                       true: gas_price pricing instead of EIP-1559
 //	  "confirmations": 3,                    depth at which a receipt is final
+//	  "finality": "depth",                   depth (default) or finalized: final once the node's finalized block covers it
 //	  "resubmit_interval": "30s",            an attempt not mined this long is sent again unchanged
 //	  "stuck_timeout": "10m",                not mined this long after the first send: sub-state stuck, alert
 //	  "signers": [{
@@ -42,6 +43,10 @@ type Chain struct {
 	RPC           []string `json:"rpc"`
 	Legacy        bool     `json:"legacy"`
 	Confirmations uint64   `json:"confirmations"`
+	// Finality is FinalityDepth (final at Confirmations) or
+	// FinalityFinalized (final once the node's "finalized" block is at
+	// or above the receipt's; confirmations are still reported).
+	Finality string `json:"finality"`
 	// ResubmitInterval: an attempt not mined this long after it was last
 	// sent is sent again, unchanged (a node may have dropped it).
 	ResubmitInterval Duration `json:"resubmit_interval"`
@@ -102,6 +107,8 @@ const (
 	// blocks every few seconds.
 	DefaultResubmitInterval = 30 * time.Second
 	DefaultStuckTimeout     = 10 * time.Minute
+	FinalityDepth           = "depth"
+	FinalityFinalized       = "finalized"
 	GapHalt                 = "halt"
 	GapFill                 = "fill"
 )
@@ -147,6 +154,13 @@ func ParseChains(raw []byte) (*Chains, error) {
 		}
 		if ch.Confirmations == 0 {
 			ch.Confirmations = DefaultConfirmations
+		}
+		switch ch.Finality {
+		case "":
+			ch.Finality = FinalityDepth
+		case FinalityDepth, FinalityFinalized:
+		default:
+			add("%s.finality: %q is not depth or finalized", at, ch.Finality)
 		}
 		if ch.ResubmitInterval.Duration == 0 {
 			ch.ResubmitInterval.Duration = DefaultResubmitInterval

@@ -391,7 +391,16 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 			delete(reopened, t.TxID)
 		}
 	}
-	// Confirmations of everything mined, and the end at the depth.
+	// Confirmations of everything mined, and the end at the depth or at
+	// the node's finalized block.
+	final := func(r *postgres.Receipt, confirmations uint64) bool { return confirmations >= fl.depth }
+	if fl.cfg.Chain.Finality == txmanager.FinalityFinalized {
+		finalized, err := fl.finalized(ctx, tracked)
+		if err != nil {
+			return nil, err
+		}
+		final = func(r *postgres.Receipt, _ uint64) bool { return finalized != nil && r.BlockNumber <= finalized.Number }
+	}
 	for i := range tracked {
 		t := &tracked[i]
 		if t.State != txmanager.StateBroadcasted || t.Mined == nil {
@@ -402,7 +411,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 		}
 		confirmations := head.Number - t.Mined.BlockNumber + 1
 		switch {
-		case confirmations >= fl.depth:
+		case final(t.Mined, confirmations):
 			if _, err := fl.cfg.Store.Final(ctx, f, t.TxID, *t.Mined); err != nil {
 				return nil, err
 			}
@@ -492,6 +501,32 @@ func (fl *Follower) minedAttempt(ctx context.Context, t *postgres.Tracked) (*pos
 		}
 	}
 	return nil, nil
+}
+
+// finalized is the node's finalized block when one of tracked is mined
+// and not final yet (one call), nil otherwise. A finalized block the
+// window holds under another hash is not believed (a lagging or confused
+// node): nothing becomes final on it.
+func (fl *Follower) finalized(ctx context.Context, tracked []postgres.Tracked) (*Block, error) {
+	needed := false
+	for i := range tracked {
+		needed = needed || (tracked[i].State == txmanager.StateBroadcasted && tracked[i].Mined != nil)
+	}
+	if !needed {
+		return nil, nil
+	}
+	b, err := fl.cfg.RPC.Finalized(ctx)
+	if errors.Is(err, errNoBlock) {
+		return nil, nil // nothing finalized yet
+	}
+	if err != nil {
+		return nil, err
+	}
+	if canonical, known := fl.window.Canonical(b.Number, b.Hash); known && !canonical {
+		fl.cfg.Log.Warn("the node's finalized block is not on the chain the follower sees", "block", b.Number, "hash", b.Hash)
+		return nil, nil
+	}
+	return &b, nil
 }
 
 // stillMined tells, after a change deeper than the window, whether t's

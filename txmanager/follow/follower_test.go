@@ -569,3 +569,37 @@ func TestARestartInTheMiddleOfAReorg(t *testing.T) {
 		t.Errorf("%d attempts (%v), want 1", attempts, err)
 	}
 }
+
+// TestFinalAtTheFinalizedBlock: on a chain configured with finality
+// "finalized", a transaction stays included, however deep, until the
+// node's finalized block (anvil: 64 blocks behind its head) covers its
+// receipt.
+func TestFinalAtTheFinalizedBlock(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, txmanager.Chain{Confirmations: 3, Finality: txmanager.FinalityFinalized})
+	r.step(t)
+	id, _ := r.broadcast(t, "pay", r.transfer(t))
+	r.mineAndStep(t, 10)
+	if st, sub := r.state(t, id); st != txmanager.StateBroadcasted || sub != txmanager.SubIncluded {
+		t.Fatalf("10 blocks deep, not finalized: %s/%s", st, sub)
+	}
+	deadline := 100
+	for st, _ := r.state(t, id); st != txmanager.StateConfirmed; st, _ = r.state(t, id) {
+		if deadline--; deadline == 0 {
+			t.Fatal("not CONFIRMED within 110 blocks")
+		}
+		r.mineAndStep(t, 1)
+	}
+	head, err := r.node.BlockNumber(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mined int64
+	if err := r.pool.QueryRow(context.Background(), `SELECT a.block_number FROM attempt a JOIN tx t ON t.tx_id = a.tx_id AND a.attempt = t.mined_attempt
+		WHERE t.tx_id = $1`, id).Scan(&mined); err != nil {
+		t.Fatal(err)
+	}
+	if depth := head - uint64(mined); depth < 64 {
+		t.Errorf("CONFIRMED %d blocks deep, before anvil's finalized block (64 behind the head) could cover it", depth)
+	}
+}

@@ -38,6 +38,11 @@ func (s *RPC) Latest(ctx context.Context) (Block, error) {
 	return s.call(ctx, "eth_getBlockByNumber", "latest")
 }
 
+// Finalized is the node's finalized block ("finalized" tag).
+func (s *RPC) Finalized(ctx context.Context) (Block, error) {
+	return s.call(ctx, "eth_getBlockByNumber", "finalized")
+}
+
 // ByHash implements Source.
 func (s *RPC) ByHash(ctx context.Context, hash common.Hash) (Block, error) {
 	return s.call(ctx, "eth_getBlockByHash", hash)
