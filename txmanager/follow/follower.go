@@ -229,8 +229,8 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 			if canonical, known := fl.window.Canonical(r.BlockNumber, r.BlockHash); known && !canonical {
 				continue
 			}
-			now = &postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
-				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+			stored := r.stored(attempt)
+			now = &stored
 			break
 		}
 		if t.Mined != nil && (now == nil || now.BlockHash != t.Mined.BlockHash) {
@@ -381,8 +381,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 		}
 		for _, r := range receipts {
 			t := byHash[r.TxHash]
-			rec := postgres.Receipt{Attempt: t.Attempts[r.TxHash], Hash: r.TxHash, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
-				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+			rec := r.stored(t.Attempts[r.TxHash])
 			confirmations := head.Number - r.BlockNumber + 1
 			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, confirmations); err != nil {
 				return nil, err
@@ -487,18 +486,20 @@ func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tr
 	return nil
 }
 
-// minedAttempt asks the node for the receipt of each of t's attempts
-// (one call each) and returns the first it has, nil when none is mined.
+// minedAttempt asks the node for the receipts of t's attempts (one batch)
+// and returns the first it has, nil when none is mined.
 func (fl *Follower) minedAttempt(ctx context.Context, t *postgres.Tracked) (*postgres.Receipt, error) {
-	for h, attempt := range t.Attempts {
-		r, err := fl.cfg.RPC.TransactionReceipt(ctx, h)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			return &postgres.Receipt{Attempt: attempt, Hash: h, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
-				Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}, nil
-		}
+	hashes := make([]common.Hash, 0, len(t.Attempts))
+	for h := range t.Attempts {
+		hashes = append(hashes, h)
+	}
+	receipts, err := fl.cfg.RPC.TransactionReceipts(ctx, hashes)
+	if err != nil {
+		return nil, err
+	}
+	for h, r := range receipts {
+		stored := r.stored(t.Attempts[h])
+		return &stored, nil
 	}
 	return nil, nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // RPC is a Source over a node's JSON-RPC: one eth_getBlockByNumber or
@@ -80,6 +82,12 @@ type Receipt struct {
 	EffectiveGasPrice *big.Int
 }
 
+// stored is the receipt as the store keeps it, for our attempt number.
+func (r Receipt) stored(attempt int) postgres.Receipt {
+	return postgres.Receipt{Attempt: attempt, Hash: r.TxHash, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
+		Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+}
+
 type rpcReceipt struct {
 	TransactionHash   common.Hash    `json:"transactionHash"`
 	BlockHash         common.Hash    `json:"blockHash"`
@@ -96,7 +104,7 @@ func (r *rpcReceipt) receipt() Receipt {
 
 // BlockReceipts returns the receipts of hashes, transactions of the block
 // blockHash: one eth_getBlockReceipts for the whole block, or, on a node
-// without it (remembered), one eth_getTransactionReceipt per hash. A
+// without it (remembered), eth_getTransactionReceipt per hash, batched. A
 // receipt from another block than blockHash (the chain moved meanwhile)
 // is left out.
 func (s *RPC) BlockReceipts(ctx context.Context, blockHash common.Hash, hashes []common.Hash) ([]Receipt, error) {
@@ -122,30 +130,17 @@ func (s *RPC) BlockReceipts(ctx context.Context, blockHash common.Hash, hashes [
 		}
 		s.noBlockReceipts.Store(true)
 	}
+	byHash, err := s.TransactionReceipts(ctx, hashes)
+	if err != nil {
+		return nil, err
+	}
 	var out []Receipt
 	for _, h := range hashes {
-		var r *rpcReceipt
-		if err := s.callRPC(ctx, &r, "eth_getTransactionReceipt", h); err != nil {
-			return nil, fmt.Errorf("eth_getTransactionReceipt %s: %w", h.Hex(), err)
-		}
-		if r != nil && r.BlockHash == blockHash {
-			out = append(out, r.receipt())
+		if r, ok := byHash[h]; ok && r.BlockHash == blockHash {
+			out = append(out, r)
 		}
 	}
 	return out, nil
-}
-
-// TransactionReceipt is hash's receipt, nil while the node has none.
-func (s *RPC) TransactionReceipt(ctx context.Context, hash common.Hash) (*Receipt, error) {
-	var r *rpcReceipt
-	if err := s.callRPC(ctx, &r, "eth_getTransactionReceipt", hash); err != nil {
-		return nil, fmt.Errorf("eth_getTransactionReceipt %s: %w", hash.Hex(), err)
-	}
-	if r == nil {
-		return nil, nil
-	}
-	out := r.receipt()
-	return &out, nil
 }
 
 // NonceAt is addr's nonce after block number (eth_getTransactionCount):

@@ -95,16 +95,16 @@ func (s *Store) Simulated(ctx context.Context, f txmanager.Fence, id uuid.UUID, 
 	return out, err
 }
 
-// Fail ends a transaction that has no signature as FAILED, why giving the
-// reason (and the rule or the decoded revert reason, if any). A nonce it
-// held is given up with it: only transactions not yet signed are failed
-// here, and the caller settles its cursor again.
+// Fail ends a transaction that holds no nonce yet as FAILED, why giving
+// the reason (and the rule or the decoded revert reason, if any). An
+// allocated transaction gives its nonce up only through ReleaseNonces,
+// which checks that no later nonce is taken.
 func (s *Store) Fail(ctx context.Context, f txmanager.Fence, id uuid.UUID, why txmanager.StateChanged) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval, txmanager.StateAllocated},
-			txmanager.StateFailed, `, sub_state = NULL, reason = $6, nonce = NULL`+clearSigningFees, []any{why.Reason}, why)
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval},
+			txmanager.StateFailed, `, sub_state = NULL, reason = $6`, []any{why.Reason}, why)
 		return err
 	})
 	return out, err
