@@ -107,21 +107,28 @@ func New(cfg Config) *Follower {
 	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{}}
 }
 
-// Run steps every PollEvery until ctx ends.
+// Run steps every PollEvery until ctx ends. After a failed step (the node
+// or the database unreachable) it waits twice as long each time, up to
+// maxBackoff, and back to PollEvery once a step succeeds.
 func (fl *Follower) Run(ctx context.Context) {
-	tick := time.NewTicker(fl.cfg.PollEvery)
-	defer tick.Stop()
+	wait := fl.cfg.PollEvery
 	for {
 		if err := fl.Step(ctx); err != nil && ctx.Err() == nil {
-			fl.cfg.Log.Warn("chain follower step failed; retrying", "err", err)
+			wait = min(2*wait, max(maxBackoff, fl.cfg.PollEvery))
+			fl.cfg.Log.Warn("chain follower step failed; retrying", "err", err, "retry_in", wait)
+		} else {
+			wait = fl.cfg.PollEvery
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
 	}
 }
+
+// maxBackoff bounds the wait between failed steps.
+const maxBackoff = 30 * time.Second
 
 // Step reads the chain's head once and acts on what changed: reorged
 // receipts re-open their transactions, new blocks are matched against
