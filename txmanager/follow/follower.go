@@ -1,10 +1,12 @@
 package follow
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,7 +23,10 @@ import (
 type Config struct {
 	Chain txmanager.Chain
 	// RPC reads the chain's blocks and receipts.
-	RPC   *RPC
+	RPC *RPC
+	// Store is txmanager's; the follower learns of new and changed
+	// transactions from its event feed, so the feed must be numbered
+	// (txmanagerd's sequencer does it every SEQUENCE_EVERY).
 	Store *postgres.Store
 	// Router re-sends an attempt a reorg took out of the chain.
 	Router *remote.Router
@@ -85,6 +90,18 @@ type Follower struct {
 	// before (or while another node held the signer) are not matched
 	// again.
 	caughtUp map[txmanager.SignerKey]int64
+	// views are the tracked transactions of each held signer, kept in
+	// memory and refreshed from the feed: only transactions with events
+	// since the last step are read again.
+	views map[txmanager.SignerKey]*signerView
+}
+
+// signerView is one signer's tracked transactions under one lease, as of
+// feed sequence seq.
+type signerView struct {
+	token int64
+	seq   uint64
+	txs   map[uuid.UUID]postgres.Tracked
 }
 
 // New makes a follower; Run drives it, Step is one pass.
@@ -104,7 +121,8 @@ func New(cfg Config) *Follower {
 	}
 	cfg.Log = cfg.Log.With("chain_id", cfg.Chain.ID)
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
-	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{}}
+	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{},
+		views: map[txmanager.SignerKey]*signerView{}}
 }
 
 // Run steps every PollEvery until ctx ends. After a failed step (the node
@@ -154,8 +172,12 @@ func (fl *Follower) Step(ctx context.Context) error {
 		removed[b.Hash] = true
 	}
 	return fl.eachSigner(ctx, func(f txmanager.Fence) error {
-		tracked, err := fl.stepSigner(ctx, f, removed, deep, head)
+		tracked, err := fl.view(ctx, f, head)
 		if err != nil {
+			return err
+		}
+		defer fl.keep(f, tracked)
+		if err := fl.stepSigner(ctx, f, tracked, removed, deep, head); err != nil {
 			return err
 		}
 		return fl.timed(ctx, f, tracked)
@@ -187,6 +209,11 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 			delete(fl.caughtUp, k)
 		}
 	}
+	for k := range fl.views {
+		if !held[k] {
+			delete(fl.views, k)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -204,10 +231,11 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	if !ok {
 		return nil // nothing seen yet: the first step catches up
 	}
-	tracked, err := fl.cfg.Store.Tracking(ctx, f.Key, head.Number)
+	tracked, err := fl.view(ctx, f, head)
 	if err != nil {
 		return err
 	}
+	defer fl.keep(f, tracked)
 	// Every attempt's receipt, asked for in batches: what was mined
 	// meanwhile, and whether what the store holds as mined still is (a
 	// reorg while no follower of this node watched).
@@ -250,9 +278,11 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 			}
 		}
 		if now != nil && t.Mined == nil {
-			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, *now, head.Number-now.BlockNumber+1); err != nil {
+			confirmations := head.Number - now.BlockNumber + 1
+			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, *now, confirmations); err != nil {
 				return err
 			}
+			t.Mined, t.Confirmations = now, confirmations
 			found++
 		}
 	}
@@ -271,10 +301,11 @@ func (fl *Follower) timers(ctx context.Context) error {
 		return nil
 	}
 	return fl.eachSigner(ctx, func(f txmanager.Fence) error {
-		tracked, err := fl.cfg.Store.Tracking(ctx, f.Key, head.Number)
+		tracked, err := fl.view(ctx, f, head)
 		if err != nil {
 			return err
 		}
+		defer fl.keep(f, tracked)
 		return fl.timed(ctx, f, tracked)
 	})
 }
@@ -304,6 +335,7 @@ func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []post
 			if _, err := fl.cfg.Store.SetSubState(ctx, f, t.TxID, txmanager.StateBroadcasted, txmanager.SubStuck, "stuck: "+why); err != nil {
 				return err
 			}
+			t.Stuck = true
 			if fl.cfg.Stuck != nil {
 				fl.cfg.Stuck.WithLabelValues(strconv.FormatUint(f.Key.ChainID, 10), f.Key.Signer.Hex()).Inc()
 			}
@@ -322,6 +354,7 @@ func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *pos
 		fl.cfg.Log.Warn("resend: claim failed", "tx_id", t.TxID, "err", err)
 		return
 	}
+	t.SentAt = time.Now()
 	if fl.cfg.Router == nil {
 		return
 	}
@@ -343,22 +376,14 @@ func (fl *Follower) fences() []txmanager.Fence {
 }
 
 // stepSigner applies one window change to one signer's transactions.
-func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed map[common.Hash]bool, deep bool, head Block) ([]postgres.Tracked, error) {
-	from := uint64(0)
-	if head.Number > uint64(fl.window.depth) {
-		from = head.Number - uint64(fl.window.depth)
-	}
-	tracked, err := fl.cfg.Store.Tracking(ctx, f.Key, from)
-	if err != nil {
-		return nil, err
-	}
+func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, removed map[common.Hash]bool, deep bool, head Block) error {
 	byHash := make(map[common.Hash]*postgres.Tracked)
 	reopened := make(map[uuid.UUID]bool)
 	for i := range tracked {
 		t := &tracked[i]
 		if t.Mined != nil && (removed[t.Mined.BlockHash] || (deep && !fl.stillMined(ctx, t))) {
 			if err := fl.reopen(ctx, f, t); err != nil {
-				return nil, err
+				return err
 			}
 			reopened[t.TxID] = true
 		}
@@ -384,14 +409,14 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 		}
 		receipts, err := fl.cfg.RPC.BlockReceipts(ctx, b.Hash, matches)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range receipts {
 			t := byHash[r.TxHash]
 			rec := r.stored(t.Attempts[r.TxHash])
 			confirmations := head.Number - r.BlockNumber + 1
 			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, confirmations); err != nil {
-				return nil, err
+				return err
 			}
 			t.Mined, t.Confirmations = &rec, confirmations
 			delete(reopened, t.TxID)
@@ -403,7 +428,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 	if fl.cfg.Chain.Finality == txmanager.FinalityFinalized {
 		finalized, err := fl.finalized(ctx, tracked)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		final = func(r *postgres.Receipt, _ uint64) bool { return finalized != nil && r.BlockNumber <= finalized.Number }
 	}
@@ -418,17 +443,20 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 		confirmations := head.Number - t.Mined.BlockNumber + 1
 		switch {
 		case final(t.Mined, confirmations):
-			if _, err := fl.cfg.Store.Final(ctx, f, t.TxID, *t.Mined); err != nil {
-				return nil, err
+			out, err := fl.cfg.Store.Final(ctx, f, t.TxID, *t.Mined)
+			if err != nil {
+				return err
 			}
+			t.State = out.State
 		case confirmations != t.Confirmations:
 			if err := fl.cfg.Store.Confirmed(ctx, f, t.TxID, *t.Mined, confirmations); err != nil {
-				return nil, err
+				return err
 			}
+			t.Confirmations = confirmations
 		}
 	}
 	if err := fl.consumedElsewhere(ctx, f, tracked, head); err != nil {
-		return nil, err
+		return err
 	}
 	// Re-opened and not found again in the new blocks: sent again.
 	for id := range reopened {
@@ -438,7 +466,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, removed m
 			}
 		}
 	}
-	return tracked, nil
+	return nil
 }
 
 // consumedElsewhere fails the unmined transactions (broadcast, or signed
@@ -481,6 +509,7 @@ func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tr
 			if err != nil {
 				return err
 			}
+			t.Mined, t.Confirmations = r, head.Number-r.BlockNumber+1
 			continue
 		}
 		fl.cfg.Log.Error("nonce consumed outside txfence: transaction failed", "tx_id", t.TxID, "signer", f.Key.Signer,
@@ -535,6 +564,78 @@ func (fl *Follower) finalized(ctx context.Context, tracked []postgres.Tracked) (
 		return nil, nil
 	}
 	return &b, nil
+}
+
+// trackedFrom is the lowest block whose final transactions stay tracked
+// (a reorg may still take that block away).
+func (fl *Follower) trackedFrom(head Block) uint64 {
+	if head.Number > uint64(fl.window.depth) {
+		return head.Number - uint64(fl.window.depth)
+	}
+	return 0
+}
+
+// view returns f's signer's tracked transactions in nonce order: read
+// whole under a new lease, else brought up to date with what changed since
+// the last read (the event feed says which), and the final ones whose
+// block fell out of reach dropped.
+func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]postgres.Tracked, error) {
+	from := fl.trackedFrom(head)
+	v := fl.views[f.Key]
+	if v == nil || v.token != f.Token {
+		seq, err := fl.cfg.Store.FeedHead(ctx) // first: what changes meanwhile is read again
+		if err != nil {
+			return nil, err
+		}
+		all, err := fl.cfg.Store.Tracking(ctx, f.Key, from)
+		if err != nil {
+			return nil, err
+		}
+		v = &signerView{token: f.Token, seq: seq, txs: make(map[uuid.UUID]postgres.Tracked, len(all))}
+		for _, t := range all {
+			v.txs[t.TxID] = t
+		}
+		fl.views[f.Key] = v
+	} else {
+		rows, changed, seq, err := fl.cfg.Store.TrackingSince(ctx, f.Key, from, v.seq)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range changed {
+			delete(v.txs, id)
+		}
+		for _, t := range rows {
+			v.txs[t.TxID] = t
+		}
+		v.seq = seq
+	}
+	out := make([]postgres.Tracked, 0, len(v.txs))
+	for id, t := range v.txs {
+		if (t.State == txmanager.StateConfirmed || t.State == txmanager.StateReverted) && (t.Mined == nil || t.Mined.BlockNumber < from) {
+			delete(v.txs, id)
+			continue
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b postgres.Tracked) int { return cmp.Compare(a.Nonce, b.Nonce) })
+	return out, nil
+}
+
+// keep writes a step's changes back into f's view, so that the next step
+// starts from them even before their events are numbered in the feed.
+func (fl *Follower) keep(f txmanager.Fence, tracked []postgres.Tracked) {
+	v := fl.views[f.Key]
+	if v == nil || v.token != f.Token {
+		return
+	}
+	for _, t := range tracked {
+		switch t.State {
+		case txmanager.StateBroadcasted, txmanager.StateSigned, txmanager.StateConfirmed, txmanager.StateReverted:
+			v.txs[t.TxID] = t
+		default:
+			delete(v.txs, t.TxID)
+		}
+	}
 }
 
 // stillMined tells, after a change deeper than the window, whether t's

@@ -151,6 +151,17 @@ func (r *rig) mineAndStep(t testing.TB, n int) {
 
 func (r *rig) step(t testing.TB) {
 	t.Helper()
+	// What txmanagerd's sequencer does between steps: the follower reads
+	// what changed from the numbered feed (numbered 10,000 at a time).
+	for {
+		n, err := r.store.Sequence(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
 	if err := r.fl.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,44 @@ type Tracked struct {
 // broadcast: their nonce may be consumed elsewhere), and those CONFIRMED
 // or REVERTED in a block at or above fromBlock.
 func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]Tracked, error) {
+	return s.tracking(ctx, key, fromBlock, nil)
+}
+
+// FeedHead is the highest sequence the event feed has given: every event
+// up to it is committed and numbered.
+func (s *Store) FeedHead(ctx context.Context) (uint64, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM event`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("the feed's head: %w", err)
+	}
+	return uint64(seq), nil
+}
+
+// TrackingSince reads what changed after the feed sequence after, up to
+// the feed's head (upTo): changed are the transactions with an event in
+// between, of any signer, and rows the ones of them key's follower still
+// watches (Tracking's rule). A changed transaction missing from rows is no
+// longer watched.
+func (s *Store) TrackingSince(ctx context.Context, key txmanager.SignerKey, fromBlock, after uint64) (rows []Tracked, changed []uuid.UUID, upTo uint64, err error) {
+	if upTo, err = s.FeedHead(ctx); err != nil || upTo <= after {
+		return nil, nil, max(upTo, after), err
+	}
+	ids, err := s.pool.Query(ctx, `SELECT DISTINCT tx_id FROM event WHERE seq > $1 AND seq <= $2`, int64(after), int64(upTo))
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("changes since %d: %w", after, err)
+	}
+	if changed, err = pgx.CollectRows(ids, pgx.RowTo[uuid.UUID]); err != nil {
+		return nil, nil, 0, fmt.Errorf("changes since %d: %w", after, err)
+	}
+	if len(changed) == 0 {
+		return nil, nil, upTo, nil
+	}
+	rows, err = s.tracking(ctx, key, fromBlock, changed)
+	return rows, changed, upTo, err
+}
+
+// tracking reads Tracking's rows, only among ids when ids is not nil.
+func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64, ids []uuid.UUID) ([]Tracked, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
 			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
@@ -63,7 +101,8 @@ func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		WHERE t.chain_id = $1 AND t.signer = $2
 		  AND (t.state = 'BROADCASTED' OR (t.state = 'SIGNED' AND t.sub_state = 'stuck') OR (t.state IN ('CONFIRMED', 'REVERTED') AND
 			(SELECT m.block_number FROM attempt m WHERE m.tx_id = t.tx_id AND m.attempt = t.mined_attempt) >= $3))
-		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock))
+		  AND ($4::uuid[] IS NULL OR t.tx_id = ANY($4))
+		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock), ids)
 	if err != nil {
 		return nil, fmt.Errorf("transactions to follow of %s: %w", key, err)
 	}
