@@ -355,12 +355,18 @@ func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *pos
 		return
 	}
 	t.SentAt = time.Now()
+	fl.send(ctx, t, raw, "resend refused; tried again after the interval")
+}
+
+// send broadcasts one raw attempt of t on its route; a refusal is logged
+// with refused, and the caller's own retry takes it from there.
+func (fl *Follower) send(ctx context.Context, t *postgres.Tracked, raw []byte, refused string) {
 	if fl.cfg.Router == nil {
 		return
 	}
 	sent, err := fl.cfg.Router.Broadcast(ctx, remote.Broadcast{Raw: [][]byte{raw}, Route: t.Route})
 	if err != nil || len(sent) != 1 || !sent[0].Accepted {
-		fl.cfg.Log.Warn("resend refused; tried again after the interval", "tx_id", t.TxID, "err", err, "answer", sent)
+		fl.cfg.Log.Warn(refused, "tx_id", t.TxID, "err", err, "answer", sent)
 	}
 }
 
@@ -667,8 +673,5 @@ func (fl *Follower) resend(ctx context.Context, t *postgres.Tracked) {
 		fl.cfg.Log.Warn("resend after a reorg: no raw attempt", "tx_id", t.TxID, "err", err)
 		return
 	}
-	sent, err := fl.cfg.Router.Broadcast(ctx, remote.Broadcast{Raw: [][]byte{raws[t.TxID]}, Route: t.Route})
-	if err != nil || len(sent) != 1 || !sent[0].Accepted {
-		fl.cfg.Log.Warn("resend after a reorg refused; resubmission tries again", "tx_id", t.TxID, "err", err, "answer", sent)
-	}
+	fl.send(ctx, t, raws[t.TxID], "resend after a reorg refused; resubmission tries again")
 }
