@@ -81,6 +81,19 @@ type SignerConfig struct {
 	MaxFeePerGas         *Wei           `json:"max_fee_per_gas"`
 	MaxPriorityFeePerGas *Wei           `json:"max_priority_fee_per_gas"`
 	GapPolicy            string         `json:"gap_policy"`
+	// FeeBumps turns automatic fee bumps on: an attempt not mined
+	// BumpAfterBlocks blocks after it was sent is replaced by one with
+	// both fee caps up at least 10% and at least to the market, never
+	// above MaxFeePerGas / MaxPriorityFeePerGas (and the intent's own
+	// caps) nor above BumpMarketPercent % of the market's price.
+	// Operators may bump by hand whatever the switch.
+	FeeBumps          bool `json:"fee_bumps"`
+	BumpAfterBlocks   int  `json:"bump_after_blocks"`
+	BumpMarketPercent int  `json:"bump_market_percent"`
+	// Cancels lets operators cancel a broadcast transaction (a same-nonce
+	// 0-value transfer to the signer itself); signerd's policy must allow
+	// it as well.
+	Cancels bool `json:"cancels"`
 }
 
 // Wei is an amount written as a decimal string.
@@ -111,6 +124,10 @@ const (
 	FinalityFinalized       = "finalized"
 	GapHalt                 = "halt"
 	GapFill                 = "fill"
+	// DefaultBumpAfterBlocks and DefaultBumpMarketPercent: a bump after 3
+	// blocks without inclusion, to at most 3 × the market's price.
+	DefaultBumpAfterBlocks   = 3
+	DefaultBumpMarketPercent = 300
 )
 
 // LoadChains reads and checks the chains file, filling in defaults.
@@ -185,6 +202,18 @@ func ParseChains(raw []byte) (*Chains, error) {
 			}
 			if s.InFlight < 0 {
 				add("%s.in_flight: must be positive", sat)
+			}
+			if s.BumpAfterBlocks == 0 {
+				s.BumpAfterBlocks = DefaultBumpAfterBlocks
+			}
+			if s.BumpAfterBlocks < 0 {
+				add("%s.bump_after_blocks: must be positive", sat)
+			}
+			if s.BumpMarketPercent == 0 {
+				s.BumpMarketPercent = DefaultBumpMarketPercent
+			}
+			if s.BumpMarketPercent < 110 {
+				add("%s.bump_market_percent: %d is below 110 (a bump raises fees by at least 10%%)", sat, s.BumpMarketPercent)
 			}
 			switch s.GapPolicy {
 			case "":

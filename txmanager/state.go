@@ -117,6 +117,10 @@ const (
 	// transaction's with none of its attempts mined: the key was used
 	// outside txfence at that nonce.
 	ReasonNonceConsumedExternally = "nonce_consumed_externally"
+	// ReasonCancelMined: an operator's cancel (a 0-value transfer
+	// from the signer to itself at the transaction's nonce) was mined
+	// instead of the transaction.
+	ReasonCancelMined = "cancel_mined"
 	// ReasonBroadcastRefused: every route refused the transaction for a
 	// reason retrying will not change (sub-state stuck until an operator
 	// acts).

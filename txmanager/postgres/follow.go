@@ -45,6 +45,13 @@ type Tracked struct {
 	// FirstSentAt when the transaction was first sent (database clock).
 	Current             int
 	SentAt, FirstSentAt time.Time
+	// CurrentKind and Fees are the current attempt's kind and fees
+	// (what a fee bump starts from); GasLimit is the transaction's.
+	CurrentKind string
+	Fees        txmanager.Fees
+	GasLimit    uint64
+	// Plan is the attempt planned and not yet stored, nil when none is.
+	Plan *Plan
 	// Mined is the receipt as stored, nil while none is.
 	Mined         *Receipt
 	Confirmations uint64
@@ -96,10 +103,11 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
 			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
-			coalesce(a.sent_at, a.created_at)
-		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id
+			coalesce(a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit,
+			p.attempt, p.kind, p.gas_limit, p.max_fee_per_gas::text, p.max_priority_fee_per_gas::text, p.gas_price::text, p.action_id
+		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id LEFT JOIN attempt_plan p ON p.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
-		  AND (t.state = 'BROADCASTED' OR (t.state = 'SIGNED' AND t.sub_state = 'stuck') OR (t.state IN ('CONFIRMED', 'REVERTED') AND
+		  AND (t.state = 'BROADCASTED' OR (t.state = 'SIGNED' AND t.sub_state = 'stuck') OR (t.state IN ('CONFIRMED', 'REVERTED', 'CANCELLED') AND t.mined_attempt IS NOT NULL AND
 			(SELECT m.block_number FROM attempt m WHERE m.tx_id = t.tx_id AND m.attempt = t.mined_attempt) >= $3))
 		  AND ($4::uuid[] IS NULL OR t.tx_id = ANY($4))
 		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock), ids)
@@ -119,18 +127,32 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		status                  *int16
 		price                   *string
 		sentAt                  time.Time
+		kind                    string
+		fees                    [3]*string
+		gasLimit                int64
+		planAttempt             *int32
+		planKind                *string
+		planGas                 *int64
+		planFees                [3]*string
+		planAction              *uuid.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &stuck, &route, &nonce, &current, &mined, &confirmations,
-		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt}, func() error {
+		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt, &kind, &fees[0], &fees[1], &fees[2], &gasLimit,
+		&planAttempt, &planKind, &planGas, &planFees[0], &planFees[1], &planFees[2], &planAction}, func() error {
 		if len(out) == 0 || out[len(out)-1].TxID != id {
 			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
-				Attempts: map[common.Hash]int{}, Confirmations: uint64(confirmations)})
+				Attempts: map[common.Hash]int{}, Confirmations: uint64(confirmations), GasLimit: uint64(gasLimit)})
+			if planAttempt != nil {
+				out[len(out)-1].Plan = &Plan{Attempt: int(*planAttempt), Kind: *planKind, GasLimit: uint64(*planGas), ActionID: planAction,
+					Fees: txmanager.Fees{MaxFeePerGas: bigOf(planFees[0]), MaxPriorityFeePerGas: bigOf(planFees[1]), GasPrice: bigOf(planFees[2])}}
+			}
 		}
 		t := &out[len(out)-1]
 		h := common.BytesToHash(hash)
 		t.Attempts[h] = attempt
 		if attempt == current {
-			t.SentAt = sentAt
+			t.SentAt, t.CurrentKind = sentAt, kind
+			t.Fees = txmanager.Fees{MaxFeePerGas: bigOf(fees[0]), MaxPriorityFeePerGas: bigOf(fees[1]), GasPrice: bigOf(fees[2])}
 		}
 		if t.FirstSentAt.IsZero() || sentAt.Before(t.FirstSentAt) {
 			t.FirstSentAt = sentAt
@@ -209,18 +231,25 @@ func (s *Store) Confirmed(ctx context.Context, f txmanager.Fence, id uuid.UUID, 
 }
 
 // Final ends a mined transaction at the configured depth: BROADCASTED →
-// CONFIRMED, or REVERTED when the receipt's status is 0.
+// CONFIRMED, or REVERTED when the receipt's status is 0, or CANCELLED
+// (cancel_mined) when the attempt mined is a cancel.
 func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt) (txmanager.Tx, error) {
-	to := txmanager.StateConfirmed
-	if r.Status == 0 {
-		to = txmanager.StateReverted
-	}
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var kind string
+		if err := tx.QueryRow(ctx, `SELECT kind FROM attempt WHERE tx_id = $1 AND attempt = $2`, id, r.Attempt).Scan(&kind); err != nil {
+			return fmt.Errorf("end %s: attempt %d: %w", id, r.Attempt, err)
+		}
+		to, set, setArgs, ev := txmanager.StateConfirmed, `, sub_state = NULL`, []any(nil), txmanager.StateChanged{Hash: &r.Hash}
+		switch {
+		case kind == txmanager.AttemptCancel:
+			to, set, setArgs = txmanager.StateCancelled, `, sub_state = NULL, reason = $6`, []any{txmanager.ReasonCancelMined}
+			ev.Reason = txmanager.ReasonCancelMined
+		case r.Status == 0:
+			to = txmanager.StateReverted
+		}
 		var err error
-		h := r.Hash
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, to,
-			`, sub_state = NULL`, nil, txmanager.StateChanged{Hash: &h})
+		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, to, set, setArgs, ev)
 		return err
 	})
 	return out, err
@@ -228,7 +257,7 @@ func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Re
 
 // Reorged re-opens a transaction whose receipt's block left the canonical
 // chain: the receipt is forgotten, the transaction is BROADCASTED again
-// (from BROADCASTED, CONFIRMED or REVERTED) and tracked anew, and a
+// (from BROADCASTED, CONFIRMED, REVERTED, or CANCELLED by a mined cancel) and tracked anew, and a
 // tx.reorged event says which block was lost.
 func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lost Receipt) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
@@ -240,8 +269,8 @@ func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lo
 		args := []any{id, lost.Attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
 		fence, fenceArgs := FenceSQL(f, len(args))
 		tag, err := tx.Exec(ctx, `
-			UPDATE tx SET state = 'BROADCASTED', mined_attempt = NULL, confirmations = NULL, sub_state = NULL, updated_at = now()
-			WHERE tx_id = $1 AND mined_attempt = $2 AND state IN ('BROADCASTED', 'CONFIRMED', 'REVERTED')
+			UPDATE tx SET state = 'BROADCASTED', mined_attempt = NULL, confirmations = NULL, sub_state = NULL, reason = NULL, updated_at = now()
+			WHERE tx_id = $1 AND mined_attempt = $2 AND state IN ('BROADCASTED', 'CONFIRMED', 'REVERTED', 'CANCELLED')
 			  AND chain_id = $3 AND signer = $4 AND `+fence, append(args, fenceArgs...)...)
 		if err != nil {
 			return fmt.Errorf("re-open %s: %w", id, err)

@@ -29,17 +29,40 @@ CREATE TABLE attempt (
     receipt_status smallint,
     gas_used bigint,
     effective_gas_price numeric(78,0),
+    kind text DEFAULT 'initial'::text NOT NULL,
+    gas_limit bigint,
     CONSTRAINT attempt_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT attempt_block_hash_check CHECK ((length(block_hash) = 32)),
     CONSTRAINT attempt_block_number_check CHECK ((block_number >= 0)),
     CONSTRAINT attempt_effective_gas_price_check CHECK ((effective_gas_price >= (0)::numeric)),
+    CONSTRAINT attempt_gas_limit_check CHECK ((gas_limit > 0)),
     CONSTRAINT attempt_gas_used_check CHECK ((gas_used >= 0)),
     CONSTRAINT attempt_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT attempt_kind_check CHECK ((kind = ANY (ARRAY['initial'::text, 'fee_bump'::text, 'cancel'::text]))),
     CONSTRAINT attempt_nonce_check CHECK ((nonce >= 0)),
     CONSTRAINT attempt_raw_check CHECK ((length(raw) > 0)),
     CONSTRAINT attempt_receipt_status_check CHECK ((receipt_status = ANY (ARRAY[0, 1]))),
     CONSTRAINT attempt_receipt_whole CHECK ((((block_number IS NULL) = (block_hash IS NULL)) AND ((block_number IS NULL) = (receipt_status IS NULL)))),
     CONSTRAINT attempt_route_check CHECK ((route = ANY (ARRAY['public'::text, 'private'::text])))
+);
+
+CREATE TABLE attempt_plan (
+    tx_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    kind text NOT NULL,
+    gas_limit bigint NOT NULL,
+    max_fee_per_gas numeric(78,0),
+    max_priority_fee_per_gas numeric(78,0),
+    gas_price numeric(78,0),
+    action_id uuid,
+    planned_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT attempt_plan_attempt_check CHECK ((attempt >= 2)),
+    CONSTRAINT attempt_plan_check CHECK ((((gas_price IS NULL) = (max_fee_per_gas IS NOT NULL)) AND ((max_fee_per_gas IS NULL) = (max_priority_fee_per_gas IS NULL)))),
+    CONSTRAINT attempt_plan_gas_limit_check CHECK ((gas_limit > 0)),
+    CONSTRAINT attempt_plan_gas_price_check CHECK ((gas_price >= (0)::numeric)),
+    CONSTRAINT attempt_plan_kind_check CHECK ((kind = ANY (ARRAY['fee_bump'::text, 'cancel'::text]))),
+    CONSTRAINT attempt_plan_max_fee_per_gas_check CHECK ((max_fee_per_gas >= (0)::numeric)),
+    CONSTRAINT attempt_plan_max_priority_fee_per_gas_check CHECK ((max_priority_fee_per_gas >= (0)::numeric))
 );
 
 CREATE TABLE event (
@@ -174,6 +197,25 @@ ALTER TABLE tx ALTER COLUMN accept_seq ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE tx_action (
+    action_id uuid NOT NULL,
+    tx_id uuid NOT NULL,
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    action text NOT NULL,
+    operator text NOT NULL,
+    requested_at timestamp with time zone DEFAULT now() NOT NULL,
+    done_at timestamp with time zone,
+    outcome text,
+    detail text,
+    attempt integer,
+    CONSTRAINT tx_action_action_check CHECK ((action = ANY (ARRAY['resend'::text, 'bump'::text, 'cancel'::text]))),
+    CONSTRAINT tx_action_check CHECK (((done_at IS NULL) = (outcome IS NULL))),
+    CONSTRAINT tx_action_operator_check CHECK (((operator <> ''::text) AND (length(operator) <= 255))),
+    CONSTRAINT tx_action_outcome_check CHECK ((outcome = ANY (ARRAY['done'::text, 'refused'::text]))),
+    CONSTRAINT tx_action_signer_check CHECK ((length(signer) = 20))
+);
+
 ALTER TABLE ONLY approval
     ADD CONSTRAINT approval_pkey PRIMARY KEY (tx_id, approver);
 
@@ -182,6 +224,9 @@ ALTER TABLE ONLY attempt
 
 ALTER TABLE ONLY attempt
     ADD CONSTRAINT attempt_pkey PRIMARY KEY (tx_id, attempt);
+
+ALTER TABLE ONLY attempt_plan
+    ADD CONSTRAINT attempt_plan_pkey PRIMARY KEY (tx_id);
 
 ALTER TABLE ONLY event
     ADD CONSTRAINT event_pkey PRIMARY KEY (id);
@@ -207,6 +252,9 @@ ALTER TABLE ONLY signer_lease
 ALTER TABLE ONLY tx
     ADD CONSTRAINT tx_accept_seq_key UNIQUE (accept_seq);
 
+ALTER TABLE ONLY tx_action
+    ADD CONSTRAINT tx_action_pkey PRIMARY KEY (action_id);
+
 ALTER TABLE ONLY tx
     ADD CONSTRAINT tx_chain_id_signer_request_id_key UNIQUE (chain_id, signer, request_id);
 
@@ -218,6 +266,10 @@ CREATE INDEX event_tx_idx ON event USING btree (tx_id, id);
 CREATE INDEX event_unsequenced_idx ON event USING btree (id) WHERE (seq IS NULL);
 
 CREATE INDEX signer_lease_owner_idx ON signer_lease USING btree (owner_node);
+
+CREATE INDEX tx_action_pending_idx ON tx_action USING btree (chain_id, signer, requested_at) WHERE (done_at IS NULL);
+
+CREATE INDEX tx_action_tx_idx ON tx_action USING btree (tx_id, requested_at);
 
 CREATE INDEX tx_created_idx ON tx USING btree (created_at DESC, tx_id DESC);
 
@@ -234,6 +286,9 @@ CREATE INDEX tx_state_idx ON tx USING btree (state, created_at DESC, tx_id DESC)
 ALTER TABLE ONLY approval
     ADD CONSTRAINT approval_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
 
+ALTER TABLE ONLY attempt_plan
+    ADD CONSTRAINT attempt_plan_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
+
 ALTER TABLE ONLY attempt
     ADD CONSTRAINT attempt_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
 
@@ -242,6 +297,9 @@ ALTER TABLE ONLY event
 
 ALTER TABLE ONLY nonce_cursor
     ADD CONSTRAINT nonce_cursor_chain_id_signer_fkey FOREIGN KEY (chain_id, signer) REFERENCES signer_lease(chain_id, signer);
+
+ALTER TABLE ONLY tx_action
+    ADD CONSTRAINT tx_action_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
 
 ALTER TABLE ONLY tx
     ADD CONSTRAINT tx_current_attempt_fk FOREIGN KEY (tx_id, current_attempt) REFERENCES attempt(tx_id, attempt) DEFERRABLE INITIALLY DEFERRED;
