@@ -21,6 +21,45 @@ import (
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
 
+// Defines values for TxActionOutcome.
+const (
+	TxActionDone    TxActionOutcome = "done"
+	TxActionRefused TxActionOutcome = "refused"
+)
+
+// Valid indicates whether the value is a known member of the TxActionOutcome enum.
+func (e TxActionOutcome) Valid() bool {
+	switch e {
+	case TxActionDone:
+		return true
+	case TxActionRefused:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TxActionKind.
+const (
+	TxActionBump   TxActionKind = "bump"
+	TxActionCancel TxActionKind = "cancel"
+	TxActionResend TxActionKind = "resend"
+)
+
+// Valid indicates whether the value is a known member of the TxActionKind enum.
+func (e TxActionKind) Valid() bool {
+	switch e {
+	case TxActionBump:
+		return true
+	case TxActionCancel:
+		return true
+	case TxActionResend:
+		return true
+	default:
+		return false
+	}
+}
+
 // ApprovalRequest defines model for ApprovalRequest.
 type ApprovalRequest struct {
 	// Approver An approver's id, as the signer's policy names it.
@@ -268,6 +307,90 @@ type Tx struct {
 	Value externalRef0.Uint256 `json:"value"`
 }
 
+// TxAction Example: {"action":"bump","action_id":"0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10","attempt":2,"done_at":"2025-01-15T10:09:31.087Z","operator":"alice@ops","outcome":"done","requested_at":"2025-01-15T10:09:30.412Z","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"}
+type TxAction struct {
+	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
+	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+	// transfer from the signer to itself.
+	//
+	//
+	// Example: bump
+	Action TxActionKind `json:"action"`
+
+	// ActionId Example: 0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10
+	ActionId openapi_types.UUID `json:"action_id"`
+
+	// Attempt The attempt the action produced (`bump`, `cancel`) or sent again (`resend`).
+	//
+	// Example: 2
+	Attempt *int32 `json:"attempt,omitempty"`
+
+	// Detail Why the action was refused.
+	//
+	// Example: the signer's fee caps leave no room for a 10% rise
+	Detail *string `json:"detail,omitempty"`
+
+	// DoneAt When the signer's owner node carried it out or refused it; absent while pending.
+	//
+	// Example: 2025-01-15T10:09:31.087Z
+	DoneAt *time.Time `json:"done_at,omitempty"`
+
+	// Operator Who asked, for the audit trail; no control characters.
+	//
+	// Example: alice@ops
+	Operator TxActionOperator `json:"operator"`
+
+	// Outcome `done` or `refused`; absent while pending.
+	//
+	// Example: done
+	Outcome *TxActionOutcome `json:"outcome,omitempty"`
+
+	// RequestedAt Example: 2025-01-15T10:09:30.412Z
+	RequestedAt time.Time `json:"requested_at"`
+
+	// TxId Example: 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7
+	TxId openapi_types.UUID `json:"tx_id"`
+}
+
+// TxActionOutcome `done` or `refused`; absent while pending.
+//
+// Example: done
+type TxActionOutcome string
+
+// TxActionKind `resend`: send the current attempt again, unchanged; `bump`: a fee
+// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+// transfer from the signer to itself.
+//
+// Example: bump
+type TxActionKind string
+
+// TxActionList defines model for TxActionList.
+type TxActionList struct {
+	// Actions Oldest first.
+	Actions []TxAction `json:"actions"`
+}
+
+// TxActionOperator Who asked, for the audit trail; no control characters.
+//
+// Example: alice@ops
+type TxActionOperator = string
+
+// TxActionRequest Example: {"action":"bump","operator":"alice@ops"}
+type TxActionRequest struct {
+	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
+	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+	// transfer from the signer to itself.
+	//
+	//
+	// Example: bump
+	Action TxActionKind `json:"action"`
+
+	// Operator Who asked, for the audit trail; no control characters.
+	//
+	// Example: alice@ops
+	Operator TxActionOperator `json:"operator"`
+}
+
 // TxList defines model for TxList.
 type TxList struct {
 	// NextCursor The cursor of the next page, or null when this page is the last.
@@ -316,6 +439,9 @@ type ListTxParams struct {
 
 // CreateTxJSONRequestBody defines body for CreateTx for application/json ContentType.
 type CreateTxJSONRequestBody = CreateTxRequest
+
+// RequestTxActionJSONRequestBody defines body for RequestTxAction for application/json ContentType.
+type RequestTxActionJSONRequestBody = TxActionRequest
 
 // ApproveTxJSONRequestBody defines body for ApproveTx for application/json ContentType.
 type ApproveTxJSONRequestBody = ApprovalRequest
@@ -464,6 +590,87 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
 	GetTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTxActions A transaction's operator actions, oldest first
+	//
+	// Every action requested on the transaction, oldest first, each with
+	// its outcome once the signer's owner node has carried it out or
+	// refused it (`outcome`, `done_at` and `detail` are absent while it
+	// is pending). An unknown transaction is a `404`. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /internal/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
+	ListTxActions(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestTxActionWithBody Ask for an operator action on a broadcast transaction
+	//
+	// Records an operator's request on a BROADCASTED transaction that is
+	// not mined yet and answers `202` at once, whichever node receives
+	// it. The node holding the signer's lease carries it out on its
+	// chain follower's next step (about once per poll interval, 1 s by
+	// default) and records the outcome, which `GET
+	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	//
+	// - `resend`: the current signed attempt is sent again, unchanged,
+	//   now.
+	// - `bump`: a fee bump now, whether or not the signer's automatic fee
+	//   bumps are on: a new attempt signed by signerd as a replacement
+	//   of the same intent, both fee caps up at least 10% and at least to
+	//   the market, within the signer's caps and `bump_market_percent`.
+	//   Refused (outcome `refused`, with the `detail`) when the caps
+	//   leave no room for a 10% rise or signerd refuses.
+	// - `cancel`: the transaction is replaced by a same-nonce 0-value
+	//   transfer from the signer to itself, its fees bumped like a
+	//   `bump`. Only when the signer's `cancels` setting (chains file) is
+	//   true, else a `409` at once; refused when signerd's policy has no
+	//   `cancels` entry for the signer. If the cancel is mined, the
+	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
+	//   original is mined instead, its outcome stands.
+	//
+	// An unknown transaction is a `404`; one in another state (not yet
+	// broadcast, mined and confirming, final) is a `409`. Only the
+	// gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+	RequestTxActionWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestTxAction Ask for an operator action on a broadcast transaction
+	//
+	// Records an operator's request on a BROADCASTED transaction that is
+	// not mined yet and answers `202` at once, whichever node receives
+	// it. The node holding the signer's lease carries it out on its
+	// chain follower's next step (about once per poll interval, 1 s by
+	// default) and records the outcome, which `GET
+	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	//
+	// - `resend`: the current signed attempt is sent again, unchanged,
+	//   now.
+	// - `bump`: a fee bump now, whether or not the signer's automatic fee
+	//   bumps are on: a new attempt signed by signerd as a replacement
+	//   of the same intent, both fee caps up at least 10% and at least to
+	//   the market, within the signer's caps and `bump_market_percent`.
+	//   Refused (outcome `refused`, with the `detail`) when the caps
+	//   leave no room for a 10% rise or signerd refuses.
+	// - `cancel`: the transaction is replaced by a same-nonce 0-value
+	//   transfer from the signer to itself, its fees bumped like a
+	//   `bump`. Only when the signer's `cancels` setting (chains file) is
+	//   true, else a `409` at once; refused when signerd's policy has no
+	//   `cancels` entry for the signer. If the cancel is mined, the
+	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
+	//   original is mined instead, its outcome stands.
+	//
+	// An unknown transaction is a `404`; one in another state (not yet
+	// broadcast, mined and confirming, final) is a `409`. Only the
+	// gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+	RequestTxAction(ctx context.Context, txId TxIdPath, body RequestTxActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ApproveTxWithBody Add an approver's approval
 	//
@@ -688,6 +895,117 @@ func (c *Client) CreateTx(ctx context.Context, body CreateTxJSONRequestBody, req
 // Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
 func (c *Client) GetTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTxRequest(c.Server, txId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTxActions A transaction's operator actions, oldest first
+//
+// Every action requested on the transaction, oldest first, each with
+// its outcome once the signer's owner node has carried it out or
+// refused it (`outcome`, `done_at` and `detail` are absent while it
+// is pending). An unknown transaction is a `404`. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /internal/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
+func (c *Client) ListTxActions(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTxActionsRequest(c.Server, txId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestTxActionWithBody Ask for an operator action on a broadcast transaction
+//
+// Records an operator's request on a BROADCASTED transaction that is
+// not mined yet and answers `202` at once, whichever node receives
+// it. The node holding the signer's lease carries it out on its
+// chain follower's next step (about once per poll interval, 1 s by
+// default) and records the outcome, which `GET
+// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+//
+//   - `resend`: the current signed attempt is sent again, unchanged,
+//     now.
+//   - `bump`: a fee bump now, whether or not the signer's automatic fee
+//     bumps are on: a new attempt signed by signerd as a replacement
+//     of the same intent, both fee caps up at least 10% and at least to
+//     the market, within the signer's caps and `bump_market_percent`.
+//     Refused (outcome `refused`, with the `detail`) when the caps
+//     leave no room for a 10% rise or signerd refuses.
+//   - `cancel`: the transaction is replaced by a same-nonce 0-value
+//     transfer from the signer to itself, its fees bumped like a
+//     `bump`. Only when the signer's `cancels` setting (chains file) is
+//     true, else a `409` at once; refused when signerd's policy has no
+//     `cancels` entry for the signer. If the cancel is mined, the
+//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
+//     original is mined instead, its outcome stands.
+//
+// An unknown transaction is a `404`; one in another state (not yet
+// broadcast, mined and confirming, final) is a `409`. Only the
+// gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+func (c *Client) RequestTxActionWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestTxActionRequestWithBody(c.Server, txId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestTxAction Ask for an operator action on a broadcast transaction
+//
+// Records an operator's request on a BROADCASTED transaction that is
+// not mined yet and answers `202` at once, whichever node receives
+// it. The node holding the signer's lease carries it out on its
+// chain follower's next step (about once per poll interval, 1 s by
+// default) and records the outcome, which `GET
+// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+//
+//   - `resend`: the current signed attempt is sent again, unchanged,
+//     now.
+//   - `bump`: a fee bump now, whether or not the signer's automatic fee
+//     bumps are on: a new attempt signed by signerd as a replacement
+//     of the same intent, both fee caps up at least 10% and at least to
+//     the market, within the signer's caps and `bump_market_percent`.
+//     Refused (outcome `refused`, with the `detail`) when the caps
+//     leave no room for a 10% rise or signerd refuses.
+//   - `cancel`: the transaction is replaced by a same-nonce 0-value
+//     transfer from the signer to itself, its fees bumped like a
+//     `bump`. Only when the signer's `cancels` setting (chains file) is
+//     true, else a `409` at once; refused when signerd's policy has no
+//     `cancels` entry for the signer. If the cancel is mined, the
+//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
+//     original is mined instead, its outcome stands.
+//
+// An unknown transaction is a `404`; one in another state (not yet
+// broadcast, mined and confirming, final) is a `409`. Only the
+// gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+func (c *Client) RequestTxAction(ctx context.Context, txId TxIdPath, body RequestTxActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestTxActionRequest(c.Server, txId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1220,6 +1538,87 @@ func NewGetTxRequest(server string, txId TxIdPath) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListTxActionsRequest constructs an http.Request for the ListTxActions method
+func NewListTxActionsRequest(server string, txId TxIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s/actions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRequestTxActionRequest calls the generic RequestTxAction builder with application/json body
+func NewRequestTxActionRequest(server string, txId TxIdPath, body RequestTxActionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestTxActionRequestWithBody(server, txId, "application/json", bodyReader)
+}
+
+// NewRequestTxActionRequestWithBody constructs an http.Request for the RequestTxAction method, with any body, and a specified content type
+func NewRequestTxActionRequestWithBody(server string, txId TxIdPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s/actions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewApproveTxRequest calls the generic ApproveTx builder with application/json body
 func NewApproveTxRequest(server string, txId TxIdPath, body ApproveTxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1523,6 +1922,89 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /internal/v1/tx/{tx_id} (the `GetTx` operationId).
 	GetTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*GetTxResponse, error)
+
+	// ListTxActionsWithResponse A transaction's operator actions, oldest first
+	//
+	// Every action requested on the transaction, oldest first, each with
+	// its outcome once the signer's owner node has carried it out or
+	// refused it (`outcome`, `done_at` and `detail` are absent while it
+	// is pending). An unknown transaction is a `404`. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
+	ListTxActionsWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*ListTxActionsResponse, error)
+
+	// RequestTxActionWithBodyWithResponse Ask for an operator action on a broadcast transaction
+	//
+	// Records an operator's request on a BROADCASTED transaction that is
+	// not mined yet and answers `202` at once, whichever node receives
+	// it. The node holding the signer's lease carries it out on its
+	// chain follower's next step (about once per poll interval, 1 s by
+	// default) and records the outcome, which `GET
+	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	//
+	// - `resend`: the current signed attempt is sent again, unchanged,
+	//   now.
+	// - `bump`: a fee bump now, whether or not the signer's automatic fee
+	//   bumps are on: a new attempt signed by signerd as a replacement
+	//   of the same intent, both fee caps up at least 10% and at least to
+	//   the market, within the signer's caps and `bump_market_percent`.
+	//   Refused (outcome `refused`, with the `detail`) when the caps
+	//   leave no room for a 10% rise or signerd refuses.
+	// - `cancel`: the transaction is replaced by a same-nonce 0-value
+	//   transfer from the signer to itself, its fees bumped like a
+	//   `bump`. Only when the signer's `cancels` setting (chains file) is
+	//   true, else a `409` at once; refused when signerd's policy has no
+	//   `cancels` entry for the signer. If the cancel is mined, the
+	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
+	//   original is mined instead, its outcome stands.
+	//
+	// An unknown transaction is a `404`; one in another state (not yet
+	// broadcast, mined and confirming, final) is a `409`. Only the
+	// gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+	RequestTxActionWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestTxActionResponse, error)
+
+	// RequestTxActionWithResponse Ask for an operator action on a broadcast transaction
+	//
+	// Records an operator's request on a BROADCASTED transaction that is
+	// not mined yet and answers `202` at once, whichever node receives
+	// it. The node holding the signer's lease carries it out on its
+	// chain follower's next step (about once per poll interval, 1 s by
+	// default) and records the outcome, which `GET
+	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	//
+	// - `resend`: the current signed attempt is sent again, unchanged,
+	//   now.
+	// - `bump`: a fee bump now, whether or not the signer's automatic fee
+	//   bumps are on: a new attempt signed by signerd as a replacement
+	//   of the same intent, both fee caps up at least 10% and at least to
+	//   the market, within the signer's caps and `bump_market_percent`.
+	//   Refused (outcome `refused`, with the `detail`) when the caps
+	//   leave no room for a 10% rise or signerd refuses.
+	// - `cancel`: the transaction is replaced by a same-nonce 0-value
+	//   transfer from the signer to itself, its fees bumped like a
+	//   `bump`. Only when the signer's `cancels` setting (chains file) is
+	//   true, else a `409` at once; refused when signerd's policy has no
+	//   `cancels` entry for the signer. If the cancel is mined, the
+	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
+	//   original is mined instead, its outcome stands.
+	//
+	// An unknown transaction is a `404`; one in another state (not yet
+	// broadcast, mined and confirming, final) is a `409`. Only the
+	// gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+	RequestTxActionWithResponse(ctx context.Context, txId TxIdPath, body RequestTxActionJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestTxActionResponse, error)
 
 	// ApproveTxWithBodyWithResponse Add an approver's approval
 	//
@@ -1920,6 +2402,102 @@ func (r GetTxResponse) ContentType() string {
 	return ""
 }
 
+type ListTxActionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TxActionList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTxActionsResponse) GetJSON200() *TxActionList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTxActionsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTxActionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTxActionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTxActionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTxActionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RequestTxActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *TxAction
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RequestTxActionResponse) GetJSON202() *TxAction {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RequestTxActionResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestTxActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestTxActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestTxActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestTxActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ApproveTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2287,6 +2865,107 @@ func (c *ClientWithResponses) GetTxWithResponse(ctx context.Context, txId TxIdPa
 	return ParseGetTxResponse(rsp)
 }
 
+// ListTxActionsWithResponse A transaction's operator actions, oldest first
+//
+// Every action requested on the transaction, oldest first, each with
+// its outcome once the signer's owner node has carried it out or
+// refused it (`outcome`, `done_at` and `detail` are absent while it
+// is pending). An unknown transaction is a `404`. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
+func (c *ClientWithResponses) ListTxActionsWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*ListTxActionsResponse, error) {
+	rsp, err := c.ListTxActions(ctx, txId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTxActionsResponse(rsp)
+}
+
+// RequestTxActionWithBodyWithResponse Ask for an operator action on a broadcast transaction
+//
+// Records an operator's request on a BROADCASTED transaction that is
+// not mined yet and answers `202` at once, whichever node receives
+// it. The node holding the signer's lease carries it out on its
+// chain follower's next step (about once per poll interval, 1 s by
+// default) and records the outcome, which `GET
+// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+//
+//   - `resend`: the current signed attempt is sent again, unchanged,
+//     now.
+//   - `bump`: a fee bump now, whether or not the signer's automatic fee
+//     bumps are on: a new attempt signed by signerd as a replacement
+//     of the same intent, both fee caps up at least 10% and at least to
+//     the market, within the signer's caps and `bump_market_percent`.
+//     Refused (outcome `refused`, with the `detail`) when the caps
+//     leave no room for a 10% rise or signerd refuses.
+//   - `cancel`: the transaction is replaced by a same-nonce 0-value
+//     transfer from the signer to itself, its fees bumped like a
+//     `bump`. Only when the signer's `cancels` setting (chains file) is
+//     true, else a `409` at once; refused when signerd's policy has no
+//     `cancels` entry for the signer. If the cancel is mined, the
+//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
+//     original is mined instead, its outcome stands.
+//
+// An unknown transaction is a `404`; one in another state (not yet
+// broadcast, mined and confirming, final) is a `409`. Only the
+// gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+func (c *ClientWithResponses) RequestTxActionWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestTxActionResponse, error) {
+	rsp, err := c.RequestTxActionWithBody(ctx, txId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestTxActionResponse(rsp)
+}
+
+// RequestTxActionWithResponse Ask for an operator action on a broadcast transaction
+//
+// Records an operator's request on a BROADCASTED transaction that is
+// not mined yet and answers `202` at once, whichever node receives
+// it. The node holding the signer's lease carries it out on its
+// chain follower's next step (about once per poll interval, 1 s by
+// default) and records the outcome, which `GET
+// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
+// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+//
+//   - `resend`: the current signed attempt is sent again, unchanged,
+//     now.
+//   - `bump`: a fee bump now, whether or not the signer's automatic fee
+//     bumps are on: a new attempt signed by signerd as a replacement
+//     of the same intent, both fee caps up at least 10% and at least to
+//     the market, within the signer's caps and `bump_market_percent`.
+//     Refused (outcome `refused`, with the `detail`) when the caps
+//     leave no room for a 10% rise or signerd refuses.
+//   - `cancel`: the transaction is replaced by a same-nonce 0-value
+//     transfer from the signer to itself, its fees bumped like a
+//     `bump`. Only when the signer's `cancels` setting (chains file) is
+//     true, else a `409` at once; refused when signerd's policy has no
+//     `cancels` entry for the signer. If the cancel is mined, the
+//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
+//     original is mined instead, its outcome stands.
+//
+// An unknown transaction is a `404`; one in another state (not yet
+// broadcast, mined and confirming, final) is a `409`. Only the
+// gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
+func (c *ClientWithResponses) RequestTxActionWithResponse(ctx context.Context, txId TxIdPath, body RequestTxActionJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestTxActionResponse, error) {
+	rsp, err := c.RequestTxAction(ctx, txId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestTxActionResponse(rsp)
+}
+
 // ApproveTxWithBodyWithResponse Add an approver's approval
 //
 // Stores an approver's Ed25519 signature over the transaction's
@@ -2634,6 +3313,72 @@ func ParseGetTxResponse(rsp *http.Response) (*GetTxResponse, error) {
 	return response, nil
 }
 
+// ParseListTxActionsResponse parses an HTTP response from a ListTxActionsWithResponse call
+func ParseListTxActionsResponse(rsp *http.Response) (*ListTxActionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTxActionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TxActionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRequestTxActionResponse parses an HTTP response from a RequestTxActionWithResponse call
+func ParseRequestTxActionResponse(rsp *http.Response) (*RequestTxActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestTxActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TxAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseApproveTxResponse parses an HTTP response from a ApproveTxWithResponse call
 func ParseApproveTxResponse(rsp *http.Response) (*ApproveTxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2826,6 +3571,12 @@ type ServerInterface interface {
 	// GetTx One transaction
 	// (GET /internal/v1/tx/{tx_id})
 	GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
+	// ListTxActions A transaction's operator actions, oldest first
+	// (GET /internal/v1/tx/{tx_id}/actions)
+	ListTxActions(w http.ResponseWriter, r *http.Request, txId TxIdPath)
+	// RequestTxAction Ask for an operator action on a broadcast transaction
+	// (POST /internal/v1/tx/{tx_id}/actions)
+	RequestTxAction(w http.ResponseWriter, r *http.Request, txId TxIdPath)
 	// ApproveTx Add an approver's approval
 	// (POST /internal/v1/tx/{tx_id}/approvals)
 	ApproveTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
@@ -2880,6 +3631,18 @@ func (_ Unimplemented) CreateTx(w http.ResponseWriter, r *http.Request) {
 // GetTx One transaction
 // (GET /internal/v1/tx/{tx_id})
 func (_ Unimplemented) GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTxActions A transaction's operator actions, oldest first
+// (GET /internal/v1/tx/{tx_id}/actions)
+func (_ Unimplemented) ListTxActions(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RequestTxAction Ask for an operator action on a broadcast transaction
+// (POST /internal/v1/tx/{tx_id}/actions)
+func (_ Unimplemented) RequestTxAction(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3194,6 +3957,58 @@ func (siw *ServerInterfaceWrapper) GetTx(w http.ResponseWriter, r *http.Request)
 	handler.ServeHTTP(w, r)
 }
 
+// ListTxActions operation middleware
+func (siw *ServerInterfaceWrapper) ListTxActions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTxActions(w, r, txId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequestTxAction operation middleware
+func (siw *ServerInterfaceWrapper) RequestTxAction(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequestTxAction(w, r, txId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ApproveTx operation middleware
 func (siw *ServerInterfaceWrapper) ApproveTx(w http.ResponseWriter, r *http.Request) {
 
@@ -3430,6 +4245,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/reject", wrapper.RejectTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/tx/{tx_id}/actions", wrapper.ListTxActions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/actions", wrapper.RequestTxAction)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/internal/v1/signers/{chain_id}/{address}", wrapper.GetSignerStatus)

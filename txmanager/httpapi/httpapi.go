@@ -54,6 +54,8 @@ func (a *API) Mount(r chi.Router) {
 		r.Post("/internal/v1/tx/{tx_id}/cancel", a.cancel)
 		r.Post("/internal/v1/tx/{tx_id}/approvals", a.approve)
 		r.Post("/internal/v1/tx/{tx_id}/reject", a.reject)
+		r.Post("/internal/v1/tx/{tx_id}/actions", a.requestAction)
+		r.Get("/internal/v1/tx/{tx_id}/actions", a.listActions)
 		r.Get("/internal/v1/signers/{chain_id}/{address}", a.signerStatus)
 	})
 	r.Group(func(r chi.Router) {
