@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
@@ -28,8 +29,16 @@ type Config struct {
 	// transactions from its event feed, so the feed must be numbered
 	// (txmanagerd's sequencer does it every SEQUENCE_EVERY).
 	Store *postgres.Store
-	// Router re-sends an attempt a reorg took out of the chain.
+	// Router sends attempts again (resubmission, after a reorg) and
+	// sends replacements.
 	Router *remote.Router
+	// Signer signs replacements (fee bumps, cancels) and Reader prices
+	// them; without them no replacement is made.
+	Signer *remote.Signer
+	Reader *chain.Reader
+	// AfterStep, when set, is called after each write-ahead step of a
+	// replacement (fault injection: TEST_CRASH_AFTER).
+	AfterStep func(Step)
 	// Fences are the leases this node holds (lease.Manager's Fences); the
 	// follower works on this chain's signers among them.
 	Fences func() []txmanager.Fence
@@ -39,8 +48,9 @@ type Config struct {
 	Log       *slog.Logger
 	// Blocks, when set, counts the new canonical blocks processed, by
 	// chain (with the RPC's Counted, the cost per block); Stuck counts
-	// transactions marked stuck, by chain and signer.
-	Blocks, Stuck *prometheus.CounterVec
+	// transactions marked stuck, and BumpsRefused automatic fee bumps the
+	// caps left no room for, by chain and signer.
+	Blocks, Stuck, BumpsRefused *prometheus.CounterVec
 }
 
 // Metrics are the followers' counters: new canonical blocks and RPC calls
@@ -49,6 +59,8 @@ type Metrics struct {
 	Blocks *prometheus.CounterVec
 	Calls  *prometheus.CounterVec
 	Stuck  *prometheus.CounterVec
+	// BumpsRefused counts automatic fee bumps not made.
+	BumpsRefused *prometheus.CounterVec
 }
 
 // NewMetrics registers the followers' metrics with reg.
@@ -66,8 +78,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "txfence_txmanager_stuck_total",
 			Help: "Transactions marked stuck: not mined past the chain's stuck timeout, or waiting behind a stuck nonce.",
 		}, []string{"chain_id", "signer"}),
+		BumpsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_txmanager_fee_bumps_refused_total",
+			Help: "Automatic fee bumps not made: the caps left no room for a 10% rise, or signerd refused the replacement.",
+		}, []string{"chain_id", "signer"}),
 	}
-	for _, c := range []prometheus.Collector{m.Blocks, m.Calls, m.Stuck} {
+	for _, c := range []prometheus.Collector{m.Blocks, m.Calls, m.Stuck, m.BumpsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -94,6 +110,10 @@ type Follower struct {
 	// memory and refreshed from the feed: only transactions with events
 	// since the last step are read again.
 	views map[txmanager.SignerKey]*signerView
+	// sentBlock is, per signer, the head at which the follower first saw
+	// each current attempt waiting to be mined: bump_after_blocks counts
+	// from it.
+	sentBlock map[txmanager.SignerKey]map[attemptKey]uint64
 }
 
 // signerView is one signer's tracked transactions under one lease, as of
@@ -122,7 +142,7 @@ func New(cfg Config) *Follower {
 	cfg.Log = cfg.Log.With("chain_id", cfg.Chain.ID)
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
 	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{},
-		views: map[txmanager.SignerKey]*signerView{}}
+		views: map[txmanager.SignerKey]*signerView{}, sentBlock: map[txmanager.SignerKey]map[attemptKey]uint64{}}
 }
 
 // Run steps every PollEvery until ctx ends. After a failed step (the node
@@ -180,7 +200,10 @@ func (fl *Follower) Step(ctx context.Context) error {
 		if err := fl.stepSigner(ctx, f, tracked, removed, deep, head); err != nil {
 			return err
 		}
-		return fl.timed(ctx, f, tracked)
+		if err := fl.timed(ctx, f, tracked); err != nil {
+			return err
+		}
+		return fl.replacements(ctx, f, tracked, head, len(ch.Added) > 0)
 	})
 }
 
@@ -212,6 +235,11 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 	for k := range fl.views {
 		if !held[k] {
 			delete(fl.views, k)
+		}
+	}
+	for k := range fl.sentBlock {
+		if !held[k] {
+			delete(fl.sentBlock, k)
 		}
 	}
 	return errors.Join(errs...)
@@ -286,6 +314,16 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 			found++
 		}
 	}
+	// A replacement stored less than a resubmission interval ago may never
+	// have been sent (a crash between storing and sending it): send it
+	// now rather than at the next interval. The node answers "already
+	// known" when it was.
+	for i := range tracked {
+		t := &tracked[i]
+		if waitingToBeMined(t) && t.CurrentKind != txmanager.AttemptInitial && time.Since(t.SentAt) < fl.cfg.Chain.ResubmitInterval.Duration {
+			fl.resendCurrent(ctx, f, t)
+		}
+	}
 	if found+reopened > 0 {
 		fl.cfg.Log.Info("caught up with the chain", "signer", f.Key.Signer, "fencing_token", f.Token, "mined_meanwhile", found, "reorged_meanwhile", reopened)
 	}
@@ -293,8 +331,8 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	return nil
 }
 
-// timers is a step without a new block: resends and stuck transactions
-// only.
+// timers is a step without a new block: resends, stuck transactions and
+// operator actions only.
 func (fl *Follower) timers(ctx context.Context) error {
 	head, ok := fl.window.Head()
 	if !ok {
@@ -306,7 +344,10 @@ func (fl *Follower) timers(ctx context.Context) error {
 			return err
 		}
 		defer fl.keep(f, tracked)
-		return fl.timed(ctx, f, tracked)
+		if err := fl.timed(ctx, f, tracked); err != nil {
+			return err
+		}
+		return fl.replacements(ctx, f, tracked, head, false)
 	})
 }
 
@@ -337,7 +378,7 @@ func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []post
 			}
 			t.Stuck = true
 			if fl.cfg.Stuck != nil {
-				fl.cfg.Stuck.WithLabelValues(strconv.FormatUint(f.Key.ChainID, 10), f.Key.Signer.Hex()).Inc()
+				fl.cfg.Stuck.WithLabelValues(chainLabel(f.Key), f.Key.Signer.Hex()).Inc()
 			}
 		}
 		if now.Sub(t.SentAt) > fl.cfg.Chain.ResubmitInterval.Duration {
@@ -369,6 +410,8 @@ func (fl *Follower) send(ctx context.Context, t *postgres.Tracked, raw []byte, r
 		fl.cfg.Log.Warn(refused, "tx_id", t.TxID, "err", err, "answer", sent)
 	}
 }
+
+func chainLabel(k txmanager.SignerKey) string { return strconv.FormatUint(k.ChainID, 10) }
 
 // fences are the held leases on this chain.
 func (fl *Follower) fences() []txmanager.Fence {
@@ -617,7 +660,7 @@ func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]
 	}
 	out := make([]postgres.Tracked, 0, len(v.txs))
 	for id, t := range v.txs {
-		if (t.State == txmanager.StateConfirmed || t.State == txmanager.StateReverted) && (t.Mined == nil || t.Mined.BlockNumber < from) {
+		if t.State.Terminal() && (t.Mined == nil || t.Mined.BlockNumber < from) {
 			delete(v.txs, id)
 			continue
 		}
@@ -636,7 +679,7 @@ func (fl *Follower) keep(f txmanager.Fence, tracked []postgres.Tracked) {
 	}
 	for _, t := range tracked {
 		switch t.State {
-		case txmanager.StateBroadcasted, txmanager.StateSigned, txmanager.StateConfirmed, txmanager.StateReverted:
+		case txmanager.StateBroadcasted, txmanager.StateSigned, txmanager.StateConfirmed, txmanager.StateReverted, txmanager.StateCancelled:
 			v.txs[t.TxID] = t
 		default:
 			delete(v.txs, t.TxID)

@@ -62,7 +62,7 @@ type Config struct {
 	FundsHold time.Duration `env:"FUNDS_HOLD_TIMEOUT" default:"1h"`
 	// TestCrashAfter is fault injection for the crash tests, never for
 	// production: the process kills itself with SIGKILL right after the
-	// named pipeline step (worker.Steps), as `kill -9` would.
+	// named pipeline step (worker.Steps, follow.Steps), as `kill -9` would.
 	TestCrashAfter string `env:"TEST_CRASH_AFTER"`
 }
 
@@ -113,7 +113,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // startWork starts the lease manager and the per-signer workers; the
 // returned function stops them, releasing this node's leases.
-func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service, crash func(worker.Step)) (func(), error) {
+func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service, crash func(string)) (func(), error) {
 	readers := map[uint64]*chain.Reader{}
 	closeReaders := func() {
 		for _, r := range readers {
@@ -157,7 +157,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 	pool := worker.NewPool(workCtx, worker.Deps{
 		Store: store, Chains: chains, Readers: readers, Signer: signerClient, Router: routerClient,
 		Fenced: func(f txmanager.Fence) { manager.Fenced(f) }, Log: svc.Log, GasMultiplier: cfg.GasMultiplier,
-		ApprovalTTL: cfg.ApprovalTTL, FundsHold: cfg.FundsHold, Metrics: metrics, AfterStep: crash,
+		ApprovalTTL: cfg.ApprovalTTL, FundsHold: cfg.FundsHold, Metrics: metrics, AfterStep: crashHook[worker.Step](crash),
 	})
 	manager, err = lease.New(store, pool, svc.HTTP.Registry(), lease.Config{
 		// A node counts as live as long as its leases last: a frozen
@@ -180,9 +180,10 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 	for _, ch := range chains.Chains {
 		id := strconv.FormatUint(ch.ID, 10)
 		fl := follow.New(follow.Config{
-			Chain: ch, Store: store, Router: routerClient, Fences: manager.Fences, Fenced: manager.Fenced, Log: svc.Log,
+			Chain: ch, Store: store, Router: routerClient, Signer: signerClient, Reader: readers[ch.ID],
+			Fences: manager.Fences, Fenced: manager.Fenced, Log: svc.Log, AfterStep: crashHook[follow.Step](crash),
 			RPC:    &follow.RPC{Client: readers[ch.ID].RPC(), Counted: func(m string) { followMetrics.Calls.WithLabelValues(id, m).Inc() }},
-			Blocks: followMetrics.Blocks, Stuck: followMetrics.Stuck,
+			Blocks: followMetrics.Blocks, Stuck: followMetrics.Stuck, BumpsRefused: followMetrics.BumpsRefused,
 		})
 		following.Go(func() { fl.Run(workCtx) })
 	}
@@ -206,20 +207,36 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 
 // crashAfter makes the fault-injection hook of TEST_CRASH_AFTER: nil when
 // unset.
-func crashAfter(step string) (func(worker.Step), error) {
+func crashAfter(step string) (func(string), error) {
 	if step == "" {
 		return nil, nil
 	}
-	if !slices.Contains(worker.Steps, worker.Step(step)) {
-		return nil, fmt.Errorf("TEST_CRASH_AFTER=%q is not one of %v", step, worker.Steps)
+	var steps []string
+	for _, s := range worker.Steps {
+		steps = append(steps, string(s))
 	}
-	return func(s worker.Step) {
-		if s == worker.Step(step) {
+	for _, s := range follow.Steps {
+		steps = append(steps, string(s))
+	}
+	if !slices.Contains(steps, step) {
+		return nil, fmt.Errorf("TEST_CRASH_AFTER=%q is not one of %v", step, steps)
+	}
+	return func(s string) {
+		if s == step {
 			// Like kill -9: no deferred function runs, no lease is released.
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is asynchronous; nothing may run on
 		}
 	}, nil
+}
+
+// crashHook adapts the crash hook to a pipeline's step type (nil stays
+// nil).
+func crashHook[S ~string](crash func(string)) func(S) {
+	if crash == nil {
+		return nil
+	}
+	return func(s S) { crash(string(s)) }
 }
 
 // sequence numbers committed events for the feed until ctx ends.

@@ -1,0 +1,453 @@
+package follow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/chain"
+	"github.com/txfence/txfence/txmanager/follow"
+	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/remote"
+)
+
+// signingRig is a rig whose follower makes replacements: a real signerd
+// (the development policy, which allows cancels) signs them and anvil's
+// fee market prices them. signer holds the signer's settings.
+type signingRig struct {
+	*rig
+	signer  *remote.Signer
+	signerd *signertest.Server
+}
+
+func newSigningRig(t *testing.T, chainCfg txmanager.Chain, settings txmanager.SignerConfig) *signingRig {
+	t.Helper()
+	r := newRigWith(t, chainCfg)
+	pki := servicetest.PKI(t)
+	srv := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})
+	client, err := remote.NewSigner(srv.URL, servicetest.Client(t, pki, "txmanager", "signer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings.Address = r.fence.Key.Signer
+	if settings.BumpAfterBlocks == 0 {
+		settings.BumpAfterBlocks = 2
+	}
+	if settings.BumpMarketPercent == 0 {
+		settings.BumpMarketPercent = txmanager.DefaultBumpMarketPercent
+	}
+	r.cfg.Chain.Signers = []txmanager.SignerConfig{settings}
+	r.cfg.Chain.RPC = []string{r.node.URL()}
+	reader, err := chain.Dial(context.Background(), r.cfg.Chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+	r.cfg.Signer, r.cfg.Reader = client, reader
+	r.fl = follow.New(r.cfg)
+	return &signingRig{rig: r, signer: client, signerd: srv}
+}
+
+var gwei = big.NewInt(1_000_000_000)
+
+func gweis(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), gwei) }
+
+// sendSigned does what the worker does for a transfer priced at fees:
+// allocates the next nonce, has signerd sign it, stores it, sends it to
+// anvil and records the broadcast.
+func (r *signingRig) sendSigned(t *testing.T, requestID string, fees txmanager.Fees) (uuid.UUID, common.Hash) {
+	t.Helper()
+	ctx := context.Background()
+	to := common.HexToAddress("0xb0b")
+	in, _, err := r.store.Create(ctx, &txmanager.Intent{ChainID: r.fence.Key.ChainID, From: r.fence.Key.Signer, RequestID: requestID,
+		To: &to, Value: big.NewInt(1), Route: txmanager.RoutePublic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Simulated(ctx, r.fence, in.ID, 21_000); err != nil {
+		t.Fatal(err)
+	}
+	next, err := r.store.NextNonce(ctx, r.fence, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{in.ID}, []txmanager.Fees{fees}, next)
+	if err != nil || len(allocated) != 1 {
+		t.Fatalf("allocate: %v %v", allocated, err)
+	}
+	signed, err := r.signer.SignBatch(ctx, []remote.ToSign{{Tx: &allocated[0], Nonce: allocated[0].Nonce, GasLimit: 21_000, Fees: fees}})
+	if err != nil || len(signed) != 1 || signed[0].Outcome != remote.OutcomeSigned {
+		t.Fatalf("sign: %+v %v", signed, err)
+	}
+	if _, err := r.store.Signed(ctx, r.fence, []postgres.Attempt{{TxID: in.ID, Raw: signed[0].RawTx, Hash: signed[0].Hash,
+		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
+		t.Fatal(err)
+	}
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(signed[0].RawTx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.node.Client().SendTransaction(ctx, &tx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Broadcasted(ctx, r.fence, []postgres.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return in.ID, tx.Hash()
+}
+
+// underpriced are fees a 100 gwei base fee leaves out of every block.
+var underpriced = txmanager.Fees{MaxFeePerGas: gweis(3), MaxPriorityFeePerGas: gweis(1)}
+
+// mineExpensive mines n blocks at a base fee of 100 gwei, a step after each.
+func (r *signingRig) mineExpensive(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		if err := r.node.SetNextBlockBaseFee(context.Background(), gweis(100)); err != nil {
+			t.Fatal(err)
+		}
+		r.mineAndStep(t, 1)
+	}
+}
+
+// attempt is a stored attempt as the tests compare them.
+type attempt struct {
+	n      int
+	kind   string
+	hash   common.Hash
+	maxFee *big.Int
+	mined  bool
+}
+
+func (r *signingRig) attempts(t *testing.T, id uuid.UUID) []attempt {
+	t.Helper()
+	rows, err := r.pool.Query(context.Background(), `SELECT attempt, kind, hash, coalesce(max_fee_per_gas, gas_price)::text, block_hash IS NOT NULL
+		FROM attempt WHERE tx_id = $1 ORDER BY attempt`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []attempt
+	for rows.Next() {
+		var a attempt
+		var hash []byte
+		var fee string
+		if err := rows.Scan(&a.n, &a.kind, &hash, &fee, &a.mined); err != nil {
+			t.Fatal(err)
+		}
+		a.hash = common.BytesToHash(hash)
+		a.maxFee, _ = new(big.Int).SetString(fee, 10)
+		out = append(out, a)
+	}
+	return out
+}
+
+// attemptEvents are id's tx.attempt events after the first send.
+func (r *signingRig) attemptEvents(t *testing.T, id uuid.UUID) []txmanager.AttemptSent {
+	t.Helper()
+	rows, err := r.pool.Query(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = $2 AND payload->>'kind' <> 'initial' ORDER BY id`,
+		id, txmanager.EventAttempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []txmanager.AttemptSent
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var a txmanager.AttemptSent
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// TestUnderpricedIsBumpedUntilMined: a transfer signed at 3 gwei waits
+// under a 100 gwei base fee. With fee bumps on, after bump_after_blocks
+// the follower has signerd sign a replacement at the market (both caps up
+// at least 10%), stores it before sending it, and the replacement is
+// mined and CONFIRMED; both attempts are kept, the mined one decides.
+func TestUnderpricedIsBumpedUntilMined(t *testing.T) {
+	t.Parallel()
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{FeeBumps: true, BumpAfterBlocks: 2})
+	r.step(t)
+	id, first := r.sendSigned(t, "underpriced", underpriced)
+	r.mineExpensive(t, 6)
+	r.mineAndStep(t, 2)
+	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+		t.Fatalf("%s after 8 blocks; attempts %+v", st, r.attempts(t, id))
+	}
+	as := r.attempts(t, id)
+	if len(as) < 2 || as[0].hash != first || as[0].mined || !as[len(as)-1].mined || as[len(as)-1].kind != txmanager.AttemptFeeBump {
+		t.Fatalf("attempts %+v: want the first unmined and the last, a fee bump, mined", as)
+	}
+	for i := 1; i < len(as); i++ {
+		if as[i].maxFee.Cmp(chain.RaisedByBumpPercent(as[i-1].maxFee)) < 0 {
+			t.Errorf("attempt %d's max fee %s is not 10%% above %s", as[i].n, as[i].maxFee, as[i-1].maxFee)
+		}
+	}
+	if as[1].maxFee.Cmp(gweis(100)) <= 0 {
+		t.Errorf("the bump's max fee %s did not go to the market (base fee 100 gwei)", as[1].maxFee)
+	}
+	evs := r.attemptEvents(t, id)
+	if len(evs) != len(as)-1 || evs[0].Kind != txmanager.AttemptFeeBump || evs[0].Replaces == nil || *evs[0].Replaces != first || evs[0].Attempt != 2 {
+		t.Errorf("attempt events %+v", evs)
+	}
+	tx, err := r.store.Get(context.Background(), id)
+	if err != nil || tx.Hash == nil || *tx.Hash != as[len(as)-1].hash {
+		t.Errorf("the transaction's hash %v, want the mined attempt's %s (%v)", tx.Hash, as[len(as)-1].hash, err)
+	}
+}
+
+// TestUnderpricedWithoutBumpsGoesStuck: the same transfer with fee bumps
+// off is never replaced; past the stuck timeout it is stuck with the
+// reason, one event and the metric, and still tracked.
+func TestUnderpricedWithoutBumpsGoesStuck(t *testing.T) {
+	t.Parallel()
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 2, StuckTimeout: txmanager.Duration{Duration: 300 * time.Millisecond}}, txmanager.SignerConfig{})
+	r.step(t)
+	id, _ := r.sendSigned(t, "underpriced", underpriced)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mineExpensive(t, 1)
+		if _, sub := r.state(t, id); sub == txmanager.SubStuck {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not stuck within 30 s")
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	r.mineExpensive(t, 4)
+	if as := r.attempts(t, id); len(as) != 1 {
+		t.Errorf("attempts %+v: bumps are off", as)
+	}
+	tx, err := r.store.Get(context.Background(), id)
+	if err != nil || tx.State != txmanager.StateBroadcasted || tx.SubState != txmanager.SubStuck || !strings.Contains(tx.Reason, "not mined") {
+		t.Errorf("%s/%s %q %v", tx.State, tx.SubState, tx.Reason, err)
+	}
+}
+
+// TestOperatorActions drives the three operator actions through the
+// store's requests, as the internal API records them, and the follower
+// that owns the signer.
+func TestOperatorActions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("cancel is mined instead: CANCELLED", func(t *testing.T) {
+		t.Parallel()
+		r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{Cancels: true})
+		r.step(t)
+		id, first := r.sendSigned(t, "to-cancel", underpriced)
+		r.mineExpensive(t, 1)
+		a, err := r.store.RequestAction(ctx, id, postgres.ActionCancel, "alice@ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.step(t)
+		as := r.attempts(t, id)
+		if len(as) != 2 || as[1].kind != txmanager.AttemptCancel {
+			t.Fatalf("attempts %+v: want a cancel", as)
+		}
+		r.mineExpensive(t, 2)
+		tx, err := r.store.Get(ctx, id)
+		if err != nil || tx.State != txmanager.StateCancelled || tx.Reason != txmanager.ReasonCancelMined {
+			t.Fatalf("%s %q %v", tx.State, tx.Reason, err)
+		}
+		// On chain: the nonce went to a 0-value transfer to the signer.
+		mined, _, err := r.node.Client().TransactionByHash(ctx, as[1].hash)
+		if err != nil || mined.To() == nil || *mined.To() != r.fence.Key.Signer || mined.Value().Sign() != 0 {
+			t.Errorf("the cancel on chain: %v %v", mined, err)
+		}
+		if _, err := r.node.Client().TransactionReceipt(ctx, first); err == nil {
+			t.Error("the original is mined too")
+		}
+		acts, err := r.store.Actions(ctx, id)
+		if err != nil || len(acts) != 1 || acts[0].ID != a.ID || acts[0].Outcome != postgres.ActionDone || acts[0].Attempt == nil || *acts[0].Attempt != 2 {
+			t.Errorf("actions %+v %v", acts, err)
+		}
+	})
+
+	t.Run("cancel refused when the signer's cancels are off", func(t *testing.T) {
+		t.Parallel()
+		r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{})
+		r.step(t)
+		id, _ := r.sendSigned(t, "keep", underpriced)
+		if _, err := r.store.RequestAction(ctx, id, postgres.ActionCancel, "alice@ops"); err != nil {
+			t.Fatal(err)
+		}
+		r.step(t)
+		acts, err := r.store.Actions(ctx, id)
+		if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionRefused || !strings.Contains(acts[0].Detail, "cancels are off") {
+			t.Errorf("actions %+v %v", acts, err)
+		}
+		if as := r.attempts(t, id); len(as) != 1 {
+			t.Errorf("attempts %+v", as)
+		}
+	})
+
+	t.Run("bump by hand with automatic bumps off", func(t *testing.T) {
+		t.Parallel()
+		r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{})
+		r.step(t)
+		id, _ := r.sendSigned(t, "bump-me", underpriced)
+		r.mineExpensive(t, 1)
+		if _, err := r.store.RequestAction(ctx, id, postgres.ActionBump, "bob@ops"); err != nil {
+			t.Fatal(err)
+		}
+		r.step(t)
+		r.mineExpensive(t, 2)
+		if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+			t.Fatalf("%s; attempts %+v", st, r.attempts(t, id))
+		}
+		if as := r.attempts(t, id); len(as) != 2 || !as[1].mined || as[1].kind != txmanager.AttemptFeeBump {
+			t.Errorf("attempts %+v", as)
+		}
+	})
+
+	t.Run("bump refused by the signer's cap", func(t *testing.T) {
+		t.Parallel()
+		r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{MaxFeePerGas: &txmanager.Wei{Int: *gweis(3)}})
+		r.step(t)
+		id, _ := r.sendSigned(t, "capped", underpriced)
+		if _, err := r.store.RequestAction(ctx, id, postgres.ActionBump, "bob@ops"); err != nil {
+			t.Fatal(err)
+		}
+		r.step(t)
+		acts, err := r.store.Actions(ctx, id)
+		if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionRefused || !strings.Contains(acts[0].Detail, "configured cap") {
+			t.Errorf("actions %+v %v", acts, err)
+		}
+	})
+
+	t.Run("resend puts a dropped transaction back", func(t *testing.T) {
+		t.Parallel()
+		r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{})
+		r.step(t)
+		id, hash := r.sendSigned(t, "dropped", txmanager.Fees{MaxFeePerGas: gweis(50), MaxPriorityFeePerGas: gweis(1)})
+		if ok, err := r.node.DropTransaction(ctx, hash); err != nil || !ok {
+			t.Fatalf("drop: %v %v", ok, err)
+		}
+		if _, err := r.store.RequestAction(ctx, id, postgres.ActionResend, "carol@ops"); err != nil {
+			t.Fatal(err)
+		}
+		r.mineAndStep(t, 1) // the resend happens in this step, after the block
+		r.mineAndStep(t, 1)
+		if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+			t.Fatalf("%s after the resend", st)
+		}
+		acts, err := r.store.Actions(ctx, id)
+		if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionDone || acts[0].Attempt == nil || *acts[0].Attempt != 1 {
+			t.Errorf("actions %+v %v", acts, err)
+		}
+	})
+}
+
+// crashed is what the fault-injection hook panics with.
+type crashed struct{ step follow.Step }
+
+// TestACrashInTheMiddleOfABump stops the follower (a panic from its
+// fault-injection hook, as a kill -9 would stop it) after each durable
+// step of a fee bump, then starts a new follower, under the same node
+// after a restart or under another node that took the signer over. The
+// bump is finished once: one attempt 2, the very transaction signerd
+// signed (a re-sign is answered by replaying it), mined, CONFIRMED.
+func TestACrashInTheMiddleOfABump(t *testing.T) {
+	t.Parallel()
+	for _, step := range follow.Steps {
+		for _, takeover := range []bool{false, true} {
+			name := fmt.Sprintf("%s/restart", step)
+			if takeover {
+				name = fmt.Sprintf("%s/takeover", step)
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{FeeBumps: true, BumpAfterBlocks: 1})
+				crashing := r.cfg
+				crashing.AfterStep = func(s follow.Step) {
+					if s == step {
+						panic(crashed{s})
+					}
+				}
+				r.fl = follow.New(crashing)
+				r.step(t)
+				id, _ := r.sendSigned(t, "bumped", underpriced)
+				r.mineExpensive(t, 1) // the attempt is seen waiting
+				if err := r.node.SetNextBlockBaseFee(ctx, gweis(100)); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.node.Mine(ctx, 1); err != nil {
+					t.Fatal(err)
+				}
+				func() {
+					defer func() {
+						if c, ok := recover().(crashed); !ok || c.step != step {
+							t.Fatalf("the follower did not stop at %s: %v", step, c)
+						}
+					}()
+					r.step(t)
+				}()
+				if takeover {
+					// The crashed node's lease lapses; another node takes
+					// the signer with a higher token.
+					if err := r.store.Release(ctx, r.fence.Node, []txmanager.SignerKey{r.fence.Key}); err != nil {
+						t.Fatal(err)
+					}
+					token, ok, err := r.store.Acquire(ctx, "node-b", r.fence.Key, time.Hour)
+					if err != nil || !ok || token <= r.fence.Token {
+						t.Fatalf("takeover: %d %v %v", token, ok, err)
+					}
+					r.fence = txmanager.Fence{Node: "node-b", Key: r.fence.Key, Token: token}
+				}
+				r.fl = follow.New(r.cfg) // the new process
+				r.mineExpensive(t, 3)
+				if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
+					t.Fatalf("%s; attempts %+v", st, r.attempts(t, id))
+				}
+				as := r.attempts(t, id)
+				if len(as) != 2 || as[1].kind != txmanager.AttemptFeeBump || !as[1].mined {
+					t.Fatalf("attempts %+v: want one fee bump, mined", as)
+				}
+				// signerd signed attempt 2 once: every other answer for
+				// it was a replay of the same signature.
+				var sigs int
+				if err := r.signerd.Pool.QueryRow(ctx, `SELECT count(DISTINCT tx_hash) FROM signature WHERE tx_id = $1`, id.String()).Scan(&sigs); err != nil || sigs != 2 {
+					t.Errorf("signerd holds %d signatures for the transaction (%v), want 2 (original and bump)", sigs, err)
+				}
+				// One fee bump event; the new owner sends a replacement
+				// stored just before the crash again (a resend of attempt
+				// 2), since the crash may have come before its send.
+				evs := r.attemptEvents(t, id)
+				if len(evs) == 0 || evs[0].Attempt != 2 || evs[0].Kind != txmanager.AttemptFeeBump {
+					t.Fatalf("attempt events %+v: want the fee bump first", evs)
+				}
+				for _, e := range evs[1:] {
+					if e.Kind != txmanager.AttemptResend || e.Attempt != 2 || e.Hash != as[1].hash {
+						t.Errorf("attempt events %+v: want only resends of attempt 2 after the bump", evs)
+					}
+				}
+				var plans int
+				if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM attempt_plan`).Scan(&plans); err != nil || plans != 0 {
+					t.Errorf("%d plans left (%v)", plans, err)
+				}
+			})
+		}
+	}
+}
