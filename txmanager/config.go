@@ -30,7 +30,11 @@ import (
 //	    "in_flight": 16,                     signed but unconfirmed transactions at most
 //	    "max_fee_per_gas": "200000000000",   caps, in wei (decimal strings)
 //	    "max_priority_fee_per_gas": "5000000000",
-//	    "gap_policy": "halt"                 halt (default) or fill: what to do about a nonce gap
+//	    "gap_policy": "halt",                halt (default) or fill: what to do about a nonce gap
+//	    "fee_bumps": false,                  true: replace an attempt not mined after bump_after_blocks
+//	    "bump_after_blocks": 3,
+//	    "bump_market_percent": 300,          a bumped max fee is at most this % of the market's
+//	    "cancels": false                     true: operators may cancel broadcast transactions
 //	  }]
 //	}]}
 type Chains struct {

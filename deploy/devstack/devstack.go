@@ -325,14 +325,17 @@ func (s *stack) startRelay(ctx context.Context) error {
 }
 
 // writeChainsFile writes txmanagerd's chains file: anvil's chain, read through
-// anvil itself, with its ten dev accounts as managed signers.
+// anvil itself, with its ten dev accounts as managed signers, fee bumps on
+// and cancels allowed (the development policy allows them too).
 func (s *stack) writeChainsFile(context.Context) error {
 	type signer struct {
-		Address string `json:"address"`
+		Address  string `json:"address"`
+		FeeBumps bool   `json:"fee_bumps"`
+		Cancels  bool   `json:"cancels"`
 	}
 	var signers []signer
 	for _, a := range s.chain.Accounts() {
-		signers = append(signers, signer{a.Address.Hex()})
+		signers = append(signers, signer{Address: a.Address.Hex(), FeeBumps: true, Cancels: true})
 	}
 	doc := map[string]any{"chains": []any{map[string]any{
 		"chain_id": s.chain.ChainID(), "rpc": []string{s.chain.URL()}, "confirmations": 2, "signers": signers,

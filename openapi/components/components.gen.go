@@ -643,7 +643,8 @@ type TxAttemptData struct {
 	Hash Hash `json:"hash"`
 
 	// Kind `initial`: the first broadcast; `resend`: the same signed
-	// transaction re-sent (mempool eviction); `fee_bump`: a new
+	// transaction re-sent (after `resubmit_interval` without
+	// inclusion, a reorg, or an operator's resend); `fee_bump`: a new
 	// signature with both fee caps raised by at least 10%; `cancel`: a
 	// same-nonce 0-value self-transfer replacing the transaction.
 	Kind TxAttemptDataKind `json:"kind"`
@@ -666,7 +667,8 @@ type TxAttemptData struct {
 }
 
 // TxAttemptDataKind `initial`: the first broadcast; `resend`: the same signed
-// transaction re-sent (mempool eviction); `fee_bump`: a new
+// transaction re-sent (after `resubmit_interval` without
+// inclusion, a reorg, or an operator's resend); `fee_bump`: a new
 // signature with both fee caps raised by at least 10%; `cancel`: a
 // same-nonce 0-value self-transfer replacing the transaction.
 type TxAttemptDataKind string
