@@ -248,8 +248,8 @@ func (r *rig) requireEnd(t *testing.T, id uuid.UUID, want txmanager.State, event
 }
 
 // TestReorgsReopenAndReconfirm: anvil_reorg orphans the receipt's block,
-// before CONFIRMED (depth 1 and 2) and after it (deeper than the 3
-// confirmations): the transaction is re-opened with tx.reorged, sent
+// before CONFIRMED (depth 1 and 2) and after it (depth 3 to 5, at and
+// beyond the 3 confirmations): the transaction is re-opened with tx.reorged, sent
 // again, found in a new block with new_fork, and ends CONFIRMED.
 func TestReorgsReopenAndReconfirm(t *testing.T) {
 	t.Parallel()
@@ -263,7 +263,11 @@ func TestReorgsReopenAndReconfirm(t *testing.T) {
 	}{
 		{name: "depth 1 while included", minedBefore: 1, reorgDepth: 1, wantBefore: "confirmation:1"},
 		{name: "depth 2 while included", minedBefore: 2, reorgDepth: 2, wantBefore: "confirmation:1 confirmation:2"},
+		{name: "depth 3 just after CONFIRMED", minedBefore: 3, reorgDepth: 3, wasConfirmed: true,
+			wantBefore: "confirmation:1 confirmation:2 state:CONFIRMED"},
 		{name: "depth 4 after CONFIRMED", minedBefore: 4, reorgDepth: 4, wasConfirmed: true,
+			wantBefore: "confirmation:1 confirmation:2 state:CONFIRMED"},
+		{name: "depth 5 after CONFIRMED", minedBefore: 5, reorgDepth: 5, wasConfirmed: true,
 			wantBefore: "confirmation:1 confirmation:2 state:CONFIRMED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
