@@ -24,6 +24,7 @@ import (
 //	  "finality": "depth",                   depth (default) or finalized: final once the node's finalized block covers it
 //	  "resubmit_interval": "30s",            an attempt not mined this long is sent again unchanged
 //	  "stuck_timeout": "10m",                not mined this long after the first send: sub-state stuck, alert
+//	  "new_heads": "ws://127.0.0.1:8545",    optional: a newHeads subscription wakes the follower on each block
 //	  "signers": [{
 //	    "address": "0x…",
 //	    "external_use": true,                the key may also be used outside txfence
@@ -56,8 +57,12 @@ type Chain struct {
 	ResubmitInterval Duration `json:"resubmit_interval"`
 	// StuckTimeout: a transaction not mined this long after its first
 	// send is marked stuck, with an alert; it stays tracked.
-	StuckTimeout Duration       `json:"stuck_timeout"`
-	Signers      []SignerConfig `json:"signers"`
+	StuckTimeout Duration `json:"stuck_timeout"`
+	// NewHeads, when set, is a WebSocket endpoint (ws:// or wss://) whose
+	// eth_subscribe("newHeads") wakes the chain follower on every block;
+	// it polls the RPC endpoint beside it all the same.
+	NewHeads string         `json:"new_heads"`
+	Signers  []SignerConfig `json:"signers"`
 }
 
 // Duration is a duration written as a string ("30s", "10m").
@@ -171,6 +176,11 @@ func ParseChains(raw []byte) (*Chains, error) {
 		for j, u := range ch.RPC {
 			if p, err := url.Parse(u); err != nil || p.Host == "" {
 				add("%s.rpc[%d]: not a URL", at, j)
+			}
+		}
+		if ch.NewHeads != "" {
+			if p, err := url.Parse(ch.NewHeads); err != nil || p.Host == "" || (p.Scheme != "ws" && p.Scheme != "wss") {
+				add("%s.new_heads: not a ws:// or wss:// URL", at)
 			}
 		}
 		if ch.Confirmations == 0 {

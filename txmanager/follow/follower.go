@@ -145,10 +145,16 @@ func New(cfg Config) *Follower {
 		views: map[txmanager.SignerKey]*signerView{}, sentBlock: map[txmanager.SignerKey]map[attemptKey]uint64{}}
 }
 
-// Run steps every PollEvery until ctx ends. After a failed step (the node
-// or the database unreachable) it waits twice as long each time, up to
-// maxBackoff, and back to PollEvery once a step succeeds.
+// Run steps every PollEvery until ctx ends, and at once on each new head
+// when the chain has a newHeads subscription (Chain.NewHeads). After a
+// failed step (the node or the database unreachable) it waits twice as
+// long each time, up to maxBackoff, and back to PollEvery once a step
+// succeeds.
 func (fl *Follower) Run(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	if url := fl.cfg.Chain.NewHeads; url != "" {
+		go fl.subscribeHeads(ctx, url, wake)
+	}
 	wait := fl.cfg.PollEvery
 	for {
 		if err := fl.Step(ctx); err != nil && ctx.Err() == nil {
@@ -161,6 +167,7 @@ func (fl *Follower) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		case <-wake:
 		}
 	}
 }
