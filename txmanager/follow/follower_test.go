@@ -565,23 +565,44 @@ func TestASignedTransactionRefusedAsNonceTooLowFails(t *testing.T) {
 // exactly one attempt and no duplicate event.
 func TestARestartInTheMiddleOfAReorg(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, 3)
-	r.step(t)
-	id, _ := r.broadcast(t, "pay", r.transfer(t))
-	r.mineAndStep(t, 1)
-	if err := r.node.Reorg(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	r.fl = follow.New(r.cfg) // the restart: a window of its own, from the new head
-	r.step(t)
-	if got := strings.Join(r.events(t, id), " "); got != "confirmation:1 reorged:BROADCASTED" {
-		t.Fatalf("after the restart's first step: events %q", got)
-	}
-	r.mineAndStep(t, 3)
-	r.requireEnd(t, id, txmanager.StateConfirmed, "confirmation:1 reorged:BROADCASTED confirmation:1:new_fork confirmation:2 state:CONFIRMED")
-	var attempts int
-	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM attempt WHERE tx_id = $1`, id).Scan(&attempts); err != nil || attempts != 1 {
-		t.Errorf("%d attempts (%v), want 1", attempts, err)
+	for _, takeover := range []bool{false, true} {
+		name := "restart"
+		if takeover {
+			name = "takeover"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			r := newRig(t, 3)
+			r.step(t)
+			id, _ := r.broadcast(t, "pay", r.transfer(t))
+			r.mineAndStep(t, 1)
+			if err := r.node.Reorg(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			if takeover {
+				// Another node takes the signer over, with a higher token.
+				if err := r.store.Release(ctx, r.fence.Node, []txmanager.SignerKey{r.fence.Key}); err != nil {
+					t.Fatal(err)
+				}
+				token, ok, err := r.store.Acquire(ctx, "node-b", r.fence.Key, time.Hour)
+				if err != nil || !ok || token <= r.fence.Token {
+					t.Fatalf("takeover: %d %v %v", token, ok, err)
+				}
+				r.fence = txmanager.Fence{Node: "node-b", Key: r.fence.Key, Token: token}
+			}
+			r.fl = follow.New(r.cfg) // the new process: a window of its own, from the new head
+			r.step(t)
+			if got := strings.Join(r.events(t, id), " "); got != "confirmation:1 reorged:BROADCASTED" {
+				t.Fatalf("after the new process's first step: events %q", got)
+			}
+			r.mineAndStep(t, 3)
+			r.requireEnd(t, id, txmanager.StateConfirmed, "confirmation:1 reorged:BROADCASTED confirmation:1:new_fork confirmation:2 state:CONFIRMED")
+			var attempts int
+			if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM attempt WHERE tx_id = $1`, id).Scan(&attempts); err != nil || attempts != 1 {
+				t.Errorf("%d attempts (%v), want 1", attempts, err)
+			}
+		})
 	}
 }
 
