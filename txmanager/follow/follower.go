@@ -110,10 +110,10 @@ type Follower struct {
 	// memory and refreshed from the feed: only transactions with events
 	// since the last step are read again.
 	views map[txmanager.SignerKey]*signerView
-	// sentBlock is, per signer, the head at which the follower first saw
-	// each current attempt waiting to be mined: bump_after_blocks counts
-	// from it.
-	sentBlock map[txmanager.SignerKey]map[attemptKey]uint64
+	// waiting is, per signer, the head at which the follower first saw
+	// each current attempt waiting to be mined (bump_after_blocks counts
+	// from it), and whether a bump of it was refused.
+	waiting map[txmanager.SignerKey]map[attemptKey]waiting
 }
 
 // signerView is one signer's tracked transactions under one lease, as of
@@ -142,7 +142,7 @@ func New(cfg Config) *Follower {
 	cfg.Log = cfg.Log.With("chain_id", cfg.Chain.ID)
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
 	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{},
-		views: map[txmanager.SignerKey]*signerView{}, sentBlock: map[txmanager.SignerKey]map[attemptKey]uint64{}}
+		views: map[txmanager.SignerKey]*signerView{}, waiting: map[txmanager.SignerKey]map[attemptKey]waiting{}}
 }
 
 // Run steps every PollEvery until ctx ends, and at once on each new head
@@ -244,9 +244,9 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 			delete(fl.views, k)
 		}
 	}
-	for k := range fl.sentBlock {
+	for k := range fl.waiting {
 		if !held[k] {
-			delete(fl.sentBlock, k)
+			delete(fl.waiting, k)
 		}
 	}
 	return errors.Join(errs...)

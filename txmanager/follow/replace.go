@@ -86,33 +86,47 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 	}
 	// When each current attempt was first seen unmined: bump_after_blocks
 	// counts from there (from the follower's start, after a restart).
-	seen := make(map[attemptKey]uint64, len(tracked))
+	seen := make(map[attemptKey]waiting, len(tracked))
 	for i := range tracked {
 		t := &tracked[i]
 		if !waitingToBeMined(t) {
 			continue
 		}
 		k := attemptKey{t.TxID, t.Current}
-		since, ok := fl.sentBlock[f.Key][k]
+		w, ok := fl.waiting[f.Key][k]
 		if !ok {
-			since = head.Number
+			w = waiting{since: head.Number}
 		}
-		seen[k] = since
-		if !cfg.FeeBumps || t.Plan != nil || head.Number < since+uint64(cfg.BumpAfterBlocks) {
+		seen[k] = w
+		if !cfg.FeeBumps || t.Plan != nil || head.Number < w.since+uint64(cfg.BumpAfterBlocks) {
 			continue
 		}
 		// Whatever happens, the next automatic try is bump_after_blocks
-		// from now: a refused bump is not asked for again every block.
-		seen[k] = head.Number
-		if err := fl.replace(ctx, f, t, cfg, txmanager.AttemptFeeBump, nil, p); err != nil {
+		// from now: a refused bump is not asked for again every block,
+		// and alerts once per attempt.
+		kind := txmanager.AttemptFeeBump
+		if t.CurrentKind == txmanager.AttemptCancel {
+			kind = txmanager.AttemptCancel // a cancel is bumped as a cancel, never turned back
+		}
+		refused, err := fl.replace(ctx, f, t, cfg, kind, nil, p, w.refused)
+		if err != nil {
 			return err
 		}
+		seen[k] = waiting{since: head.Number, refused: w.refused || refused}
 		if t.Current != k.attempt {
-			seen[attemptKey{t.TxID, t.Current}] = head.Number
+			seen[attemptKey{t.TxID, t.Current}] = waiting{since: head.Number}
 		}
 	}
-	fl.sentBlock[f.Key] = seen
+	fl.waiting[f.Key] = seen
 	return nil
+}
+
+// waiting is how long the follower has seen an attempt wait to be mined:
+// since which head, and whether an automatic bump of it was refused
+// (alerted once).
+type waiting struct {
+	since   uint64
+	refused bool
 }
 
 // waitingToBeMined: broadcast, not mined, not a SIGNED one stuck on a
@@ -154,15 +168,17 @@ func (p *pricer) read(ctx context.Context) (chain.Market, error) {
 // replace plans, signs, stores and sends a replacement of t's current
 // attempt: a fee bump, or a cancel. actionID is the operator action it
 // carries out, nil for an automatic bump. A replacement the caps leave no
-// room for is not planned: the operator action is refused with the reason,
-// an automatic bump is logged.
-func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, cfg txmanager.SignerConfig, kind string, actionID *uuid.UUID, p *pricer) error {
+// room for is not planned (refused reports it): the operator action is
+// refused with the reason; an automatic bump is logged, with an alert and
+// the metric unless alerted is set (this attempt was refused before).
+func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, cfg txmanager.SignerConfig, kind string,
+	actionID *uuid.UUID, p *pricer, alerted bool) (refused bool, err error) {
 	if fl.cfg.Signer == nil {
-		return fl.refuse(ctx, f, t, actionID, "this node has no signerd client to sign replacements")
+		return true, fl.refuse(ctx, f, t, actionID, "this node has no signerd client to sign replacements", alerted)
 	}
 	market, err := p.read(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	plan := postgres.Plan{Kind: kind, GasLimit: t.GasLimit, ActionID: actionID}
 	var in *txmanager.Intent
@@ -171,32 +187,37 @@ func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.
 	} else {
 		tx, err := fl.cfg.Store.Get(ctx, t.TxID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		in = &tx.Intent
 	}
 	plan.Fees, err = market.Bump(t.Fees, cfg, in, cfg.BumpMarketPercent)
 	if err != nil {
-		return fl.refuse(ctx, f, t, actionID, err.Error())
+		return true, fl.refuse(ctx, f, t, actionID, err.Error(), alerted)
 	}
 	plan, err = fl.cfg.Store.PlanAttempt(ctx, f, t.TxID, plan)
 	if errors.Is(err, postgres.ErrPlanned) || errors.Is(err, postgres.ErrNotFollowed) {
-		return nil // another step's plan, or the transaction moved on: the next step sees it
+		return false, nil // another step's plan, or the transaction moved on: the next step sees it
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	fl.after(StepBumpPlanned)
 	t.Plan = &plan
-	return fl.finishPlan(ctx, f, t)
+	return false, fl.finishPlan(ctx, f, t)
 }
 
 // refuse records that a replacement was not made: the operator action is
-// refused with why; an automatic bump is logged with an alert.
-func (fl *Follower) refuse(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, actionID *uuid.UUID, why string) error {
+// refused with why; an automatic bump is logged, with an alert and the
+// metric the first time for this attempt.
+func (fl *Follower) refuse(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, actionID *uuid.UUID, why string, alerted bool) error {
 	if actionID != nil {
 		fl.cfg.Log.Warn("operator action refused", "tx_id", t.TxID, "action_id", *actionID, "why", why)
 		return fl.cfg.Store.FinishAction(ctx, f, *actionID, postgres.ActionRefused, why, nil)
+	}
+	if alerted {
+		fl.cfg.Log.Info("fee bump still not possible", "tx_id", t.TxID, "signer", f.Key.Signer, "nonce", t.Nonce, "why", why)
+		return nil
 	}
 	fl.cfg.Log.Error("fee bump not possible", "tx_id", t.TxID, "signer", f.Key.Signer, "nonce", t.Nonce, "why", why, "alert", true)
 	if fl.cfg.BumpsRefused != nil {
@@ -315,7 +336,7 @@ func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg 
 			}
 			fl.cfg.Log.Info("operator action", "action", a.Action, "tx_id", t.TxID, "operator", a.Operator, "action_id", a.ID)
 			id := a.ID
-			err = fl.replace(ctx, f, t, cfg, kind, &id, p)
+			_, err = fl.replace(ctx, f, t, cfg, kind, &id, p, false)
 		}
 		if err != nil {
 			return err

@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/signer-zonec/signertest"
@@ -448,6 +450,63 @@ func TestACrashInTheMiddleOfABump(t *testing.T) {
 					t.Errorf("%d plans left (%v)", plans, err)
 				}
 			})
+		}
+	}
+}
+
+// TestABumpTheCapsForbidAlertsOnce: with fee bumps on and the signer's max
+// fee already reached, no bump is made; the refusal is counted and alerted
+// once for the attempt, however many blocks it goes on waiting.
+func TestABumpTheCapsForbidAlertsOnce(t *testing.T) {
+	t.Parallel()
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 1},
+		txmanager.SignerConfig{FeeBumps: true, BumpAfterBlocks: 1, MaxFeePerGas: &txmanager.Wei{Int: *underpriced.MaxFeePerGas}})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refused"}, []string{"chain_id", "signer"})
+	r.cfg.BumpsRefused = refused
+	r.fl = follow.New(r.cfg)
+	r.step(t)
+	id, _ := r.sendSigned(t, "capped", underpriced)
+	r.mineExpensive(t, 6)
+	if as := r.attempts(t, id); len(as) != 1 {
+		t.Errorf("attempts %+v: the cap forbids a bump", as)
+	}
+	counter := refused.WithLabelValues(fmt.Sprint(r.fence.Key.ChainID), r.fence.Key.Signer.Hex())
+	if n := testutil.ToFloat64(counter); n != 1 {
+		t.Errorf("%v refusals counted, want 1 (once per attempt)", n)
+	}
+}
+
+// TestACancelIsBumpedAsACancel: a cancel that waits in turn is bumped by
+// the automatic bumps as a cancel, never turned back into the original
+// transfer, and ends the transaction CANCELLED.
+func TestACancelIsBumpedAsACancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{FeeBumps: true, BumpAfterBlocks: 2, Cancels: true})
+	r.step(t)
+	id, _ := r.sendSigned(t, "cancel-me", underpriced)
+	if _, err := r.store.RequestAction(ctx, id, postgres.ActionCancel, "alice@ops"); err != nil {
+		t.Fatal(err)
+	}
+	r.mineExpensive(t, 1) // the cancel is priced at this market...
+	// ...and the base fee jumps tenfold: the cancel waits.
+	for range 4 {
+		if err := r.node.SetNextBlockBaseFee(ctx, gweis(1000)); err != nil {
+			t.Fatal(err)
+		}
+		r.mineAndStep(t, 1)
+	}
+	tx, err := r.store.Get(ctx, id)
+	if err != nil || tx.State != txmanager.StateCancelled {
+		t.Fatalf("%s %v; attempts %+v", tx.State, err, r.attempts(t, id))
+	}
+	as := r.attempts(t, id)
+	if len(as) < 3 {
+		t.Fatalf("attempts %+v: want the cancel bumped", as)
+	}
+	for _, a := range as[1:] {
+		if a.kind != txmanager.AttemptCancel {
+			t.Errorf("attempt %d is a %s after a cancel: %+v", a.n, a.kind, as)
 		}
 	}
 }
