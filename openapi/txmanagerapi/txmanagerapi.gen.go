@@ -223,9 +223,9 @@ type Tx struct {
 	// GasLimit The gas limit fixed at SIMULATED.
 	GasLimit *int64 `json:"gas_limit,omitempty"`
 
-	// Hash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
-	//
-	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	// Hash From SIGNED on: the hash of the attempt mined, once one is;
+	// before that, of the current attempt (the latest fee bump or
+	// cancel).
 	Hash *externalRef0.Hash `json:"hash,omitempty"`
 
 	// MaxFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading

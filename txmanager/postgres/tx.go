@@ -99,7 +99,7 @@ func classifyInsert(err error, in *txmanager.Intent) error {
 // txColumns are the columns scanTx reads, in its order.
 const txColumns = `tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, max_fee_per_gas::text,
 	max_priority_fee_per_gas::text, route, depends_on, metadata, state, coalesce(sub_state, ''), coalesce(reason, ''),
-	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = tx.current_attempt),
+	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = coalesce(tx.mined_attempt, tx.current_attempt)),
 	CASE WHEN state = 'PENDING_APPROVAL' THEN approval_expires_at END,
 	signing_max_fee_per_gas::text, signing_max_priority_fee_per_gas::text, signing_gas_price::text, created_at, updated_at`
 
