@@ -66,10 +66,6 @@ type attemptKey struct {
 // bump_after_blocks are bumped when its fee bumps are on.
 func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, head Block, newBlock bool) error {
 	cfg, _ := fl.signer(f.Key)
-	byID := make(map[uuid.UUID]*postgres.Tracked, len(tracked))
-	for i := range tracked {
-		byID[tracked[i].TxID] = &tracked[i]
-	}
 	p := &pricer{fl: fl}
 	for i := range tracked {
 		if t := &tracked[i]; t.Plan != nil {
@@ -78,8 +74,12 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 			}
 		}
 	}
-	if err := fl.operatorActions(ctx, f, cfg, byID, p); err != nil {
+	if err := fl.operatorActions(ctx, f, cfg, tracked, p); err != nil {
 		return err
+	}
+	if !cfg.FeeBumps {
+		delete(fl.waiting, f.Key)
+		return nil
 	}
 	if !newBlock {
 		return nil
@@ -98,7 +98,7 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 			w = waiting{since: head.Number}
 		}
 		seen[k] = w
-		if !cfg.FeeBumps || t.Plan != nil || head.Number < w.since+uint64(cfg.BumpAfterBlocks) {
+		if t.Plan != nil || head.Number < w.since+uint64(cfg.BumpAfterBlocks) {
 			continue
 		}
 		// Whatever happens, the next automatic try is bump_after_blocks
@@ -306,10 +306,14 @@ func (fl *Follower) approvals(ctx context.Context, id uuid.UUID) ([]remote.Appro
 // operatorActions carries out the operator actions waiting on f's signer,
 // oldest first. An action on a transaction that has a replacement in
 // progress waits for the next step.
-func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg txmanager.SignerConfig, byID map[uuid.UUID]*postgres.Tracked, p *pricer) error {
+func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg txmanager.SignerConfig, tracked []postgres.Tracked, p *pricer) error {
 	actions, err := fl.cfg.Store.PendingActions(ctx, f.Key)
-	if err != nil {
+	if err != nil || len(actions) == 0 {
 		return err
+	}
+	byID := make(map[uuid.UUID]*postgres.Tracked, len(tracked))
+	for i := range tracked {
+		byID[tracked[i].TxID] = &tracked[i]
 	}
 	for _, a := range actions {
 		t := byID[a.TxID]
