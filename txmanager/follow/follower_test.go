@@ -149,6 +149,22 @@ func (r *rig) mineAndStep(t testing.TB, n int) {
 	}
 }
 
+// takeOver moves the signer's lease to node, as when the owner died and
+// its lease lapsed: a higher fencing token, which the rig's follower then
+// works under.
+func (r *rig) takeOver(t testing.TB, node string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.store.Release(ctx, r.fence.Node, []txmanager.SignerKey{r.fence.Key}); err != nil {
+		t.Fatal(err)
+	}
+	token, ok, err := r.store.Acquire(ctx, node, r.fence.Key, time.Hour)
+	if err != nil || !ok || token <= r.fence.Token {
+		t.Fatalf("takeover by %s: token %d (was %d) %v %v", node, token, r.fence.Token, ok, err)
+	}
+	r.fence = txmanager.Fence{Node: node, Key: r.fence.Key, Token: token}
+}
+
 func (r *rig) step(t testing.TB) {
 	t.Helper()
 	// What txmanagerd's sequencer does between steps: the follower reads
@@ -581,15 +597,7 @@ func TestARestartInTheMiddleOfAReorg(t *testing.T) {
 				t.Fatal(err)
 			}
 			if takeover {
-				// Another node takes the signer over, with a higher token.
-				if err := r.store.Release(ctx, r.fence.Node, []txmanager.SignerKey{r.fence.Key}); err != nil {
-					t.Fatal(err)
-				}
-				token, ok, err := r.store.Acquire(ctx, "node-b", r.fence.Key, time.Hour)
-				if err != nil || !ok || token <= r.fence.Token {
-					t.Fatalf("takeover: %d %v %v", token, ok, err)
-				}
-				r.fence = txmanager.Fence{Node: "node-b", Key: r.fence.Key, Token: token}
+				r.takeOver(t, "node-b")
 			}
 			r.fl = follow.New(r.cfg) // the new process: a window of its own, from the new head
 			r.step(t)

@@ -407,16 +407,7 @@ func TestACrashInTheMiddleOfABump(t *testing.T) {
 					r.step(t)
 				}()
 				if takeover {
-					// The crashed node's lease lapses; another node takes
-					// the signer with a higher token.
-					if err := r.store.Release(ctx, r.fence.Node, []txmanager.SignerKey{r.fence.Key}); err != nil {
-						t.Fatal(err)
-					}
-					token, ok, err := r.store.Acquire(ctx, "node-b", r.fence.Key, time.Hour)
-					if err != nil || !ok || token <= r.fence.Token {
-						t.Fatalf("takeover: %d %v %v", token, ok, err)
-					}
-					r.fence = txmanager.Fence{Node: "node-b", Key: r.fence.Key, Token: token}
+					r.takeOver(t, "node-b") // the crashed node's lease lapsed
 				}
 				r.fl = follow.New(r.cfg) // the new process
 				r.mineExpensive(t, 3)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/openapi"
-	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/devcert"
-	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/httpapi"
 	"github.com/txfence/txfence/txmanager/postgres"
 )
 
@@ -40,37 +30,11 @@ type actionRig struct {
 
 func startActions(t *testing.T) *actionRig {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
-	chains, err := txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"],
-		"signers": [{"address": "` + signer + `"}, {"address": "` + another + `", "cancels": true}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := postgres.New(pool)
-	srv := httpserver.New(httpserver.Options{Service: "txmanager"})
-	(&httpapi.API{Store: store, Chains: chains, PollEvery: 10 * time.Millisecond}).Mount(srv.Router)
-	pki := servicetest.PKI(t)
-	src, err := mtls.Load(devcert.Files(pki, "txmanager"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.TxManager, srv))
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	r := &actionRig{api: &api{url: ts.URL, pki: pki, pool: pool}, store: store,
-		fences: map[common.Address]txmanager.Fence{}, nonces: map[common.Address]uint64{}}
+	a := startServer(t, true, `[{"address": "`+signer+`"}, {"address": "`+another+`", "cancels": true}]`)
+	r := &actionRig{api: a, store: postgres.New(a.pool), fences: map[common.Address]txmanager.Fence{}, nonces: map[common.Address]uint64{}}
 	for _, s := range []string{signer, another} {
 		key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(s)}
-		token, ok, err := store.Acquire(ctx, "node-a", key, time.Hour)
+		token, ok, err := r.store.Acquire(context.Background(), "node-a", key, time.Hour)
 		if err != nil || !ok {
 			t.Fatalf("acquire %s: %v %v", key, ok, err)
 		}

@@ -18,7 +18,7 @@ import (
 // through the internal API over mutual TLS (each a durable INIT row and
 // its event), from 32 concurrent clients, and the latency percentiles.
 func BenchmarkCreate(b *testing.B) {
-	a := startServer(b, false)
+	a := startServer(b, false, oneSigner)
 	client := servicetest.Client(b, a.pki, "gateway", "txmanager")
 	var n atomic.Int64
 	var mu sync.Mutex

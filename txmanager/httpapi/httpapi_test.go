@@ -44,11 +44,15 @@ type api struct {
 	pool *pgxpool.Pool
 }
 
-func start(t testing.TB) *api { return startServer(t, true) }
+func start(t testing.TB) *api { return startServer(t, true, oneSigner) }
 
-// startServer starts the API, checked against the spec when conform is
+// oneSigner is a chains file's signers list: signer, with its defaults.
+const oneSigner = `[{"address": "` + signer + `"}]`
+
+// startServer starts the API for chain 31337 and the signers given (the
+// JSON list of a chains file), checked against the spec when conform is
 // set (benchmarks leave the check out: it costs more than the API).
-func startServer(t testing.TB, conform bool) *api {
+func startServer(t testing.TB, conform bool, signers string) *api {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
@@ -59,7 +63,7 @@ func startServer(t testing.TB, conform bool) *api {
 	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
 		t.Fatal(err)
 	}
-	chains, err := txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": [{"address": "` + signer + `"}]}]}`))
+	chains, err := txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": ` + signers + `}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
