@@ -92,8 +92,10 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	if err != nil {
 		pgtest.Unavailable(t, "redis-server", err)
 	}
-	svc := servicetest.Start(t, gatewayd.Run, nil, env(t, pki, own, nil), "public")
-	// The schema is empty but current: readiness depends on Redis alone here.
+	e := env(t, pki, own, nil)
+	servicetest.MigrateTwice(t, gatewayd.Run, e)
+	svc := servicetest.Start(t, gatewayd.Run, nil, e, "public")
+	// The schema is current: readiness depends on Redis alone here.
 	if code := get(t, http.DefaultClient, svc.URL("public")+"/readyz"); code != http.StatusOK {
 		t.Fatalf("readyz with Redis up: %d\n%s", code, svc.Logs())
 	}

@@ -1,0 +1,302 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// Store is gatewayd's database.
+type Store struct{ pool *pgxpool.Pool }
+
+// New is a store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Scope is what an API key may do.
+type Scope string
+
+// The scopes.
+const (
+	ScopeTxWrite    Scope = "tx:write"
+	ScopeTxRead     Scope = "tx:read"
+	ScopeApprovals  Scope = "approvals"
+	ScopeWebhooks   Scope = "webhooks"
+	ScopeAdmin      Scope = "admin"
+	ScopeLedgerRead Scope = "ledger:read"
+)
+
+// Scopes lists every scope.
+var Scopes = []Scope{ScopeTxWrite, ScopeTxRead, ScopeApprovals, ScopeWebhooks, ScopeAdmin, ScopeLedgerRead}
+
+// SignerRef names one signer on one chain.
+type SignerRef struct {
+	ChainID uint64
+	Address common.Address
+}
+
+func (s SignerRef) String() string {
+	return fmt.Sprintf("%d:%s", s.ChainID, strings.ToLower(s.Address.Hex()))
+}
+
+// Tenant is a customer of the deployment: it owns signers and keys.
+type Tenant struct {
+	ID        uuid.UUID
+	Name      string
+	CreatedAt time.Time
+}
+
+// CreateTenant makes a tenant; a name in use is errs.Conflict.
+func (s *Store) CreateTenant(ctx context.Context, name string) (Tenant, error) {
+	t := Tenant{ID: uuid.New(), Name: name}
+	err := s.pool.QueryRow(ctx, `INSERT INTO tenant (tenant_id, name) VALUES ($1, $2) RETURNING created_at`, t.ID, name).Scan(&t.CreatedAt)
+	if isUniqueViolation(err) {
+		return t, errs.Errorf(errs.Conflict, "a tenant named %q exists", name)
+	}
+	if err != nil {
+		return t, fmt.Errorf("create tenant %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// AssignSigner gives a signer to a tenant. A signer another tenant owns is
+// errs.Conflict; assigning it to its owner again changes nothing.
+func (s *Store) AssignSigner(ctx context.Context, tenant uuid.UUID, signer SignerRef) error {
+	var owner uuid.UUID
+	err := s.pool.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO tenant_signer (chain_id, signer, tenant_id) VALUES ($1, $2, $3)
+			ON CONFLICT (chain_id, signer) DO NOTHING RETURNING tenant_id
+		)
+		SELECT tenant_id FROM ins UNION ALL SELECT tenant_id FROM tenant_signer WHERE chain_id = $1 AND signer = $2
+		LIMIT 1`, int64(signer.ChainID), signer.Address.Bytes(), tenant).Scan(&owner)
+	if err != nil {
+		return fmt.Errorf("assign signer %s: %w", signer, err)
+	}
+	if owner != tenant {
+		return errs.Errorf(errs.Conflict, "signer %s belongs to another tenant", signer)
+	}
+	return nil
+}
+
+// OwnsSigner reports whether tenant owns signer.
+func (s *Store) OwnsSigner(ctx context.Context, tenant uuid.UUID, signer SignerRef) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tenant_signer WHERE chain_id = $1 AND signer = $2 AND tenant_id = $3)`,
+		int64(signer.ChainID), signer.Address.Bytes(), tenant).Scan(&ok)
+	return ok, err
+}
+
+// NewKey is what a key is made with.
+type NewKey struct {
+	Tenant uuid.UUID
+	Name   string
+	Scopes []Scope
+	// Signers limits the key to some of its tenant's signers; empty: all.
+	Signers   []SignerRef
+	ExpiresAt *time.Time
+}
+
+// Key is a stored API key, without its secret.
+type Key struct {
+	ID        uuid.UUID
+	Tenant    uuid.UUID
+	Name      string
+	Scopes    []Scope
+	Signers   []SignerRef
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
+	CreatedAt time.Time
+}
+
+// Has reports whether the key carries scope.
+func (k *Key) Has(scope Scope) bool { return slices.Contains(k.Scopes, scope) }
+
+// MayUse reports whether the key may act for signer (its tenant must own
+// the signer as well: see OwnsSigner).
+func (k *Key) MayUse(signer SignerRef) bool {
+	return len(k.Signers) == 0 || slices.Contains(k.Signers, signer)
+}
+
+// keyPrefix starts every API key, so that a leaked one is recognisable
+// (secret scanners) and a wrong string is refused before any lookup.
+const keyPrefix = "txf_"
+
+// CreateKey makes an API key and returns it with its token, the only time
+// the token exists outside the caller: only its secret's hash is stored.
+// The key's signers must belong to its tenant.
+func (s *Store) CreateKey(ctx context.Context, nk NewKey) (Key, string, error) {
+	var problems []string
+	if nk.Name == "" || len(nk.Name) > 100 {
+		problems = append(problems, "name: 1 to 100 characters")
+	}
+	if len(nk.Scopes) == 0 {
+		problems = append(problems, "scopes: at least one")
+	}
+	for _, sc := range nk.Scopes {
+		if !slices.Contains(Scopes, sc) {
+			problems = append(problems, fmt.Sprintf("scopes: %q is not a scope", sc))
+		}
+	}
+	if nk.ExpiresAt != nil && !nk.ExpiresAt.After(time.Now()) {
+		problems = append(problems, "expires_at: in the past")
+	}
+	if len(problems) > 0 {
+		return Key{}, "", errs.E(errs.Invalid, strings.Join(problems, "; "))
+	}
+	for _, sg := range nk.Signers {
+		owned, err := s.OwnsSigner(ctx, nk.Tenant, sg)
+		if err != nil {
+			return Key{}, "", err
+		}
+		if !owned {
+			return Key{}, "", errs.Errorf(errs.Invalid, "signers: %s is not the tenant's", sg)
+		}
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return Key{}, "", err
+	}
+	k := Key{ID: uuid.New(), Tenant: nk.Tenant, Name: nk.Name, Scopes: nk.Scopes, Signers: nk.Signers, ExpiresAt: nk.ExpiresAt}
+	hash := sha256.Sum256(secret)
+	err := s.pool.QueryRow(ctx, `INSERT INTO api_key (key_id, tenant_id, name, secret_hash, scopes, signers, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at`,
+		k.ID, k.Tenant, k.Name, hash[:], scopeStrings(k.Scopes), signerStrings(k.Signers), k.ExpiresAt).Scan(&k.CreatedAt)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("create key %q: %w", nk.Name, err)
+	}
+	token := keyPrefix + base64.RawURLEncoding.EncodeToString(k.ID[:]) + "_" + base64.RawURLEncoding.EncodeToString(secret)
+	return k, token, nil
+}
+
+// ErrBadKey: the token is not a live key (malformed, unknown, wrong
+// secret, revoked or expired). Callers answer 401 without saying which.
+var ErrBadKey = errs.E(errs.Unauthorized, "the API key is not valid")
+
+// Authenticate returns the live key a token names. Every failure is
+// ErrBadKey; the secret is compared in constant time.
+func (s *Store) Authenticate(ctx context.Context, token string) (Key, error) {
+	id, secret, ok := parseToken(token)
+	if !ok {
+		return Key{}, ErrBadKey
+	}
+	var stored []byte
+	k, err := scanKey(s.pool.QueryRow(ctx, `
+		UPDATE api_key SET last_used_at = now()
+		WHERE key_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+		RETURNING secret_hash, `+keyColumns, id), &stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, ErrBadKey
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("authenticate: %w", err)
+	}
+	hash := sha256.Sum256(secret)
+	if subtle.ConstantTimeCompare(hash[:], stored) != 1 {
+		return Key{}, ErrBadKey
+	}
+	return k, nil
+}
+
+// parseToken splits "txf_<key id>_<secret>", both base64url (whose
+// alphabet has "_" too: the key id's 22 characters are counted, not cut
+// at a separator).
+func parseToken(token string) (uuid.UUID, []byte, bool) {
+	const idLen = 22 // 16 bytes, unpadded base64
+	rest, ok := strings.CutPrefix(token, keyPrefix)
+	if !ok || len(rest) < idLen+1 || rest[idLen] != '_' {
+		return uuid.UUID{}, nil, false
+	}
+	idPart, secretPart := rest[:idLen], rest[idLen+1:]
+	raw, err := base64.RawURLEncoding.DecodeString(idPart)
+	if err != nil || len(raw) != 16 {
+		return uuid.UUID{}, nil, false
+	}
+	secret, err := base64.RawURLEncoding.DecodeString(secretPart)
+	if err != nil || len(secret) != 32 {
+		return uuid.UUID{}, nil, false
+	}
+	return uuid.UUID(raw), secret, true
+}
+
+// RevokeKey revokes one of tenant's keys at once; revoking it again keeps
+// the first time. A key of another tenant is errs.NotFound.
+func (s *Store) RevokeKey(ctx context.Context, tenant, id uuid.UUID) (Key, error) {
+	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE api_key SET revoked_at = coalesce(revoked_at, now())
+		WHERE key_id = $1 AND tenant_id = $2 RETURNING `+keyColumns, id, tenant))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, errs.Errorf(errs.NotFound, "no key %s", id)
+	}
+	return k, err
+}
+
+// Keys lists tenant's keys, oldest first.
+func (s *Store) Keys(ctx context.Context, tenant uuid.UUID) ([]Key, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_key WHERE tenant_id = $1 ORDER BY created_at, key_id`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+}
+
+const keyColumns = `key_id, tenant_id, name, scopes, signers, expires_at, revoked_at, created_at`
+
+// scanKey reads keyColumns, after the lead destinations.
+func scanKey(row pgx.Row, lead ...any) (Key, error) {
+	var k Key
+	var scopes, signers []string
+	if err := row.Scan(append(lead, &k.ID, &k.Tenant, &k.Name, &scopes, &signers, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt)...); err != nil {
+		return k, err
+	}
+	for _, sc := range scopes {
+		k.Scopes = append(k.Scopes, Scope(sc))
+	}
+	for _, sg := range signers {
+		chain, addr, _ := strings.Cut(sg, ":")
+		id, err := strconv.ParseUint(chain, 10, 64)
+		if err != nil {
+			return k, fmt.Errorf("key %s: stored signer %q: %w", k.ID, sg, err)
+		}
+		k.Signers = append(k.Signers, SignerRef{ChainID: id, Address: common.HexToAddress(addr)})
+	}
+	return k, nil
+}
+
+func scopeStrings(scopes []Scope) []string {
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func signerStrings(signers []SignerRef) []string {
+	if len(signers) == 0 {
+		return nil
+	}
+	out := make([]string, len(signers))
+	for i, s := range signers {
+		out[i] = s.String()
+	}
+	return out
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
