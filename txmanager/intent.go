@@ -190,6 +190,15 @@ type Tx struct {
 	UpdatedAt         time.Time
 }
 
+// Approval is an approver's Ed25519 signature over a transaction's intent
+// and an expiry: stored by txmanager, verified by signerd, which alone
+// knows the approvers' keys.
+type Approval struct {
+	Approver  string
+	Expiry    time.Time
+	Signature []byte
+}
+
 // Fees are a signed transaction's fee fields: the EIP-1559 caps, or a
 // legacy gas price.
 type Fees struct {

@@ -102,6 +102,36 @@ func (s *Store) OwnsSigner(ctx context.Context, tenant uuid.UUID, signer SignerR
 	return ok, err
 }
 
+// requireOwned fails with errs.Invalid, naming them, unless tenant owns
+// every one of signers (one query, whatever their number).
+func (s *Store) requireOwned(ctx context.Context, tenant uuid.UUID, signers []SignerRef) error {
+	if len(signers) == 0 {
+		return nil
+	}
+	chains, addrs := make([]int64, len(signers)), make([][]byte, len(signers))
+	for i, sg := range signers {
+		chains[i], addrs[i] = int64(sg.ChainID), sg.Address.Bytes()
+	}
+	rows, err := s.pool.Query(ctx, `SELECT c, a FROM unnest($2::bigint[], $3::bytea[]) AS r (c, a)
+		WHERE NOT EXISTS (SELECT 1 FROM tenant_signer t WHERE t.chain_id = r.c AND t.signer = r.a AND t.tenant_id = $1)`, tenant, chains, addrs)
+	if err != nil {
+		return fmt.Errorf("signers of tenant %s: %w", tenant, err)
+	}
+	var foreign []string
+	var chain int64
+	var addr []byte
+	if _, err := pgx.ForEachRow(rows, []any{&chain, &addr}, func() error {
+		foreign = append(foreign, SignerRef{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}.String())
+		return nil
+	}); err != nil {
+		return fmt.Errorf("signers of tenant %s: %w", tenant, err)
+	}
+	if len(foreign) > 0 {
+		return errs.Errorf(errs.Invalid, "signers: %s not the tenant's", strings.Join(foreign, ", "))
+	}
+	return nil
+}
+
 // NewKey is what a key is made with.
 type NewKey struct {
 	Tenant uuid.UUID
@@ -159,14 +189,8 @@ func (s *Store) CreateKey(ctx context.Context, nk NewKey) (Key, string, error) {
 	if len(problems) > 0 {
 		return Key{}, "", errs.E(errs.Invalid, strings.Join(problems, "; "))
 	}
-	for _, sg := range nk.Signers {
-		owned, err := s.OwnsSigner(ctx, nk.Tenant, sg)
-		if err != nil {
-			return Key{}, "", err
-		}
-		if !owned {
-			return Key{}, "", errs.Errorf(errs.Invalid, "signers: %s is not the tenant's", sg)
-		}
+	if err := s.requireOwned(ctx, nk.Tenant, nk.Signers); err != nil {
+		return Key{}, "", err
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {

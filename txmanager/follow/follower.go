@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -234,21 +235,11 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 			errs = append(errs, fmt.Errorf("%s: %w", f.Key, err))
 		}
 	}
-	for k := range fl.caughtUp {
-		if !held[k] {
-			delete(fl.caughtUp, k)
-		}
-	}
-	for k := range fl.views {
-		if !held[k] {
-			delete(fl.views, k)
-		}
-	}
-	for k := range fl.waiting {
-		if !held[k] {
-			delete(fl.waiting, k)
-		}
-	}
+	// What the follower keeps per lease goes with the lease.
+	unheld := func(k txmanager.SignerKey) bool { return !held[k] }
+	forget(fl.caughtUp, unheld)
+	forget(fl.views, unheld)
+	forget(fl.waiting, unheld)
 	return errors.Join(errs...)
 }
 
@@ -416,6 +407,11 @@ func (fl *Follower) send(ctx context.Context, t *postgres.Tracked, raw []byte, r
 	if err != nil || len(sent) != 1 || !sent[0].Accepted {
 		fl.cfg.Log.Warn(refused, "tx_id", t.TxID, "err", err, "answer", sent)
 	}
+}
+
+// forget deletes m's entries whose key drop selects.
+func forget[V any](m map[txmanager.SignerKey]V, drop func(txmanager.SignerKey) bool) {
+	maps.DeleteFunc(m, func(k txmanager.SignerKey, _ V) bool { return drop(k) })
 }
 
 func chainLabel(k txmanager.SignerKey) string { return strconv.FormatUint(k.ChainID, 10) }

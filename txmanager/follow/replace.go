@@ -69,7 +69,7 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 	p := &pricer{fl: fl}
 	for i := range tracked {
 		if t := &tracked[i]; t.Plan != nil {
-			if err := fl.finishPlan(ctx, f, t); err != nil {
+			if err := fl.finishPlan(ctx, f, t, nil); err != nil {
 				return err
 			}
 		}
@@ -180,16 +180,14 @@ func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.
 	if err != nil {
 		return false, err
 	}
+	tx, err := fl.cfg.Store.Get(ctx, t.TxID)
+	if err != nil {
+		return false, err
+	}
 	plan := postgres.Plan{Kind: kind, GasLimit: t.GasLimit, ActionID: actionID}
-	var in *txmanager.Intent
+	in := &tx.Intent // a bump stays under the intent's own caps; a cancel is the operator's, under the signer's only
 	if kind == txmanager.AttemptCancel {
-		plan.GasLimit = cancelGas
-	} else {
-		tx, err := fl.cfg.Store.Get(ctx, t.TxID)
-		if err != nil {
-			return false, err
-		}
-		in = &tx.Intent
+		plan.GasLimit, in = cancelGas, nil
 	}
 	plan.Fees, err = market.Bump(t.Fees, cfg, in, cfg.BumpMarketPercent)
 	if err != nil {
@@ -204,7 +202,7 @@ func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.
 	}
 	fl.after(StepBumpPlanned)
 	t.Plan = &plan
-	return false, fl.finishPlan(ctx, f, t)
+	return false, fl.finishPlan(ctx, f, t, &tx)
 }
 
 // refuse records that a replacement was not made: the operator action is
@@ -227,10 +225,10 @@ func (fl *Follower) refuse(ctx context.Context, f txmanager.Fence, t *postgres.T
 }
 
 // finishPlan signs t's planned attempt (again, after a crash: signerd
-// replays it), stores it as current and sends it. A plan that no longer
-// applies (the transaction was mined meanwhile) or that signerd refuses is
-// dropped with the reason.
-func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) error {
+// replays it), stores it as current and sends it. tx is t as stored, nil
+// to read it. A plan that no longer applies (the transaction was mined
+// meanwhile) or that signerd refuses is dropped with the reason.
+func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, tx *txmanager.Tx) error {
 	plan := *t.Plan
 	if !waitingToBeMined(t) {
 		t.Plan = nil
@@ -239,21 +237,30 @@ func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgr
 	if fl.cfg.Signer == nil {
 		return errors.New("a planned replacement waits, and this node has no signerd client")
 	}
-	tx, err := fl.cfg.Store.Get(ctx, t.TxID)
-	if err != nil {
-		return err
+	if tx == nil {
+		stored, err := fl.cfg.Store.Get(ctx, t.TxID)
+		if err != nil {
+			return err
+		}
+		tx = &stored
 	}
-	req := remote.ToSign{Tx: &tx, Nonce: &t.Nonce, GasLimit: plan.GasLimit, Fees: plan.Fees}
+	req := remote.ToSign{Tx: tx, Nonce: &t.Nonce, GasLimit: plan.GasLimit, Fees: plan.Fees}
 	if plan.Kind == txmanager.AttemptCancel {
 		// The same transaction id and nonce, another intent: a 0-value
 		// transfer from the signer to itself, which signerd signs only
 		// under its policy's cancels.
-		cancel := tx
+		cancel := *tx
 		self := tx.From
 		cancel.To, cancel.Value, cancel.Data = &self, new(big.Int), nil
 		req.Tx = &cancel
-	} else if req.Approvals, err = fl.approvals(ctx, t.TxID); err != nil {
-		return err
+	} else {
+		// A replacement goes through signerd's policy too: the approvals
+		// stored for the transaction count again.
+		approvals, err := fl.cfg.Store.Approvals(ctx, []uuid.UUID{t.TxID})
+		if err != nil {
+			return err
+		}
+		req.Approvals = approvals[t.TxID]
 	}
 	signed, err := fl.cfg.Signer.SignBatch(ctx, []remote.ToSign{req})
 	if err != nil {
@@ -287,20 +294,6 @@ func minedOr(t *postgres.Tracked) string {
 		return "mined"
 	}
 	return strings.ToLower(string(t.State))
-}
-
-// approvals are the approvals stored for a transaction, for signerd to
-// count again on a fee bump (a replacement goes through its policy too).
-func (fl *Follower) approvals(ctx context.Context, id uuid.UUID) ([]remote.Approval, error) {
-	stored, err := fl.cfg.Store.Approvals(ctx, []uuid.UUID{id})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]remote.Approval, 0, len(stored[id]))
-	for _, a := range stored[id] {
-		out = append(out, remote.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: a.Signature})
-	}
-	return out, nil
 }
 
 // operatorActions carries out the operator actions waiting on f's signer,

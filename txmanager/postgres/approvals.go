@@ -14,14 +14,8 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
-// Approval is an approver's signature over a transaction's intent and an
-// expiry, kept for signerd, which alone knows the approvers' keys and
-// verifies it.
-type Approval struct {
-	Approver  string
-	Expiry    time.Time
-	Signature []byte
-}
+// Approval is an approver's signature, as stored (txmanager.Approval).
+type Approval = txmanager.Approval
 
 // Approve stores an approval of a transaction waiting for approvals; the
 // signer's worker passes it to signerd. The same approver again replaces

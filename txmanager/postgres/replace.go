@@ -97,9 +97,9 @@ func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUI
 				SELECT tx_id, attempt, t_nonce, $3, $4, max_fee_per_gas, max_priority_fee_per_gas, gas_price,
 					(SELECT a.route FROM attempt a WHERE a.tx_id = plan.tx_id AND a.attempt = t_current), kind, gas_limit, now()
 				FROM plan
-				RETURNING sent_at
+				RETURNING sent_at, route
 			)
-			SELECT t_nonce, coalesce((SELECT a.route FROM attempt a WHERE a.tx_id = plan.tx_id AND a.attempt = t_current), t_route),
+			SELECT t_nonce, coalesce((SELECT route FROM stored), t_route),
 				(SELECT a.hash FROM attempt a WHERE a.tx_id = plan.tx_id AND a.attempt = t_current), (SELECT sent_at FROM stored),
 				max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text, gas_limit, kind, action_id
 			FROM plan`, append(args, fenceArgs...)...).Scan(&nonce, &route, &replaces, &sentAt, &planFees[0], &planFees[1], &planFees[2],

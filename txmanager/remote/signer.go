@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -47,11 +46,7 @@ type Fees = txmanager.Fees
 const MaxSignBatch = 256
 
 // Approval is an approver's signature to pass to signerd.
-type Approval struct {
-	Approver  string
-	Expiry    time.Time
-	Signature []byte
-}
+type Approval = txmanager.Approval
 
 // ToSign is one transaction to decide and sign. Nonce is nil for the dry
 // run before a nonce is allocated.

@@ -370,17 +370,7 @@ func (w *worker) approvalsOf(ctx context.Context, txs []txmanager.Tx) (map[uuid.
 	for i := range txs {
 		ids[i] = txs[i].ID
 	}
-	stored, err := w.Store.Approvals(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[uuid.UUID][]remote.Approval, len(stored))
-	for id, as := range stored {
-		for _, a := range as {
-			out[id] = append(out[id], remote.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: a.Signature})
-		}
-	}
-	return out, nil
+	return w.Store.Approvals(ctx, ids)
 }
 
 // raced tells a state change that lost to the API (a cancel or a
