@@ -20,10 +20,13 @@ const (
 // Event is one entry of the feed: exactly one per state change, committed
 // with it, in gap-free seq order.
 type Event struct {
-	Seq       uint64
-	Type      string
-	TxID      uuid.UUID
-	ChainID   uint64
+	Seq     uint64
+	Type    string
+	TxID    uuid.UUID
+	ChainID uint64
+	// Signer is the transaction's from: consumers that serve several
+	// owners (the gateway's tenants) route events by it.
+	Signer    common.Address
 	CreatedAt time.Time
 	Data      json.RawMessage
 }

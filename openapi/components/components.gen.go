@@ -334,7 +334,7 @@ type Cursor = string
 // delivery goes to the dead letter queue, from which it can be
 // replayed.
 //
-// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:05.123456Z","data":{"from_state":"SIGNED","hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","nonce":7,"route":"public","to_state":"BROADCASTED"},"id":"evt_000000000000002a","seq":42,"tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.state_changed"}
+// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:05.123456Z","data":{"from_state":"SIGNED","hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","nonce":7,"route":"public","to_state":"BROADCASTED"},"id":"evt_000000000000002a","seq":42,"signer":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.state_changed"}
 type Event struct {
 	// ChainId An EIP-155 chain id.
 	//
@@ -368,6 +368,9 @@ type Event struct {
 	//
 	// Example: 42
 	Seq EventSeq `json:"seq"`
+
+	// Signer The transaction's `from`, the signer whose nonce it uses.
+	Signer Address `json:"signer"`
 
 	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
 	//
@@ -675,7 +678,7 @@ type TxAttemptDataKind string
 
 // TxAttemptEvent An `Event` of type `tx.attempt`.
 //
-// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:05.123456Z","data":{"attempt":1,"fees":{"gas_limit":21000,"max_fee_per_gas":"30000000000","max_priority_fee_per_gas":"1500000000"},"hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","kind":"initial","nonce":7,"route":"public","sent_at":"2025-01-15T10:04:05.12Z"},"id":"evt_000000000000002b","seq":43,"tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.attempt"}
+// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:05.123456Z","data":{"attempt":1,"fees":{"gas_limit":21000,"max_fee_per_gas":"30000000000","max_priority_fee_per_gas":"1500000000"},"hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","kind":"initial","nonce":7,"route":"public","sent_at":"2025-01-15T10:04:05.12Z"},"id":"evt_000000000000002b","seq":43,"signer":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.attempt"}
 type TxAttemptEvent struct {
 	// ChainId An EIP-155 chain id.
 	//
@@ -707,6 +710,9 @@ type TxAttemptEvent struct {
 	//
 	// Example: 42
 	Seq EventSeq `json:"seq"`
+
+	// Signer The transaction's `from`, the signer whose nonce it uses.
+	Signer Address `json:"signer"`
 
 	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
 	//
@@ -755,7 +761,7 @@ type TxConfirmationDataReceiptStatus int
 
 // TxConfirmationEvent An `Event` of type `tx.confirmation`.
 //
-// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:31Z","data":{"block_hash":"0x6f9b1e0a3d5c7e2f4a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e9f2a4b6c8d0e1f","block_number":1284,"confirmations":1,"hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","new_fork":false,"receipt_status":1},"id":"evt_0000000000000039","seq":57,"tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.confirmation"}
+// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:31Z","data":{"block_hash":"0x6f9b1e0a3d5c7e2f4a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e9f2a4b6c8d0e1f","block_number":1284,"confirmations":1,"hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","new_fork":false,"receipt_status":1},"id":"evt_0000000000000039","seq":57,"signer":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.confirmation"}
 type TxConfirmationEvent struct {
 	// ChainId An EIP-155 chain id.
 	//
@@ -789,6 +795,9 @@ type TxConfirmationEvent struct {
 	//
 	// Example: 42
 	Seq EventSeq `json:"seq"`
+
+	// Signer The transaction's `from`, the signer whose nonce it uses.
+	Signer Address `json:"signer"`
 
 	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
 	//
@@ -865,7 +874,7 @@ type TxReorgedData struct {
 
 // TxReorgedEvent An `Event` of type `tx.reorged`.
 //
-// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:43Z","data":{"block_hash":"0x6f9b1e0a3d5c7e2f4a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e9f2a4b6c8d0e1f","block_number":1284,"confirmations":2,"from_state":"BROADCASTED","hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","to_state":"BROADCASTED"},"id":"evt_000000000000003c","seq":60,"tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.reorged"}
+// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:43Z","data":{"block_hash":"0x6f9b1e0a3d5c7e2f4a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e9f2a4b6c8d0e1f","block_number":1284,"confirmations":2,"from_state":"BROADCASTED","hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","to_state":"BROADCASTED"},"id":"evt_000000000000003c","seq":60,"signer":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.reorged"}
 type TxReorgedEvent struct {
 	// ChainId An EIP-155 chain id.
 	//
@@ -901,6 +910,9 @@ type TxReorgedEvent struct {
 	//
 	// Example: 42
 	Seq EventSeq `json:"seq"`
+
+	// Signer The transaction's `from`, the signer whose nonce it uses.
+	Signer Address `json:"signer"`
 
 	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
 	//
@@ -1003,7 +1015,7 @@ type TxStateChangedData struct {
 
 // TxStateChangedEvent An `Event` of type `tx.state_changed`.
 //
-// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:02.000101Z","data":{"from_state":"SIMULATED","reason":"policy_denied","to_state":"FAILED"},"id":"evt_0000000000000029","seq":41,"tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.state_changed"}
+// Example: {"chain_id":31337,"created_at":"2025-01-15T10:04:02.000101Z","data":{"from_state":"SIMULATED","reason":"policy_denied","to_state":"FAILED"},"id":"evt_0000000000000029","seq":41,"signer":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"tx.state_changed"}
 type TxStateChangedEvent struct {
 	// ChainId An EIP-155 chain id.
 	//
@@ -1037,6 +1049,9 @@ type TxStateChangedEvent struct {
 	//
 	// Example: 42
 	Seq EventSeq `json:"seq"`
+
+	// Signer The transaction's `from`, the signer whose nonce it uses.
+	Signer Address `json:"signer"`
 
 	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
 	//

@@ -420,7 +420,12 @@ type ListTxParams struct {
 	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
 
 	// From The signer.
-	From     *externalRef0.Address    `form:"from,omitempty" json:"from,omitempty"`
+	From *externalRef0.Address `form:"from,omitempty" json:"from,omitempty"`
+
+	// Signers Only these signers' transactions, as comma-separated
+	// `chain_id:address` pairs (at most 500); present but empty
+	// matches nothing. The gateway passes the signers a tenant owns.
+	Signers  *string                  `form:"signers,omitempty" json:"signers,omitempty"`
 	State    *externalRef0.TxState    `form:"state,omitempty" json:"state,omitempty"`
 	SubState *externalRef0.TxSubState `form:"sub_state,omitempty" json:"sub_state,omitempty"`
 
@@ -1369,6 +1374,18 @@ func NewListTxRequest(server string, params *ListTxParams) (*http.Request, error
 		if params.From != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Signers != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "signers", *params.Signers, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3824,6 +3841,19 @@ func (siw *ServerInterfaceWrapper) ListTx(w http.ResponseWriter, r *http.Request
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "signers" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "signers", r.URL.Query(), &params.Signers, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "signers"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "signers", Err: err})
 		}
 		return
 	}

@@ -289,6 +289,13 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		addr := common.HexToAddress(v)
 		f.Signer = &addr
 	}
+	if v, ok := q["signers"]; ok {
+		keys, err := parseSignerKeys(strings.Join(v, ","))
+		if err != nil {
+			problems = append(problems, "signers: "+err.Error())
+		}
+		f.Signers = keys
+	}
 	if v := q.Get("state"); v != "" {
 		if f.State = txmanager.State(v); !f.State.Valid() {
 			problems = append(problems, "state: not a state")
@@ -330,6 +337,32 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		cursor = &next
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"transactions": out, "next_cursor": cursor})
+}
+
+// maxListSigners bounds the signers filter of a list, which travels in
+// the query string.
+const maxListSigners = 500
+
+// parseSignerKeys reads a comma-separated list of chain_id:address
+// signers; an empty list is valid and matches nothing.
+func parseSignerKeys(raw string) ([]txmanager.SignerKey, error) {
+	keys := []txmanager.SignerKey{}
+	if raw == "" {
+		return keys, nil
+	}
+	parts := strings.Split(raw, ",")
+	if len(parts) > maxListSigners {
+		return nil, fmt.Errorf("at most %d signers", maxListSigners)
+	}
+	for _, p := range parts {
+		chain, addr, ok := strings.Cut(p, ":")
+		id, err := strconv.ParseUint(chain, 10, 63)
+		if !ok || err != nil || id == 0 || !common.IsHexAddress(addr) || !strings.HasPrefix(addr, "0x") {
+			return nil, fmt.Errorf("%q is not chain_id:0x-address", p)
+		}
+		keys = append(keys, txmanager.SignerKey{ChainID: id, Signer: common.HexToAddress(addr)})
+	}
+	return keys, nil
 }
 
 func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
@@ -395,7 +428,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	out := make([]eventJSON, len(evs))
 	for i := range evs {
 		e := &evs[i]
-		out[i] = eventJSON{Seq: e.Seq, ID: e.ID(), Type: e.Type, TxID: e.TxID, ChainID: e.ChainID, CreatedAt: e.CreatedAt.UTC(), Data: e.Data}
+		out[i] = eventJSON{Seq: e.Seq, ID: e.ID(), Type: e.Type, TxID: e.TxID, ChainID: e.ChainID, Signer: e.Signer, CreatedAt: e.CreatedAt.UTC(), Data: e.Data}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": out})
 }
@@ -483,6 +516,7 @@ type eventJSON struct {
 	Type      string          `json:"type"`
 	TxID      uuid.UUID       `json:"tx_id"`
 	ChainID   uint64          `json:"chain_id"`
+	Signer    common.Address  `json:"signer"`
 	CreatedAt time.Time       `json:"created_at"`
 	Data      json.RawMessage `json:"data"`
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +16,11 @@ import (
 
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/devcert"
-	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/httpapi"
 	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -54,35 +49,13 @@ const oneSigner = `[{"address": "` + signer + `"}]`
 // set (benchmarks leave the check out: it costs more than the API).
 func startServer(t testing.TB, conform bool, signers string) *api {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
-	chains, err := txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": ` + signers + `}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httpserver.New(httpserver.Options{Service: "txmanager"})
-	(&httpapi.API{Store: postgres.New(pool), Chains: chains, PollEvery: 10 * time.Millisecond}).Mount(srv.Router)
 	pki := servicetest.PKI(t)
-	src, err := mtls.Load(devcert.Files(pki, "txmanager"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h http.Handler = srv
+	opts := txmanagertest.Options{Chains: `{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": ` + signers + `}]}`}
 	if conform {
-		h = openapitest.Conform(t, openapi.TxManager, srv)
+		opts.Wrap = func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.TxManager, h) }
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	return &api{url: ts.URL, pki: pki, pool: pool}
+	srv := txmanagertest.Serve(t, pki, opts)
+	return &api{url: srv.URL, pki: pki, pool: srv.Pool}
 }
 
 func (a *api) do(t testing.TB, as, method, path, body string) (int, []byte) {
@@ -152,16 +125,30 @@ func TestCreateGetCancelAndTheFeed(t *testing.T) {
 	}](t, b); code != http.StatusOK || len(list.Transactions) != 1 || list.NextCursor != nil {
 		t.Errorf("list: %d %s", code, b)
 	}
+	// The signers filter: a set the gateway passes for a tenant; an empty
+	// set matches nothing.
+	for query, want := range map[string]int{
+		"signers=31337:" + signer:                           1,
+		"signers=1:" + signer + ",31337:" + another:         0,
+		"signers=1:" + another + "&signers=31337:" + signer: 1,
+		"signers=": 0,
+	} {
+		code, b := a.do(t, "gateway", "GET", "/internal/v1/tx?"+query, "")
+		if list := decode[struct{ Transactions []txJSON }](t, b); code != http.StatusOK || len(list.Transactions) != want {
+			t.Errorf("list %s: %d %s, want %d transactions", query, code, b, want)
+		}
+	}
 	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+tx.TxID+"/cancel", ""); code != http.StatusOK || decode[txJSON](t, b).State != "CANCELLED" {
 		t.Errorf("cancel: %d %s", code, b)
 	}
 
 	// The feed: the INIT and CANCELLED events, in order, as the ledger reads it.
 	type event struct {
-		Seq  uint64
-		ID   string
-		Type string
-		Data map[string]any
+		Seq    uint64
+		ID     string
+		Type   string
+		Signer string
+		Data   map[string]any
 	}
 	var events []event
 	for tries := 0; len(events) < 2 && tries < 10; tries++ {
@@ -175,7 +162,7 @@ func TestCreateGetCancelAndTheFeed(t *testing.T) {
 		}
 		events = append(events, decode[struct{ Events []event }](t, b).Events...)
 	}
-	if len(events) != 2 || events[0].Seq != 1 || events[1].Seq != 2 || events[1].Data["to_state"] != "CANCELLED" || events[1].ID == events[0].ID {
+	if len(events) != 2 || events[0].Seq != 1 || events[1].Seq != 2 || events[1].Data["to_state"] != "CANCELLED" || events[1].ID == events[0].ID || !strings.EqualFold(events[0].Signer, signer) {
 		t.Fatalf("feed: %+v", events)
 	}
 
@@ -270,6 +257,8 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 		"/internal/v1/tx?state=LOST":                           400,
 		"/internal/v1/tx?limit=0":                              400,
 		"/internal/v1/tx?cursor=garbage":                       400,
+		"/internal/v1/tx?signers=31337:0x12":                   400,
+		"/internal/v1/tx?signers=0:" + signer:                  400,
 		"/internal/v1/events?after=-1":                         400,
 		"/internal/v1/events?wait=31":                          400,
 	} {

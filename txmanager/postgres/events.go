@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -138,7 +139,7 @@ var errWritersBusy = errors.New("event writers still in flight")
 // EventsAfter reads up to limit events of the feed after seq, in order.
 func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txmanager.Event, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT e.seq, e.type, e.tx_id, t.chain_id, e.created_at, e.payload
+		SELECT e.seq, e.type, e.tx_id, t.chain_id, t.signer, e.created_at, e.payload
 		FROM event e JOIN tx t USING (tx_id)
 		WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, int64(after), limit)
 	if err != nil {
@@ -147,8 +148,9 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txm
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Event, error) {
 		var e txmanager.Event
 		var seq, chainID int64
-		err := r.Scan(&seq, &e.Type, &e.TxID, &chainID, &e.CreatedAt, &e.Data)
-		e.Seq, e.ChainID = uint64(seq), uint64(chainID)
+		var signer []byte
+		err := r.Scan(&seq, &e.Type, &e.TxID, &chainID, &signer, &e.CreatedAt, &e.Data)
+		e.Seq, e.ChainID, e.Signer = uint64(seq), uint64(chainID), common.BytesToAddress(signer)
 		return e, err
 	})
 }

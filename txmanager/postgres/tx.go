@@ -159,8 +159,11 @@ func (s *Store) GetByRequest(ctx context.Context, key txmanager.SignerKey, reque
 
 // Filter selects transactions for List; zero fields select everything.
 type Filter struct {
-	ChainID       uint64
-	Signer        *common.Address
+	ChainID uint64
+	Signer  *common.Address
+	// Signers, when not nil, keeps only these signers' transactions (none
+	// when empty): the gateway passes a tenant's signers.
+	Signers       []txmanager.SignerKey
 	State         txmanager.State
 	SubState      txmanager.SubState
 	CreatedAfter  time.Time
@@ -179,6 +182,13 @@ func (s *Store) List(ctx context.Context, f Filter, cursor string, limit int) ([
 	}
 	if f.Signer != nil {
 		where = append(where, "signer = "+arg(f.Signer.Bytes()))
+	}
+	if f.Signers != nil {
+		chains, signers := make([]int64, len(f.Signers)), make([][]byte, len(f.Signers))
+		for i, k := range f.Signers {
+			chains[i], signers[i] = int64(k.ChainID), k.Signer.Bytes()
+		}
+		where = append(where, fmt.Sprintf("(chain_id, signer) IN (SELECT * FROM unnest(%s::bigint[], %s::bytea[]))", arg(chains), arg(signers)))
 	}
 	if f.State != "" {
 		where = append(where, "state = "+arg(string(f.State)))

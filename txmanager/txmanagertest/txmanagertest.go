@@ -1,0 +1,89 @@
+// Package txmanagertest runs txmanagerd's real internal API in-process for
+// the tests of the services that call it (the gateway, the ledger): a
+// fresh migrated database, the chains and signers given, mutual TLS from
+// the test's PKI. No worker or follower runs, so transactions stay where
+// the test puts them; Store moves them on when a test needs it.
+package txmanagertest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/httpapi"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+// Server is a running txmanager API.
+type Server struct {
+	// URL is the API's https base URL; clients need a certificate from the
+	// same PKI.
+	URL    string
+	Store  *postgres.Store
+	Pool   *pgxpool.Pool
+	Chains *txmanager.Chains
+}
+
+// Options change how the API is served.
+type Options struct {
+	// Chains is a chains file (JSON); the default configures chain 31337
+	// with anvil's first two accounts as signers.
+	Chains string
+	// Wrap, when set, wraps the API's handler (a test checks exchanges
+	// against the spec with it).
+	Wrap func(http.Handler) http.Handler
+}
+
+// DefaultChains configures chain 31337 with anvil's first two accounts.
+const DefaultChains = `{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": [
+	{"address": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"},
+	{"address": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"}]}]}`
+
+// Serve starts the API on a fresh database of the test's PostgreSQL with
+// the certificate of identity "txmanager" from pki (servicetest.PKI),
+// stopped at the test's end.
+func Serve(t testing.TB, pki string, opts Options) *Server {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Chains == "" {
+		opts.Chains = DefaultChains
+	}
+	chains, err := txmanager.ParseChains([]byte(opts.Chains))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	srv := httpserver.New(httpserver.Options{Service: "txmanager"})
+	(&httpapi.API{Store: store, Chains: chains, PollEvery: 10 * time.Millisecond}).Mount(srv.Router)
+	src, err := mtls.Load(devcert.Files(pki, "txmanager"), mtls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = srv
+	if opts.Wrap != nil {
+		h = opts.Wrap(h)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.TLS = src.ServerConfig()
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return &Server{URL: ts.URL, Store: store, Pool: pool, Chains: chains}
+}
