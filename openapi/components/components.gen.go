@@ -6,6 +6,8 @@ package components
 import (
 	"encoding/json"
 	"time"
+
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for CheckResultStatus.
@@ -158,6 +160,45 @@ func (e SendRoute) Valid() bool {
 	}
 }
 
+// Defines values for TxActionOutcome.
+const (
+	TxActionDone    TxActionOutcome = "done"
+	TxActionRefused TxActionOutcome = "refused"
+)
+
+// Valid indicates whether the value is a known member of the TxActionOutcome enum.
+func (e TxActionOutcome) Valid() bool {
+	switch e {
+	case TxActionDone:
+		return true
+	case TxActionRefused:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TxActionKind.
+const (
+	TxActionBump   TxActionKind = "bump"
+	TxActionCancel TxActionKind = "cancel"
+	TxActionResend TxActionKind = "resend"
+)
+
+// Valid indicates whether the value is a known member of the TxActionKind enum.
+func (e TxActionKind) Valid() bool {
+	switch e {
+	case TxActionBump:
+		return true
+	case TxActionCancel:
+		return true
+	case TxActionResend:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TxAttemptDataKind.
 const (
 	AttemptCancel  TxAttemptDataKind = "cancel"
@@ -276,6 +317,27 @@ func (e TxSubState) Valid() bool {
 //
 // Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
 type Address = string
+
+// ApprovalRequest defines model for ApprovalRequest.
+type ApprovalRequest struct {
+	// Approver An approver's id, as the signer's policy names it.
+	//
+	// Example: alice
+	Approver ApproverId `json:"approver"`
+
+	// Expiry When the approval stops counting; whole seconds, in the future.
+	//
+	// Example: 2026-11-23T14:00:00Z
+	Expiry time.Time `json:"expiry"`
+
+	// Signature The Ed25519 signature (64 bytes), base64.
+	Signature []byte `json:"signature"`
+}
+
+// ApproverId An approver's id, as the signer's policy names it.
+//
+// Example: alice
+type ApproverId = string
 
 // BlockNumber A block height.
 //
@@ -396,6 +458,11 @@ type Event struct {
 //
 // Example: evt_000000000000002a
 type EventId = string
+
+// EventList defines model for EventList.
+type EventList struct {
+	Events []Event `json:"events"`
+}
 
 // EventSeq The event's position in txmanager's global event feed: assigned in
 // commit order, gap-free for consumers, never reused. Consumers keep the
@@ -611,6 +678,14 @@ type Readiness struct {
 // ReadinessStatus defines model for Readiness.Status.
 type ReadinessStatus string
 
+// RejectRequest defines model for RejectRequest.
+type RejectRequest struct {
+	// Approver An approver's id, as the signer's policy names it.
+	//
+	// Example: alice
+	Approver ApproverId `json:"approver"`
+}
+
 // Route How a transaction is to be broadcast, as requested: `public` sends to
 // the public RPC endpoints, `private` only through private relays and
 // builders (never a public mempool), `auto` lets txfence choose private
@@ -619,6 +694,216 @@ type Route string
 
 // SendRoute The route a transaction was actually sent by (`auto` resolved).
 type SendRoute string
+
+// SignerStatus defines model for SignerStatus.
+type SignerStatus struct {
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId ChainId `json:"chain_id"`
+
+	// Counts Transactions per state.
+	Counts map[string]int `json:"counts"`
+
+	// FencingToken The lease's current token (0 before the first acquisition).
+	FencingToken   int64      `json:"fencing_token"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+
+	// NextNonce A sender's transaction nonce.
+	//
+	// Example: 7
+	NextNonce            *Nonce   `json:"next_nonce,omitempty"`
+	OldestOpenAgeSeconds *float32 `json:"oldest_open_age_seconds,omitempty"`
+
+	// OldestOpenSince When the oldest transaction not yet in a terminal state was accepted.
+	OldestOpenSince *time.Time `json:"oldest_open_since,omitempty"`
+
+	// Owner The node holding an unexpired lease; absent when none does (no node works on the signer).
+	Owner *string `json:"owner,omitempty"`
+
+	// Signer A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	Signer Address `json:"signer"`
+}
+
+// Tx defines model for Tx.
+type Tx struct {
+	// ApprovalExpiresAt While PENDING_APPROVAL, when the wait ends (the transaction then FAILS with `approval_expired`).
+	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId   ChainId   `json:"chain_id"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Data Arbitrary bytes as 0x-prefixed hex of even length; `0x` is empty data.
+	//
+	// Example: 0xa9059cbb
+	Data      HexData             `json:"data"`
+	DependsOn *openapi_types.UUID `json:"depends_on,omitempty"`
+
+	// From A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	From Address `json:"from"`
+	Gas  *int64  `json:"gas,omitempty"`
+
+	// GasLimit The gas limit fixed at SIMULATED.
+	GasLimit *int64 `json:"gas_limit,omitempty"`
+
+	// Hash From SIGNED on: the hash of the attempt mined, once one is;
+	// before that, of the current attempt (the latest fee bump or
+	// cancel).
+	Hash *Hash `json:"hash,omitempty"`
+
+	// MaxFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	MaxFeePerGas *Uint256 `json:"max_fee_per_gas,omitempty"`
+
+	// MaxPriorityFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	MaxPriorityFeePerGas *Uint256               `json:"max_priority_fee_per_gas,omitempty"`
+	Metadata             map[string]interface{} `json:"metadata"`
+
+	// Nonce A sender's transaction nonce.
+	//
+	// Example: 7
+	Nonce     *Nonce  `json:"nonce,omitempty"`
+	Reason    *string `json:"reason,omitempty"`
+	RequestId string  `json:"request_id"`
+
+	// Route How a transaction is to be broadcast, as requested: `public` sends to
+	// the public RPC endpoints, `private` only through private relays and
+	// builders (never a public mempool), `auto` lets txfence choose private
+	// for calls that can be sandwiched and public otherwise.
+	Route Route `json:"route"`
+
+	// State A transaction's state in txmanager's state machine.
+	//
+	// - INIT: accepted and durable, no nonce.
+	// - SIMULATED: simulation and policy pre-check passed; gas limit fixed.
+	// - PENDING_APPROVAL: waits for M-of-N approvals; can be rejected or expire.
+	// - ALLOCATED: nonce durable, signature not yet stored.
+	// - SIGNED: signed raw transaction and hash durable; never re-signed with different content.
+	// - BROADCASTED: accepted by at least one route; being tracked.
+	// - CONFIRMED: receipt status 1 at the configured depth. Terminal unless a deeper reorg reopens it.
+	// - REVERTED: receipt status 0 at the configured depth (nonce and gas consumed). Terminal likewise.
+	// - FAILED: terminal without chain effect (simulation revert, policy denial, approval rejected
+	//   or expired, insufficient funds past the hold timeout, dependency failed), or the nonce
+	//   was consumed by a transaction that is not ours (`reason=nonce_consumed_externally`).
+	// - CANCELLED: cancelled by request before signing, or an authorized cancel was mined instead
+	//   of the original.
+	State TxState `json:"state"`
+
+	// SubState Refines a state without changing it.
+	//
+	// - waiting_dependency: waits for its `depends_on` transaction to be CONFIRMED.
+	// - insufficient_funds: held until the sender can pay (or the hold times out).
+	// - included: a receipt was seen; counting confirmations.
+	// - stuck: not included past the stuck timeout; alerted, still tracked.
+	// - stale: being re-sent.
+	// - replaced: a fee-bumped attempt superseded an older one.
+	SubState *TxSubState `json:"sub_state,omitempty"`
+
+	// To A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	To        *Address           `json:"to,omitempty"`
+	TxId      openapi_types.UUID `json:"tx_id"`
+	UpdatedAt time.Time          `json:"updated_at"`
+
+	// Value An unsigned 256-bit integer as a decimal string without sign, leading
+	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
+	// admits up to 78 digits; servers also range-check the value to be
+	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
+	// used for such values, as most JSON parsers would round them.
+	//
+	//
+	// Example: 1000000000000000000
+	Value Uint256 `json:"value"`
+}
+
+// TxAction Example: {"action":"bump","action_id":"0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10","attempt":2,"done_at":"2025-01-15T10:09:31.087Z","operator":"alice@ops","outcome":"done","requested_at":"2025-01-15T10:09:30.412Z","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"}
+type TxAction struct {
+	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
+	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+	// transfer from the signer to itself.
+	//
+	//
+	// Example: bump
+	Action TxActionKind `json:"action"`
+
+	// ActionId Example: 0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10
+	ActionId openapi_types.UUID `json:"action_id"`
+
+	// Attempt The attempt the action produced (`bump`, `cancel`) or sent again (`resend`).
+	//
+	// Example: 2
+	Attempt *int32 `json:"attempt,omitempty"`
+
+	// Detail Why the action was refused.
+	//
+	// Example: the signer's fee caps leave no room for a 10% rise
+	Detail *string `json:"detail,omitempty"`
+
+	// DoneAt When the signer's owner node carried it out or refused it; absent while pending.
+	//
+	// Example: 2025-01-15T10:09:31.087Z
+	DoneAt *time.Time `json:"done_at,omitempty"`
+
+	// Operator Who asked, for the audit trail; no control characters.
+	//
+	// Example: alice@ops
+	Operator TxActionOperator `json:"operator"`
+
+	// Outcome `done` or `refused`; absent while pending.
+	//
+	// Example: done
+	Outcome *TxActionOutcome `json:"outcome,omitempty"`
+
+	// RequestedAt Example: 2025-01-15T10:09:30.412Z
+	RequestedAt time.Time `json:"requested_at"`
+
+	// TxId Example: 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7
+	TxId openapi_types.UUID `json:"tx_id"`
+}
+
+// TxActionOutcome `done` or `refused`; absent while pending.
+//
+// Example: done
+type TxActionOutcome string
+
+// TxActionKind `resend`: send the current attempt again, unchanged; `bump`: a fee
+// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+// transfer from the signer to itself.
+//
+// Example: bump
+type TxActionKind string
+
+// TxActionList defines model for TxActionList.
+type TxActionList struct {
+	// Actions Oldest first.
+	Actions []TxAction `json:"actions"`
+}
+
+// TxActionOperator Who asked, for the audit trail; no control characters.
+//
+// Example: alice@ops
+type TxActionOperator = string
 
 // TxAttemptData **Contract, to be refined by later issues.** The `data` of a
 // `tx.attempt` event: one signed attempt was sent. Every attempt of a
@@ -810,6 +1095,15 @@ type TxConfirmationEvent struct {
 //
 // Example: 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7
 type TxId = string
+
+// TxList defines model for TxList.
+type TxList struct {
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor   *string `json:"next_cursor"`
+	Transactions []Tx    `json:"transactions"`
+}
 
 // TxReorgedData **Contract, to be refined by later issues.** The `data` of a
 // `tx.reorged` event: the block that held the transaction's receipt

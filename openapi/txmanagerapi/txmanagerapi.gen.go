@@ -21,66 +21,6 @@ import (
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
 
-// Defines values for TxActionOutcome.
-const (
-	TxActionDone    TxActionOutcome = "done"
-	TxActionRefused TxActionOutcome = "refused"
-)
-
-// Valid indicates whether the value is a known member of the TxActionOutcome enum.
-func (e TxActionOutcome) Valid() bool {
-	switch e {
-	case TxActionDone:
-		return true
-	case TxActionRefused:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for TxActionKind.
-const (
-	TxActionBump   TxActionKind = "bump"
-	TxActionCancel TxActionKind = "cancel"
-	TxActionResend TxActionKind = "resend"
-)
-
-// Valid indicates whether the value is a known member of the TxActionKind enum.
-func (e TxActionKind) Valid() bool {
-	switch e {
-	case TxActionBump:
-		return true
-	case TxActionCancel:
-		return true
-	case TxActionResend:
-		return true
-	default:
-		return false
-	}
-}
-
-// ApprovalRequest defines model for ApprovalRequest.
-type ApprovalRequest struct {
-	// Approver An approver's id, as the signer's policy names it.
-	//
-	// Example: alice
-	Approver ApproverId `json:"approver"`
-
-	// Expiry When the approval stops counting; whole seconds, in the future.
-	//
-	// Example: 2026-11-23T14:00:00Z
-	Expiry time.Time `json:"expiry"`
-
-	// Signature The Ed25519 signature (64 bytes), base64.
-	Signature []byte `json:"signature"`
-}
-
-// ApproverId An approver's id, as the signer's policy names it.
-//
-// Example: alice
-type ApproverId = string
-
 // CreateTxRequest defines model for CreateTxRequest.
 type CreateTxRequest struct {
 	// ChainId An EIP-155 chain id.
@@ -152,229 +92,6 @@ type CreateTxRequest struct {
 	Value *externalRef0.Uint256 `json:"value,omitempty"`
 }
 
-// EventList defines model for EventList.
-type EventList struct {
-	Events []externalRef0.Event `json:"events"`
-}
-
-// RejectRequest defines model for RejectRequest.
-type RejectRequest struct {
-	// Approver An approver's id, as the signer's policy names it.
-	//
-	// Example: alice
-	Approver ApproverId `json:"approver"`
-}
-
-// SignerStatus defines model for SignerStatus.
-type SignerStatus struct {
-	// ChainId An EIP-155 chain id.
-	//
-	// Example: 31337
-	ChainId externalRef0.ChainId `json:"chain_id"`
-
-	// Counts Transactions per state.
-	Counts map[string]int `json:"counts"`
-
-	// FencingToken The lease's current token (0 before the first acquisition).
-	FencingToken   int64      `json:"fencing_token"`
-	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
-
-	// NextNonce A sender's transaction nonce.
-	//
-	// Example: 7
-	NextNonce            *externalRef0.Nonce `json:"next_nonce,omitempty"`
-	OldestOpenAgeSeconds *float32            `json:"oldest_open_age_seconds,omitempty"`
-
-	// OldestOpenSince When the oldest transaction not yet in a terminal state was accepted.
-	OldestOpenSince *time.Time `json:"oldest_open_since,omitempty"`
-
-	// Owner The node holding an unexpired lease; absent when none does (no node works on the signer).
-	Owner *string `json:"owner,omitempty"`
-
-	// Signer A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
-	//
-	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
-	Signer externalRef0.Address `json:"signer"`
-}
-
-// Tx defines model for Tx.
-type Tx struct {
-	// ApprovalExpiresAt While PENDING_APPROVAL, when the wait ends (the transaction then FAILS with `approval_expired`).
-	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
-
-	// ChainId An EIP-155 chain id.
-	//
-	// Example: 31337
-	ChainId   externalRef0.ChainId `json:"chain_id"`
-	CreatedAt time.Time            `json:"created_at"`
-
-	// Data Arbitrary bytes as 0x-prefixed hex of even length; `0x` is empty data.
-	//
-	// Example: 0xa9059cbb
-	Data      externalRef0.HexData `json:"data"`
-	DependsOn *openapi_types.UUID  `json:"depends_on,omitempty"`
-
-	// From A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
-	//
-	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
-	From externalRef0.Address `json:"from"`
-	Gas  *int64               `json:"gas,omitempty"`
-
-	// GasLimit The gas limit fixed at SIMULATED.
-	GasLimit *int64 `json:"gas_limit,omitempty"`
-
-	// Hash From SIGNED on: the hash of the attempt mined, once one is;
-	// before that, of the current attempt (the latest fee bump or
-	// cancel).
-	Hash *externalRef0.Hash `json:"hash,omitempty"`
-
-	// MaxFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
-	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
-	// admits up to 78 digits; servers also range-check the value to be
-	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
-	// used for such values, as most JSON parsers would round them.
-	//
-	//
-	// Example: 1000000000000000000
-	MaxFeePerGas *externalRef0.Uint256 `json:"max_fee_per_gas,omitempty"`
-
-	// MaxPriorityFeePerGas An unsigned 256-bit integer as a decimal string without sign, leading
-	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
-	// admits up to 78 digits; servers also range-check the value to be
-	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
-	// used for such values, as most JSON parsers would round them.
-	//
-	//
-	// Example: 1000000000000000000
-	MaxPriorityFeePerGas *externalRef0.Uint256  `json:"max_priority_fee_per_gas,omitempty"`
-	Metadata             map[string]interface{} `json:"metadata"`
-
-	// Nonce A sender's transaction nonce.
-	//
-	// Example: 7
-	Nonce     *externalRef0.Nonce `json:"nonce,omitempty"`
-	Reason    *string             `json:"reason,omitempty"`
-	RequestId string              `json:"request_id"`
-
-	// Route How a transaction is to be broadcast, as requested: `public` sends to
-	// the public RPC endpoints, `private` only through private relays and
-	// builders (never a public mempool), `auto` lets txfence choose private
-	// for calls that can be sandwiched and public otherwise.
-	Route externalRef0.Route `json:"route"`
-
-	// State A transaction's state in txmanager's state machine.
-	//
-	// - INIT: accepted and durable, no nonce.
-	// - SIMULATED: simulation and policy pre-check passed; gas limit fixed.
-	// - PENDING_APPROVAL: waits for M-of-N approvals; can be rejected or expire.
-	// - ALLOCATED: nonce durable, signature not yet stored.
-	// - SIGNED: signed raw transaction and hash durable; never re-signed with different content.
-	// - BROADCASTED: accepted by at least one route; being tracked.
-	// - CONFIRMED: receipt status 1 at the configured depth. Terminal unless a deeper reorg reopens it.
-	// - REVERTED: receipt status 0 at the configured depth (nonce and gas consumed). Terminal likewise.
-	// - FAILED: terminal without chain effect (simulation revert, policy denial, approval rejected
-	//   or expired, insufficient funds past the hold timeout, dependency failed), or the nonce
-	//   was consumed by a transaction that is not ours (`reason=nonce_consumed_externally`).
-	// - CANCELLED: cancelled by request before signing, or an authorized cancel was mined instead
-	//   of the original.
-	State externalRef0.TxState `json:"state"`
-
-	// SubState Refines a state without changing it.
-	//
-	// - waiting_dependency: waits for its `depends_on` transaction to be CONFIRMED.
-	// - insufficient_funds: held until the sender can pay (or the hold times out).
-	// - included: a receipt was seen; counting confirmations.
-	// - stuck: not included past the stuck timeout; alerted, still tracked.
-	// - stale: being re-sent.
-	// - replaced: a fee-bumped attempt superseded an older one.
-	SubState *externalRef0.TxSubState `json:"sub_state,omitempty"`
-
-	// To A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
-	//
-	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
-	To        *externalRef0.Address `json:"to,omitempty"`
-	TxId      openapi_types.UUID    `json:"tx_id"`
-	UpdatedAt time.Time             `json:"updated_at"`
-
-	// Value An unsigned 256-bit integer as a decimal string without sign, leading
-	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
-	// admits up to 78 digits; servers also range-check the value to be
-	// below 2^256 and answer `invalid` otherwise. JSON numbers are never
-	// used for such values, as most JSON parsers would round them.
-	//
-	//
-	// Example: 1000000000000000000
-	Value externalRef0.Uint256 `json:"value"`
-}
-
-// TxAction Example: {"action":"bump","action_id":"0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10","attempt":2,"done_at":"2025-01-15T10:09:31.087Z","operator":"alice@ops","outcome":"done","requested_at":"2025-01-15T10:09:30.412Z","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"}
-type TxAction struct {
-	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
-	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
-	// transfer from the signer to itself.
-	//
-	//
-	// Example: bump
-	Action TxActionKind `json:"action"`
-
-	// ActionId Example: 0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10
-	ActionId openapi_types.UUID `json:"action_id"`
-
-	// Attempt The attempt the action produced (`bump`, `cancel`) or sent again (`resend`).
-	//
-	// Example: 2
-	Attempt *int32 `json:"attempt,omitempty"`
-
-	// Detail Why the action was refused.
-	//
-	// Example: the signer's fee caps leave no room for a 10% rise
-	Detail *string `json:"detail,omitempty"`
-
-	// DoneAt When the signer's owner node carried it out or refused it; absent while pending.
-	//
-	// Example: 2025-01-15T10:09:31.087Z
-	DoneAt *time.Time `json:"done_at,omitempty"`
-
-	// Operator Who asked, for the audit trail; no control characters.
-	//
-	// Example: alice@ops
-	Operator TxActionOperator `json:"operator"`
-
-	// Outcome `done` or `refused`; absent while pending.
-	//
-	// Example: done
-	Outcome *TxActionOutcome `json:"outcome,omitempty"`
-
-	// RequestedAt Example: 2025-01-15T10:09:30.412Z
-	RequestedAt time.Time `json:"requested_at"`
-
-	// TxId Example: 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7
-	TxId openapi_types.UUID `json:"tx_id"`
-}
-
-// TxActionOutcome `done` or `refused`; absent while pending.
-//
-// Example: done
-type TxActionOutcome string
-
-// TxActionKind `resend`: send the current attempt again, unchanged; `bump`: a fee
-// bump now; `cancel`: replace the transaction by a same-nonce 0-value
-// transfer from the signer to itself.
-//
-// Example: bump
-type TxActionKind string
-
-// TxActionList defines model for TxActionList.
-type TxActionList struct {
-	// Actions Oldest first.
-	Actions []TxAction `json:"actions"`
-}
-
-// TxActionOperator Who asked, for the audit trail; no control characters.
-//
-// Example: alice@ops
-type TxActionOperator = string
-
 // TxActionRequest Example: {"action":"bump","operator":"alice@ops"}
 type TxActionRequest struct {
 	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
@@ -383,21 +100,12 @@ type TxActionRequest struct {
 	//
 	//
 	// Example: bump
-	Action TxActionKind `json:"action"`
+	Action externalRef0.TxActionKind `json:"action"`
 
 	// Operator Who asked, for the audit trail; no control characters.
 	//
 	// Example: alice@ops
-	Operator TxActionOperator `json:"operator"`
-}
-
-// TxList defines model for TxList.
-type TxList struct {
-	// NextCursor The cursor of the next page, or null when this page is the last.
-	//
-	// Example: eyJzZXEiOjQyfQ
-	NextCursor   *string `json:"next_cursor"`
-	Transactions []Tx    `json:"transactions"`
+	Operator externalRef0.TxActionOperator `json:"operator"`
 }
 
 // TxIdPath defines model for TxIdPath.
@@ -449,10 +157,10 @@ type CreateTxJSONRequestBody = CreateTxRequest
 type RequestTxActionJSONRequestBody = TxActionRequest
 
 // ApproveTxJSONRequestBody defines body for ApproveTx for application/json ContentType.
-type ApproveTxJSONRequestBody = ApprovalRequest
+type ApproveTxJSONRequestBody = externalRef0.ApprovalRequest
 
 // RejectTxJSONRequestBody defines body for RejectTx for application/json ContentType.
-type RejectTxJSONRequestBody = RejectRequest
+type RejectTxJSONRequestBody = externalRef0.RejectRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2176,13 +1884,13 @@ type ListEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *EventList
+	JSON200 *externalRef0.EventList
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListEventsResponse) GetJSON200() *EventList {
+func (r ListEventsResponse) GetJSON200() *externalRef0.EventList {
 	return r.JSON200
 }
 
@@ -2224,13 +1932,13 @@ type GetSignerStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *SignerStatus
+	JSON200 *externalRef0.SignerStatus
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetSignerStatusResponse) GetJSON200() *SignerStatus {
+func (r GetSignerStatusResponse) GetJSON200() *externalRef0.SignerStatus {
 	return r.JSON200
 }
 
@@ -2272,13 +1980,13 @@ type ListTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *TxList
+	JSON200 *externalRef0.TxList
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListTxResponse) GetJSON200() *TxList {
+func (r ListTxResponse) GetJSON200() *externalRef0.TxList {
 	return r.JSON200
 }
 
@@ -2320,20 +2028,20 @@ type CreateTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Tx
+	JSON200 *externalRef0.Tx
 	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *Tx
+	JSON201 *externalRef0.Tx
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CreateTxResponse) GetJSON200() *Tx {
+func (r CreateTxResponse) GetJSON200() *externalRef0.Tx {
 	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateTxResponse) GetJSON201() *Tx {
+func (r CreateTxResponse) GetJSON201() *externalRef0.Tx {
 	return r.JSON201
 }
 
@@ -2375,13 +2083,13 @@ type GetTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Tx
+	JSON200 *externalRef0.Tx
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetTxResponse) GetJSON200() *Tx {
+func (r GetTxResponse) GetJSON200() *externalRef0.Tx {
 	return r.JSON200
 }
 
@@ -2423,13 +2131,13 @@ type ListTxActionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *TxActionList
+	JSON200 *externalRef0.TxActionList
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListTxActionsResponse) GetJSON200() *TxActionList {
+func (r ListTxActionsResponse) GetJSON200() *externalRef0.TxActionList {
 	return r.JSON200
 }
 
@@ -2471,13 +2179,13 @@ type RequestTxActionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
-	JSON202 *TxAction
+	JSON202 *externalRef0.TxAction
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r RequestTxActionResponse) GetJSON202() *TxAction {
+func (r RequestTxActionResponse) GetJSON202() *externalRef0.TxAction {
 	return r.JSON202
 }
 
@@ -2519,13 +2227,13 @@ type ApproveTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Tx
+	JSON200 *externalRef0.Tx
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ApproveTxResponse) GetJSON200() *Tx {
+func (r ApproveTxResponse) GetJSON200() *externalRef0.Tx {
 	return r.JSON200
 }
 
@@ -2567,13 +2275,13 @@ type CancelTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Tx
+	JSON200 *externalRef0.Tx
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CancelTxResponse) GetJSON200() *Tx {
+func (r CancelTxResponse) GetJSON200() *externalRef0.Tx {
 	return r.JSON200
 }
 
@@ -2615,13 +2323,13 @@ type RejectTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Tx
+	JSON200 *externalRef0.Tx
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RejectTxResponse) GetJSON200() *Tx {
+func (r RejectTxResponse) GetJSON200() *externalRef0.Tx {
 	return r.JSON200
 }
 
@@ -3173,7 +2881,7 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest EventList
+		var dest externalRef0.EventList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3206,7 +2914,7 @@ func ParseGetSignerStatusResponse(rsp *http.Response) (*GetSignerStatusResponse,
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest SignerStatus
+		var dest externalRef0.SignerStatus
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3239,7 +2947,7 @@ func ParseListTxResponse(rsp *http.Response) (*ListTxResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest TxList
+		var dest externalRef0.TxList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3272,14 +2980,14 @@ func ParseCreateTxResponse(rsp *http.Response) (*CreateTxResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Tx
+		var dest externalRef0.Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest Tx
+		var dest externalRef0.Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3312,7 +3020,7 @@ func ParseGetTxResponse(rsp *http.Response) (*GetTxResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Tx
+		var dest externalRef0.Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3345,7 +3053,7 @@ func ParseListTxActionsResponse(rsp *http.Response) (*ListTxActionsResponse, err
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest TxActionList
+		var dest externalRef0.TxActionList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3378,7 +3086,7 @@ func ParseRequestTxActionResponse(rsp *http.Response) (*RequestTxActionResponse,
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
-		var dest TxAction
+		var dest externalRef0.TxAction
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3411,7 +3119,7 @@ func ParseApproveTxResponse(rsp *http.Response) (*ApproveTxResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Tx
+		var dest externalRef0.Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3444,7 +3152,7 @@ func ParseCancelTxResponse(rsp *http.Response) (*CancelTxResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Tx
+		var dest externalRef0.Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3477,7 +3185,7 @@ func ParseRejectTxResponse(rsp *http.Response) (*RejectTxResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Tx
+		var dest externalRef0.Tx
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
