@@ -11,6 +11,11 @@ require (
 )
 
 require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/oapi-codegen/runtime v1.8.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
@@ -26,6 +31,8 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/txfence/txfence/openapi v0.0.0
+	github.com/txfence/txfence/txmanager v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -40,3 +47,11 @@ require (
 )
 
 replace github.com/txfence/txfence/shared => ../shared
+
+replace github.com/txfence/txfence/txmanager => ../txmanager
+
+replace github.com/txfence/txfence/openapi => ../openapi
+
+replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
+
+replace github.com/txfence/txfence/mev-router => ../mev-router

@@ -1,0 +1,157 @@
+// Package remote is the gateway's side of txmanagerd's internal API,
+// called over mutual TLS as identity "gateway". It wraps the client
+// generated from openapi/txmanager.yaml, so the calls follow the spec by
+// construction, and turns problem documents back into error kinds
+// (shared/errs), so that txmanager's 404 or 409 reaches the gateway's
+// client as the same kind.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// TxManager calls txmanagerd.
+type TxManager struct {
+	api *txmanagerapi.ClientWithResponses
+}
+
+// NewTxManager is a client of the txmanagerd at baseURL through hc, an
+// mTLS client whose identity is gateway.
+func NewTxManager(baseURL string, hc *http.Client) (*TxManager, error) {
+	if hc == nil {
+		return nil, errors.New("remote: no HTTP client (an mTLS client as gateway is needed)")
+	}
+	c, err := txmanagerapi.NewClientWithResponses(baseURL, txmanagerapi.WithHTTPClient(hc))
+	if err != nil {
+		return nil, err
+	}
+	return &TxManager{api: c}, nil
+}
+
+// unreachable is the error of a call that got no answer.
+func unreachable(what string, err error) error {
+	return errs.Wrap(errs.Unavailable, what+": txmanager did not answer", err)
+}
+
+// answer returns *v when the call succeeded with the documented body,
+// else the error of the kind the problem document names.
+func answer[T any](what string, raw *http.Response, body []byte, v *T) (T, error) {
+	if v == nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", what, errs.FromBody(raw.StatusCode, raw.Header.Get("Content-Type"), body))
+	}
+	return *v, nil
+}
+
+// Create stores an intent, idempotently on (chain_id, from, request_id).
+// created is false when the same intent had been accepted before and tx
+// is the stored one.
+func (m *TxManager) Create(ctx context.Context, req txmanagerapi.CreateTxRequest) (tx components.Tx, created bool, err error) {
+	resp, err := m.api.CreateTxWithResponse(ctx, req)
+	if err != nil {
+		return tx, false, unreachable("create", err)
+	}
+	switch {
+	case resp.JSON201 != nil:
+		return *resp.JSON201, true, nil
+	case resp.JSON200 != nil:
+		return *resp.JSON200, false, nil
+	}
+	_, err = answer[components.Tx]("create", resp.HTTPResponse, resp.Body, nil)
+	return tx, false, err
+}
+
+// Get reads one transaction.
+func (m *TxManager) Get(ctx context.Context, id uuid.UUID) (components.Tx, error) {
+	resp, err := m.api.GetTxWithResponse(ctx, id)
+	if err != nil {
+		return components.Tx{}, unreachable("get", err)
+	}
+	return answer("get", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// List reads a page of transactions, newest first.
+func (m *TxManager) List(ctx context.Context, params txmanagerapi.ListTxParams) (components.TxList, error) {
+	resp, err := m.api.ListTxWithResponse(ctx, &params)
+	if err != nil {
+		return components.TxList{}, unreachable("list", err)
+	}
+	return answer("list", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// Cancel cancels a transaction that has no nonce yet.
+func (m *TxManager) Cancel(ctx context.Context, id uuid.UUID) (components.Tx, error) {
+	resp, err := m.api.CancelTxWithResponse(ctx, id)
+	if err != nil {
+		return components.Tx{}, unreachable("cancel", err)
+	}
+	return answer("cancel", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// Approve adds an approver's signed approval.
+func (m *TxManager) Approve(ctx context.Context, id uuid.UUID, req components.ApprovalRequest) (components.Tx, error) {
+	resp, err := m.api.ApproveTxWithResponse(ctx, id, req)
+	if err != nil {
+		return components.Tx{}, unreachable("approve", err)
+	}
+	return answer("approve", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// Reject records an approver's rejection, which fails the transaction.
+func (m *TxManager) Reject(ctx context.Context, id uuid.UUID, req components.RejectRequest) (components.Tx, error) {
+	resp, err := m.api.RejectTxWithResponse(ctx, id, req)
+	if err != nil {
+		return components.Tx{}, unreachable("reject", err)
+	}
+	return answer("reject", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// RequestAction asks for an operator action on a broadcast transaction.
+func (m *TxManager) RequestAction(ctx context.Context, id uuid.UUID, req txmanagerapi.TxActionRequest) (components.TxAction, error) {
+	resp, err := m.api.RequestTxActionWithResponse(ctx, id, req)
+	if err != nil {
+		return components.TxAction{}, unreachable("request action", err)
+	}
+	return answer("request action", resp.HTTPResponse, resp.Body, resp.JSON202)
+}
+
+// Actions lists a transaction's operator actions, oldest first.
+func (m *TxManager) Actions(ctx context.Context, id uuid.UUID) (components.TxActionList, error) {
+	resp, err := m.api.ListTxActionsWithResponse(ctx, id)
+	if err != nil {
+		return components.TxActionList{}, unreachable("list actions", err)
+	}
+	return answer("list actions", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// SignerStatus reads where a signer stands.
+func (m *TxManager) SignerStatus(ctx context.Context, chainID uint64, signer string) (components.SignerStatus, error) {
+	resp, err := m.api.GetSignerStatusWithResponse(ctx, int64(chainID), signer)
+	if err != nil {
+		return components.SignerStatus{}, unreachable("signer status", err)
+	}
+	return answer("signer status", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// EventsAfter reads up to limit events of the feed after seq, in order;
+// with wait, an empty answer is held up to that long for new events
+// (whole seconds, at most 30).
+func (m *TxManager) EventsAfter(ctx context.Context, after uint64, limit int, wait time.Duration) ([]components.Event, error) {
+	a, l, w := int64(after), components.Limit(limit), int(wait/time.Second)
+	resp, err := m.api.ListEventsWithResponse(ctx, &txmanagerapi.ListEventsParams{After: &a, Limit: &l, Wait: &w})
+	if err != nil {
+		return nil, unreachable("read events", err)
+	}
+	list, err := answer("read events", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return list.Events, err
+}

@@ -1,0 +1,82 @@
+package remote_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txfence/txfence/gateway/remote"
+	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const signer = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+
+// TestCallsKeepTheirKinds: the client reaches the real API, and
+// txmanager's refusals come back as the same error kinds.
+func TestCallsKeepTheirKinds(t *testing.T) {
+	t.Parallel()
+	pki := servicetest.PKI(t)
+	srv := txmanagertest.Serve(t, pki, txmanagertest.Options{})
+	m, err := remote.NewTxManager(srv.URL, servicetest.Client(t, pki, "gateway", "txmanager"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	to, value := "0x0000000000000000000000000000000000000b0b", "5"
+	req := txmanagerapi.CreateTxRequest{ChainId: 31337, From: signer, RequestId: "r-1", To: &to, Value: &value}
+	tx, created, err := m.Create(ctx, req)
+	if err != nil || !created || tx.State != components.StateInit {
+		t.Fatalf("create: %+v %v %v", tx, created, err)
+	}
+	if again, created, err := m.Create(ctx, req); err != nil || created || again.TxId != tx.TxId {
+		t.Errorf("the same create again: %+v %v %v", again, created, err)
+	}
+	other := "6"
+	req.Value = &other
+	if _, _, err := m.Create(ctx, req); !errs.Is(err, errs.Conflict) {
+		t.Errorf("another body under the request id: %v, want a conflict", err)
+	}
+	if got, err := m.Get(ctx, tx.TxId); err != nil || got.TxId != tx.TxId {
+		t.Errorf("get: %+v %v", got, err)
+	}
+	signers := "31337:" + signer
+	if list, err := m.List(ctx, txmanagerapi.ListTxParams{Signers: &signers}); err != nil || len(list.Transactions) != 1 {
+		t.Errorf("list: %+v %v", list, err)
+	}
+	if _, err := m.Actions(ctx, tx.TxId); err != nil {
+		t.Errorf("actions: %v", err)
+	}
+	if _, err := m.RequestAction(ctx, tx.TxId, txmanagerapi.TxActionRequest{Action: components.TxActionBump, Operator: "ops"}); !errs.Is(err, errs.Conflict) {
+		t.Errorf("a bump before broadcast: %v, want a conflict", err)
+	}
+	if st, err := m.SignerStatus(ctx, 31337, signer); err != nil || st.Counts["INIT"] != 1 {
+		t.Errorf("signer status: %+v %v", st, err)
+	}
+	if got, err := m.Cancel(ctx, tx.TxId); err != nil || got.State != components.StateCancelled {
+		t.Errorf("cancel: %+v %v", got, err)
+	}
+	events, err := m.EventsAfter(ctx, 0, 10, 5*time.Second)
+	if err != nil || len(events) == 0 || !strings.EqualFold(events[0].Signer, signer) {
+		t.Errorf("events: %+v %v", events, err)
+	}
+	if _, err := m.Get(ctx, [16]byte{1}); !errs.Is(err, errs.NotFound) {
+		t.Errorf("an unknown tx: %v, want not found", err)
+	}
+
+	// A txmanager that is not there is Unavailable, so the gateway answers 503.
+	gone, err := remote.NewTxManager("https://127.0.0.1:1", &http.Client{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gone.Get(ctx, tx.TxId); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("no txmanager: %v, want unavailable", err)
+	}
+}
