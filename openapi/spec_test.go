@@ -22,7 +22,7 @@ const problemResponse = "./components.yaml#/components/responses/Problem"
 // describes exactly these. Add a path here with the handler that serves it.
 var opsPaths = map[string][]string{
 	openapi.Gateway:   {"/healthz", "/readyz"}, // the public listener serves no /metrics
-	openapi.TxManager: {"/healthz", "/internal/v1/events", "/internal/v1/signers/{chain_id}/{address}", "/internal/v1/tx", "/internal/v1/tx/{tx_id}", "/internal/v1/tx/{tx_id}/actions", "/internal/v1/tx/{tx_id}/approvals", "/internal/v1/tx/{tx_id}/cancel", "/internal/v1/tx/{tx_id}/reject", "/metrics", "/readyz"},
+	openapi.TxManager: {"/healthz", "/internal/v1/events", "/internal/v1/signers/{chain_id}/{address}", "/internal/v1/tx", "/internal/v1/tx/by-request", "/internal/v1/tx/{tx_id}", "/internal/v1/tx/{tx_id}/actions", "/internal/v1/tx/{tx_id}/approvals", "/internal/v1/tx/{tx_id}/cancel", "/internal/v1/tx/{tx_id}/events", "/internal/v1/tx/{tx_id}/reject", "/metrics", "/readyz"},
 	openapi.Signer:    {"/healthz", "/metrics", "/readyz", "/v1/audit", "/v1/evaluate", "/v1/keys", "/v1/sign", "/v1/sign/batch"},
 	openapi.MEVRouter: {"/healthz", "/metrics", "/readyz", "/v1/broadcast", "/v1/private/{hash}", "/v1/private/{hash}/cancel"},
 	openapi.Ledger:    {"/healthz", "/metrics", "/readyz"},
@@ -31,7 +31,7 @@ var opsPaths = map[string][]string{
 var operationIDs = map[string]string{
 	"/healthz": "getHealth", "/readyz": "getReadiness", "/metrics": "getMetrics",
 	"/v1/sign": "sign", "/v1/sign/batch": "signBatch", "/v1/evaluate": "evaluate", "/v1/keys": "listKeys", "/v1/audit": "listAudit",
-	"POST /internal/v1/tx": "createTx", "GET /internal/v1/tx": "listTx", "/internal/v1/tx/{tx_id}": "getTx", "/internal/v1/tx/{tx_id}/cancel": "cancelTx", "/internal/v1/tx/{tx_id}/approvals": "approveTx", "/internal/v1/tx/{tx_id}/reject": "rejectTx", "POST /internal/v1/tx/{tx_id}/actions": "requestTxAction", "GET /internal/v1/tx/{tx_id}/actions": "listTxActions", "/internal/v1/events": "listEvents", "/internal/v1/signers/{chain_id}/{address}": "getSignerStatus",
+	"POST /internal/v1/tx": "createTx", "GET /internal/v1/tx": "listTx", "/internal/v1/tx/{tx_id}": "getTx", "/internal/v1/tx/{tx_id}/cancel": "cancelTx", "/internal/v1/tx/{tx_id}/approvals": "approveTx", "/internal/v1/tx/{tx_id}/reject": "rejectTx", "POST /internal/v1/tx/{tx_id}/actions": "requestTxAction", "GET /internal/v1/tx/{tx_id}/actions": "listTxActions", "/internal/v1/events": "listEvents", "/internal/v1/tx/by-request": "getTxByRequest", "/internal/v1/tx/{tx_id}/events": "listTxEvents", "/internal/v1/signers/{chain_id}/{address}": "getSignerStatus",
 	"/v1/broadcast": "broadcast", "/v1/private/{hash}": "getPrivateStatus", "/v1/private/{hash}/cancel": "cancelPrivate",
 }
 

@@ -80,6 +80,25 @@ func (m *TxManager) Get(ctx context.Context, id uuid.UUID) (components.Tx, error
 	return answer("get", resp.HTTPResponse, resp.Body, resp.JSON200)
 }
 
+// GetByRequest reads the transaction a signer's request id names.
+func (m *TxManager) GetByRequest(ctx context.Context, chainID uint64, from, requestID string) (components.Tx, error) {
+	resp, err := m.api.GetTxByRequestWithResponse(ctx, &txmanagerapi.GetTxByRequestParams{ChainId: int64(chainID), From: from, RequestId: requestID})
+	if err != nil {
+		return components.Tx{}, unreachable("get by request", err)
+	}
+	return answer("get by request", resp.HTTPResponse, resp.Body, resp.JSON200)
+}
+
+// TxEvents reads one transaction's events, in order: its timeline.
+func (m *TxManager) TxEvents(ctx context.Context, id uuid.UUID) ([]components.Event, error) {
+	resp, err := m.api.ListTxEventsWithResponse(ctx, id)
+	if err != nil {
+		return nil, unreachable("tx events", err)
+	}
+	list, err := answer("tx events", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return list.Events, err
+}
+
 // List reads a page of transactions, newest first.
 func (m *TxManager) List(ctx context.Context, params txmanagerapi.ListTxParams) (components.TxList, error) {
 	resp, err := m.api.ListTxWithResponse(ctx, &params)

@@ -47,6 +47,12 @@ func TestCallsKeepTheirKinds(t *testing.T) {
 	if got, err := m.Get(ctx, tx.TxId); err != nil || got.TxId != tx.TxId {
 		t.Errorf("get: %+v %v", got, err)
 	}
+	if got, err := m.GetByRequest(ctx, 31337, signer, "r-1"); err != nil || got.TxId != tx.TxId {
+		t.Errorf("get by request: %+v %v", got, err)
+	}
+	if timeline, err := m.TxEvents(ctx, tx.TxId); err != nil || len(timeline) != 1 {
+		t.Errorf("timeline: %+v %v", timeline, err)
+	}
 	signers := "31337:" + signer
 	if list, err := m.List(ctx, txmanagerapi.ListTxParams{Signers: &signers}); err != nil || len(list.Transactions) != 1 {
 		t.Errorf("list: %+v %v", list, err)

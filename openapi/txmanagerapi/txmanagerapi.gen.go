@@ -150,6 +150,13 @@ type ListTxParams struct {
 	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// GetTxByRequestParams defines parameters for GetTxByRequest.
+type GetTxByRequestParams struct {
+	ChainId   externalRef0.ChainId `form:"chain_id" json:"chain_id"`
+	From      externalRef0.Address `form:"from" json:"from"`
+	RequestId string               `form:"request_id" json:"request_id"`
+}
+
 // CreateTxJSONRequestBody defines body for CreateTx for application/json ContentType.
 type CreateTxJSONRequestBody = CreateTxRequest
 
@@ -297,6 +304,16 @@ type ClientInterface interface {
 	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
 	CreateTx(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetTxByRequest The transaction a signer's request id names
+	//
+	// Looks a transaction up by its idempotency key `(chain_id, from,
+	// request_id)`, for a client that lost the answer to its create. An
+	// unknown one is a `404`. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Corresponds with GET /internal/v1/tx/by-request (the `GetTxByRequest` operationId).
+	GetTxByRequest(ctx context.Context, params *GetTxByRequestParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetTx One transaction
 	//
 	// Only the gateway may call it (mutual TLS identity `gateway`).
@@ -430,6 +447,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
 	CancelTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTxEvents One transaction's events, in order
+	//
+	// The transaction's timeline: every event of the feed about it, in
+	// `seq` order (state changes, attempts with their fees and hashes,
+	// confirmations, reorgs). An unknown transaction is a `404`. Only the
+	// gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /internal/v1/tx/{tx_id}/events (the `ListTxEvents` operationId).
+	ListTxEvents(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RejectTxWithBody Reject a transaction waiting for approvals
 	//
@@ -591,6 +618,26 @@ func (c *Client) CreateTxWithBody(ctx context.Context, contentType string, body 
 // Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
 func (c *Client) CreateTx(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateTxRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTxByRequest The transaction a signer's request id names
+//
+// Looks a transaction up by its idempotency key `(chain_id, from,
+// request_id)`, for a client that lost the answer to its create. An
+// unknown one is a `404`. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Corresponds with GET /internal/v1/tx/by-request (the `GetTxByRequest` operationId).
+func (c *Client) GetTxByRequest(ctx context.Context, params *GetTxByRequestParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTxByRequestRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -795,6 +842,26 @@ func (c *Client) ApproveTx(ctx context.Context, txId TxIdPath, body ApproveTxJSO
 // Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
 func (c *Client) CancelTx(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelTxRequest(c.Server, txId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTxEvents One transaction's events, in order
+//
+// The transaction's timeline: every event of the feed about it, in
+// `seq` order (state changes, attempts with their fees and hashes,
+// confirmations, reorgs). An unknown transaction is a `404`. Only the
+// gateway may call it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /internal/v1/tx/{tx_id}/events (the `ListTxEvents` operationId).
+func (c *Client) ListTxEvents(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTxEventsRequest(c.Server, txId)
 	if err != nil {
 		return nil, err
 	}
@@ -1229,6 +1296,72 @@ func NewCreateTxRequestWithBody(server string, contentType string, body io.Reade
 	return req, nil
 }
 
+// NewGetTxByRequestRequest constructs an http.Request for the GetTxByRequest method
+func NewGetTxByRequestRequest(server string, params *GetTxByRequestParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/by-request")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "request_id", params.RequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTxRequest constructs an http.Request for the GetTx method
 func NewGetTxRequest(server string, txId TxIdPath) (*http.Request, error) {
 	var err error
@@ -1418,6 +1551,40 @@ func NewCancelTxRequest(server string, txId TxIdPath) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTxEventsRequest constructs an http.Request for the ListTxEvents method
+func NewListTxEventsRequest(server string, txId TxIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tx_id", txId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1639,6 +1806,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
 	CreateTxWithResponse(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTxResponse, error)
 
+	// GetTxByRequestWithResponse The transaction a signer's request id names
+	//
+	// Looks a transaction up by its idempotency key `(chain_id, from,
+	// request_id)`, for a client that lost the answer to its create. An
+	// unknown one is a `404`. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/tx/by-request (the `GetTxByRequest` operationId).
+	GetTxByRequestWithResponse(ctx context.Context, params *GetTxByRequestParams, reqEditors ...RequestEditorFn) (*GetTxByRequestResponse, error)
+
 	// GetTxWithResponse One transaction
 	//
 	// Only the gateway may call it (mutual TLS identity `gateway`).
@@ -1778,6 +1957,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /internal/v1/tx/{tx_id}/cancel (the `CancelTx` operationId).
 	CancelTxWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*CancelTxResponse, error)
+
+	// ListTxEventsWithResponse One transaction's events, in order
+	//
+	// The transaction's timeline: every event of the feed about it, in
+	// `seq` order (state changes, attempts with their fees and hashes,
+	// confirmations, reorgs). An unknown transaction is a `404`. Only the
+	// gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/v1/tx/{tx_id}/events (the `ListTxEvents` operationId).
+	ListTxEventsWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*ListTxEventsResponse, error)
 
 	// RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
 	//
@@ -2079,6 +2270,54 @@ func (r CreateTxResponse) ContentType() string {
 	return ""
 }
 
+type GetTxByRequestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *externalRef0.Tx
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTxByRequestResponse) GetJSON200() *externalRef0.Tx {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTxByRequestResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTxByRequestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTxByRequestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTxByRequestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTxByRequestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetTxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2313,6 +2552,54 @@ func (r CancelTxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTxEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *externalRef0.EventList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTxEventsResponse) GetJSON200() *externalRef0.EventList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTxEventsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTxEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTxEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTxEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTxEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2575,6 +2862,24 @@ func (c *ClientWithResponses) CreateTxWithResponse(ctx context.Context, body Cre
 	return ParseCreateTxResponse(rsp)
 }
 
+// GetTxByRequestWithResponse The transaction a signer's request id names
+//
+// Looks a transaction up by its idempotency key `(chain_id, from,
+// request_id)`, for a client that lost the answer to its create. An
+// unknown one is a `404`. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/tx/by-request (the `GetTxByRequest` operationId).
+func (c *ClientWithResponses) GetTxByRequestWithResponse(ctx context.Context, params *GetTxByRequestParams, reqEditors ...RequestEditorFn) (*GetTxByRequestResponse, error) {
+	rsp, err := c.GetTxByRequest(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTxByRequestResponse(rsp)
+}
+
 // GetTxWithResponse One transaction
 //
 // Only the gateway may call it (mutual TLS identity `gateway`).
@@ -2755,6 +3060,24 @@ func (c *ClientWithResponses) CancelTxWithResponse(ctx context.Context, txId TxI
 		return nil, err
 	}
 	return ParseCancelTxResponse(rsp)
+}
+
+// ListTxEventsWithResponse One transaction's events, in order
+//
+// The transaction's timeline: every event of the feed about it, in
+// `seq` order (state changes, attempts with their fees and hashes,
+// confirmations, reorgs). An unknown transaction is a `404`. Only the
+// gateway may call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/v1/tx/{tx_id}/events (the `ListTxEvents` operationId).
+func (c *ClientWithResponses) ListTxEventsWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*ListTxEventsResponse, error) {
+	rsp, err := c.ListTxEvents(ctx, txId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTxEventsResponse(rsp)
 }
 
 // RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
@@ -3005,6 +3328,39 @@ func ParseCreateTxResponse(rsp *http.Response) (*CreateTxResponse, error) {
 	return response, nil
 }
 
+// ParseGetTxByRequestResponse parses an HTTP response from a GetTxByRequestWithResponse call
+func ParseGetTxByRequestResponse(rsp *http.Response) (*GetTxByRequestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTxByRequestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest externalRef0.Tx
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetTxResponse parses an HTTP response from a GetTxWithResponse call
 func ParseGetTxResponse(rsp *http.Response) (*GetTxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3170,6 +3526,39 @@ func ParseCancelTxResponse(rsp *http.Response) (*CancelTxResponse, error) {
 	return response, nil
 }
 
+// ParseListTxEventsResponse parses an HTTP response from a ListTxEventsWithResponse call
+func ParseListTxEventsResponse(rsp *http.Response) (*ListTxEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTxEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest externalRef0.EventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRejectTxResponse parses an HTTP response from a RejectTxWithResponse call
 func ParseRejectTxResponse(rsp *http.Response) (*RejectTxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3293,6 +3682,9 @@ type ServerInterface interface {
 	// CreateTx Accept a transaction intent
 	// (POST /internal/v1/tx)
 	CreateTx(w http.ResponseWriter, r *http.Request)
+	// GetTxByRequest The transaction a signer's request id names
+	// (GET /internal/v1/tx/by-request)
+	GetTxByRequest(w http.ResponseWriter, r *http.Request, params GetTxByRequestParams)
 	// GetTx One transaction
 	// (GET /internal/v1/tx/{tx_id})
 	GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
@@ -3308,6 +3700,9 @@ type ServerInterface interface {
 	// CancelTx Cancel a transaction that has no nonce yet
 	// (POST /internal/v1/tx/{tx_id}/cancel)
 	CancelTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
+	// ListTxEvents One transaction's events, in order
+	// (GET /internal/v1/tx/{tx_id}/events)
+	ListTxEvents(w http.ResponseWriter, r *http.Request, txId TxIdPath)
 	// RejectTx Reject a transaction waiting for approvals
 	// (POST /internal/v1/tx/{tx_id}/reject)
 	RejectTx(w http.ResponseWriter, r *http.Request, txId TxIdPath)
@@ -3353,6 +3748,12 @@ func (_ Unimplemented) CreateTx(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetTxByRequest The transaction a signer's request id names
+// (GET /internal/v1/tx/by-request)
+func (_ Unimplemented) GetTxByRequest(w http.ResponseWriter, r *http.Request, params GetTxByRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetTx One transaction
 // (GET /internal/v1/tx/{tx_id})
 func (_ Unimplemented) GetTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
@@ -3380,6 +3781,12 @@ func (_ Unimplemented) ApproveTx(w http.ResponseWriter, r *http.Request, txId Tx
 // CancelTx Cancel a transaction that has no nonce yet
 // (POST /internal/v1/tx/{tx_id}/cancel)
 func (_ Unimplemented) CancelTx(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTxEvents One transaction's events, in order
+// (GET /internal/v1/tx/{tx_id}/events)
+func (_ Unimplemented) ListTxEvents(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3669,6 +4076,65 @@ func (siw *ServerInterfaceWrapper) CreateTx(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// GetTxByRequest operation middleware
+func (siw *ServerInterfaceWrapper) GetTxByRequest(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetTxByRequestParams
+
+	// ------------- Required query parameter "chain_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "chain_id", r.URL.Query(), &params.ChainId, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "chain_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "request_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "request_id", r.URL.Query(), &params.RequestId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "request_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "request_id", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTxByRequest(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetTx operation middleware
 func (siw *ServerInterfaceWrapper) GetTx(w http.ResponseWriter, r *http.Request) {
 
@@ -3790,6 +4256,32 @@ func (siw *ServerInterfaceWrapper) CancelTx(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelTx(w, r, txId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTxEvents operation middleware
+func (siw *ServerInterfaceWrapper) ListTxEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "tx_id" -------------
+	var txId TxIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "tx_id", chi.URLParam(r, "tx_id"), &txId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTxEvents(w, r, txId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3973,7 +4465,13 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/internal/v1/tx", wrapper.CreateTx)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/tx/by-request", wrapper.GetTxByRequest)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/internal/v1/tx/{tx_id}", wrapper.GetTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/internal/v1/tx/{tx_id}/events", wrapper.ListTxEvents)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/internal/v1/tx/{tx_id}/cancel", wrapper.CancelTx)

@@ -50,7 +50,9 @@ func (a *API) Mount(r chi.Router) {
 		r.Use(mtls.Allow("gateway"))
 		r.Post("/internal/v1/tx", a.create)
 		r.Get("/internal/v1/tx", a.list)
+		r.Get("/internal/v1/tx/by-request", a.getByRequest)
 		r.Get("/internal/v1/tx/{tx_id}", a.get)
+		r.Get("/internal/v1/tx/{tx_id}/events", a.txEvents)
 		r.Post("/internal/v1/tx/{tx_id}/cancel", a.cancel)
 		r.Post("/internal/v1/tx/{tx_id}/approvals", a.approve)
 		r.Post("/internal/v1/tx/{tx_id}/reject", a.reject)
@@ -179,6 +181,49 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	}
 	tx, err := a.Store.Get(r.Context(), id)
 	writeTx(w, r, tx, err)
+}
+
+func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var fields []errs.FieldError
+	chainID, err := strconv.ParseUint(q.Get("chain_id"), 10, 63)
+	if err != nil || chainID == 0 {
+		fields = append(fields, errs.FieldError{Pointer: "chain_id", Detail: "a chain id is required"})
+	}
+	from := q.Get("from")
+	if !common.IsHexAddress(from) || !strings.HasPrefix(from, "0x") {
+		fields = append(fields, errs.FieldError{Pointer: "from", Detail: "an 0x-prefixed address is required"})
+	}
+	requestID := q.Get("request_id")
+	if requestID == "" || len(requestID) > 255 {
+		fields = append(fields, errs.FieldError{Pointer: "request_id", Detail: "1 to 255 characters"})
+	}
+	if len(fields) > 0 {
+		httpserver.Error(w, r, errs.InvalidFields("chain_id, from and request_id name a transaction", fields...))
+		return
+	}
+	tx, err := a.Store.GetByRequest(r.Context(), txmanager.SignerKey{ChainID: chainID, Signer: common.HexToAddress(from)}, requestID)
+	writeTx(w, r, tx, err)
+}
+
+func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := txIDParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	// Events written but not numbered yet are numbered first, so a
+	// timeline read right after a change shows it.
+	if _, err := a.Store.Sequence(r.Context()); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	evs, err := a.Store.TxEvents(r.Context(), id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": toEvents(evs)})
 }
 
 func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
@@ -425,12 +470,16 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": toEvents(evs)})
+}
+
+func toEvents(evs []txmanager.Event) []eventJSON {
 	out := make([]eventJSON, len(evs))
 	for i := range evs {
 		e := &evs[i]
 		out[i] = eventJSON{Seq: e.Seq, ID: e.ID(), Type: e.Type, TxID: e.TxID, ChainID: e.ChainID, Signer: e.Signer, CreatedAt: e.CreatedAt.UTC(), Data: e.Data}
 	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": out})
+	return out
 }
 
 // waitForEvents reads the feed after seq, numbering what is ready first,

@@ -125,6 +125,19 @@ func TestCreateGetCancelAndTheFeed(t *testing.T) {
 	}](t, b); code != http.StatusOK || len(list.Transactions) != 1 || list.NextCursor != nil {
 		t.Errorf("list: %d %s", code, b)
 	}
+	if code, b := a.do(t, "gateway", "GET", "/internal/v1/tx/by-request?chain_id=31337&from="+signer+"&request_id=order-1", ""); code != http.StatusOK || decode[txJSON](t, b).TxID != tx.TxID {
+		t.Errorf("by request: %d %s", code, b)
+	}
+	for query, want := range map[string]int{
+		"chain_id=31337&from=" + signer + "&request_id=order-9":  404,
+		"chain_id=31337&from=" + another + "&request_id=order-1": 404,
+		"chain_id=31337&from=" + signer:                          400,
+		"chain_id=x&from=" + signer + "&request_id=order-1":      400,
+	} {
+		if code, b := a.do(t, "gateway", "GET", "/internal/v1/tx/by-request?"+query, ""); code != want {
+			t.Errorf("by request %s: %d %s, want %d", query, code, b, want)
+		}
+	}
 	// The signers filter: a set the gateway passes for a tenant; an empty
 	// set matches nothing.
 	for query, want := range map[string]int{
@@ -164,6 +177,15 @@ func TestCreateGetCancelAndTheFeed(t *testing.T) {
 	}
 	if len(events) != 2 || events[0].Seq != 1 || events[1].Seq != 2 || events[1].Data["to_state"] != "CANCELLED" || events[1].ID == events[0].ID || !strings.EqualFold(events[0].Signer, signer) {
 		t.Fatalf("feed: %+v", events)
+	}
+
+	// The transaction's own timeline: its two events, numbered.
+	code, b = a.do(t, "gateway", "GET", "/internal/v1/tx/"+tx.TxID+"/events", "")
+	if timeline := decode[struct{ Events []event }](t, b).Events; code != http.StatusOK || len(timeline) != 2 || timeline[1].Data["to_state"] != "CANCELLED" {
+		t.Errorf("timeline: %d %s", code, b)
+	}
+	if code, _ := a.do(t, "gateway", "GET", "/internal/v1/tx/0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7/events", ""); code != http.StatusNotFound {
+		t.Errorf("timeline of an unknown tx: %d, want 404", code)
 	}
 
 	// A long poll answers with what arrives while it waits.

@@ -145,12 +145,30 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txm
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Event, error) {
-		var e txmanager.Event
-		var seq, chainID int64
-		var signer []byte
-		err := r.Scan(&seq, &e.Type, &e.TxID, &chainID, &signer, &e.CreatedAt, &e.Data)
-		e.Seq, e.ChainID, e.Signer = uint64(seq), uint64(chainID), common.BytesToAddress(signer)
-		return e, err
-	})
+	return pgx.CollectRows(rows, scanEvent)
+}
+
+// TxEvents reads the events of one transaction already in the feed, in
+// seq order: its timeline. An unknown transaction is NotFound.
+func (s *Store) TxEvents(ctx context.Context, id uuid.UUID) ([]txmanager.Event, error) {
+	if _, err := s.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT e.seq, e.type, e.tx_id, t.chain_id, t.signer, e.created_at, e.payload
+		FROM event e JOIN tx t USING (tx_id)
+		WHERE e.tx_id = $1 AND e.seq IS NOT NULL ORDER BY e.seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read events of %s: %w", id, err)
+	}
+	return pgx.CollectRows(rows, scanEvent)
+}
+
+func scanEvent(r pgx.CollectableRow) (txmanager.Event, error) {
+	var e txmanager.Event
+	var seq, chainID int64
+	var signer []byte
+	err := r.Scan(&seq, &e.Type, &e.TxID, &chainID, &signer, &e.CreatedAt, &e.Data)
+	e.Seq, e.ChainID, e.Signer = uint64(seq), uint64(chainID), common.BytesToAddress(signer)
+	return e, err
 }
