@@ -166,11 +166,17 @@ func (m *TxManager) SignerStatus(ctx context.Context, chainID uint64, signer str
 // with wait, an empty answer is held up to that long for new events
 // (whole seconds, at most 30).
 func (m *TxManager) EventsAfter(ctx context.Context, after uint64, limit int, wait time.Duration) ([]components.Event, error) {
+	page, err := m.Feed(ctx, after, limit, wait)
+	return page.Events, err
+}
+
+// Feed is EventsAfter with the feed's head: the highest seq numbered when
+// the page was read.
+func (m *TxManager) Feed(ctx context.Context, after uint64, limit int, wait time.Duration) (components.EventList, error) {
 	a, l, w := int64(after), components.Limit(limit), int(wait/time.Second)
 	resp, err := m.api.ListEventsWithResponse(ctx, &txmanagerapi.ListEventsParams{After: &a, Limit: &l, Wait: &w})
 	if err != nil {
-		return nil, unreachable("read events", err)
+		return components.EventList{}, unreachable("read events", err)
 	}
-	list, err := answer("read events", resp.HTTPResponse, resp.Body, resp.JSON200)
-	return list.Events, err
+	return answer("read events", resp.HTTPResponse, resp.Body, resp.JSON200)
 }

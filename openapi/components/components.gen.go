@@ -462,6 +462,11 @@ type EventId = string
 // EventList defines model for EventList.
 type EventList struct {
 	Events []Event `json:"events"`
+
+	// HeadSeq On the feed: the highest `seq` numbered when the page was read
+	// (0 before the first event), so a consumer that wants only new
+	// events starts after it.
+	HeadSeq *int64 `json:"head_seq,omitempty"`
 }
 
 // EventSeq The event's position in txmanager's global event feed: assigned in

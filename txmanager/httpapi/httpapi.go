@@ -470,7 +470,12 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": toEvents(evs)})
+	head, err := a.Store.HeadSeq(r.Context())
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": toEvents(evs), "head_seq": head})
 }
 
 func toEvents(evs []txmanager.Event) []eventJSON {

@@ -148,6 +148,15 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txm
 	return pgx.CollectRows(rows, scanEvent)
 }
 
+// HeadSeq is the highest sequence numbered so far (0 before the first).
+func (s *Store) HeadSeq(ctx context.Context) (uint64, error) {
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT last_seq FROM event_sequence`).Scan(&head); err != nil {
+		return 0, fmt.Errorf("read the feed's head: %w", err)
+	}
+	return uint64(head), nil
+}
+
 // TxEvents reads the events of one transaction already in the feed, in
 // seq order: its timeline. An unknown transaction is NotFound.
 func (s *Store) TxEvents(ctx context.Context, id uuid.UUID) ([]txmanager.Event, error) {
