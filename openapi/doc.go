@@ -14,11 +14,11 @@
 //	mevrouter.yaml
 //	ledger.yaml
 //	components/          package components: models of components.yaml
-//	gatewayapi/          package gatewayapi: types, chi ServerInterface and
-//	txmanagerapi/        ClientWithResponses of one spec each; the shared
-//	signerapi/           schemas are not generated again but imported from
-//	mevrouterapi/        components (oapi-codegen import-mapping of
-//	ledgerapi/           ./components.yaml)
+//	gatewayapi/          package gatewayapi: types and ClientWithResponses
+//	txmanagerapi/        of one spec each (the internal APIs' also a chi
+//	signerapi/           ServerInterface); the shared schemas are not
+//	mevrouterapi/        generated again but imported from components
+//	ledgerapi/           (oapi-codegen import-mapping of ./components.yaml)
 //	generate.sh          regenerates every *.gen.go; --check fails when one
 //	                     is stale
 //

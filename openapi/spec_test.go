@@ -21,7 +21,7 @@ const problemResponse = "./components.yaml#/components/responses/Problem"
 // opsPaths are the endpoints that exist today: the spec of a service
 // describes exactly these. Add a path here with the handler that serves it.
 var opsPaths = map[string][]string{
-	openapi.Gateway:   {"/healthz", "/readyz"}, // the public listener serves no /metrics
+	openapi.Gateway:   {"/api/v1/approvals", "/api/v1/events", "/api/v1/keys", "/api/v1/keys/{key_id}", "/api/v1/me", "/api/v1/signers", "/api/v1/signers/{chain_id}/{address}", "/api/v1/tx", "/api/v1/tx/by-request", "/api/v1/tx/{tx_id}", "/api/v1/tx/{tx_id}/actions", "/api/v1/tx/{tx_id}/approvals", "/api/v1/tx/{tx_id}/cancel", "/api/v1/tx/{tx_id}/events", "/api/v1/tx/{tx_id}/reject", "/api/v1/webhooks", "/api/v1/webhooks/{webhook_id}", "/api/v1/webhooks/{webhook_id}/deliveries", "/api/v1/webhooks/{webhook_id}/replay", "/api/v1/webhooks/{webhook_id}/rotate-secret", "/api/v1/webhooks/{webhook_id}/test", "/healthz", "/readyz"}, // the public listener serves no /metrics
 	openapi.TxManager: {"/healthz", "/internal/v1/events", "/internal/v1/signers/{chain_id}/{address}", "/internal/v1/tx", "/internal/v1/tx/by-request", "/internal/v1/tx/{tx_id}", "/internal/v1/tx/{tx_id}/actions", "/internal/v1/tx/{tx_id}/approvals", "/internal/v1/tx/{tx_id}/cancel", "/internal/v1/tx/{tx_id}/events", "/internal/v1/tx/{tx_id}/reject", "/metrics", "/readyz"},
 	openapi.Signer:    {"/healthz", "/metrics", "/readyz", "/v1/audit", "/v1/evaluate", "/v1/keys", "/v1/sign", "/v1/sign/batch"},
 	openapi.MEVRouter: {"/healthz", "/metrics", "/readyz", "/v1/broadcast", "/v1/private/{hash}", "/v1/private/{hash}/cancel"},
@@ -32,6 +32,12 @@ var operationIDs = map[string]string{
 	"/healthz": "getHealth", "/readyz": "getReadiness", "/metrics": "getMetrics",
 	"/v1/sign": "sign", "/v1/sign/batch": "signBatch", "/v1/evaluate": "evaluate", "/v1/keys": "listKeys", "/v1/audit": "listAudit",
 	"POST /internal/v1/tx": "createTx", "GET /internal/v1/tx": "listTx", "/internal/v1/tx/{tx_id}": "getTx", "/internal/v1/tx/{tx_id}/cancel": "cancelTx", "/internal/v1/tx/{tx_id}/approvals": "approveTx", "/internal/v1/tx/{tx_id}/reject": "rejectTx", "POST /internal/v1/tx/{tx_id}/actions": "requestTxAction", "GET /internal/v1/tx/{tx_id}/actions": "listTxActions", "/internal/v1/events": "listEvents", "/internal/v1/tx/by-request": "getTxByRequest", "/internal/v1/tx/{tx_id}/events": "listTxEvents", "/internal/v1/signers/{chain_id}/{address}": "getSignerStatus",
+	"POST /api/v1/tx": "createTx", "GET /api/v1/tx": "listTx", "/api/v1/tx/by-request": "getTxByRequest", "/api/v1/tx/{tx_id}": "getTx", "/api/v1/tx/{tx_id}/events": "listTxEvents", "/api/v1/tx/{tx_id}/cancel": "cancelTx",
+	"POST /api/v1/tx/{tx_id}/actions": "requestTxAction", "GET /api/v1/tx/{tx_id}/actions": "listTxActions", "/api/v1/approvals": "listPendingApprovals", "/api/v1/tx/{tx_id}/approvals": "approveTx", "/api/v1/tx/{tx_id}/reject": "rejectTx",
+	"/api/v1/signers": "listSigners", "/api/v1/signers/{chain_id}/{address}": "getSignerStatus", "/api/v1/events": "streamEvents",
+	"POST /api/v1/webhooks": "createWebhook", "GET /api/v1/webhooks": "listWebhooks", "GET /api/v1/webhooks/{webhook_id}": "getWebhook", "PATCH /api/v1/webhooks/{webhook_id}": "updateWebhook", "DELETE /api/v1/webhooks/{webhook_id}": "deleteWebhook",
+	"/api/v1/webhooks/{webhook_id}/rotate-secret": "rotateWebhookSecret", "/api/v1/webhooks/{webhook_id}/test": "testWebhook", "/api/v1/webhooks/{webhook_id}/deliveries": "listWebhookDeliveries", "/api/v1/webhooks/{webhook_id}/replay": "replayWebhook",
+	"POST /api/v1/keys": "createKey", "GET /api/v1/keys": "listKeys", "/api/v1/keys/{key_id}": "revokeKey", "/api/v1/me": "getMe",
 	"/v1/broadcast": "broadcast", "/v1/private/{hash}": "getPrivateStatus", "/v1/private/{hash}/cancel": "cancelPrivate",
 }
 

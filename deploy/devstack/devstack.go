@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"text/tabwriter"
@@ -180,6 +181,7 @@ func (s *stack) start(ctx context.Context) error {
 		{"signer keys", s.signerKeys},
 		{"chains file", s.writeChainsFile},
 		{"migrations", s.migrate},
+		{"admin key", s.adminKey},
 		{"services", s.startServices},
 	}
 	for _, step := range steps {
@@ -420,12 +422,45 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 	if svc.identity == "gateway" {
 		env["REDIS_URL"] = s.redisURL
 		env["PUBLIC_ADDR"] = s.cfg.GatewayAddr
+		env["TXMANAGER_URL"] = "https://" + s.internalAddr(serviceIndex("txmanager"))
+		// Webhook receivers in development listen on this machine.
+		env["WEBHOOK_ALLOW_INSECURE_URLS"] = "true"
+		env["WEBHOOK_BACKOFF_BASE"] = "1s"
 	}
 	list := os.Environ()
 	for k, v := range env {
 		list = append(list, svc.prefix+k+"="+v)
 	}
 	return list, nil
+}
+
+// adminKeyFile holds the development tenant's admin API key.
+func (s *stack) adminKeyFile() string { return filepath.Join(s.cfg.StateDir, "admin.key") }
+
+// adminKey gives the development tenant "dev" anvil's accounts and an
+// admin API key, once: the key is kept in .devstack/admin.key for the
+// quick start (txctl and curl read it from there).
+func (s *stack) adminKey(ctx context.Context) error {
+	if _, err := os.Stat(s.adminKeyFile()); err == nil {
+		return nil
+	}
+	i := serviceIndex("gateway")
+	env, err := s.serviceEnv(ctx, i, services[i])
+	if err != nil {
+		return err
+	}
+	args := []string{"bootstrap", "--tenant", "dev", "--key-name", "devstack-admin"}
+	for _, a := range s.chain.Accounts() {
+		args = append(args, "--signer", fmt.Sprintf("%d:%s", s.chain.ChainID(), a.Address.Hex()))
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(s.cfg.BinDir, services[i].binary), args...)
+	cmd.Env = env
+	cmd.Stderr = s.out.writer("gateway")
+	token, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("gatewayd bootstrap: %w", err)
+	}
+	return os.WriteFile(s.adminKeyFile(), token, 0o600)
 }
 
 // serviceIndex is the position of identity in services.
@@ -527,10 +562,12 @@ func (s *stack) printSummary(w io.Writer) {
 	fmt.Fprintf(tw, "  PostgreSQL\t%s\n", config.MaskURL(s.adminURL))
 	fmt.Fprintf(tw, "  Redis\t%s\n", s.redisURL)
 	fmt.Fprintf(tw, "  certificates\t%s\n", s.certs)
+	fmt.Fprintf(tw, "  admin API key (tenant dev)\t%s\n", s.adminKeyFile())
+	fmt.Fprintf(tw, "  operator console\thttp://%s/console/\n", s.cfg.GatewayAddr)
 	_ = tw.Flush()
 	f := devcert.Files(s.certs, Identity)
-	fmt.Fprintf(w, "\nTry:\n  curl http://%s/healthz\n  curl --cacert %s --cert %s --key %s https://%s/readyz\n\n",
-		s.cfg.GatewayAddr, f.CA, f.Cert, f.Key, s.internalAddr(2))
+	fmt.Fprintf(w, "\nTry:\n  curl http://%s/healthz\n  curl -H \"Authorization: Bearer $(cat %s)\" http://%s/api/v1/me\n  curl --cacert %s --cert %s --key %s https://%s/readyz\n\n",
+		s.cfg.GatewayAddr, s.adminKeyFile(), s.cfg.GatewayAddr, f.CA, f.Cert, f.Key, s.internalAddr(serviceIndex("txmanager")))
 }
 
 // stop ends every process in reverse start order, then runs the cleanups.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -28,7 +29,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // TestStackStartsServesAndStopsTwice is make run, twice in a row: the whole
 // stack comes up from the real binaries, the gateway answers /healthz, every
 // internal listener refuses a client without a certificate and answers one
-// with, and cancelling stops every process devstack started.
+// with, a transaction goes end to end through the gateway by the public
+// and the private route with its webhooks verified, and cancelling stops
+// every process devstack started.
 func TestStackStartsServesAndStopsTwice(t *testing.T) {
 	bin := buildServices(t)
 	state := t.TempDir()
@@ -94,6 +97,15 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		// broadcast through mevrouterd, mined and confirmed.
 		txmanager := fmt.Sprintf("https://127.0.0.1:%d", basePort+2)
 		requireConfirmed(t, servicetest.Client(t, certs, "gateway", "txmanager"), txmanager, fmt.Sprintf("run-%d", run))
+
+		// Through the front door, with the admin key the first run made
+		// (the second run reuses it): public and private routes, and
+		// webhooks.
+		adminKey, err := os.ReadFile(filepath.Join(state, "admin.key"))
+		if err != nil {
+			t.Fatalf("run %d: the admin key: %v", run, err)
+		}
+		requireEndToEnd(t, fmt.Sprintf("http://127.0.0.1:%d", gatewayPort), strings.TrimSpace(string(adminKey)))
 
 		cancel()
 		select {

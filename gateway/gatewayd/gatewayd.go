@@ -10,11 +10,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/txfence/txfence/gateway/api"
 	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/ratelimit"
+	"github.com/txfence/txfence/gateway/remote"
+	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 )
@@ -28,6 +35,54 @@ type Config struct {
 	// RedisURL is where per-key rate limits are counted.
 	RedisURL string         `env:"REDIS_URL" default:"redis://127.0.0.1:6379/0"`
 	Public   PublicListener `envprefix:"PUBLIC_"`
+	// TxManagerURL is txmanagerd's internal listener (mutual TLS).
+	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
+	// KeyCacheTTL is how long an authenticated key is reused without a
+	// database lookup: a revoked key stops working on other nodes within it.
+	KeyCacheTTL time.Duration `env:"KEY_CACHE_TTL" default:"5s"`
+	RateLimit   RateLimit     `envprefix:"RATE_LIMIT_"`
+	Webhooks    Webhooks      `envprefix:"WEBHOOK_"`
+}
+
+// Webhooks configures webhook delivery.
+type Webhooks struct {
+	// Workers is how many deliveries this node attempts at once.
+	Workers int `env:"WORKERS" default:"8"`
+	// Timeout bounds one attempt, the receiver's answer included.
+	Timeout time.Duration `env:"TIMEOUT" default:"10s"`
+	// BackoffBase and BackoffMax shape retries (exponential, full jitter).
+	BackoffBase time.Duration `env:"BACKOFF_BASE" default:"5s"`
+	BackoffMax  time.Duration `env:"BACKOFF_MAX" default:"1h"`
+	// DeadAfter is the dead letter horizon, from a delivery's first attempt.
+	DeadAfter time.Duration `env:"DEAD_AFTER" default:"24h"`
+	// AllowInsecureURLs accepts http URLs and loopback or private hosts:
+	// development only.
+	AllowInsecureURLs bool `env:"ALLOW_INSECURE_URLS" default:"false"`
+}
+
+// RateLimit is every key's request budget.
+type RateLimit struct {
+	// Rate requests per Period, with bursts up to Burst.
+	Rate   int           `env:"RATE" default:"1000"`
+	Burst  int           `env:"BURST" default:"2000"`
+	Period time.Duration `env:"PERIOD" default:"1s"`
+	// WhenRedisDown: local (each node limits on its own, the default),
+	// allow (no limits) or deny (503) while Redis cannot be reached; an
+	// alert is logged either way.
+	WhenRedisDown ratelimit.DownMode `env:"WHEN_REDIS_DOWN" default:"local"`
+}
+
+// Validate requires a usable budget.
+func (r RateLimit) Validate() error {
+	if r.Rate <= 0 || r.Burst <= 0 || r.Period <= 0 {
+		return errors.New("RATE_LIMIT_RATE, RATE_LIMIT_BURST and RATE_LIMIT_PERIOD must be positive")
+	}
+	return nil
+}
+
+// Limit is the budget as the limiter takes it.
+func (r RateLimit) Limit() ratelimit.Limit {
+	return ratelimit.Limit{Rate: r.Rate, Burst: r.Burst, Period: r.Period}
 }
 
 // PublicListener is the listener clients use.
@@ -52,8 +107,12 @@ func (p PublicListener) Validate() error {
 // calls.
 var Spec = daemon.Spec{Binary: "gatewayd", Identity: "gateway", EnvPrefix: "TXFENCE_GATEWAY_", Migrations: postgres.Migrations}
 
-// Run runs gatewayd: `serve` (the default) or `migrate`.
+// Run runs gatewayd: `serve` (the default), `migrate`, or `bootstrap`
+// (see Bootstrap).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "bootstrap" {
+		return Bootstrap(ctx, args[1:], getenv, stdout)
+	}
 	var cfg Config
 	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
 	if svc == nil { // an error, or a finished subcommand
@@ -65,12 +124,27 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("TXFENCE_GATEWAY_REDIS_URL: %w", err)
 	}
+	// The limiter bounds each Redis call by its context, which go-redis
+	// honours only when told to.
+	redisOpts.ContextTimeoutEnabled = true
 	// Redis being down does not stop the gateway from starting: rate
-	// limits fall back to per-process counting (issue 7) and readiness
-	// reports it.
+	// limits fall back as configured and readiness reports it.
 	rdb := redis.NewClient(redisOpts)
 	defer rdb.Close()
 	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "redis", Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	limits, err := ratelimit.New(rdb, ratelimit.Options{WhenRedisDown: cfg.RateLimit.WhenRedisDown, Logger: svc.Log, Registerer: svc.HTTP.Registry()})
+	if err != nil {
+		return err
+	}
+
+	txm, err := remote.NewTxManager(cfg.TxManagerURL, httpclient.New(svc.TLS.ClientConfig("txmanager"), httpclient.Options{Timeout: 60 * time.Second}))
+	if err != nil {
+		return err
+	}
+	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "txmanager", Fn: func(ctx context.Context) error {
+		_, err := txm.Feed(ctx, 0, 1, 0)
+		return err
+	}})
 
 	var publicTLS *tls.Config
 	if cfg.Public.TLSCertFile != "" {
@@ -78,6 +152,30 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("public TLS: %w", err)
 		}
 	}
+	store := postgres.New(svc.DB)
+	dispatcher, err := webhook.New(store, txm, webhook.Options{Workers: cfg.Webhooks.Workers, Timeout: cfg.Webhooks.Timeout,
+		BackoffBase: cfg.Webhooks.BackoffBase, BackoffMax: cfg.Webhooks.BackoffMax, DeadAfter: cfg.Webhooks.DeadAfter,
+		AllowInsecureURLs: cfg.Webhooks.AllowInsecureURLs, Logger: svc.Log, Registerer: svc.HTTP.Registry()})
+	if err != nil {
+		return err
+	}
 	public := svc.HTTP.PublicRouter()
-	return svc.Serve(ctx, httpserver.Listener{Name: "public", Addr: cfg.Public.Addr, TLS: publicTLS, Handler: public})
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Limits: limits, Limit: cfg.RateLimit.Limit(), Webhooks: dispatcher,
+		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done()})
+	if err != nil {
+		return err
+	}
+	a.Mount(public)
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := dispatcher.Run(ctx); ctx.Err() == nil {
+			return fmt.Errorf("webhook dispatcher stopped: %w", err)
+		}
+		return nil // shutting down
+	})
+	g.Go(func() error {
+		return svc.Serve(ctx, httpserver.Listener{Name: "public", Addr: cfg.Public.Addr, TLS: publicTLS, Handler: public})
+	})
+	return g.Wait()
 }

@@ -15,15 +15,20 @@ import (
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/redistest"
 	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// env configures a gatewayd in front of txmanager's real API (its own
+// database, the chains of txmanagertest.DefaultChains).
 func env(t *testing.T, pki, redisURL string, extra map[string]string) map[string]string {
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
 	return servicetest.Merge(servicetest.TLSEnv(gatewayd.Spec.EnvPrefix, pki, gatewayd.Spec.Identity), map[string]string{
-		gatewayd.Spec.EnvPrefix + "DATABASE_URL": pgtest.URL(t),
-		gatewayd.Spec.EnvPrefix + "REDIS_URL":    redisURL,
-		gatewayd.Spec.EnvPrefix + "PUBLIC_ADDR":  "127.0.0.1:0",
+		gatewayd.Spec.EnvPrefix + "DATABASE_URL":  pgtest.URL(t),
+		gatewayd.Spec.EnvPrefix + "REDIS_URL":     redisURL,
+		gatewayd.Spec.EnvPrefix + "PUBLIC_ADDR":   "127.0.0.1:0",
+		gatewayd.Spec.EnvPrefix + "TXMANAGER_URL": txm.URL,
 	}, extra)
 }
 
@@ -111,5 +116,49 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	}
 	if code := get(t, http.DefaultClient, svc.URL("public")+"/healthz"); code != http.StatusOK {
 		t.Errorf("healthz with Redis down: %d; the process itself is fine", code)
+	}
+}
+
+// TestBootstrapMakesAWorkingAdminKey: `gatewayd bootstrap` makes the
+// tenant, gives it the signer and prints a key that sends a transaction
+// through the running gateway; a second run adds a key to the same
+// tenant, and a signer another tenant owns is refused.
+func TestBootstrapMakesAWorkingAdminKey(t *testing.T) {
+	t.Parallel()
+	pki := servicetest.PKI(t)
+	e := env(t, pki, redistest.URL(t), nil)
+	servicetest.MigrateTwice(t, gatewayd.Run, e)
+	const signer = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+	out, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--tenant", "acme", "--signer", "31337:" + signer}, e)
+	if err != nil {
+		t.Fatalf("bootstrap: %v\n%s", err, out)
+	}
+	token := strings.TrimSpace(out)
+	if !strings.HasPrefix(token, "txf_") || strings.Contains(token, "\n") {
+		t.Fatalf("bootstrap printed %q, want the token alone", out)
+	}
+	svc := servicetest.Start(t, gatewayd.Run, nil, e, "public")
+	req, _ := http.NewRequest("POST", svc.URL("public")+"/api/v1/tx", strings.NewReader(
+		`{"chain_id": 31337, "from": "`+signer+`", "to": "0x0000000000000000000000000000000000000b0b", "value": "1"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "first")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || !strings.Contains(string(body), `"state":"INIT"`) {
+		t.Fatalf("create with the bootstrap key: %d %s\n%s", resp.StatusCode, body, svc.Logs())
+	}
+	if again, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--tenant", "acme", "--key-name", "second"}, e); err != nil || strings.TrimSpace(again) == token {
+		t.Errorf("a second bootstrap: %q %v", again, err)
+	}
+	if _, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--tenant", "globex", "--signer", "31337:" + signer}, e); err == nil || !strings.Contains(err.Error(), "another tenant") {
+		t.Errorf("bootstrap with another tenant's signer: %v", err)
+	}
+	if _, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--signer", "31337:nope"}, e); err == nil {
+		t.Error("bootstrap with a malformed signer and no tenant succeeded")
 	}
 }

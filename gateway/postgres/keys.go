@@ -54,6 +54,16 @@ func (s SignerRef) String() string {
 	return fmt.Sprintf("%d:%s", s.ChainID, strings.ToLower(s.Address.Hex()))
 }
 
+// ParseSignerRef reads a signer written "chain_id:0xaddress".
+func ParseSignerRef(s string) (SignerRef, error) {
+	chain, addr, ok := strings.Cut(s, ":")
+	id, err := strconv.ParseUint(chain, 10, 63)
+	if !ok || err != nil || id == 0 || !strings.HasPrefix(addr, "0x") || !common.IsHexAddress(addr) {
+		return SignerRef{}, errs.Errorf(errs.Invalid, "%q is not a signer written chain_id:0xaddress", s)
+	}
+	return SignerRef{ChainID: id, Address: common.HexToAddress(addr)}, nil
+}
+
 // Tenant is a customer of the deployment: it owns signers and keys.
 type Tenant struct {
 	ID        uuid.UUID
@@ -92,6 +102,40 @@ func (s *Store) AssignSigner(ctx context.Context, tenant uuid.UUID, signer Signe
 		return errs.Errorf(errs.Conflict, "signer %s belongs to another tenant", signer)
 	}
 	return nil
+}
+
+// GetTenant reads a tenant.
+func (s *Store) GetTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
+	t := Tenant{ID: id}
+	err := s.pool.QueryRow(ctx, `SELECT name, created_at FROM tenant WHERE tenant_id = $1`, id).Scan(&t.Name, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, errs.Errorf(errs.NotFound, "no tenant %s", id)
+	}
+	return t, err
+}
+
+// TenantByName reads a tenant by its name.
+func (s *Store) TenantByName(ctx context.Context, name string) (Tenant, error) {
+	t := Tenant{Name: name}
+	err := s.pool.QueryRow(ctx, `SELECT tenant_id, created_at FROM tenant WHERE name = $1`, name).Scan(&t.ID, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, errs.Errorf(errs.NotFound, "no tenant named %q", name)
+	}
+	return t, err
+}
+
+// TenantSigners lists the signers tenant owns, by chain and address.
+func (s *Store) TenantSigners(ctx context.Context, tenant uuid.UUID) ([]SignerRef, error) {
+	rows, err := s.pool.Query(ctx, `SELECT chain_id, signer FROM tenant_signer WHERE tenant_id = $1 ORDER BY chain_id, signer`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("signers of tenant %s: %w", tenant, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SignerRef, error) {
+		var chain int64
+		var addr []byte
+		err := r.Scan(&chain, &addr)
+		return SignerRef{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}, err
+	})
 }
 
 // OwnsSigner reports whether tenant owns signer.
@@ -291,12 +335,11 @@ func scanKey(row pgx.Row, lead ...any) (Key, error) {
 		k.Scopes = append(k.Scopes, Scope(sc))
 	}
 	for _, sg := range signers {
-		chain, addr, _ := strings.Cut(sg, ":")
-		id, err := strconv.ParseUint(chain, 10, 64)
+		ref, err := ParseSignerRef(sg)
 		if err != nil {
-			return k, fmt.Errorf("key %s: stored signer %q: %w", k.ID, sg, err)
+			return k, fmt.Errorf("key %s: stored signer: %w", k.ID, err)
 		}
-		k.Signers = append(k.Signers, SignerRef{ChainID: id, Address: common.HexToAddress(addr)})
+		k.Signers = append(k.Signers, ref)
 	}
 	return k, nil
 }

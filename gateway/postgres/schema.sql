@@ -40,6 +40,84 @@ CREATE TABLE tenant_signer (
     CONSTRAINT tenant_signer_signer_check CHECK ((length(signer) = 20))
 );
 
+CREATE TABLE webhook_attempt (
+    attempt_id bigint NOT NULL,
+    delivery_id uuid NOT NULL,
+    attempted_at timestamp with time zone NOT NULL,
+    status_code integer,
+    error text,
+    duration_ms integer NOT NULL,
+    CONSTRAINT webhook_attempt_duration_ms_check CHECK ((duration_ms >= 0)),
+    CONSTRAINT webhook_attempt_error_check CHECK ((length(error) <= 1000)),
+    CONSTRAINT webhook_attempt_status_code_check CHECK (((status_code >= 100) AND (status_code <= 999)))
+);
+
+ALTER TABLE webhook_attempt ALTER COLUMN attempt_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME webhook_attempt_attempt_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE webhook_delivery (
+    delivery_id uuid NOT NULL,
+    subscription_id uuid NOT NULL,
+    event_seq bigint NOT NULL,
+    event_id text NOT NULL,
+    event_type text NOT NULL,
+    tx_id text NOT NULL,
+    event json NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    claim_token uuid,
+    last_status_code integer,
+    last_error text,
+    first_attempt_at timestamp with time zone,
+    delivered_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_delivery_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT webhook_delivery_check CHECK (((status = 'delivered'::text) = (delivered_at IS NOT NULL))),
+    CONSTRAINT webhook_delivery_event_id_check CHECK (((event_id <> ''::text) AND (length(event_id) <= 64))),
+    CONSTRAINT webhook_delivery_event_seq_check CHECK ((event_seq > 0)),
+    CONSTRAINT webhook_delivery_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text])))
+);
+
+CREATE TABLE webhook_feed_cursor (
+    only_row boolean DEFAULT true NOT NULL,
+    seq bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_feed_cursor_only_row_check CHECK (only_row),
+    CONSTRAINT webhook_feed_cursor_seq_check CHECK ((seq >= 0))
+);
+
+CREATE TABLE webhook_secret (
+    secret_id uuid NOT NULL,
+    subscription_id uuid NOT NULL,
+    secret text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    CONSTRAINT webhook_secret_secret_check CHECK ((secret ~ '^whsec_[A-Za-z0-9+/]{43}=$'::text))
+);
+
+CREATE TABLE webhook_subscription (
+    subscription_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    url text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    event_types text[] DEFAULT '{}'::text[] NOT NULL,
+    signers text[],
+    enabled boolean DEFAULT true NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_subscription_description_check CHECK ((length(description) <= 500)),
+    CONSTRAINT webhook_subscription_event_types_check CHECK ((event_types <@ ARRAY['tx.state_changed'::text, 'tx.attempt'::text, 'tx.confirmation'::text, 'tx.reorged'::text])),
+    CONSTRAINT webhook_subscription_signers_check CHECK (((signers IS NULL) OR (cardinality(signers) > 0))),
+    CONSTRAINT webhook_subscription_url_check CHECK (((url ~ '^https?://'::text) AND (length(url) <= 2048)))
+);
+
 ALTER TABLE ONLY api_key
     ADD CONSTRAINT api_key_pkey PRIMARY KEY (key_id);
 
@@ -55,12 +133,54 @@ ALTER TABLE ONLY tenant
 ALTER TABLE ONLY tenant_signer
     ADD CONSTRAINT tenant_signer_pkey PRIMARY KEY (chain_id, signer);
 
+ALTER TABLE ONLY webhook_attempt
+    ADD CONSTRAINT webhook_attempt_pkey PRIMARY KEY (attempt_id);
+
+ALTER TABLE ONLY webhook_delivery
+    ADD CONSTRAINT webhook_delivery_pkey PRIMARY KEY (delivery_id);
+
+ALTER TABLE ONLY webhook_delivery
+    ADD CONSTRAINT webhook_delivery_subscription_id_event_seq_key UNIQUE (subscription_id, event_seq);
+
+ALTER TABLE ONLY webhook_feed_cursor
+    ADD CONSTRAINT webhook_feed_cursor_pkey PRIMARY KEY (only_row);
+
+ALTER TABLE ONLY webhook_secret
+    ADD CONSTRAINT webhook_secret_pkey PRIMARY KEY (secret_id);
+
+ALTER TABLE ONLY webhook_subscription
+    ADD CONSTRAINT webhook_subscription_pkey PRIMARY KEY (subscription_id);
+
 CREATE INDEX api_key_tenant_idx ON api_key USING btree (tenant_id, created_at);
 
 CREATE INDEX tenant_signer_tenant_idx ON tenant_signer USING btree (tenant_id);
+
+CREATE INDEX webhook_attempt_delivery_idx ON webhook_attempt USING btree (delivery_id, attempt_id);
+
+CREATE INDEX webhook_delivery_due_idx ON webhook_delivery USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX webhook_delivery_log_idx ON webhook_delivery USING btree (subscription_id, status, event_seq);
+
+CREATE INDEX webhook_delivery_pending_tx_idx ON webhook_delivery USING btree (subscription_id, tx_id, event_seq) WHERE (status = 'pending'::text);
+
+CREATE INDEX webhook_secret_subscription_idx ON webhook_secret USING btree (subscription_id, created_at);
+
+CREATE INDEX webhook_subscription_tenant_idx ON webhook_subscription USING btree (tenant_id, created_at, subscription_id);
 
 ALTER TABLE ONLY api_key
     ADD CONSTRAINT api_key_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES tenant(tenant_id);
 
 ALTER TABLE ONLY tenant_signer
     ADD CONSTRAINT tenant_signer_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES tenant(tenant_id);
+
+ALTER TABLE ONLY webhook_attempt
+    ADD CONSTRAINT webhook_attempt_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES webhook_delivery(delivery_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY webhook_delivery
+    ADD CONSTRAINT webhook_delivery_subscription_id_fkey FOREIGN KEY (subscription_id) REFERENCES webhook_subscription(subscription_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY webhook_secret
+    ADD CONSTRAINT webhook_secret_subscription_id_fkey FOREIGN KEY (subscription_id) REFERENCES webhook_subscription(subscription_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY webhook_subscription
+    ADD CONSTRAINT webhook_subscription_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES tenant(tenant_id);

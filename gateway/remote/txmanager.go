@@ -7,12 +7,15 @@
 package remote
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/openapi/components"
@@ -53,40 +56,68 @@ func answer[T any](what string, raw *http.Response, body []byte, v *T) (T, error
 	return *v, nil
 }
 
-// Create stores an intent, idempotently on (chain_id, from, request_id).
-// created is false when the same intent had been accepted before and tx
-// is the stored one.
-func (m *TxManager) Create(ctx context.Context, req txmanagerapi.CreateTxRequest) (tx components.Tx, created bool, err error) {
-	resp, err := m.api.CreateTxWithResponse(ctx, req)
+// Tx is a transaction as txmanager answered it: JSON is the body, passed
+// on to the gateway's client unchanged (the client's metadata keeps its
+// numbers exactly), and the fields the gateway checks are decoded beside
+// it.
+type Tx struct {
+	ID      uuid.UUID      `json:"tx_id"`
+	ChainID uint64         `json:"chain_id"`
+	From    common.Address `json:"from"`
+	State   string         `json:"state"`
+	JSON    []byte         `json:"-"`
+}
+
+// decodeTx reads the fields of a Tx answer the gateway checks.
+func decodeTx(what string, raw *http.Response, body []byte, ok bool) (Tx, error) {
+	if !ok {
+		_, err := answer[Tx](what, raw, body, nil)
+		return Tx{}, err
+	}
+	t := Tx{JSON: body}
+	if err := json.Unmarshal(body, &t); err != nil {
+		return Tx{}, fmt.Errorf("%s: txmanager's answer: %w", what, err)
+	}
+	return t, nil
+}
+
+// rawJSON returns the body of a successful answer, else its error.
+func rawJSON(what string, raw *http.Response, body []byte, ok bool) ([]byte, error) {
+	if !ok {
+		_, err := answer[[]byte](what, raw, body, nil)
+		return nil, err
+	}
+	return body, nil
+}
+
+// Create stores an intent, the JSON of txmanager's CreateTxRequest,
+// idempotently on (chain_id, from, request_id). created is false when the
+// same intent had been accepted before and the answer is the stored one.
+func (m *TxManager) Create(ctx context.Context, body []byte) (tx Tx, created bool, err error) {
+	resp, err := m.api.CreateTxWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return tx, false, unreachable("create", err)
 	}
-	switch {
-	case resp.JSON201 != nil:
-		return *resp.JSON201, true, nil
-	case resp.JSON200 != nil:
-		return *resp.JSON200, false, nil
-	}
-	_, err = answer[components.Tx]("create", resp.HTTPResponse, resp.Body, nil)
-	return tx, false, err
+	tx, err = decodeTx("create", resp.HTTPResponse, resp.Body, resp.JSON201 != nil || resp.JSON200 != nil)
+	return tx, resp.JSON201 != nil, err
 }
 
 // Get reads one transaction.
-func (m *TxManager) Get(ctx context.Context, id uuid.UUID) (components.Tx, error) {
+func (m *TxManager) Get(ctx context.Context, id uuid.UUID) (Tx, error) {
 	resp, err := m.api.GetTxWithResponse(ctx, id)
 	if err != nil {
-		return components.Tx{}, unreachable("get", err)
+		return Tx{}, unreachable("get", err)
 	}
-	return answer("get", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return decodeTx("get", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
 // GetByRequest reads the transaction a signer's request id names.
-func (m *TxManager) GetByRequest(ctx context.Context, chainID uint64, from, requestID string) (components.Tx, error) {
+func (m *TxManager) GetByRequest(ctx context.Context, chainID uint64, from, requestID string) (Tx, error) {
 	resp, err := m.api.GetTxByRequestWithResponse(ctx, &txmanagerapi.GetTxByRequestParams{ChainId: int64(chainID), From: from, RequestId: requestID})
 	if err != nil {
-		return components.Tx{}, unreachable("get by request", err)
+		return Tx{}, unreachable("get by request", err)
 	}
-	return answer("get by request", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return decodeTx("get by request", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
 // TxEvents reads one transaction's events, in order: its timeline.
@@ -99,40 +130,40 @@ func (m *TxManager) TxEvents(ctx context.Context, id uuid.UUID) ([]components.Ev
 	return list.Events, err
 }
 
-// List reads a page of transactions, newest first.
-func (m *TxManager) List(ctx context.Context, params txmanagerapi.ListTxParams) (components.TxList, error) {
+// List reads a page of transactions, newest first, as TxList JSON.
+func (m *TxManager) List(ctx context.Context, params txmanagerapi.ListTxParams) ([]byte, error) {
 	resp, err := m.api.ListTxWithResponse(ctx, &params)
 	if err != nil {
-		return components.TxList{}, unreachable("list", err)
+		return nil, unreachable("list", err)
 	}
-	return answer("list", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return rawJSON("list", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
 // Cancel cancels a transaction that has no nonce yet.
-func (m *TxManager) Cancel(ctx context.Context, id uuid.UUID) (components.Tx, error) {
+func (m *TxManager) Cancel(ctx context.Context, id uuid.UUID) (Tx, error) {
 	resp, err := m.api.CancelTxWithResponse(ctx, id)
 	if err != nil {
-		return components.Tx{}, unreachable("cancel", err)
+		return Tx{}, unreachable("cancel", err)
 	}
-	return answer("cancel", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return decodeTx("cancel", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
 // Approve adds an approver's signed approval.
-func (m *TxManager) Approve(ctx context.Context, id uuid.UUID, req components.ApprovalRequest) (components.Tx, error) {
+func (m *TxManager) Approve(ctx context.Context, id uuid.UUID, req components.ApprovalRequest) (Tx, error) {
 	resp, err := m.api.ApproveTxWithResponse(ctx, id, req)
 	if err != nil {
-		return components.Tx{}, unreachable("approve", err)
+		return Tx{}, unreachable("approve", err)
 	}
-	return answer("approve", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return decodeTx("approve", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
 // Reject records an approver's rejection, which fails the transaction.
-func (m *TxManager) Reject(ctx context.Context, id uuid.UUID, req components.RejectRequest) (components.Tx, error) {
+func (m *TxManager) Reject(ctx context.Context, id uuid.UUID, req components.RejectRequest) (Tx, error) {
 	resp, err := m.api.RejectTxWithResponse(ctx, id, req)
 	if err != nil {
-		return components.Tx{}, unreachable("reject", err)
+		return Tx{}, unreachable("reject", err)
 	}
-	return answer("reject", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return decodeTx("reject", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
 // RequestAction asks for an operator action on a broadcast transaction.

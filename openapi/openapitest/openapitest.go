@@ -60,6 +60,20 @@ func Conform(t testing.TB, name string, next http.Handler) http.Handler {
 			t.Errorf("%s %s: read the request body: %v", r.Method, r.URL.Path, err)
 			return
 		}
+		if streams(route.Operation) {
+			// A stream never ends by itself, so its response cannot be
+			// recorded and checked: only the request is.
+			in := &openapi3filter.RequestValidationInput{Request: r.Clone(r.Context()), PathParams: params, Route: route, Options: options}
+			in.Request.Body = io.NopCloser(bytes.NewReader(body))
+			requestErr := openapi3filter.ValidateRequest(r.Context(), in)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			sw := &statusWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, r)
+			if requestErr != nil && sw.status < 400 {
+				t.Errorf("%s %s breaks %s yet was answered %d:\n%v", r.Method, r.URL.Path, name, sw.status, requestErr)
+			}
+			return
+		}
 		in := &openapi3filter.RequestValidationInput{
 			Request:    r.Clone(r.Context()),
 			PathParams: params,
@@ -95,6 +109,39 @@ func Conform(t testing.TB, name string, next http.Handler) http.Handler {
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(respBody)
 	})
+}
+
+// streams reports whether op answers 200 with a Server-Sent Events stream.
+func streams(op *openapi3.Operation) bool {
+	ok := op.Responses.Status(http.StatusOK)
+	return ok != nil && ok.Value != nil && ok.Value.Content.Get("text/event-stream") != nil
+}
+
+// statusWriter remembers the status a streaming handler answered with and
+// passes flushes on.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func truncate(b []byte) string {

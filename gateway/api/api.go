@@ -1,0 +1,137 @@
+// Package api is gatewayd's public HTTP API (openapi/gateway.yaml): API
+// keys, tenants and scopes, rate limits, request validation against the
+// spec, and the handlers, which check what the caller may see and pass
+// the work to txmanager over mutual TLS.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/ratelimit"
+	"github.com/txfence/txfence/gateway/remote"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+)
+
+// maxBody bounds a request body: a create carries at most 128 KiB of call
+// data as hex and 16 KiB of metadata.
+const maxBody = 320 << 10
+
+// Config is what the API is built from.
+type Config struct {
+	Store     *postgres.Store
+	TxManager *remote.TxManager
+	// Limits counts each key's requests against Limit; nil serves
+	// without limits.
+	Limits Limiter
+	Limit  ratelimit.Limit
+	// Webhooks serves the webhook subscription endpoints.
+	Webhooks Webhooks
+	Log      *slog.Logger
+	// KeyCacheTTL is how long an authenticated key and its tenant's
+	// signers are reused without asking the database: a revoked key or a
+	// signer given to another tenant takes effect within it. 0 means 5 s.
+	KeyCacheTTL time.Duration
+	// StreamWait is how long an event stream waits on the feed before it
+	// sends a keep-alive; 0 means 15 s. It must stay under the txmanager
+	// client's timeout.
+	StreamWait time.Duration
+	// Done ends open event streams (at shutdown, so that they do not hold
+	// the server open).
+	Done <-chan struct{}
+}
+
+// API serves /api/v1.
+type API struct {
+	cfg       Config
+	validator *validator
+	keys      *keyCache
+}
+
+// New builds the API; it loads and compiles the spec it validates
+// requests against.
+func New(ctx context.Context, cfg Config) (*API, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.KeyCacheTTL == 0 {
+		cfg.KeyCacheTTL = 5 * time.Second
+	}
+	if cfg.StreamWait == 0 {
+		cfg.StreamWait = 15 * time.Second
+	}
+	v, err := newValidator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &API{cfg: cfg, validator: v, keys: newKeyCache(cfg.Store, cfg.KeyCacheTTL)}, nil
+}
+
+// Mount adds the /api/v1 routes to r. Every route authenticates the key,
+// counts it against its rate limit, validates the request against the
+// spec and checks the scope, in that order: an unauthenticated caller
+// learns nothing about what a valid request looks like.
+func (a *API) Mount(r chi.Router) {
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Use(limitBody, a.authenticate, a.rateLimit, a.validator.middleware)
+
+		r.With(need(postgres.ScopeTxWrite)).Post("/tx", a.createTx)
+		r.With(need(postgres.ScopeTxRead)).Get("/tx", a.listTx)
+		r.With(need(postgres.ScopeTxRead)).Get("/tx/by-request", a.getTxByRequest)
+		r.With(need(postgres.ScopeTxRead)).Get("/tx/{tx_id}", a.getTx)
+		r.With(need(postgres.ScopeTxRead)).Get("/tx/{tx_id}/events", a.txEvents)
+		r.With(need(postgres.ScopeTxWrite)).Post("/tx/{tx_id}/cancel", a.cancelTx)
+		r.With(need(postgres.ScopeAdmin)).Post("/tx/{tx_id}/actions", a.requestAction)
+		r.With(need(postgres.ScopeTxRead)).Get("/tx/{tx_id}/actions", a.listActions)
+
+		r.With(need(postgres.ScopeApprovals)).Get("/approvals", a.pendingApprovals)
+		r.With(need(postgres.ScopeApprovals)).Post("/tx/{tx_id}/approvals", a.approve)
+		r.With(need(postgres.ScopeApprovals)).Post("/tx/{tx_id}/reject", a.reject)
+
+		r.With(need(postgres.ScopeTxRead)).Get("/signers", a.listSigners)
+		r.With(need(postgres.ScopeAdmin)).Get("/signers/{chain_id}/{address}", a.signerStatus)
+
+		r.With(need(postgres.ScopeTxRead)).Get("/events", a.streamEvents)
+
+		r.Route("/webhooks", a.mountWebhooks)
+
+		r.With(need(postgres.ScopeAdmin)).Post("/keys", a.createKey)
+		r.With(need(postgres.ScopeAdmin)).Get("/keys", a.listKeys)
+		r.With(need(postgres.ScopeAdmin)).Delete("/keys/{key_id}", a.revokeKey)
+		r.Get("/me", a.me)
+	})
+}
+
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// need refuses a key without scope.
+func need(scope postgres.Scope) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if p := caller(r.Context()); !p.key.Has(scope) {
+				httpserver.Error(w, r, errs.Errorf(errs.Forbidden, "this key lacks the %s scope", scope))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// writeRaw writes a JSON body already encoded (txmanager's answer, passed
+// on unchanged).
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,135 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+)
+
+// streamPage is how many feed events one read of a stream takes.
+const streamPage = 500
+
+// streamEvents serves the caller's events as Server-Sent Events. Each
+// stream reads txmanager's feed itself from its own position, so a
+// resumed stream misses nothing and repeats nothing, whatever happened
+// while it was away. The feed holds every tenant's events; the stream
+// passes on only those of the signers the key may use.
+func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		httpserver.Error(w, r, errs.E(errs.Internal, "this connection cannot stream"))
+		return
+	}
+	p := caller(r.Context())
+	q := r.URL.Query()
+	var types map[string]bool
+	if v := q.Get("types"); v != "" {
+		types = map[string]bool{}
+		for _, t := range strings.Split(v, ",") {
+			types[t] = true
+		}
+	}
+	after, err := streamStart(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	if after == math.MaxInt64 { // no position given: start with the next event
+		page, err := a.cfg.TxManager.Feed(ctx, math.MaxInt64>>1, 1, 0)
+		if err != nil {
+			httpserver.Error(w, r, err)
+			return
+		}
+		if page.HeadSeq != nil {
+			after = uint64(*page.HeadSeq)
+		} else {
+			after = 0
+		}
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprint(w, ": txfence events\n\n")
+	flusher.Flush()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.cfg.Done:
+			return
+		default:
+		}
+		// A keep-alive comment follows each empty wait, so that proxies
+		// do not close an idle stream.
+		page, err := a.cfg.TxManager.Feed(ctx, after, streamPage, a.cfg.StreamWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// The client reconnects with Last-Event-ID and resumes; an
+			// event line cannot carry a problem document.
+			a.cfg.Log.Warn("event stream ends: the feed failed", "key_id", p.key.ID, "after", after, "err", err)
+			_, _ = fmt.Fprintf(w, "event: error\ndata: {\"detail\":\"the event feed is unavailable; reconnect with Last-Event-ID\"}\nretry: 2000\n\n")
+			flusher.Flush()
+			return
+		}
+		sent := 0
+		for _, e := range page.Events {
+			after = uint64(e.Seq)
+			signer := postgres.SignerRef{ChainID: uint64(e.ChainId), Address: common.HexToAddress(e.Signer)}
+			if !p.mayUse(signer) || (types != nil && !types[string(e.Type)]) {
+				continue
+			}
+			data, err := json.Marshal(e)
+			if err != nil {
+				a.cfg.Log.Error("encode an event", "seq", e.Seq, "err", err)
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data); err != nil {
+				return
+			}
+			sent++
+		}
+		if sent == 0 {
+			// Keep-alive, and proof to the client that the stream lives.
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		}
+		flusher.Flush()
+	}
+}
+
+// streamStart is the seq a stream starts after: Last-Event-ID, else
+// after, else math.MaxInt64 for "from now on".
+func streamStart(r *http.Request) (uint64, error) {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			return 0, errs.InvalidFields("Last-Event-ID is not an event id", errs.FieldError{Pointer: "Last-Event-ID", Detail: "a seq, 0 or more"})
+		}
+		return n, nil
+	}
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			return 0, errs.InvalidFields("after is not a seq", errs.FieldError{Pointer: "after", Detail: "a seq, 0 or more"})
+		}
+		return n, nil
+	}
+	return math.MaxInt64, nil
+}

@@ -1,0 +1,130 @@
+package api_test
+
+import (
+	"github.com/txfence/txfence/gateway/gatewaytest"
+
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sseEvent is one message of an event stream.
+type sseEvent struct{ id, typ, data string }
+
+// openStream connects to /api/v1/events with key and headers (name,
+// value pairs) and returns the messages as they arrive.
+func openStream(r *gatewaytest.Gateway, t *testing.T, key, query string, headers ...string) <-chan sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", r.URL+"/api/v1/events"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %v", resp.StatusCode, resp.Header)
+	}
+	out := make(chan sseEvent, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var e sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if e.id != "" {
+					out <- e
+				}
+				e = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				e.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				e.typ = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				e.data = line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+func next(t *testing.T, events <-chan sseEvent) sseEvent {
+	t.Helper()
+	select {
+	case e, ok := <-events:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return e
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event within 30 s")
+	}
+	return sseEvent{}
+}
+
+// TestEventStreamResumesAndKeepsTenantsApart: a stream carries its
+// tenant's events only, in order, from the next one on; reconnecting with
+// Last-Event-ID resumes exactly after it, and types filters.
+func TestEventStreamResumesAndKeepsTenantsApart(t *testing.T) {
+	t.Parallel()
+	r := gatewaytest.Start(t, gatewaytest.Options{})
+	before := r.Create(t, r.Acme, signerA, "before-the-stream")
+	acme := openStream(r, t, r.AcmeRead, "")
+	globex := openStream(r, t, r.Globex, "")
+
+	mine := r.Create(t, r.Acme, signerA, "a-1")
+	r.Create(t, r.Globex, signerB, "g-1")
+	if _, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+mine.TxID+"/cancel", ""); !strings.Contains(string(b), "CANCELLED") {
+		t.Fatalf("cancel: %s", b)
+	}
+	first, second := next(t, acme), next(t, acme)
+	if strings.Contains(first.data, before.TxID) {
+		t.Errorf("a stream without a position replayed the past: %+v", first)
+	}
+	if first.typ != "tx.state_changed" || !strings.Contains(first.data, mine.TxID) || !strings.Contains(first.data, `"to_state":"INIT"`) ||
+		!strings.Contains(second.data, `"to_state":"CANCELLED"`) {
+		t.Fatalf("acme's stream: %+v %+v", first, second)
+	}
+	if g := next(t, globex); strings.Contains(g.data, mine.TxID) || !strings.Contains(strings.ToLower(g.data), strings.ToLower(signerB)) {
+		t.Errorf("globex's stream carries %+v", g)
+	}
+
+	// Resume after the first: the second again, then what came since,
+	// and nothing of globex's.
+	r.Create(t, r.Globex, signerB, "g-2")
+	third := r.Create(t, r.Acme, signerA, "a-2")
+	resumed := openStream(r, t, r.AcmeRead, "", "Last-Event-ID", first.id)
+	if e := next(t, resumed); e.id != second.id {
+		t.Errorf("resumed with %+v, want %s", e, second.id)
+	}
+	if e := next(t, resumed); !strings.Contains(e.data, third.TxID) {
+		t.Errorf("then %+v, want %s's INIT", e, third.TxID)
+	}
+	// after= does the same for clients that cannot set headers; types
+	// filters.
+	filtered := openStream(r, t, r.AcmeRead, "?after=0&types=tx.state_changed")
+	if e := next(t, filtered); !strings.Contains(e.data, before.TxID) {
+		t.Errorf("after=0 starts with %+v, want the first of acme's", e)
+	}
+	none := openStream(r, t, r.AcmeRead, "?after=0&types=tx.confirmation")
+	r.Create(t, r.Acme, signerA, "a-3")
+	select {
+	case e := <-none:
+		t.Errorf("a confirmation-only stream carried %+v", e)
+	case <-time.After(500 * time.Millisecond):
+	}
+}

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/openapi/gatewayapi"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+)
+
+func (a *API) listSigners(w http.ResponseWriter, r *http.Request) {
+	out := gatewayapi.SignerList{Signers: []gatewayapi.SignerRef{}}
+	for _, s := range caller(r.Context()).signers {
+		out.Signers = append(out.Signers, gatewayapi.SignerRef{ChainId: int64(s.ChainID), Address: s.Address.Hex()})
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
+	chainID, _ := strconv.ParseUint(chi.URLParam(r, "chain_id"), 10, 63)
+	signer := postgres.SignerRef{ChainID: chainID, Address: common.HexToAddress(chi.URLParam(r, "address"))}
+	if !caller(r.Context()).mayUse(signer) {
+		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
+		return
+	}
+	status, err := a.cfg.TxManager.SignerStatus(r.Context(), chainID, signer.Address.Hex())
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, status)
+}
+
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+	var body gatewayapi.KeyCreateRequest
+	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	p := caller(r.Context())
+	nk := postgres.NewKey{Tenant: p.tenant.ID, Name: body.Name, ExpiresAt: body.ExpiresAt}
+	for _, s := range body.Scopes {
+		nk.Scopes = append(nk.Scopes, postgres.Scope(s))
+	}
+	if body.Signers != nil {
+		for i, s := range *body.Signers {
+			ref, err := postgres.ParseSignerRef(s)
+			if err != nil {
+				httpserver.Error(w, r, errs.InvalidFields(err.Error(), errs.FieldError{Pointer: "/signers/" + strconv.Itoa(i), Detail: err.Error()}))
+				return
+			}
+			nk.Signers = append(nk.Signers, ref)
+		}
+	}
+	if nk.ExpiresAt != nil && !nk.ExpiresAt.After(time.Now()) {
+		httpserver.Error(w, r, errs.InvalidFields("expires_at is in the past", errs.FieldError{Pointer: "/expires_at", Detail: "must be in the future"}))
+		return
+	}
+	key, token, err := a.cfg.Store.CreateKey(r.Context(), nk)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	k := toKey(key)
+	httpserver.WriteJSON(w, http.StatusCreated, gatewayapi.KeyCreated{KeyId: k.KeyId, Name: k.Name, Scopes: k.Scopes, Signers: k.Signers,
+		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt, Token: token})
+}
+
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := a.cfg.Store.Keys(r.Context(), caller(r.Context()).tenant.ID)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := gatewayapi.KeyList{Keys: []gatewayapi.Key{}}
+	for i := len(keys) - 1; i >= 0; i-- { // newest first
+		out.Keys = append(out.Keys, toKey(keys[i]))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(chi.URLParam(r, "key_id"))
+	if err != nil {
+		httpserver.Error(w, r, errs.InvalidFields("key_id is not a key id", errs.FieldError{Pointer: "key_id", Detail: err.Error()}))
+		return
+	}
+	key, err := a.cfg.Store.RevokeKey(r.Context(), caller(r.Context()).tenant.ID, id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	a.keys.forgetKey(id)
+	httpserver.WriteJSON(w, http.StatusOK, toKey(key))
+}
+
+func (a *API) me(w http.ResponseWriter, r *http.Request) {
+	p := caller(r.Context())
+	httpserver.WriteJSON(w, http.StatusOK, gatewayapi.Me{TenantId: p.tenant.ID, TenantName: p.tenant.Name, Key: toKey(p.key)})
+}
+
+func toKey(k postgres.Key) gatewayapi.Key {
+	out := gatewayapi.Key{KeyId: k.ID, Name: k.Name, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt, Scopes: []gatewayapi.Scope{}}
+	for _, s := range k.Scopes {
+		out.Scopes = append(out.Scopes, gatewayapi.Scope(s))
+	}
+	if len(k.Signers) > 0 {
+		signers := make([]string, len(k.Signers))
+		for i, s := range k.Signers {
+			signers[i] = s.String()
+		}
+		out.Signers = &signers
+	}
+	return out
+}

@@ -1,0 +1,290 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/remote"
+	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+)
+
+// createTx passes the client's intent to txmanager with its
+// Idempotency-Key as the request id. The body goes on as the client wrote
+// it (the spec has checked it), so metadata keeps its numbers exactly.
+func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
+	p := caller(r.Context())
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "read the request body", err))
+		return
+	}
+	var intent map[string]json.RawMessage
+	var head struct {
+		ChainID   uint64         `json:"chain_id"`
+		From      common.Address `json:"from"`
+		DependsOn *uuid.UUID     `json:"depends_on"`
+	}
+	if err := json.Unmarshal(raw, &intent); err != nil {
+		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body is not a JSON object", err))
+		return
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body", err))
+		return
+	}
+	from := postgres.SignerRef{ChainID: head.ChainID, Address: head.From}
+	if !p.mayUse(from) {
+		httpserver.Error(w, r, errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
+			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)}))
+		return
+	}
+	if head.DependsOn != nil {
+		if _, err := a.ownedTx(r, *head.DependsOn); err != nil {
+			httpserver.Error(w, r, errs.InvalidFields("depends_on names no transaction of the tenant's",
+				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + head.DependsOn.String()}))
+			return
+		}
+	}
+	requestID, _ := json.Marshal(r.Header.Get("Idempotency-Key"))
+	intent["request_id"] = requestID
+	body, err := json.Marshal(intent)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	tx, created, err := a.cfg.TxManager.Create(r.Context(), body)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Location", "/api/v1/tx/"+tx.ID.String())
+	writeRaw(w, status, tx.JSON)
+}
+
+// ownedTx reads a transaction the caller may see; any other is NotFound,
+// exactly as if it did not exist.
+func (a *API) ownedTx(r *http.Request, id uuid.UUID) (remote.Tx, error) {
+	tx, err := a.cfg.TxManager.Get(r.Context(), id)
+	if err != nil {
+		return tx, err
+	}
+	if !caller(r.Context()).mayUse(postgres.SignerRef{ChainID: tx.ChainID, Address: tx.From}) {
+		return remote.Tx{}, errs.Errorf(errs.NotFound, "no transaction %s", id)
+	}
+	return tx, nil
+}
+
+// txParam reads the {tx_id} of the path (the spec has checked its form)
+// and the transaction, which the caller must be allowed to see.
+func (a *API) txParam(r *http.Request) (remote.Tx, error) {
+	id, err := uuid.Parse(chi.URLParam(r, "tx_id"))
+	if err != nil {
+		return remote.Tx{}, errs.InvalidFields("tx_id is not a transaction id", errs.FieldError{Pointer: "tx_id", Detail: err.Error()})
+	}
+	return a.ownedTx(r, id)
+}
+
+func (a *API) getTx(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, tx.JSON)
+}
+
+func (a *API) getTxByRequest(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	chainID, _ := strconv.ParseUint(q.Get("chain_id"), 10, 63)
+	signer := postgres.SignerRef{ChainID: chainID, Address: common.HexToAddress(q.Get("from"))}
+	if !caller(r.Context()).mayUse(signer) {
+		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no transaction of %s with request_id %q", signer, q.Get("request_id")))
+		return
+	}
+	tx, err := a.cfg.TxManager.GetByRequest(r.Context(), chainID, q.Get("from"), q.Get("request_id"))
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, tx.JSON)
+}
+
+func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	events, err := a.cfg.TxManager.TxEvents(r.Context(), tx.ID)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, components.EventList{Events: events})
+}
+
+func (a *API) cancelTx(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err == nil {
+		tx, err = a.cfg.TxManager.Cancel(r.Context(), tx.ID)
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, tx.JSON)
+}
+
+func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body struct {
+		Action components.TxActionKind `json:"action"`
+	}
+	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	action, err := a.cfg.TxManager.RequestAction(r.Context(), tx.ID, txmanagerapi.TxActionRequest{Action: body.Action, Operator: caller(r.Context()).operator()})
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusAccepted, action)
+}
+
+func (a *API) listActions(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	actions, err := a.cfg.TxManager.Actions(r.Context(), tx.ID)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, actions)
+}
+
+func (a *API) listTx(w http.ResponseWriter, r *http.Request) {
+	a.list(w, r, "")
+}
+
+func (a *API) pendingApprovals(w http.ResponseWriter, r *http.Request) {
+	a.list(w, r, components.StatePendingApproval)
+}
+
+// list lists the caller's transactions: txmanager filters by the signers
+// the key may use, narrowed by the chain_id and from the client gave.
+func (a *API) list(w http.ResponseWriter, r *http.Request, state components.TxState) {
+	q := r.URL.Query()
+	params := txmanagerapi.ListTxParams{}
+	var signers []string
+	for _, s := range caller(r.Context()).signers {
+		if c := q.Get("chain_id"); c != "" && c != strconv.FormatUint(s.ChainID, 10) {
+			continue
+		}
+		if f := q.Get("from"); f != "" && common.HexToAddress(f) != s.Address {
+			continue
+		}
+		signers = append(signers, s.String())
+	}
+	joined := strings.Join(signers, ",")
+	params.Signers = &joined
+	if state == "" {
+		state = components.TxState(q.Get("state"))
+	}
+	if state != "" {
+		params.State = &state
+	}
+	if v := q.Get("sub_state"); v != "" {
+		sub := components.TxSubState(v)
+		params.SubState = &sub
+	}
+	for name, dst := range map[string]**time.Time{"created_after": &params.CreatedAfter, "created_before": &params.CreatedBefore} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				httpserver.Error(w, r, errs.InvalidFields(name+" is not a time", errs.FieldError{Pointer: name, Detail: err.Error()}))
+				return
+			}
+			*dst = &t
+		}
+	}
+	if v := q.Get("cursor"); v != "" {
+		params.Cursor = &v
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			httpserver.Error(w, r, errs.InvalidFields("limit is not a number", errs.FieldError{Pointer: "limit", Detail: err.Error()}))
+			return
+		}
+		limit := components.Limit(n)
+		params.Limit = &limit
+	}
+	body, err := a.cfg.TxManager.List(r.Context(), params)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+func (a *API) approve(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body components.ApprovalRequest
+	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	if tx, err = a.cfg.TxManager.Approve(r.Context(), tx.ID, body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, tx.JSON)
+}
+
+func (a *API) reject(w http.ResponseWriter, r *http.Request) {
+	tx, err := a.txParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body components.RejectRequest
+	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	if tx, err = a.cfg.TxManager.Reject(r.Context(), tx.ID, body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, tx.JSON)
+}

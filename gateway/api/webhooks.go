@@ -1,0 +1,249 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/webhook"
+	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/gatewayapi"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+)
+
+// Webhooks is the webhook engine the subscription endpoints call
+// (gateway/webhook).
+type Webhooks = webhook.Service
+
+func (a *API) mountWebhooks(r chi.Router) {
+	r.Use(need(postgres.ScopeWebhooks), a.requireWebhooks)
+	r.Post("/", a.createWebhook)
+	r.Get("/", a.listWebhooks)
+	r.Get("/{webhook_id}", a.getWebhook)
+	r.Patch("/{webhook_id}", a.updateWebhook)
+	r.Delete("/{webhook_id}", a.deleteWebhook)
+	r.Post("/{webhook_id}/rotate-secret", a.rotateWebhookSecret)
+	r.Post("/{webhook_id}/test", a.testWebhook)
+	r.Get("/{webhook_id}/deliveries", a.listWebhookDeliveries)
+	r.Post("/{webhook_id}/replay", a.replayWebhook)
+}
+
+// requireWebhooks answers 503 on a gateway built without the engine.
+func (a *API) requireWebhooks(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.cfg.Webhooks == nil {
+			httpserver.Error(w, r, errs.E(errs.Unavailable, "webhooks are not configured on this gateway"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// webhookParam reads the {webhook_id} of the path.
+func webhookParam(r *http.Request) (uuid.UUID, error) {
+	id, err := uuid.Parse(chi.URLParam(r, "webhook_id"))
+	if err != nil {
+		return id, errs.InvalidFields("webhook_id is not a webhook id", errs.FieldError{Pointer: "webhook_id", Detail: err.Error()})
+	}
+	return id, nil
+}
+
+func (a *API) createWebhook(w http.ResponseWriter, r *http.Request) {
+	var in webhook.NewSubscription
+	if err := httpserver.DecodeStrict(r.Body, &in); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	made, err := a.cfg.Webhooks.CreateSubscription(r.Context(), caller(r.Context()).tenant.ID, in)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	wh := toWebhook(made.Subscription)
+	httpserver.WriteJSON(w, http.StatusCreated, gatewayapi.WebhookCreated{Id: wh.Id, Url: wh.Url, Description: wh.Description,
+		EventTypes: wh.EventTypes, Signers: wh.Signers, Enabled: wh.Enabled, CreatedAt: wh.CreatedAt, UpdatedAt: wh.UpdatedAt,
+		Secrets: wh.Secrets, Secret: string(made.Secret)})
+}
+
+func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request) {
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	page, err := a.cfg.Webhooks.Subscriptions(r.Context(), caller(r.Context()).tenant.ID, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := gatewayapi.WebhookList{Webhooks: []gatewayapi.Webhook{}, NextCursor: page.NextCursor}
+	for _, s := range page.Subscriptions {
+		out.Webhooks = append(out.Webhooks, toWebhook(s))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *API) getWebhook(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	s, err := a.cfg.Webhooks.Subscription(r.Context(), caller(r.Context()).tenant.ID, id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toWebhook(s))
+}
+
+func (a *API) updateWebhook(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var patch webhook.SubscriptionPatch
+	if err := httpserver.DecodeStrict(r.Body, &patch); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	s, err := a.cfg.Webhooks.UpdateSubscription(r.Context(), caller(r.Context()).tenant.ID, id, patch)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toWebhook(s))
+}
+
+func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err == nil {
+		err = a.cfg.Webhooks.DeleteSubscription(r.Context(), caller(r.Context()).tenant.ID, id)
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body gatewayapi.WebhookRotateRequest
+	if r.ContentLength != 0 {
+		if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
+			httpserver.Error(w, r, err)
+			return
+		}
+	}
+	grace := webhook.DefaultSecretGrace
+	if body.GraceSeconds != nil {
+		grace = time.Duration(*body.GraceSeconds) * time.Second
+	}
+	made, err := a.cfg.Webhooks.RotateSecret(r.Context(), caller(r.Context()).tenant.ID, id, grace)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, gatewayapi.WebhookSecretRotated{Secret: string(made.Secret), Webhook: toWebhook(made.Subscription)})
+}
+
+func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	res, err := a.cfg.Webhooks.Test(r.Context(), caller(r.Context()).tenant.ID, id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := gatewayapi.WebhookTestResult{Ok: res.Delivered, DurationMs: res.DurationMS}
+	if res.StatusCode != 0 {
+		out.StatusCode = &res.StatusCode
+	}
+	if res.Error != "" {
+		out.Error = &res.Error
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *API) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	page, err := a.cfg.Webhooks.Deliveries(r.Context(), caller(r.Context()).tenant.ID, id,
+		webhook.DeliveryFilter{Status: webhook.DeliveryStatus(q.Get("status")), Cursor: q.Get("cursor"), Limit: limit})
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := gatewayapi.WebhookDeliveryList{Deliveries: []gatewayapi.WebhookDelivery{}, NextCursor: page.NextCursor}
+	for _, d := range page.Deliveries {
+		out.Deliveries = append(out.Deliveries, toDelivery(d))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *API) replayWebhook(w http.ResponseWriter, r *http.Request) {
+	id, err := webhookParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body gatewayapi.WebhookReplayRequest
+	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	res, err := a.cfg.Webhooks.Replay(r.Context(), caller(r.Context()).tenant.ID, id, uint64(body.FromSeq))
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusAccepted, gatewayapi.WebhookReplayResult{Queued: int(res.Queued)})
+}
+
+func toWebhook(s webhook.Subscription) gatewayapi.Webhook {
+	out := gatewayapi.Webhook{Id: s.ID, Url: s.URL, Enabled: s.Enabled, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		EventTypes: []gatewayapi.WebhookEventType{}, Secrets: []gatewayapi.WebhookSecretInfo{}}
+	if s.Description != "" {
+		out.Description = &s.Description
+	}
+	for _, t := range s.EventTypes {
+		out.EventTypes = append(out.EventTypes, components.EventType(t))
+	}
+	if s.Signers != nil {
+		signers := append([]string{}, s.Signers...)
+		out.Signers = &signers
+	}
+	for _, sec := range s.Secrets {
+		id := sec.ID.String()
+		out.Secrets = append(out.Secrets, gatewayapi.WebhookSecretInfo{Id: &id, CreatedAt: sec.CreatedAt, ExpiresAt: sec.ExpiresAt})
+	}
+	return out
+}
+
+func toDelivery(d webhook.Delivery) gatewayapi.WebhookDelivery {
+	out := gatewayapi.WebhookDelivery{Id: d.ID, EventSeq: int64(d.EventSeq), EventId: d.EventID, EventType: d.EventType,
+		Status: gatewayapi.WebhookDeliveryStatus(d.Status), NextAttemptAt: d.NextAttemptAt, LastStatusCode: d.LastStatusCode,
+		LastError: d.LastError, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt, Attempts: []gatewayapi.WebhookAttempt{}}
+	if id, err := uuid.Parse(d.TxID); err == nil {
+		out.TxId = id
+	}
+	for _, at := range d.AttemptLog {
+		out.Attempts = append(out.Attempts, gatewayapi.WebhookAttempt{At: at.At, StatusCode: at.StatusCode, Error: at.Error, DurationMs: at.DurationMS})
+	}
+	return out
+}

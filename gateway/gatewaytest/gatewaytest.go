@@ -1,0 +1,236 @@
+// Package gatewaytest runs the gateway's public API in-process for tests:
+// txmanager's real internal API on its own database behind it, the
+// gateway's own database, and two tenants with a signer and keys each.
+// Every exchange is checked against openapi/gateway.yaml.
+package gatewaytest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/txfence/txfence/gateway/api"
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/ratelimit"
+	"github.com/txfence/txfence/gateway/remote"
+	"github.com/txfence/txfence/gateway/webhook"
+	"github.com/txfence/txfence/openapi"
+	"github.com/txfence/txfence/openapi/openapitest"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
+)
+
+// The two signers of txmanagertest's default chains file: tenant "acme"
+// owns SignerA, tenant "globex" SignerB. Bob receives test transfers.
+const (
+	SignerA = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+	SignerB = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+	Bob     = "0x0000000000000000000000000000000000000b0b"
+)
+
+// Gateway is the gateway's API in front of txmanager's real API, each on
+// its own fresh database.
+type Gateway struct {
+	URL   string
+	Store *postgres.Store
+	TxM   *txmanagertest.Server
+	// PKI holds the test's certificates (servicetest.PKI).
+	PKI string
+	// Keys: acme's admin (every scope) and read-only (tx:read) keys,
+	// globex's admin.
+	Acme, AcmeRead, Globex   string
+	AcmeTenant, GlobexTenant postgres.Tenant
+}
+
+// Options change what Start serves.
+type Options struct {
+	// Limits and Limit set rate limits (none by default).
+	Limits api.Limiter
+	Limit  ratelimit.Limit
+	// Webhooks, when set, runs a webhook dispatcher with these options
+	// (AllowInsecureURLs is forced on: receivers are on loopback).
+	Webhooks *webhook.Options
+	// Mount adds more routes beside the API (the operator console).
+	Mount func(chi.Router)
+	// Unchecked leaves out the check of every exchange against the spec,
+	// for benchmarks: it costs more than the gateway itself.
+	Unchecked bool
+}
+
+// Start serves the API for the test's duration.
+func Start(t testing.TB, opts Options) *Gateway {
+	t.Helper()
+	ctx := context.Background()
+	pki := servicetest.PKI(t)
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
+	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	client, err := remote.NewTxManager(txm.URL, servicetest.Client(t, pki, "gateway", "txmanager"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	var hooks api.Webhooks
+	if opts.Webhooks != nil {
+		wo := *opts.Webhooks
+		wo.AllowInsecureURLs = true
+		d, err := webhook.New(store, client, wo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); _ = d.Run(runCtx) }()
+		t.Cleanup(func() { stop(); <-stopped })
+		hooks = d
+	}
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Limits: opts.Limits, Limit: opts.Limit, Webhooks: hooks,
+		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httpserver.New(httpserver.Options{Service: "gateway"})
+	public := srv.PublicRouter()
+	a.Mount(public)
+	var h http.Handler = public
+	if !opts.Unchecked {
+		h = openapitest.Conform(t, openapi.Gateway, public)
+	}
+	if opts.Mount != nil {
+		// Routes beside the API are not the spec's: they skip the check.
+		extra := chi.NewRouter()
+		opts.Mount(extra)
+		checked := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+				checked.ServeHTTP(w, r)
+				return
+			}
+			extra.ServeHTTP(w, r)
+		})
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+
+	g := &Gateway{URL: ts.URL, Store: store, TxM: txm, PKI: pki}
+	g.AcmeTenant, g.Acme = g.Tenant(t, "acme", SignerA)
+	g.GlobexTenant, g.Globex = g.Tenant(t, "globex", SignerB)
+	g.AcmeRead = g.Key(t, g.AcmeTenant, "reader", []postgres.Scope{postgres.ScopeTxRead}, nil)
+	return g
+}
+
+// Tenant makes a tenant that owns signer, and its admin key.
+func (r *Gateway) Tenant(t testing.TB, name, signer string) (postgres.Tenant, string) {
+	t.Helper()
+	ctx := context.Background()
+	tenant, err := r.Store.CreateTenant(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Store.AssignSigner(ctx, tenant.ID, postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress(signer)}); err != nil {
+		t.Fatal(err)
+	}
+	return tenant, r.Key(t, tenant, "admin", postgres.Scopes, nil)
+}
+
+// Key makes a key of tenant and returns its token.
+func (r *Gateway) Key(t testing.TB, tenant postgres.Tenant, name string, scopes []postgres.Scope, signers []postgres.SignerRef) string {
+	t.Helper()
+	_, token, err := r.Store.CreateKey(context.Background(), postgres.NewKey{Tenant: tenant.ID, Name: name, Scopes: scopes, Signers: signers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// Do sends a request with key (none when empty) and headers given as
+// name, value pairs; it returns the response with its body read.
+func (r *Gateway) Do(t testing.TB, key, method, path, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, r.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// Create sends a transfer from signer under the idempotency key and
+// requires a 201.
+func (r *Gateway) Create(t testing.TB, key, signer, idempotencyKey string) Tx {
+	t.Helper()
+	resp, b := r.Do(t, key, "POST", "/api/v1/tx", Transfer(signer, "1000"), "Idempotency-Key", idempotencyKey)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	return Decode[Tx](t, b)
+}
+
+// Transfer is a create body: value wei from signer to Bob, with metadata
+// holding a number too big for a float.
+func Transfer(signer, value string) string {
+	return `{"chain_id": 31337, "from": "` + signer + `", "to": "` + Bob + `", "value": "` + value + `", "route": "public", "metadata": {"order": 123456789012345678901234567890}}`
+}
+
+// Tx is what tests read of a transaction.
+type Tx struct {
+	TxID      string `json:"tx_id"`
+	From      string `json:"from"`
+	State     string `json:"state"`
+	RequestID string `json:"request_id"`
+	Reason    string `json:"reason"`
+}
+
+// Problem is what tests read of a problem document.
+type Problem struct {
+	Type   string
+	Status int
+	Detail string
+	Errors []struct{ Pointer, Detail string }
+}
+
+// Decode unmarshals b or fails the test.
+func Decode[T any](t testing.TB, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decode %T from %s: %v", v, b, err)
+	}
+	return v
+}

@@ -1,0 +1,1051 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pg"
+)
+
+// WebhookEventTypes are the event types a subscription may name in its
+// filter (the EventType enum of openapi/components.yaml).
+var WebhookEventTypes = []string{"tx.state_changed", "tx.attempt", "tx.confirmation", "tx.reorged"}
+
+// URLRule says which webhook URLs a deployment accepts.
+type URLRule uint8
+
+// The URL rules.
+const (
+	// PublicHTTPS, for production: https to a public host only, so that a
+	// tenant cannot aim the gateway at the deployment's own network.
+	PublicHTTPS URLRule = iota
+	// AnyHTTP, for development and tests: plain http too, and loopback or
+	// private hosts.
+	AnyHTTP
+)
+
+// Limits of a subscription's fields.
+const (
+	MaxWebhookURL         = 2048
+	MaxWebhookDescription = 500
+	// MaxSecretGrace bounds how long a replaced secret keeps signing: a
+	// rotation is meant to end.
+	MaxSecretGrace = 7 * 24 * time.Hour
+	// maxAttemptError bounds the error text kept per attempt (the column's
+	// CHECK).
+	maxAttemptError = 1000
+	// attemptLogLimit is how many attempts of one delivery the log shows,
+	// the latest first: a delivery retried for a day has dozens.
+	attemptLogLimit = 50
+)
+
+// WebhookSecret is a subscription's signing secret: "whsec_" and the
+// standard base64 of 32 random bytes, the Standard Webhooks format. It is
+// shown to the tenant once, when made, and never logged.
+type WebhookSecret string
+
+// LogValue keeps the secret out of logs.
+func (WebhookSecret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+const webhookSecretPrefix = "whsec_"
+
+func newWebhookSecret() (WebhookSecret, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("webhook secret: %w", err)
+	}
+	return WebhookSecret(webhookSecretPrefix + base64.StdEncoding.EncodeToString(b)), nil
+}
+
+// NewSubscription is what a subscription is made with.
+type NewSubscription struct {
+	URL         string `json:"url"`
+	Description string `json:"description"`
+	// EventTypes filters by event type; empty: every type, including types
+	// added later.
+	EventTypes []string `json:"event_types"`
+	// Signers filters by signer, each "chain_id:0xaddress" and owned by the
+	// tenant; empty: every signer the tenant owns, now and later.
+	Signers []string `json:"signers"`
+	// Enabled defaults to true.
+	Enabled *bool `json:"enabled"`
+}
+
+// SubscriptionPatch changes a subscription: nil fields stay as they are.
+type SubscriptionPatch struct {
+	URL         *string `json:"url"`
+	Description *string `json:"description"`
+	// EventTypes replaces the filter; an empty list means every type.
+	EventTypes *[]string `json:"event_types"`
+	// Signers replaces the filter; an empty list means every signer.
+	Signers *[]string `json:"signers"`
+	Enabled *bool     `json:"enabled"`
+}
+
+// Subscription is a stored webhook subscription, without its secrets'
+// values.
+type Subscription struct {
+	ID          uuid.UUID `json:"id"`
+	Tenant      uuid.UUID `json:"-"`
+	URL         string    `json:"url"`
+	Description string    `json:"description"`
+	// EventTypes is never nil; empty means every type.
+	EventTypes []string `json:"event_types"`
+	// Signers is nil (JSON null) for every signer the tenant owns.
+	Signers   []string             `json:"signers"`
+	Enabled   bool                 `json:"enabled"`
+	Secrets   []SubscriptionSecret `json:"secrets"`
+	CreatedAt time.Time            `json:"created_at"`
+	UpdatedAt time.Time            `json:"updated_at"`
+}
+
+// SubscriptionSecret describes one signing secret, not its value.
+type SubscriptionSecret struct {
+	ID        uuid.UUID `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	// ExpiresAt is when a replaced secret stops signing; nil while it is
+	// the current one.
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// DeliveryStatus is where a delivery stands.
+type DeliveryStatus string
+
+// The delivery statuses.
+const (
+	DeliveryPending   DeliveryStatus = "pending"   // to be attempted, or being retried
+	DeliveryDelivered DeliveryStatus = "delivered" // the receiver answered 2xx
+	DeliveryDead      DeliveryStatus = "dead"      // retried past the horizon: the dead letter queue, replayable
+)
+
+// Delivery is one event to deliver to one subscription, with its log.
+type Delivery struct {
+	ID             uuid.UUID      `json:"id"`
+	SubscriptionID uuid.UUID      `json:"subscription_id"`
+	EventSeq       uint64         `json:"event_seq"`
+	EventID        string         `json:"event_id"`
+	EventType      string         `json:"event_type"`
+	TxID           string         `json:"tx_id"`
+	Status         DeliveryStatus `json:"status"`
+	// Attempts counts the attempts since the delivery was queued or last
+	// replayed; AttemptLog keeps them all.
+	Attempts int `json:"attempts"`
+	// NextAttemptAt is when a pending delivery is due; nil otherwise.
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      *string    `json:"last_error"`
+	FirstAttemptAt *time.Time `json:"first_attempt_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	DeliveredAt    *time.Time `json:"delivered_at"`
+	// AttemptLog is the latest attempts (at most 50), newest first, kept
+	// across replays.
+	AttemptLog []DeliveryAttempt `json:"attempt_log"`
+}
+
+// DeliveryAttempt is one HTTP attempt of a delivery.
+type DeliveryAttempt struct {
+	At time.Time `json:"at"`
+	// StatusCode is nil when no answer came (timeout, connection error).
+	StatusCode *int    `json:"status_code"`
+	Error      *string `json:"error"`
+	DurationMS int64   `json:"duration_ms"`
+}
+
+// DeliveryFilter selects a page of a subscription's delivery log.
+type DeliveryFilter struct {
+	// Status keeps deliveries with this status; "" keeps all.
+	Status DeliveryStatus
+	// Cursor is the previous page's next cursor; "" for the first page.
+	Cursor string
+	// Limit is the page size, 1 to 1000; 0 means 100.
+	Limit int
+}
+
+// checkLimit applies the API's page size rules.
+func checkLimit(limit int) (int, *errs.FieldError) {
+	switch {
+	case limit == 0:
+		return 100, nil
+	case limit < 1 || limit > 1000:
+		return 0, &errs.FieldError{Pointer: "limit", Detail: "1 to 1000"}
+	}
+	return limit, nil
+}
+
+// subscriptionInput is a subscription's fields, checked and normalized.
+type subscriptionInput struct {
+	url         string
+	description string
+	eventTypes  []string
+	signers     []string // nil: every signer
+	refs        []SignerRef
+}
+
+// CheckWebhookURL checks a webhook URL under rule and returns it
+// normalized; a bad one is errs.Invalid naming the field /url. Creating or
+// changing a subscription checks its URL this way.
+func CheckWebhookURL(raw string, rule URLRule) (string, error) {
+	u, problem := checkSubscriptionURL(raw, rule)
+	if problem != "" {
+		return "", invalidSubscription([]errs.FieldError{{Pointer: "/url", Detail: problem}})
+	}
+	return u, nil
+}
+
+// checkSubscriptionURL checks a webhook URL under rule and returns it
+// normalized, or what is wrong with it.
+func checkSubscriptionURL(raw string, rule URLRule) (string, string) {
+	if raw == "" {
+		return "", "required"
+	}
+	if len(raw) > MaxWebhookURL {
+		return "", fmt.Sprintf("at most %d characters", MaxWebhookURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "not a URL"
+	}
+	switch {
+	case !u.IsAbs() || u.Opaque != "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return "", "an absolute http(s) URL"
+	case u.Scheme == "http" && rule != AnyHTTP:
+		return "", "https is required"
+	case u.User != nil:
+		return "", "credentials in the URL are not allowed (receivers check the signature)"
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "", "a fragment is not allowed"
+	case u.Hostname() == "":
+		return "", "a host is required"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", "the port must be 1 to 65535"
+		}
+	}
+	if rule != AnyHTTP {
+		host := strings.ToLower(u.Hostname())
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if !PublicIP(ip) {
+				return "", "the host must be a public address"
+			}
+		} else if !strings.Contains(host, ".") || host == "localhost" || strings.HasSuffix(host, ".localhost") ||
+			strings.HasSuffix(host, ".local") || strings.HasSuffix(host, ".internal") || strings.HasSuffix(host, ".") {
+			return "", "the host must be a public DNS name"
+		}
+	}
+	out := u.String()
+	if len(out) > MaxWebhookURL {
+		return "", fmt.Sprintf("at most %d characters", MaxWebhookURL)
+	}
+	return out, ""
+}
+
+// nonPublic lists special-purpose ranges that IsGlobalUnicast and
+// IsPrivate let through (RFC 6890 and the IANA registries): shared address
+// space, documentation, benchmarking, reserved, and IPv6 translation
+// prefixes that can embed a private IPv4 address.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("2002::/16"),
+}
+
+// PublicIP reports whether ip is a globally routable unicast address.
+// Webhook URLs naming an address, and every address a delivery connects
+// to, must be one unless the deployment allows insecure URLs: otherwise a
+// tenant could make the gateway call the deployment's own network.
+func PublicIP(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkEventTypes returns the filter sorted without duplicates.
+func checkEventTypes(types []string, fields *[]errs.FieldError) []string {
+	out := []string{}
+	for i, t := range types {
+		if !slices.Contains(WebhookEventTypes, t) {
+			*fields = append(*fields, errs.FieldError{Pointer: fmt.Sprintf("/event_types/%d", i),
+				Detail: fmt.Sprintf("%q is not an event type (%s)", t, strings.Join(WebhookEventTypes, ", "))})
+			continue
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// checkSigners parses the filter (empty: every signer, nil out) and
+// returns it normalized and deduplicated; ownership is checked apart.
+func checkSigners(signers []string, fields *[]errs.FieldError) ([]string, []SignerRef) {
+	if len(signers) == 0 {
+		return nil, nil
+	}
+	var refs []SignerRef
+	for i, s := range signers {
+		ref, err := ParseSignerRef(s)
+		if err != nil {
+			*fields = append(*fields, errs.FieldError{Pointer: fmt.Sprintf("/signers/%d", i), Detail: fmt.Sprintf("%q is not chain_id:0xaddress", s)})
+			continue
+		}
+		if !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
+		}
+	}
+	return signerStrings(refs), refs
+}
+
+func checkDescription(d string, fields *[]errs.FieldError) {
+	if utf8.RuneCountInString(d) > MaxWebhookDescription || !utf8.ValidString(d) || strings.ContainsRune(d, 0) {
+		*fields = append(*fields, errs.FieldError{Pointer: "/description", Detail: fmt.Sprintf("at most %d characters of text", MaxWebhookDescription)})
+	}
+}
+
+// invalidSubscription is the error for fields that failed their checks.
+func invalidSubscription(fields []errs.FieldError) error {
+	details := make([]string, len(fields))
+	for i, f := range fields {
+		details[i] = strings.TrimPrefix(f.Pointer, "/") + ": " + f.Detail
+	}
+	return errs.InvalidFields("invalid webhook subscription: "+strings.Join(details, "; "), fields...)
+}
+
+// ownedSigners adds a field error unless tenant owns every one of refs.
+func (s *Store) ownedSigners(ctx context.Context, tenant uuid.UUID, refs []SignerRef, fields *[]errs.FieldError) error {
+	err := s.requireOwned(ctx, tenant, refs)
+	if errs.Is(err, errs.Invalid) {
+		*fields = append(*fields, errs.FieldError{Pointer: "/signers", Detail: strings.TrimPrefix(err.Error(), "signers: ")})
+		return nil
+	}
+	return err
+}
+
+// CreateSubscription makes a subscription for tenant and returns it with
+// its signing secret, the only time the secret is returned. Invalid
+// fields are errs.Invalid naming each of them (errs.FieldError); the
+// signers must be the tenant's.
+func (s *Store) CreateSubscription(ctx context.Context, tenant uuid.UUID, ns NewSubscription, rule URLRule) (Subscription, WebhookSecret, error) {
+	var fields []errs.FieldError
+	in := subscriptionInput{description: ns.Description}
+	var problem string
+	if in.url, problem = checkSubscriptionURL(ns.URL, rule); problem != "" {
+		fields = append(fields, errs.FieldError{Pointer: "/url", Detail: problem})
+	}
+	checkDescription(ns.Description, &fields)
+	in.eventTypes = checkEventTypes(ns.EventTypes, &fields)
+	in.signers, in.refs = checkSigners(ns.Signers, &fields)
+	if err := s.ownedSigners(ctx, tenant, in.refs, &fields); err != nil {
+		return Subscription{}, "", err
+	}
+	if len(fields) > 0 {
+		return Subscription{}, "", invalidSubscription(fields)
+	}
+	enabled := ns.Enabled == nil || *ns.Enabled
+	secret, err := newWebhookSecret()
+	if err != nil {
+		return Subscription{}, "", err
+	}
+	id := uuid.New()
+	var sub Subscription
+	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		var err error
+		sub, err = scanSubscription(tx.QueryRow(ctx, `INSERT INTO webhook_subscription
+			(subscription_id, tenant_id, url, description, event_types, signers, enabled) VALUES ($1, $2, $3, $4, $5, $6, $7)
+			RETURNING `+subscriptionColumns, id, tenant, in.url, in.description, in.eventTypes, in.signers, enabled))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO webhook_secret (secret_id, subscription_id, secret) VALUES ($1, $2, $3)`, uuid.New(), id, string(secret))
+		return err
+	})
+	if err != nil {
+		return Subscription{}, "", fmt.Errorf("create webhook subscription: %w", err)
+	}
+	if err := s.attachSecrets(ctx, []*Subscription{&sub}); err != nil {
+		return Subscription{}, "", err
+	}
+	return sub, secret, nil
+}
+
+// Subscription reads one of tenant's subscriptions; another tenant's is
+// errs.NotFound, as if it did not exist.
+func (s *Store) Subscription(ctx context.Context, tenant, id uuid.UUID) (Subscription, error) {
+	sub, err := scanSubscription(s.pool.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
+		WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sub, noSubscription(id)
+	}
+	if err != nil {
+		return sub, fmt.Errorf("webhook subscription %s: %w", id, err)
+	}
+	return sub, s.attachSecrets(ctx, []*Subscription{&sub})
+}
+
+func noSubscription(id uuid.UUID) error {
+	return errs.Errorf(errs.NotFound, "no webhook subscription %s", id)
+}
+
+// requireSubscription is errs.NotFound unless tenant has subscription id.
+func (s *Store) requireSubscription(ctx context.Context, tenant, id uuid.UUID) error {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_subscription WHERE subscription_id = $1 AND tenant_id = $2)`,
+		id, tenant).Scan(&ok)
+	switch {
+	case err != nil:
+		return fmt.Errorf("webhook subscription %s: %w", id, err)
+	case !ok:
+		return noSubscription(id)
+	}
+	return nil
+}
+
+// Subscriptions lists a page of tenant's subscriptions, oldest first,
+// after cursor ("" for the first page), with the next page's cursor ("" at
+// the end). limit is 1 to 1000; 0 means 100.
+func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor string, limit int) ([]Subscription, string, error) {
+	limit, bad := checkLimit(limit)
+	if bad != nil {
+		return nil, "", errs.InvalidFields("limit: "+bad.Detail, *bad)
+	}
+	var afterAt *time.Time
+	var afterID *uuid.UUID
+	if cursor != "" {
+		at, id, err := decodeSubscriptionCursor(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		afterAt, afterID = &at, &id
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
+		WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, subscription_id) > ($2, $3::uuid))
+		ORDER BY created_at, subscription_id LIMIT $4`, tenant, afterAt, afterID, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("webhook subscriptions: %w", err)
+	}
+	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Subscription, error) { return scanSubscription(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("webhook subscriptions: %w", err)
+	}
+	next := ""
+	if len(subs) > limit {
+		subs = subs[:limit]
+		last := subs[len(subs)-1]
+		next = encodeSubscriptionCursor(last.CreatedAt, last.ID)
+	}
+	ptrs := make([]*Subscription, len(subs))
+	for i := range subs {
+		ptrs[i] = &subs[i]
+	}
+	return subs, next, s.attachSecrets(ctx, ptrs)
+}
+
+// A subscription cursor is the last row's (created_at, id), opaque to
+// clients.
+func encodeSubscriptionCursor(at time.Time, id uuid.UUID) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
+	return base64.RawURLEncoding.EncodeToString(append(b, id[:]...))
+}
+
+func decodeSubscriptionCursor(c string) (time.Time, uuid.UUID, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) != 8+16 {
+		return time.Time{}, uuid.UUID{}, badCursor()
+	}
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), uuid.UUID(b[8:]), nil
+}
+
+func badCursor() error {
+	return errs.InvalidFields("cursor: not a cursor this list issued", errs.FieldError{Pointer: "cursor", Detail: "not a cursor this list issued"})
+}
+
+// UpdateSubscription changes the fields p names and returns the result.
+// Pending deliveries go to the new URL; the filters apply to events fanned
+// out from now on. Another tenant's subscription is errs.NotFound.
+func (s *Store) UpdateSubscription(ctx context.Context, tenant, id uuid.UUID, p SubscriptionPatch, rule URLRule) (Subscription, error) {
+	var fields []errs.FieldError
+	var newURL *string
+	if p.URL != nil {
+		u, problem := checkSubscriptionURL(*p.URL, rule)
+		if problem != "" {
+			fields = append(fields, errs.FieldError{Pointer: "/url", Detail: problem})
+		}
+		newURL = &u
+	}
+	if p.Description != nil {
+		checkDescription(*p.Description, &fields)
+	}
+	var types, signers []string
+	if p.EventTypes != nil {
+		types = checkEventTypes(*p.EventTypes, &fields)
+	}
+	if p.Signers != nil {
+		var refs []SignerRef
+		signers, refs = checkSigners(*p.Signers, &fields)
+		if err := s.ownedSigners(ctx, tenant, refs, &fields); err != nil {
+			return Subscription{}, err
+		}
+	}
+	if len(fields) > 0 {
+		return Subscription{}, invalidSubscription(fields)
+	}
+	// One statement: concurrent updates of different fields both stick.
+	sub, err := scanSubscription(s.pool.QueryRow(ctx, `UPDATE webhook_subscription SET
+			url = coalesce($3, url),
+			description = coalesce($4, description),
+			event_types = CASE WHEN $5::boolean THEN $6::text[] ELSE event_types END,
+			signers = CASE WHEN $7::boolean THEN $8::text[] ELSE signers END,
+			enabled = coalesce($9, enabled),
+			updated_at = now()
+		WHERE subscription_id = $1 AND tenant_id = $2
+		RETURNING `+subscriptionColumns,
+		id, tenant, newURL, p.Description, p.EventTypes != nil, types, p.Signers != nil, signers, p.Enabled))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sub, noSubscription(id)
+	}
+	if err != nil {
+		return sub, fmt.Errorf("update webhook subscription %s: %w", id, err)
+	}
+	return sub, s.attachSecrets(ctx, []*Subscription{&sub})
+}
+
+// DeleteSubscription deletes one of tenant's subscriptions with its
+// secrets and delivery log: nothing more is sent for it (an attempt in
+// flight finishes, and its result is dropped). Another tenant's is
+// errs.NotFound.
+func (s *Store) DeleteSubscription(ctx context.Context, tenant, id uuid.UUID) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_subscription WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant)
+	if err != nil {
+		return fmt.Errorf("delete webhook subscription %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return noSubscription(id)
+	}
+	return nil
+}
+
+// RotateSubscriptionSecret adds a new signing secret and returns it, the
+// only time it is returned. The secrets signing until now keep signing for
+// grace (at most MaxSecretGrace), so that receivers can switch without
+// rejecting a delivery; a grace of 0 retires them at once, for a leaked
+// secret. Secrets expired before now are deleted. Another tenant's
+// subscription is errs.NotFound.
+func (s *Store) RotateSubscriptionSecret(ctx context.Context, tenant, id uuid.UUID, grace time.Duration) (Subscription, WebhookSecret, error) {
+	if grace < 0 || grace > MaxSecretGrace {
+		return Subscription{}, "", errs.InvalidFields(fmt.Sprintf("grace: 0 to %s", MaxSecretGrace),
+			errs.FieldError{Pointer: "/grace_seconds", Detail: fmt.Sprintf("0 to %d seconds", int(MaxSecretGrace/time.Second))})
+	}
+	secret, err := newWebhookSecret()
+	if err != nil {
+		return Subscription{}, "", err
+	}
+	var sub Subscription
+	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		// The row lock orders concurrent rotations of one subscription.
+		var err error
+		sub, err = scanSubscription(tx.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
+			WHERE subscription_id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenant))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return noSubscription(id)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM webhook_secret WHERE subscription_id = $1 AND expires_at <= now()`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE webhook_secret SET expires_at = least(coalesce(expires_at, 'infinity'), now() + make_interval(secs => $2))
+			WHERE subscription_id = $1`, id, grace.Seconds()); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO webhook_secret (secret_id, subscription_id, secret) VALUES ($1, $2, $3)`, uuid.New(), id, string(secret))
+		return err
+	})
+	if errs.Is(err, errs.NotFound) {
+		return Subscription{}, "", err
+	}
+	if err != nil {
+		return Subscription{}, "", fmt.Errorf("rotate the secret of webhook subscription %s: %w", id, err)
+	}
+	return sub, secret, s.attachSecrets(ctx, []*Subscription{&sub})
+}
+
+// SubscriptionTarget returns where one of tenant's subscriptions is
+// delivered and the secrets that sign for it now, newest first (a test
+// delivery uses them). Another tenant's is errs.NotFound.
+func (s *Store) SubscriptionTarget(ctx context.Context, tenant, id uuid.UUID) (string, []WebhookSecret, error) {
+	var u string
+	var secrets []string
+	err := s.pool.QueryRow(ctx, `SELECT url, `+liveSecrets+` FROM webhook_subscription d
+		WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant).Scan(&u, &secrets)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, noSubscription(id)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("webhook subscription %s: %w", id, err)
+	}
+	return u, webhookSecrets(secrets), nil
+}
+
+// liveSecrets is the signing secrets of subscription d.subscription_id,
+// newest first.
+const liveSecrets = `ARRAY(SELECT w.secret FROM webhook_secret w WHERE w.subscription_id = d.subscription_id
+	AND (w.expires_at IS NULL OR w.expires_at > now()) ORDER BY w.created_at DESC, w.secret_id)`
+
+func webhookSecrets(ss []string) []WebhookSecret {
+	out := make([]WebhookSecret, len(ss))
+	for i, s := range ss {
+		out[i] = WebhookSecret(s)
+	}
+	return out
+}
+
+const subscriptionColumns = `subscription_id, tenant_id, url, description, event_types, signers, enabled, created_at, updated_at`
+
+func scanSubscription(row pgx.Row) (Subscription, error) {
+	var sub Subscription
+	err := row.Scan(&sub.ID, &sub.Tenant, &sub.URL, &sub.Description, &sub.EventTypes, &sub.Signers, &sub.Enabled, &sub.CreatedAt, &sub.UpdatedAt)
+	if sub.EventTypes == nil {
+		sub.EventTypes = []string{}
+	}
+	if len(sub.Signers) == 0 {
+		sub.Signers = nil
+	}
+	return sub, err
+}
+
+// attachSecrets reads the secrets' metadata of subs in one query.
+func (s *Store) attachSecrets(ctx context.Context, subs []*Subscription) error {
+	if len(subs) == 0 {
+		return nil
+	}
+	ids := make([]uuid.UUID, len(subs))
+	byID := make(map[uuid.UUID]*Subscription, len(subs))
+	for i, sub := range subs {
+		ids[i], byID[sub.ID] = sub.ID, sub
+		sub.Secrets = []SubscriptionSecret{}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT subscription_id, secret_id, created_at, expires_at FROM webhook_secret
+		WHERE subscription_id = ANY($1) ORDER BY subscription_id, created_at, secret_id`, ids)
+	if err != nil {
+		return fmt.Errorf("webhook secrets: %w", err)
+	}
+	var sub uuid.UUID
+	var sec SubscriptionSecret
+	_, err = pgx.ForEachRow(rows, []any{&sub, &sec.ID, &sec.CreatedAt, &sec.ExpiresAt}, func() error {
+		byID[sub].Secrets = append(byID[sub].Secrets, sec)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("webhook secrets: %w", err)
+	}
+	return nil
+}
+
+// Deliveries lists a page of a subscription's delivery log, newest event
+// first, each with its latest attempts. Another tenant's subscription is
+// errs.NotFound.
+func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, f DeliveryFilter) ([]Delivery, string, error) {
+	limit, bad := checkLimit(f.Limit)
+	if bad != nil {
+		return nil, "", errs.InvalidFields("limit: "+bad.Detail, *bad)
+	}
+	switch f.Status {
+	case "", DeliveryPending, DeliveryDelivered, DeliveryDead:
+	default:
+		return nil, "", errs.InvalidFields(fmt.Sprintf("status: %q is not pending, delivered or dead", f.Status),
+			errs.FieldError{Pointer: "status", Detail: "pending, delivered or dead"})
+	}
+	before := int64(-1) // no cursor: from the newest
+	if f.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || len(b) != 8 {
+			return nil, "", badCursor()
+		}
+		before = int64(binary.BigEndian.Uint64(b))
+	}
+	if err := s.requireSubscription(ctx, tenant, subscription); err != nil {
+		return nil, "", err
+	}
+	// Two spellings rather than "$2 IS NULL OR status = $2", so that each
+	// keeps its index under a generic plan.
+	q := `SELECT ` + deliveryColumns + ` FROM webhook_delivery
+		WHERE subscription_id = $1 AND ($2::bigint < 0 OR event_seq < $2::bigint) ORDER BY event_seq DESC LIMIT $3`
+	args := []any{subscription, before, limit + 1}
+	if f.Status != "" {
+		q = `SELECT ` + deliveryColumns + ` FROM webhook_delivery
+			WHERE subscription_id = $1 AND status = $4 AND ($2::bigint < 0 OR event_seq < $2::bigint) ORDER BY event_seq DESC LIMIT $3`
+		args = append(args, string(f.Status))
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("webhook deliveries of %s: %w", subscription, err)
+	}
+	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) { return scanDelivery(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("webhook deliveries of %s: %w", subscription, err)
+	}
+	next := ""
+	if len(ds) > limit {
+		ds = ds[:limit]
+		next = base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, ds[len(ds)-1].EventSeq))
+	}
+	return ds, next, s.attachAttempts(ctx, ds)
+}
+
+const deliveryColumns = `delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, status, attempts,
+	next_attempt_at, last_status_code, last_error, first_attempt_at, created_at, delivered_at`
+
+func scanDelivery(row pgx.Row) (Delivery, error) {
+	var d Delivery
+	var seq int64
+	var next time.Time
+	err := row.Scan(&d.ID, &d.SubscriptionID, &seq, &d.EventID, &d.EventType, &d.TxID, &d.Status, &d.Attempts,
+		&next, &d.LastStatusCode, &d.LastError, &d.FirstAttemptAt, &d.CreatedAt, &d.DeliveredAt)
+	d.EventSeq = uint64(seq)
+	if d.Status == DeliveryPending {
+		d.NextAttemptAt = &next
+	}
+	d.AttemptLog = []DeliveryAttempt{}
+	return d, err
+}
+
+// attachAttempts reads the latest attempts of ds in one query.
+func (s *Store) attachAttempts(ctx context.Context, ds []Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	ids := make([]uuid.UUID, len(ds))
+	index := make(map[uuid.UUID]int, len(ds))
+	for i, d := range ds {
+		ids[i], index[d.ID] = d.ID, i
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.id, a.attempted_at, a.status_code, a.error, a.duration_ms
+		FROM unnest($1::uuid[]) AS d (id) CROSS JOIN LATERAL (
+			SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempt
+			WHERE delivery_id = d.id ORDER BY attempt_id DESC LIMIT $2) a`, ids, attemptLogLimit)
+	if err != nil {
+		return fmt.Errorf("webhook attempts: %w", err)
+	}
+	var id uuid.UUID
+	var a DeliveryAttempt
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.At, &a.StatusCode, &a.Error, &a.DurationMS}, func() error {
+		ds[index[id]].AttemptLog = append(ds[index[id]].AttemptLog, a)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("webhook attempts: %w", err)
+	}
+	return nil
+}
+
+// FeedEvent is one event of txmanager's feed as the dispatcher stores it.
+type FeedEvent struct {
+	Seq     uint64
+	ID      string
+	Type    string
+	TxID    string
+	ChainID uint64
+	Signer  common.Address
+	// Body is the event envelope as the feed gave it: every delivery of
+	// the event sends and signs exactly these bytes.
+	Body []byte
+}
+
+// WebhookFeedCursor is the last feed sequence fanned out into deliveries.
+func (s *Store) WebhookFeedCursor(ctx context.Context) (uint64, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT seq FROM webhook_feed_cursor`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("webhook feed cursor: %w", err)
+	}
+	return uint64(seq), nil
+}
+
+// FanOut queues, in one transaction, a delivery of each of events for
+// every enabled subscription it matches, and moves the feed cursor from
+// after to through. The move is a compare-and-set: when the cursor is no
+// longer after (another node fanned these events out first), nothing is
+// written and advanced is false. events are those of after+1..through the
+// caller could attribute to a signer; the others match no subscription.
+func (s *Store) FanOut(ctx context.Context, after, through uint64, events []FeedEvent) (advanced bool, queued int64, err error) {
+	if through <= after {
+		return false, 0, fmt.Errorf("fan out: cursor %d to %d does not advance", after, through)
+	}
+	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		advanced, queued = false, 0
+		// The cursor row is locked first: a concurrent fan-out waits here,
+		// then finds the cursor moved and writes nothing.
+		tag, err := tx.Exec(ctx, `UPDATE webhook_feed_cursor SET seq = $2, updated_at = now() WHERE seq = $1`, int64(after), int64(through))
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		advanced = true
+		if len(events) == 0 {
+			return nil
+		}
+		// A delivery queued behind one of its transaction waiting for a
+		// retry is due no earlier than that retry (see RecordAttempt); one
+		// being attempted right now holds nothing up. The last waiting
+		// delivery of the transaction has the latest time, since a retry
+		// moves those behind it along: one index probe.
+		tag, err = tx.Exec(ctx, `INSERT INTO webhook_delivery (delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, event, next_attempt_at)
+			SELECT gen_random_uuid(), s.subscription_id, e.seq, e.id, e.type, e.tx_id, e.body::json,
+				greatest(now(), (SELECT p.next_attempt_at FROM webhook_delivery p
+					WHERE p.subscription_id = s.subscription_id AND p.tx_id = e.tx_id AND p.status = 'pending' AND p.claim_token IS NULL
+					ORDER BY p.event_seq DESC LIMIT 1))
+			FROM `+eventRows+`
+			JOIN tenant_signer ts ON ts.chain_id = e.chain_id AND ts.signer = e.signer
+			JOIN webhook_subscription s ON s.tenant_id = ts.tenant_id
+			WHERE s.enabled AND `+subscriptionMatches+`
+			ORDER BY e.seq
+			ON CONFLICT (subscription_id, event_seq) DO NOTHING`, eventArgs(events)...)
+		if err != nil {
+			return err
+		}
+		queued = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return false, 0, fmt.Errorf("fan out events %d to %d: %w", after+1, through, err)
+	}
+	return advanced, queued, nil
+}
+
+// eventRows is the events passed as eventArgs, as a table e.
+const eventRows = `unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::text[], $8::text[])
+	AS e (seq, id, type, tx_id, chain_id, signer, signer_ref, body)`
+
+// subscriptionMatches is whether event e passes the filters of
+// subscription s (its tenant owning e's signer is the join's business).
+const subscriptionMatches = `(cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+	AND (s.signers IS NULL OR e.signer_ref = ANY (s.signers))`
+
+func eventArgs(events []FeedEvent) []any {
+	n := len(events)
+	seqs, chains := make([]int64, n), make([]int64, n)
+	ids, types, txs, refs, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	signers := make([][]byte, n)
+	for i, e := range events {
+		seqs[i], ids[i], types[i], txs[i], chains[i] = int64(e.Seq), e.ID, e.Type, e.TxID, int64(e.ChainID)
+		signers[i], refs[i], bodies[i] = e.Signer.Bytes(), SignerRef{ChainID: e.ChainID, Address: e.Signer}.String(), string(e.Body)
+	}
+	return []any{seqs, ids, types, txs, chains, signers, refs, bodies}
+}
+
+// ReplayDeliveries queues again those of events (a stretch of the feed up
+// to the cursor) that subscription matches today: the tenant owns the
+// signer and the filters let the event through. A delivery that exists
+// goes back to pending with its attempts reset (its attempt history
+// stays; an attempt in flight loses its claim, so its result is dropped
+// and the event is sent again); one that does not (an event from before
+// the subscription, or filtered out then) is created. It returns how many
+// were queued. Another tenant's subscription is errs.NotFound.
+func (s *Store) ReplayDeliveries(ctx context.Context, tenant, subscription uuid.UUID, events []FeedEvent) (int64, error) {
+	if err := s.requireSubscription(ctx, tenant, subscription); err != nil {
+		return 0, err
+	}
+	if len(events) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `INSERT INTO webhook_delivery (delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, event)
+		SELECT gen_random_uuid(), s.subscription_id, e.seq, e.id, e.type, e.tx_id, e.body::json
+		FROM `+eventRows+`
+		JOIN tenant_signer ts ON ts.chain_id = e.chain_id AND ts.signer = e.signer
+		JOIN webhook_subscription s ON s.tenant_id = ts.tenant_id
+		WHERE s.subscription_id = $9 AND s.tenant_id = $10 AND `+subscriptionMatches+`
+		ORDER BY e.seq
+		ON CONFLICT (subscription_id, event_seq) DO UPDATE SET
+			status = 'pending', attempts = 0, next_attempt_at = now(), claim_token = NULL,
+			first_attempt_at = NULL, delivered_at = NULL`,
+		append(eventArgs(events), subscription, tenant)...)
+	if err != nil {
+		return 0, fmt.Errorf("replay webhook deliveries of %s: %w", subscription, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DeliveryClaim is a delivery a worker has claimed to attempt, with what
+// the attempt needs.
+type DeliveryClaim struct {
+	Token          uuid.UUID
+	DeliveryID     uuid.UUID
+	SubscriptionID uuid.UUID
+	Tenant         uuid.UUID
+	EventSeq       uint64
+	EventID        string
+	EventType      string
+	TxID           string
+	// Attempts made before this one.
+	Attempts int
+	URL      string
+	// Secrets sign the attempt: every unexpired one, newest first.
+	Secrets []WebhookSecret
+	Body    []byte
+}
+
+// ClaimDelivery claims one due delivery for lease and returns it, or nil
+// when none is due. Due: pending, its time has come, its subscription is
+// enabled, and no earlier event of the same subscription and transaction
+// is pending, so each transaction's events arrive in order (a dead one no
+// longer holds the later ones back). Claims skip rows other nodes are
+// claiming, and a claim not resolved within its lease makes the delivery
+// due again.
+func (s *Store) ClaimDelivery(ctx context.Context, lease time.Duration) (*DeliveryClaim, error) {
+	c := &DeliveryClaim{Token: uuid.New()}
+	var seq int64
+	var secrets []string
+	err := s.pool.QueryRow(ctx, `
+		WITH due AS (
+			SELECT c.delivery_id FROM webhook_delivery c JOIN webhook_subscription cs USING (subscription_id)
+			WHERE c.status = 'pending' AND c.next_attempt_at <= now() AND cs.enabled
+				AND NOT EXISTS (SELECT 1 FROM webhook_delivery e
+					WHERE e.subscription_id = c.subscription_id AND e.tx_id = c.tx_id AND e.status = 'pending' AND e.event_seq < c.event_seq)
+			ORDER BY c.next_attempt_at
+			LIMIT 1
+			FOR UPDATE OF c SKIP LOCKED
+		)
+		UPDATE webhook_delivery d SET claim_token = $1, next_attempt_at = now() + make_interval(secs => $2),
+			first_attempt_at = coalesce(d.first_attempt_at, now())
+		FROM due, webhook_subscription s
+		WHERE d.delivery_id = due.delivery_id AND s.subscription_id = d.subscription_id
+		RETURNING d.delivery_id, d.subscription_id, s.tenant_id, d.event_seq, d.event_id, d.event_type, d.tx_id, d.attempts, s.url,
+			`+liveSecrets+`, d.event`, c.Token, lease.Seconds()).
+		Scan(&c.DeliveryID, &c.SubscriptionID, &c.Tenant, &seq, &c.EventID, &c.EventType, &c.TxID, &c.Attempts, &c.URL, &secrets, &c.Body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim a webhook delivery: %w", err)
+	}
+	c.EventSeq, c.Secrets = uint64(seq), webhookSecrets(secrets)
+	return c, nil
+}
+
+// AttemptResult is the outcome of one HTTP attempt.
+type AttemptResult struct {
+	// At is when the attempt started (the webhook-timestamp it carried).
+	At       time.Time
+	Duration time.Duration
+	// StatusCode is the answer's status, 0 when none came.
+	StatusCode int
+	// Error says what went wrong; "" on success. Long texts are cut.
+	Error string
+	// Delivered: the receiver answered 2xx.
+	Delivered bool
+	// RetryIn is when to try again after a failure.
+	RetryIn time.Duration
+	// DeadAfter is the dead letter horizon: a failure this long after the
+	// first attempt sends the delivery to the dead letter queue.
+	DeadAfter time.Duration
+}
+
+// ErrClaimLost: the delivery was no longer claimed by the caller (its
+// lease ended and another node took it, it was replayed, or its
+// subscription was deleted), so the attempt's result was not recorded.
+var ErrClaimLost = errors.New("the webhook delivery's claim was lost")
+
+// RecordAttempt writes an attempt's result under its claim, and returns
+// the delivery's status after it: delivered, pending again (due after
+// r.RetryIn, and the transaction's later deliveries with it), or dead when
+// the failure came past the horizon. It is ErrClaimLost when the claim is
+// gone.
+func (s *Store) RecordAttempt(ctx context.Context, c *DeliveryClaim, r AttemptResult) (DeliveryStatus, error) {
+	var code *int
+	if r.StatusCode != 0 {
+		code = &r.StatusCode
+	}
+	var errText *string
+	if r.Error != "" {
+		t := boundText(r.Error, maxAttemptError)
+		errText = &t
+	}
+	var status DeliveryStatus
+	err := s.pool.QueryRow(ctx, `
+		WITH d AS (
+			UPDATE webhook_delivery SET
+				attempts = attempts + 1,
+				status = CASE WHEN $3::boolean THEN 'delivered'
+					WHEN now() >= first_attempt_at + make_interval(secs => $4) THEN 'dead' ELSE 'pending' END,
+				next_attempt_at = CASE WHEN $3::boolean THEN now() ELSE now() + make_interval(secs => $5) END,
+				delivered_at = CASE WHEN $3::boolean THEN now() END,
+				last_status_code = $6::integer, last_error = $7::text, claim_token = NULL
+			WHERE delivery_id = $1 AND claim_token = $2
+			RETURNING delivery_id, subscription_id, tx_id, event_seq, status, next_attempt_at
+		), a AS (
+			INSERT INTO webhook_attempt (delivery_id, attempted_at, status_code, error, duration_ms)
+			SELECT delivery_id, $8::timestamptz, $6::integer, $7::text, $9::bigint FROM d
+		), behind AS (
+			-- The transaction's later deliveries cannot go before this
+			-- retry: they are not due before it either, so that claims do
+			-- not wade through them while a receiver is down.
+			UPDATE webhook_delivery f SET next_attempt_at = d.next_attempt_at
+			FROM d
+			WHERE d.status = 'pending' AND f.subscription_id = d.subscription_id AND f.tx_id = d.tx_id
+				AND f.status = 'pending' AND f.event_seq > d.event_seq AND f.next_attempt_at < d.next_attempt_at
+		)
+		SELECT status FROM d`,
+		c.DeliveryID, c.Token, r.Delivered, r.DeadAfter.Seconds(), r.RetryIn.Seconds(), code, errText, r.At, r.Duration.Milliseconds()).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrClaimLost
+	}
+	if err != nil {
+		return "", fmt.Errorf("record an attempt of webhook delivery %s: %w", c.DeliveryID, err)
+	}
+	return status, nil
+}
+
+// ReleaseClaim gives a claimed delivery back unattempted (the node is
+// stopping), due at once for whichever node comes next.
+func (s *Store) ReleaseClaim(ctx context.Context, c *DeliveryClaim) error {
+	_, err := s.pool.Exec(ctx, `UPDATE webhook_delivery SET claim_token = NULL, next_attempt_at = now(),
+			first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END
+		WHERE delivery_id = $1 AND claim_token = $2`, c.DeliveryID, c.Token)
+	if err != nil {
+		return fmt.Errorf("release webhook delivery %s: %w", c.DeliveryID, err)
+	}
+	return nil
+}
+
+// boundText makes s storable as text of at most n characters: valid
+// UTF-8, no NUL (which PostgreSQL text refuses), cut with an ellipsis.
+func boundText(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
