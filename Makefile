@@ -23,7 +23,7 @@ BIN := .build/bin
 TEST_ENV := TXFENCE_TEST_STRICT=1
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help setup vault build run test fuzz lint generate schema verify bench clean
+.PHONY: help setup setup-test vault build run test fuzz lint generate schema verify bench clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -31,9 +31,13 @@ help:
 setup:
 	@deploy/scripts/setup.sh
 
+# What make run needs, and Chromium for the operator console's browser test.
+setup-test:
+	@deploy/scripts/setup.sh --browser
+
 build:
 	@mkdir -p $(BIN)
-	go build -o $(BIN)/ ./gateway/cmd/gatewayd ./txmanager/cmd/txmanagerd ./signer-zonec/cmd/signerd \
+	go build -o $(BIN)/ ./gateway/cmd/gatewayd ./gateway/cmd/txctl ./txmanager/cmd/txmanagerd ./signer-zonec/cmd/signerd \
 		./mev-router/cmd/mevrouterd ./ledger/cmd/ledgerd ./deploy/cmd/devstack
 
 run: setup build
@@ -45,7 +49,7 @@ run: setup build
 vault:
 	@deploy/scripts/build-vault.sh >/dev/null
 
-test: setup vault
+test: setup-test vault
 	$(TEST_ENV) go test -race -timeout $(TEST_TIMEOUT) $(PACKAGES)
 	@deploy/scripts/fuzz.sh
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes this machine ready to build, test and run txfence: the Go modules,
-# the pinned anvil, and the PostgreSQL and Redis server binaries. It
-# installs what is missing (Debian packages when run as root, anvil from
+# the pinned anvil, the PostgreSQL and Redis server binaries, and with
+# --browser (make test) Chromium for the operator console's browser test.
+# It installs what is missing (Debian packages when run as root, anvil from
 # its npm package) and stops with a clear message for anything it cannot
 # get. Servers themselves are started by whoever needs them: the test
 # helpers (shared/pgtest, shared/redistest) and the local stack (devstack).
@@ -14,6 +15,13 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo_root"
 
 command -v go >/dev/null 2>&1 || die "go not found on PATH; install Go 1.26 or later"
+
+browser=false
+case "${1:-}" in
+"") ;;
+--browser) browser=true ;;
+*) die "unknown argument ${1}; usage: setup.sh [--browser]" ;;
+esac
 
 apt_updated=
 apt_install() {
@@ -41,6 +49,13 @@ fi
 
 # Redis: the server binary, for throwaway servers when none is running.
 command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+
+# Chromium: the headless browser the operator console's tests drive
+# (gateway/console, through chromedp), at the path they look for. Only the
+# tests need it; make run does not.
+if $browser && [[ ! -x /usr/bin/chromium ]]; then
+	apt_install chromium
+fi
 
 # anvil, pinned, from its npm package (needs node and npm).
 if ! command -v npm >/dev/null 2>&1; then

@@ -62,7 +62,10 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprint(w, ": txfence events\n\n")
+	// The position first, as an id-only message: a client that drops
+	// before its first event still resumes from here, not from its own
+	// later start (EventSource keeps the id of a message without data).
+	_, _ = fmt.Fprintf(w, ": txfence events\nid: %d\n\n", after)
 	flusher.Flush()
 
 	for {

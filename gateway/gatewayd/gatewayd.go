@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/txfence/txfence/gateway/api"
+	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -166,6 +167,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	a.Mount(public)
+	console.Mount(public) // the operator console, /console/
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

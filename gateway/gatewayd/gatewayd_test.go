@@ -58,6 +58,9 @@ func TestRunServesPublicAndInternal(t *testing.T) {
 	if code := get(t, http.DefaultClient, svc.URL("public")+"/readyz"); code != http.StatusOK {
 		t.Errorf("public /readyz: %d\n%s", code, svc.Logs())
 	}
+	if code := get(t, http.DefaultClient, svc.URL("public")+"/console/"); code != http.StatusOK {
+		t.Errorf("public /console/: %d", code)
+	}
 	if code := get(t, http.DefaultClient, svc.URL("public")+"/metrics"); code != http.StatusNotFound {
 		t.Errorf("public /metrics: %d, want 404: metrics stay internal", code)
 	}

@@ -1,0 +1,648 @@
+package console_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/gateway/console"
+	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/shared/pgtest"
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// chromiumPath is Debian's Chromium, which the browser test drives
+// (TXFENCE_CHROMIUM names another binary). Where it is missing the test
+// skips, except under CI or make test (TXFENCE_TEST_STRICT=1), where it
+// fails naming the package to install.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	exe := "/usr/bin/chromium"
+	if p := os.Getenv("TXFENCE_CHROMIUM"); p != "" {
+		exe = p
+	}
+	if _, err := os.Stat(exe); err != nil {
+		pgtest.Unavailable(t, "Chromium for the console's browser test (install Debian's package: apt-get install chromium, or run deploy/scripts/setup.sh)", err)
+	}
+	return exe
+}
+
+// TestMissingChromium runs TestConsole without a browser: it must fail,
+// naming the package, under make test or CI, and skip elsewhere.
+func TestMissingChromium(t *testing.T) {
+	if os.Getenv("TXFENCE_CHROMIUM") != "" {
+		t.Skip("this is the run inside the test")
+	}
+	t.Parallel()
+	for _, strict := range []bool{true, false} {
+		env := []string{"TXFENCE_CHROMIUM=" + filepath.Join(t.TempDir(), "no-chromium")}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "CI=") && !strings.HasPrefix(kv, "TXFENCE_TEST_STRICT=") {
+				env = append(env, kv)
+			}
+		}
+		if strict {
+			env = append(env, "TXFENCE_TEST_STRICT=1")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestConsole$", "-test.v")
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		switch {
+		case strict && (err == nil || !strings.Contains(string(out), "apt-get install chromium") || !strings.Contains(string(out), "--- FAIL: TestConsole")):
+			t.Errorf("strict run without Chromium: %v, want a failure naming apt-get install chromium:\n%s", err, out)
+		case !strict && (err != nil || !strings.Contains(string(out), "--- SKIP: TestConsole")):
+			t.Errorf("run without Chromium: %v, want a skip:\n%s", err, out)
+		}
+	}
+}
+
+// stepTimeout bounds each wait in the browser: a missing element fails the
+// test with the step's name instead of hanging until the test's deadline.
+const stepTimeout = 20 * time.Second
+
+// browser is one headless Chromium tab, watched for page errors.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu       sync.Mutex
+	problems []string // uncaught exceptions, console errors, CSP violations
+}
+
+func startBrowser(t *testing.T, exe string) *browser {
+	t.Helper()
+	// The flags a headless Chromium needs on these machines (go-svc.md):
+	// no sandbox as root, no GPU, and no background connections, which
+	// the closed network refuses. A fresh profile for every run.
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, bcancel := chromedp.NewContext(actx)
+	// Registered after t.TempDir: the browser has exited before its
+	// profile directory is removed.
+	t.Cleanup(func() {
+		bcancel()
+		acancel()
+		cancel()
+	})
+	b := &browser{t: t, ctx: bctx}
+	if err := chromedp.Listen(bctx, b.watch); err != nil {
+		t.Fatalf("start %s: %v", exe, err)
+	}
+	b.do("set the viewport to 1280x800", chromedp.EmulateViewport(1280, 800))
+	return b
+}
+
+// watch records what the page reports as wrong. Network errors (the 401,
+// 403 and 404 answers the test asks for) are the page's to show, not
+// problems.
+func (b *browser) watch(ev any) {
+	var p string
+	switch ev := ev.(type) {
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		p = "exception: " + d.Text
+		if d.Exception != nil {
+			p += " " + d.Exception.Description
+		}
+	case *runtime.EventConsoleAPICalled:
+		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+			var args []string
+			for _, a := range ev.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			p = fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " "))
+		}
+	case *log.EventEntryAdded:
+		e := ev.Entry
+		if e.Source != log.EntrySourceNetwork && (e.Level == log.EntryLevelError || e.Source == log.EntrySourceSecurity) {
+			p = fmt.Sprintf("log %s/%s: %s (%s)", e.Source, e.Level, e.Text, e.URL)
+		}
+	}
+	if p != "" {
+		b.mu.Lock()
+		b.problems = append(b.problems, p)
+		b.mu.Unlock()
+	}
+}
+
+func (b *browser) takeProblems() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.problems
+	b.problems = nil
+	return p
+}
+
+func (b *browser) do(step string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v%s", step, err, b.context())
+	}
+}
+
+// context is what the page shows, to explain a failed step.
+func (b *browser) context() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	if err != nil {
+		return ""
+	}
+	return "\n--- the page shows ---\n" + text
+}
+
+// wait waits until an element matching css is visible.
+func (b *browser) wait(css string) {
+	b.t.Helper()
+	b.do("wait for "+css, chromedp.WaitVisible(chromedp.CSS(css)))
+}
+
+// click waits for the element and clicks it.
+func (b *browser) click(css string) {
+	b.t.Helper()
+	b.do("click "+css, chromedp.Click(chromedp.CSS(css)))
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// text is the visible text of the first element matching css ("" if none).
+func (b *browser) text(css string) string {
+	b.t.Helper()
+	q, _ := json.Marshal(css)
+	return eval[string](b, fmt.Sprintf(`(document.querySelector(%s) || {innerText: ""}).innerText`, q))
+}
+
+// waitText waits until the element's text contains want. The console's
+// DOM changes when API answers arrive; this polls the page with a deadline
+// rather than sleeping.
+func (b *browser) waitText(css, want string) string {
+	b.t.Helper()
+	b.wait(css)
+	deadline := time.Now().Add(stepTimeout)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got := b.text(css)
+		if strings.Contains(got, want) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s shows %q, want it to contain %q%s", css, got, want, b.context())
+		}
+		<-tick.C
+	}
+}
+
+// confirm answers the console's confirmation dialog with its action
+// button, after checking it describes the action, and returns what the
+// dialog said.
+func (b *browser) confirm(want string) string {
+	b.t.Helper()
+	said := b.waitText("#confirm[open]", want)
+	b.click("#confirm[open] #confirm-yes")
+	b.do("wait for the dialog to close", chromedp.WaitNotPresent(chromedp.CSS("#confirm[open]")))
+	return said
+}
+
+func (b *browser) signIn(key string) {
+	b.t.Helper()
+	b.do("sign in", chromedp.SetValue(chromedp.CSS("#signin-key"), key), chromedp.Click(chromedp.CSS("#signin-submit")))
+}
+
+func (b *browser) signOut() {
+	b.t.Helper()
+	b.click("#signout")
+	b.wait("#signin-key")
+}
+
+// screenshot writes a full-page PNG under the test's temporary directory
+// and a copy at a stable path, printed in the test log, and checks that
+// it is a real picture of the page.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	img, err := png.Decode(strings.NewReader(string(buf)))
+	if err != nil {
+		b.t.Fatalf("screenshot %s is not a PNG: %v", name, err)
+	}
+	size := img.Bounds().Size()
+	if size.X < 1024 || size.X > 4096 || size.Y < 600 || size.Y > 20000 {
+		b.t.Errorf("screenshot %s is %dx%d, not a page at 1280x800", name, size.X, size.Y)
+	}
+	if n := colours(img); n < 16 {
+		b.t.Errorf("screenshot %s has %d colours: an empty page?", name, n)
+	}
+	tmp := filepath.Join(b.t.TempDir(), name+".png")
+	stable := filepath.Join(os.TempDir(), "txfence-console-test", name+".png")
+	for _, p := range []string{tmp, stable} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	b.t.Logf("screenshot %s (%dx%d, %d bytes): %s (copy of %s)", name, size.X, size.Y, len(buf), stable, tmp)
+}
+
+// colours counts the distinct colours of img, up to 1000.
+func colours(img image.Image) int {
+	seen := map[[4]uint32]bool{}
+	r := img.Bounds()
+	for y := r.Min.Y; y < r.Max.Y; y += 3 {
+		for x := r.Min.X; x < r.Max.X; x += 3 {
+			cr, cg, cb, ca := img.At(x, y).RGBA()
+			seen[[4]uint32{cr, cg, cb, ca}] = true
+			if len(seen) >= 1000 {
+				return len(seen)
+			}
+		}
+	}
+	return len(seen)
+}
+
+// approverKeyFile is the key file `signerd approver new` writes
+// (signer-zonec/signerd/approve.go, approverKeyFile): the browser must
+// read exactly that.
+func approverKeyFile(t *testing.T, id string, seed []byte, pub ed25519.PublicKey) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(map[string]string{
+		"kind": "txfence-approver-key-v1", "id": id,
+		"seed": base64.StdEncoding.EncodeToString(seed), "public_key": base64.StdEncoding.EncodeToString(pub),
+	}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// anvilKey is anvil's first well-known development key, SignerA's.
+const anvilKey = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+
+// broadcastStuck takes tx through simulation, a nonce, a real signature
+// and a broadcast to BROADCASTED with sub-state stuck, as the owner node
+// would, under fence.
+func broadcastStuck(t *testing.T, st *postgres.Store, f txmanager.Fence, id uuid.UUID, nonce uint64) common.Hash {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Simulated(ctx, f, id, 21000); err != nil {
+		t.Fatal(err)
+	}
+	maxFee, tip := big.NewInt(30_000_000_000), big.NewInt(1_500_000_000)
+	if _, err := st.Allocate(ctx, f, []uuid.UUID{id}, []txmanager.Fees{{MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip}}, nonce); err != nil {
+		t.Fatal(err)
+	}
+	key, err := crypto.HexToECDSA(anvilKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := common.HexToAddress(gatewaytest.Bob)
+	signed, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(31337)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(31337), Nonce: nonce, GasTipCap: tip, GasFeeCap: maxFee, Gas: 21000, To: &bob, Value: big.NewInt(1000),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := signed.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Signed(ctx, f, []postgres.Attempt{{TxID: id, Raw: raw, Hash: signed.Hash(), MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Broadcasted(ctx, f, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetSubState(ctx, f, id, txmanager.StateBroadcasted, txmanager.SubStuck, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	return signed.Hash()
+}
+
+// TestConsole drives the console in a real browser against the real
+// public API (and txmanager's real API behind it): sign-in, the signer's
+// status, pending approvals, a timeline, an approval signed in the browser
+// and verified here with the signer's own code, a rejection, a cancel, a
+// fee bump, the scope and tenant boundaries, and sign-out.
+func TestConsole(t *testing.T) {
+	exe := chromiumPath(t)
+	t.Parallel()
+	g := gatewaytest.Start(t, gatewaytest.Options{Mount: console.Mount})
+	ctx := context.Background()
+	st := g.TxM.Store
+
+	// A lease, so that the signer has an owner, and a nonce cursor.
+	signerA := common.HexToAddress(gatewaytest.SignerA)
+	key := txmanager.SignerKey{ChainID: 31337, Signer: signerA}
+	token, ok, err := st.Acquire(ctx, "node-1", key, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	fence := txmanager.Fence{Node: "node-1", Key: key, Token: token}
+	chainPending := uint64(7)
+	nonce, err := st.NextNonce(ctx, fence, &chainPending)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Three transactions wait for approvals, one is stuck, one is globex's.
+	id := func(tx gatewaytest.Tx) uuid.UUID { return uuid.MustParse(tx.TxID) }
+	toApprove := g.Create(t, g.Acme, gatewaytest.SignerA, "console-approve")
+	toReject := g.Create(t, g.Acme, gatewaytest.SignerA, "console-reject")
+	toCancel := g.Create(t, g.Acme, gatewaytest.SignerA, "console-cancel")
+	for _, tx := range []gatewaytest.Tx{toApprove, toReject, toCancel} {
+		if _, err := st.PendingApproval(ctx, fence, id(tx), 21000, time.Now().Add(time.Hour),
+			txmanager.StateChanged{Rule: "large-withdrawals", Reason: "approval_required"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Its idempotency key, shown as the request id, is markup: the page
+	// must show it as text.
+	const hostile = `<img/src=x/onerror=alert(1)>`
+	stuck := g.Create(t, g.Acme, gatewaytest.SignerA, hostile)
+	stuckHash := broadcastStuck(t, st, fence, id(stuck), nonce)
+	globexTx := g.Create(t, g.Globex, gatewaytest.SignerB, "globex-1")
+	acmeIDs := []string{toApprove.TxID, toReject.TxID, toCancel.TxID, stuck.TxID}
+
+	// The approver's key, in the file signerd's tool writes.
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "alice.key")
+	if err := os.WriteFile(keyPath, approverKeyFile(t, "alice", priv.Seed(), pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bob := common.HexToAddress(gatewaytest.Bob)
+	approveReq := &signer.Request{TxID: toApprove.TxID, ChainID: 31337, From: signerA, Type: signer.DynamicFee, To: &bob, Value: big.NewInt(1000)}
+
+	b := startBrowser(t, exe)
+	// The watcher must see what the page reports, or its silence below
+	// would prove nothing.
+	eval[bool](b, `console.error("watch probe"), true`)
+	b.do("navigate", chromedp.Navigate(g.URL+"/console"))
+	b.wait("#signin-key")
+	if p := b.takeProblems(); len(p) != 1 || !strings.Contains(p[0], "watch probe") {
+		t.Fatalf("the page watcher saw %q, want the probe", p)
+	}
+	if loc := eval[string](b, `location.pathname`); loc != console.Path {
+		t.Errorf("/console led to %s, want %s", loc, console.Path)
+	}
+	// The policy reached the browser and is enforced: a string assigned to
+	// innerHTML throws (Trusted Types), and the browser reports it.
+	if got := eval[string](b, `(() => { try { document.createElement("div").innerHTML = "<b>x</b>"; return "allowed" } catch (e) { return e.message } })()`); !strings.Contains(got, "TrustedHTML") {
+		t.Errorf("innerHTML with a string: %q, want it refused by the Content-Security-Policy", got)
+	}
+	if p := b.takeProblems(); len(p) != 1 || !strings.Contains(p[0], "TrustedHTML") {
+		t.Errorf("the page watcher saw %q, want the Trusted Types violation", p)
+	}
+
+	t.Run("refused key", func(t *testing.T) {
+		b.signIn("txf_not-a-key")
+		b.waitText(`#signin-error .problem[data-status="401"]`, "sign in again")
+		if eval[bool](b, `sessionStorage.length === 0`) != true {
+			t.Error("a refused key was kept in sessionStorage")
+		}
+	})
+
+	b.signIn(g.Acme)
+	b.waitText("#who-tenant", "acme")
+	b.waitText("#who-key", "admin")
+
+	t.Run("signer status", func(t *testing.T) {
+		row := fmt.Sprintf(`#signers tr[data-signer="31337:%s"]`, signerA.Hex())
+		b.waitText(row+" td.owner", "node-1")
+		if got, want := b.text(row+" td.nonce"), fmt.Sprint(nonce+1); got != want {
+			t.Errorf("next nonce shows %q, want %s", got, want)
+		}
+		if got := b.text(row + " td.token"); got != fmt.Sprint(token) {
+			t.Errorf("fencing token shows %q, want %d", got, token)
+		}
+		b.waitText(row+` .chip[data-state="PENDING_APPROVAL"]`, "3")
+		b.waitText(row+` .chip[data-state="BROADCASTED"]`, "1")
+		if got := b.text(row + " td.oldest"); got == "" || got == "—" {
+			t.Errorf("the oldest open transaction's age shows %q", got)
+		}
+	})
+
+	t.Run("lists", func(t *testing.T) {
+		for _, tx := range []gatewaytest.Tx{toApprove, toReject, toCancel} {
+			b.wait(fmt.Sprintf(`#approvals tr[data-tx="%s"]`, tx.TxID))
+		}
+		b.waitText(fmt.Sprintf(`#attention tr[data-tx="%s"]`, stuck.TxID), "stuck")
+	})
+
+	t.Run("approve", func(t *testing.T) {
+		b.click(fmt.Sprintf(`#approvals tr[data-tx="%s"] a`, toApprove.TxID))
+		b.waitText("#tx-id", toApprove.TxID)
+		b.waitText(`#timeline li[data-type="tx.state_changed"]:last-child`, "INIT → PENDING_APPROVAL")
+		b.waitText("#timeline", "large-withdrawals")
+
+		// A damaged file is refused: its seed does not give its public key.
+		other, _, _ := ed25519.GenerateKey(rand.Reader)
+		b.do("paste a damaged key", chromedp.SetValue(chromedp.CSS("#approver-paste"), string(approverKeyFile(t, "alice", priv.Seed(), other))))
+		b.click("#approver-load-button")
+		b.waitText("#tx-actions-body .problem", "does not give the public key")
+
+		b.do("load the key file", chromedp.SetUploadFiles(chromedp.CSS("#approver-file"), []string{keyPath}))
+		b.click("#approver-load-button")
+		b.waitText("#approver-id", "alice")
+		if got := b.text("#approver-pub"); got != base64.StdEncoding.EncodeToString(pub) {
+			t.Errorf("loaded public key %q, want alice's", got)
+		}
+		// The browser's intent is the signer's.
+		if got, want := b.waitText("#approve-intent", "0x"), approveReq.Intent().Hex(); got != want {
+			t.Errorf("the page computes intent %s, the signer %s", got, want)
+		}
+		b.screenshot("console-approve")
+		b.click("#approve")
+		said := b.confirm(approveReq.Intent().Hex())
+		b.waitText("#flash .notice", "Approval by alice recorded")
+
+		got, err := st.Approvals(ctx, []uuid.UUID{id(toApprove)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := got[id(toApprove)]
+		if len(as) != 1 || as[0].Approver != "alice" {
+			t.Fatalf("stored approvals %+v, want one by alice", as)
+		}
+		a := signer.Approval{Approver: as[0].Approver, Expiry: as[0].Expiry, Signature: as[0].Signature}
+		if !signer.VerifyApproval(pub, approveReq, a) {
+			t.Errorf("the approval's signature does not verify over the signer's approval message (expiry %s)", a.Expiry)
+		}
+		if left := time.Until(a.Expiry); left < 55*time.Minute || left > 61*time.Minute || a.Expiry.Nanosecond() != 0 {
+			t.Errorf("approval expiry %s: want whole seconds, about an hour ahead", a.Expiry)
+		}
+		if exp := a.Expiry.UTC().Format(time.RFC3339); !strings.Contains(said, exp) {
+			t.Errorf("the dialog did not show the expiry signed, %s:\n%s", exp, said)
+		}
+		legacy := *approveReq
+		legacy.Type = signer.Legacy
+		if signer.VerifyApproval(pub, &legacy, a) {
+			t.Error("the approval also verifies for another transaction type: the type is not in what was signed")
+		}
+		// The key never reaches the page's storage or markup.
+		seed := base64.StdEncoding.EncodeToString(priv.Seed())
+		if eval[bool](b, fmt.Sprintf(`JSON.stringify(sessionStorage).includes(%q) || document.documentElement.outerHTML.includes(%q) || document.querySelector("#approver-paste").value !== ""`, seed, seed)) {
+			t.Error("the approver's seed is visible in the page or its storage")
+		}
+	})
+
+	t.Run("reject", func(t *testing.T) {
+		b.click(`#nav a[data-route="overview"]`)
+		b.click(fmt.Sprintf(`#approvals tr[data-tx="%s"] a`, toReject.TxID))
+		b.waitText("#tx-id", toReject.TxID)
+		b.waitText("#approver-id", "alice") // the key is still held, in memory
+		b.do("name the approver", chromedp.SetValue(chromedp.CSS("#reject-approver"), "alice"))
+		b.click("#reject")
+		b.confirm("Reject as alice")
+		b.wait("#tx-state .badge.s-FAILED")
+		b.waitText("#timeline", "alice")
+		tx, err := st.Get(ctx, id(toReject))
+		if err != nil || tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonApprovalRejected {
+			t.Errorf("rejected transaction: %+v %v", tx, err)
+		}
+	})
+
+	t.Run("cancel before a nonce", func(t *testing.T) {
+		b.click(`#nav a[data-route="overview"]`)
+		b.click(fmt.Sprintf(`#approvals tr[data-tx="%s"] a`, toCancel.TxID))
+		b.waitText("#tx-id", toCancel.TxID)
+		b.click("#cancel-tx")
+		b.confirm("Cancel the transaction")
+		b.wait("#tx-state .badge.s-CANCELLED")
+		tx, err := st.Get(ctx, id(toCancel))
+		if err != nil || tx.State != txmanager.StateCancelled {
+			t.Errorf("cancelled transaction: %+v %v", tx, err)
+		}
+	})
+
+	t.Run("bump a stuck transaction", func(t *testing.T) {
+		b.click(`#nav a[data-route="overview"]`)
+		b.click(fmt.Sprintf(`#attention tr[data-tx="%s"] a`, stuck.TxID))
+		b.waitText("#tx-fields", stuckHash.Hex())
+		// The client's metadata number is beyond a float's precision: shown exactly.
+		b.waitText("#tx-fields", "123456789012345678901234567890")
+		b.waitText("#tx-fields", hostile)
+		if n := eval[int](b, `document.querySelectorAll("#main img").length`); n != 0 {
+			t.Errorf("the request id became %d <img> elements", n)
+		}
+		b.waitText("#timeline", "SIGNED → BROADCASTED")
+		b.click("#action-bump")
+		b.confirm("Bump the fees")
+		b.waitText(`#tx-oplog tr[data-kind="bump"]`, "pending")
+		actions, err := st.Actions(ctx, id(stuck))
+		if err != nil || len(actions) != 1 || actions[0].Action != "bump" || !strings.HasPrefix(actions[0].Operator, "key:admin") {
+			t.Fatalf("recorded actions %+v %v, want one bump by the admin key", actions, err)
+		}
+		b.screenshot("console-tx")
+	})
+
+	t.Run("overview at 1280x800", func(t *testing.T) {
+		b.click(`#nav a[data-route="overview"]`)
+		b.waitText(fmt.Sprintf(`#signers tr[data-signer="31337:%s"] td.owner`, signerA.Hex()), "node-1")
+		b.wait(`#approvals tbody tr`)
+		if w := eval[int](b, `document.documentElement.scrollWidth`); w > 1280 {
+			t.Errorf("the overview is %d px wide, wider than the 1280 px window", w)
+		}
+		b.screenshot("console-overview")
+	})
+
+	t.Run("missing scope", func(t *testing.T) {
+		b.signOut()
+		b.signIn(g.AcmeRead)
+		b.waitText("#who-warn", "admin")
+		b.waitText(`#signers .problem[data-status="403"]`, "admin scope")
+		b.waitText(`#approvals .problem[data-status="403"]`, "approvals scope")
+	})
+
+	t.Run("another tenant", func(t *testing.T) {
+		b.signOut()
+		b.signIn(g.Globex)
+		b.waitText("#who-tenant", "globex")
+		b.wait(fmt.Sprintf(`#signers tr[data-signer="31337:%s"]`, common.HexToAddress(gatewaytest.SignerB).Hex()))
+		b.wait(`#approvals td.empty`)
+		b.wait(`#attention td.empty`)
+		b.click(`#nav a[data-route="txs"]`)
+		b.wait(fmt.Sprintf(`#txs tr[data-tx="%s"]`, globexTx.TxID))
+		shown := eval[[]string](b, `Array.from(document.querySelectorAll("[data-tx]"), e => e.dataset.tx)`)
+		signers := eval[[]string](b, `Array.from(document.querySelectorAll("[data-signer]"), e => e.dataset.signer)`)
+		for _, acme := range acmeIDs {
+			if slices.Contains(shown, acme) {
+				t.Errorf("globex sees acme's transaction %s", acme)
+			}
+		}
+		if len(signers) != 0 {
+			t.Errorf("the transactions page lists signers %v", signers)
+		}
+		// Acme's transaction by its id is not found for globex.
+		b.do("go to acme's transaction", chromedp.SendKeys(chromedp.CSS("#goto-id"), toApprove.TxID+"\r"))
+		b.waitText(`#main .problem[data-status="404"]`, "Not found")
+		if strings.Contains(b.text("#main"), gatewaytest.SignerA) {
+			t.Error("globex's page shows acme's signer")
+		}
+	})
+
+	b.signOut()
+	if eval[bool](b, `sessionStorage.length === 0`) != true {
+		t.Error("sign-out left the key in sessionStorage")
+	}
+	for _, p := range b.takeProblems() {
+		t.Errorf("the page reported: %s", p)
+	}
+}
