@@ -97,7 +97,7 @@ func BenchmarkAcceptThroughGateway(b *testing.B) {
 	start := time.Now()
 	for i := range n {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait) // the open loop's schedule, not a wait for a result
+			<-time.After(wait) // the open loop's schedule, not a wait for a result
 		}
 		wg.Go(func() {
 			d, err := send()
