@@ -31,30 +31,35 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "read the request body", err))
 		return
 	}
+	// The body is parsed once, into its members; only the three the
+	// gateway checks are decoded further.
 	var intent map[string]json.RawMessage
-	var head struct {
-		ChainID   uint64         `json:"chain_id"`
-		From      common.Address `json:"from"`
-		DependsOn *uuid.UUID     `json:"depends_on"`
+	var chainID uint64
+	var fromAddr common.Address
+	var dependsOn *uuid.UUID
+	err = json.Unmarshal(raw, &intent)
+	for name, dst := range map[string]any{"chain_id": &chainID, "from": &fromAddr, "depends_on": &dependsOn} {
+		if v, ok := intent[name]; ok && err == nil {
+			err = json.Unmarshal(v, dst)
+		}
 	}
-	if err := json.Unmarshal(raw, &intent); err != nil {
-		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body is not a JSON object", err))
-		return
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
+	if err != nil {
 		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body", err))
 		return
 	}
-	from := postgres.SignerRef{ChainID: head.ChainID, Address: head.From}
+	from := postgres.SignerRef{ChainID: chainID, Address: fromAddr}
 	if !p.mayUse(from) {
 		httpserver.Error(w, r, errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
 			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)}))
 		return
 	}
-	if head.DependsOn != nil {
-		if _, err := a.ownedTx(r, *head.DependsOn); err != nil {
+	if dependsOn != nil {
+		if _, err := a.ownedTx(r, *dependsOn); errs.Is(err, errs.NotFound) {
 			httpserver.Error(w, r, errs.InvalidFields("depends_on names no transaction of the tenant's",
-				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + head.DependsOn.String()}))
+				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + dependsOn.String()}))
+			return
+		} else if err != nil {
+			httpserver.Error(w, r, err)
 			return
 		}
 	}
