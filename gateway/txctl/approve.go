@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -104,7 +103,7 @@ func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 		if t := signer.TxType(txType); t != signer.DynamicFee && t != signer.Legacy {
 			return usagef("approve", "--type %q: want eip1559 or legacy", txType)
 		}
-		keyID, priv, err := readApproverKey(keyFile)
+		keyID, priv, err := policy.ReadApproverKey(keyFile)
 		if err != nil {
 			return usagef("approve", "%v", err)
 		}
@@ -185,56 +184,6 @@ func intentRequest(tx *components.Tx, txType signer.TxType) (*signer.Request, er
 		req.Data = data
 	}
 	return req, nil
-}
-
-// approverKeyKind marks the key file 'signerd approver new' writes
-// (signer-zonec/signerd/approve.go); txctl reads that format.
-const approverKeyKind = "txfence-approver-key-v1"
-
-// approverKeyFile is an approver's key file: the Ed25519 seed, its public
-// key (so a damaged file is noticed rather than signing under an unknown
-// key) and the id the policy knows the approver by.
-type approverKeyFile struct {
-	Kind      string `json:"kind"`
-	ID        string `json:"id"`
-	Seed      string `json:"seed"`
-	PublicKey string `json:"public_key"`
-}
-
-// readApproverKey reads a key file as signerd does, refusing one that
-// others may read: a key that others could read may already be theirs.
-func readApproverKey(path string) (string, ed25519.PrivateKey, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", nil, fmt.Errorf("approver key: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", nil, fmt.Errorf("approver key %s: mode %s lets others read it; chmod 600 it", path, st.Mode().Perm())
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, fmt.Errorf("approver key: %w", err)
-	}
-	defer clear(raw)
-	var kf approverKeyFile
-	if err := policy.DecodeStrict(raw, &kf); err != nil || kf.Kind != approverKeyKind {
-		return "", nil, fmt.Errorf("approver key %s: not an approver key file", path)
-	}
-	seed, err := base64.StdEncoding.Strict().DecodeString(kf.Seed)
-	if err != nil || len(seed) != ed25519.SeedSize {
-		return "", nil, fmt.Errorf("approver key %s: the seed is not 32 bytes of base64", path)
-	}
-	defer clear(seed)
-	priv := ed25519.NewKeyFromSeed(seed)
-	if base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)) != kf.PublicKey {
-		clear(priv)
-		return "", nil, fmt.Errorf("approver key %s: the seed does not give the public key the file lists", path)
-	}
-	if !policy.ValidID(kf.ID) {
-		clear(priv)
-		return "", nil, fmt.Errorf("approver key %s: id %q is not an approver id", path, kf.ID)
-	}
-	return kf.ID, priv, nil
 }
 
 func defineReject(fs *flag.FlagSet) func(*env, []string) error {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/signer-zonec/policy"
 )
 
 // TestReadStream: messages count only once complete; a message cut off
@@ -180,7 +182,7 @@ func TestReadApproverKey(t *testing.T) {
 	}
 	const seed = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" // bytes 0..31
 	const pub = "A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg="
-	if id, _, err := readApproverKey(write("ok.key", `{"kind":"txfence-approver-key-v1","id":"alice","seed":"`+seed+`","public_key":"`+pub+`"}`, 0o600)); err != nil || id != "alice" {
+	if id, _, err := policy.ReadApproverKey(write("ok.key", `{"kind":"txfence-approver-key-v1","id":"alice","seed":"`+seed+`","public_key":"`+pub+`"}`, 0o600)); err != nil || id != "alice" {
 		t.Fatalf("a good key file: %q %v", id, err)
 	}
 	for _, c := range []struct {
@@ -195,7 +197,7 @@ func TestReadApproverKey(t *testing.T) {
 		{"seed.key", `{"kind":"txfence-approver-key-v1","id":"alice","seed":"AAEC","public_key":"` + pub + `"}`, 0o600, "not 32 bytes"},
 		{"id.key", `{"kind":"txfence-approver-key-v1","id":"al ice","seed":"` + seed + `","public_key":"` + pub + `"}`, 0o600, "not an approver id"},
 	} {
-		if _, _, err := readApproverKey(write(c.name, c.body, c.mode)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, err := policy.ReadApproverKey(write(c.name, c.body, c.mode)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}

@@ -27,20 +27,6 @@ import (
 // in the policy file and their private keys never come near signerd. These
 // commands run on the approver's machine.
 
-// approverKeyKind marks an approver key file, so that no other JSON file is
-// taken for one.
-const approverKeyKind = "txfence-approver-key-v1"
-
-// approverKeyFile is an approver's key file: the Ed25519 seed and the id the
-// policy knows the approver by. The public key is kept too, so a damaged
-// file is noticed instead of signing under an unknown key.
-type approverKeyFile struct {
-	Kind      string `json:"kind"`
-	ID        string `json:"id"`
-	Seed      string `json:"seed"`       // base64, 32 bytes
-	PublicKey string `json:"public_key"` // base64, 32 bytes
-}
-
 // approvalRequest is what an approver is asked to approve: the fields of a
 // signing request that make up its intent (chain, sender, type,
 // destination, value, data) and the tx id. Gas and fees are not part of an
@@ -160,8 +146,8 @@ func newApproverKey(path, id string, stdout io.Writer) error {
 	defer clear(priv)
 	seed := priv.Seed()
 	defer clear(seed)
-	body, err := json.MarshalIndent(approverKeyFile{
-		Kind: approverKeyKind, ID: id,
+	body, err := json.MarshalIndent(policy.ApproverKeyFile{
+		Kind: policy.ApproverKeyKind, ID: id,
 		Seed:      base64.StdEncoding.EncodeToString(seed),
 		PublicKey: base64.StdEncoding.EncodeToString(pub),
 	}, "", "  ")
@@ -193,41 +179,6 @@ func newApproverKey(path, id string, stdout io.Writer) error {
 	return err
 }
 
-// readApproverKey reads a key file, refusing one that others may read.
-func readApproverKey(path string) (string, ed25519.PrivateKey, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", nil, fmt.Errorf("approver key: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", nil, fmt.Errorf("approver key %s: mode %s lets others read it; chmod 600 it", path, st.Mode().Perm())
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, fmt.Errorf("approver key: %w", err)
-	}
-	defer clear(raw)
-	var kf approverKeyFile
-	if err := policy.DecodeStrict(raw, &kf); err != nil || kf.Kind != approverKeyKind {
-		return "", nil, fmt.Errorf("approver key %s: not an approver key file", path)
-	}
-	seed, err := base64.StdEncoding.Strict().DecodeString(kf.Seed)
-	if err != nil || len(seed) != ed25519.SeedSize {
-		return "", nil, fmt.Errorf("approver key %s: the seed is not 32 bytes of base64", path)
-	}
-	defer clear(seed)
-	priv := ed25519.NewKeyFromSeed(seed)
-	if base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)) != kf.PublicKey {
-		clear(priv)
-		return "", nil, fmt.Errorf("approver key %s: the seed does not give the public key the file lists", path)
-	}
-	if !policy.ValidID(kf.ID) {
-		clear(priv)
-		return "", nil, fmt.Errorf("approver key %s: id %q is not an approver id", path, kf.ID)
-	}
-	return kf.ID, priv, nil
-}
-
 func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
 	var src io.Reader
 	if reqPath == "-" {
@@ -255,7 +206,7 @@ func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, s
 		return fmt.Errorf("signing request: %w", err)
 	}
 
-	id, priv, err := readApproverKey(keyPath)
+	id, priv, err := policy.ReadApproverKey(keyPath)
 	if err != nil {
 		return err
 	}

@@ -162,7 +162,7 @@ func TestApproverNew(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("key file mode %s, want 0600", st.Mode().Perm())
 	}
-	id, priv, err := readApproverKey(path)
+	id, priv, err := policy.ReadApproverKey(path)
 	if err != nil {
 		t.Fatal(err)
 	}
