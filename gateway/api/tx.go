@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -259,35 +260,27 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, state components.TxSt
 }
 
 func (a *API) approve(w http.ResponseWriter, r *http.Request) {
-	tx, err := a.txParam(r)
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	var body components.ApprovalRequest
-	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	if tx, err = a.cfg.TxManager.Approve(r.Context(), tx.ID, body); err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	writeRaw(w, http.StatusOK, tx.JSON)
+	decide(a, w, r, a.cfg.TxManager.Approve)
 }
 
 func (a *API) reject(w http.ResponseWriter, r *http.Request) {
+	decide(a, w, r, a.cfg.TxManager.Reject)
+}
+
+// decide passes an approver's decision (body B) on a transaction the
+// caller may see to txmanager and answers the transaction.
+func decide[B any](a *API, w http.ResponseWriter, r *http.Request, call func(context.Context, uuid.UUID, B) (remote.Tx, error)) {
 	tx, err := a.txParam(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	var body components.RejectRequest
+	var body B
 	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	if tx, err = a.cfg.TxManager.Reject(r.Context(), tx.ID, body); err != nil {
+	if tx, err = call(r.Context(), tx.ID, body); err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}

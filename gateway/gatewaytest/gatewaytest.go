@@ -25,7 +25,6 @@ import (
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
@@ -74,14 +73,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	ctx := context.Background()
 	pki := servicetest.PKI(t)
 	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	store := postgres.New(pool)
 	client, err := remote.NewTxManager(txm.URL, servicetest.Client(t, pki, "gateway", "txmanager"))
 	if err != nil {

@@ -13,21 +13,12 @@ import (
 
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 )
 
 func newStore(t *testing.T) *postgres.Store {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	return postgres.New(pool)
 }
 

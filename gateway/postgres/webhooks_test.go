@@ -21,7 +21,6 @@ import (
 
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 )
 
@@ -38,14 +37,7 @@ var signerAOnMainnet = postgres.SignerRef{ChainID: 1, Address: signerA.Address}
 func newWebhookRig(t *testing.T) *webhookRig {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	r := &webhookRig{store: postgres.New(pool), pool: pool}
 	for _, tenant := range []struct {
 		id      *uuid.UUID

@@ -19,7 +19,6 @@ import (
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/openapi/components"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 )
 
@@ -57,14 +56,7 @@ func (f *synthFeed) EventsAfter(ctx context.Context, after uint64, limit int, wa
 // default 8 workers; reported as deliveries per second.
 func BenchmarkDelivery(b *testing.B) {
 	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(b), pg.PoolOptions{MaxConns: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		b.Fatal(err)
-	}
+	pool := pgtest.Migrated(b, postgres.Migrations)
 	store := postgres.New(pool)
 	tenant, err := store.CreateTenant(ctx, "bench")
 	if err != nil {
@@ -140,14 +132,7 @@ func (f aheadFeed) Feed(ctx context.Context, after uint64, limit int, wait time.
 func TestFanOutLagIsTheDistanceToTheHead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	store := postgres.New(pool)
 	reg := prometheus.NewRegistry()
 	d, err := webhook.New(store, aheadFeed{newSynthFeed(7), 1007}, webhook.Options{FeedWait: time.Second, Registerer: reg,

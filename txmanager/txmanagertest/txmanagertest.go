@@ -6,7 +6,6 @@
 package txmanagertest
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/httpapi"
@@ -54,15 +52,7 @@ const DefaultChains = `{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1
 // stopped at the test's end.
 func Serve(t testing.TB, pki string, opts Options) *Server {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	if opts.Chains == "" {
 		opts.Chains = DefaultChains
 	}
