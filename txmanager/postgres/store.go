@@ -6,7 +6,8 @@ import "github.com/jackc/pgx/v5/pgxpool"
 // shares its database, which is the authority for leases, nonces and
 // transaction state.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	creates createQueue
 }
 
 // New returns a store on pool, whose schema Migrations produced.

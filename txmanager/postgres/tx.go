@@ -26,16 +26,22 @@ import (
 // transaction. The same (chain, from, request id) again answers with the
 // transaction already accepted (created false) when the intent is the
 // same, and errs.Conflict when it differs: whatever the concurrency, one
-// request id is one transaction.
+// request id is one transaction. Concurrent creates share statements and
+// commits (see createQueue).
 func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx, bool, error) {
 	if err := in.Validate(); err != nil {
 		return txmanager.Tx{}, false, txmanager.Invalid(err)
 	}
-	hash := in.Hash()
 	id, err := uuid.NewV7()
 	if err != nil {
 		return txmanager.Tx{}, false, err
 	}
+	return s.submitCreate(ctx, &pendingCreate{in: in, hash: in.Hash(), id: id, done: make(chan createResult, 1)})
+}
+
+// createOne inserts one create alone.
+func (s *Store) createOne(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool, error) {
+	in := p.in
 	// One statement, so one round trip and one commit: the row, and its
 	// event under the feed's shared barrier (see insertEvent), or nothing
 	// when the request id is taken.
@@ -54,13 +60,13 @@ func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx,
 			INSERT INTO event (tx_id, type, payload)
 			SELECT created.tx_id, $15, $16 FROM created, (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
 		SELECT * FROM created`,
-		id, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], addrBytes(in.To), numeric(in.Value), nonNil(in.Data),
+		p.id, int64(in.ChainID), in.From.Bytes(), in.RequestID, p.hash[:], addrBytes(in.To), numeric(in.Value), nonNil(in.Data),
 		optInt(in.Gas), optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), in.DependsOn, metadata(in.Metadata),
 		txmanager.EventStateChanged, payload, int64(eventBarrier))
 	t, err := scanTx(row)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		t, err = s.existing(ctx, in, hash)
+		t, err = s.existing(ctx, in, p.hash)
 		return t, false, err
 	case err != nil:
 		return t, false, classifyInsert(err, in)

@@ -1,0 +1,184 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/txmanager"
+)
+
+// Creates arrive one per HTTP request, and each alone would cost
+// PostgreSQL a statement and a commit: at thousands a second the commits,
+// not the rows, are the work. So concurrent creates share them. A create
+// joins a queue; while fewer than maxCreateFlushes flushes are running it
+// starts one, which inserts everything queued (up to maxCreateBatch rows)
+// in one statement and one commit, then looks for more. A lone create is
+// flushed at once: batching adds no wait when there is nothing to share.
+const (
+	maxCreateFlushes = 2
+	maxCreateBatch   = 512
+	// createFlushTimeout bounds one flush, which no single caller owns.
+	createFlushTimeout = 10 * time.Second
+)
+
+// pendingCreate is one create waiting in the queue.
+type pendingCreate struct {
+	in   *txmanager.Intent
+	hash [32]byte
+	id   uuid.UUID
+	done chan createResult // buffered: the flush never blocks on a caller who left
+}
+
+type createResult struct {
+	tx      txmanager.Tx
+	created bool
+	err     error
+}
+
+// createQueue gathers concurrent creates into shared statements.
+type createQueue struct {
+	mu       sync.Mutex
+	waiting  []*pendingCreate
+	flushing int
+}
+
+// submit queues p, starts a flush when one may run, and waits for p's
+// result or ctx's end. A caller who leaves early may still find its
+// transaction created: the same is true of any commit racing a cancel, and
+// the request id makes the retry safe.
+func (s *Store) submitCreate(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool, error) {
+	q := &s.creates
+	q.mu.Lock()
+	q.waiting = append(q.waiting, p)
+	start := q.flushing < maxCreateFlushes
+	if start {
+		q.flushing++
+	}
+	q.mu.Unlock()
+	if start {
+		go s.drainCreates()
+	}
+	select {
+	case r := <-p.done:
+		return r.tx, r.created, r.err
+	case <-ctx.Done():
+		return txmanager.Tx{}, false, ctx.Err()
+	}
+}
+
+// drainCreates flushes batches until the queue is empty.
+func (s *Store) drainCreates() {
+	q := &s.creates
+	for {
+		q.mu.Lock()
+		n := min(len(q.waiting), maxCreateBatch)
+		if n == 0 {
+			q.flushing--
+			q.mu.Unlock()
+			return
+		}
+		batch := q.waiting[:n:n]
+		q.waiting = q.waiting[n:]
+		if len(q.waiting) == 0 {
+			q.waiting = nil // let the backing array go
+		}
+		q.mu.Unlock()
+		s.flushCreates(batch)
+	}
+}
+
+// flushCreates inserts a batch. When the shared statement fails (a bad
+// depends_on, a broken rule), nothing of it was stored, and each create is
+// retried alone so that only the bad one fails, with its own error.
+func (s *Store) flushCreates(batch []*pendingCreate) {
+	ctx, cancel := context.WithTimeout(context.Background(), createFlushTimeout)
+	defer cancel()
+	if len(batch) > 1 {
+		created, err := s.insertBatch(ctx, batch)
+		if err == nil {
+			for _, p := range batch {
+				if t, ok := created[p.id]; ok {
+					p.done <- createResult{tx: t, created: true}
+					continue
+				}
+				// The request id was taken, before or within this batch.
+				t, err := s.existing(ctx, p.in, p.hash)
+				p.done <- createResult{tx: t, err: err}
+			}
+			return
+		}
+	}
+	for _, p := range batch {
+		t, created, err := s.createOne(ctx, p)
+		p.done <- createResult{tx: t, created: created, err: err}
+	}
+}
+
+// insertBatch inserts every create of batch that holds a free request id,
+// with its INIT event under the feed's barrier, in one statement, and
+// returns the transactions it created by id. Rows go in the batch's order,
+// so accept_seq follows arrival.
+func (s *Store) insertBatch(ctx context.Context, batch []*pendingCreate) (map[uuid.UUID]txmanager.Tx, error) {
+	n := len(batch)
+	var (
+		ids, requestIDs, values, routes, metadatas = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		chains                                     = make([]int64, n)
+		signers, hashes, tos, datas                = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+		gases                                      = make([]*int64, n)
+		maxFees, maxTips, dependsOn                = make([]*string, n), make([]*string, n), make([]*string, n)
+	)
+	for i, p := range batch {
+		in := p.in
+		ids[i], chains[i], signers[i], requestIDs[i], hashes[i] = p.id.String(), int64(in.ChainID), in.From.Bytes(), in.RequestID, p.hash[:]
+		tos[i], values[i], datas[i], gases[i] = addrBytes(in.To), numeric(in.Value), nonNil(in.Data), optInt(in.Gas)
+		maxFees[i], maxTips[i], routes[i], metadatas[i] = optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), string(metadata(in.Metadata))
+		if in.DependsOn != nil {
+			d := in.DependsOn.String()
+			dependsOn[i] = &d
+		}
+	}
+	payload, err := json.Marshal(txmanager.StateChanged{ToState: txmanager.StateInit})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		WITH input AS (
+			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::text[], $5::bytea[], $6::bytea[], $7::numeric[],
+				$8::bytea[], $9::bigint[], $10::numeric[], $11::numeric[], $12::text[], $13::uuid[], $14::jsonb[])
+				WITH ORDINALITY AS i(tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
+					max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, arrival)),
+		created AS (
+			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
+				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
+			SELECT tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
+				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, 'INIT'
+			FROM input ORDER BY arrival
+			ON CONFLICT (chain_id, signer, request_id) DO NOTHING
+			RETURNING `+txColumns+`),
+		event AS (
+			INSERT INTO event (tx_id, type, payload)
+			SELECT created.tx_id, $15, $16 FROM created, (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
+		SELECT * FROM created`,
+		ids, chains, signers, requestIDs, hashes, tos, values, datas, gases, maxFees, maxTips, routes, dependsOn, metadatas,
+		txmanager.EventStateChanged, payload, int64(eventBarrier))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	created := make(map[uuid.UUID]txmanager.Tx, n)
+	for rows.Next() {
+		t, err := scanTx(rows)
+		if err != nil {
+			return nil, err
+		}
+		created[t.ID] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return created, nil
+}

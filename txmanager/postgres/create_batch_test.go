@@ -1,0 +1,183 @@
+package postgres_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/postgres"
+)
+
+type createOutcome struct {
+	in      *txmanager.Intent
+	tx      txmanager.Tx
+	created bool
+	err     error
+}
+
+// gather queues the intents as one batch, in order, and returns each
+// create's outcome in the same order.
+func gather(t *testing.T, s *postgres.Store, intents []*txmanager.Intent) []createOutcome {
+	t.Helper()
+	queued, release := postgres.HoldCreates(s)
+	out := make([]createOutcome, len(intents))
+	done := make(chan int, len(intents))
+	for i, in := range intents {
+		go func() {
+			tx, created, err := s.Create(ctx(t), in)
+			out[i] = createOutcome{in, tx, created, err}
+			done <- i
+		}()
+		// One at a time, so that the queue keeps the intents' order.
+		waitFor(t, fmt.Sprintf("create %d queues", i), func() bool { return queued() == i+1 })
+	}
+	release()
+	for range intents {
+		<-done
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing t after ten seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting until %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// Creates that share a statement store every field as a lone create
+// would, keep one transaction per request id inside the batch (a repeat
+// answers with the first, another body is a conflict), and give each
+// transaction its one INIT event.
+func TestCreatesShareAStatement(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 8)
+	parent, _, err := s.Create(ctx(t), intent("parent", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gas, fee, tip := uint64(90_000), big.NewInt(30_000_000_000), big.NewInt(2_000_000_000)
+	var intents []*txmanager.Intent
+	intents = append(intents, intent("dup", 5))
+	for i := range 10 {
+		in := intent(fmt.Sprintf("order-%d", i), int64(i))
+		switch i % 3 {
+		case 0: // a contract creation with every optional field
+			in.To, in.Data, in.Gas, in.MaxFeePerGas, in.MaxPriorityFeePerGas = nil, []byte{0x60, 0x80, byte(i)}, &gas, fee, tip
+			in.DependsOn, in.Route = &parent.ID, txmanager.RoutePrivate
+			in.Metadata = json.RawMessage(fmt.Sprintf(`{"n": %d, "big": 123456789012345678901234567890}`, i))
+		case 1:
+			in.Value = new(big.Int).Lsh(big.NewInt(1), 255)
+			in.Metadata = nil
+		}
+		intents = append(intents, in)
+	}
+	intents = append(intents, intent("dup", 5), intent("dup", 6), intent("dup", 5))
+
+	out := gather(t, s, intents)
+	for i, o := range out[:11] {
+		if o.err != nil || !o.created {
+			t.Fatalf("create %d (%s): created=%v %v", i, o.in.RequestID, o.created, o.err)
+		}
+		stored, err := s.Get(ctx(t), o.tx.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(stored, o.tx) {
+			t.Errorf("%s: create answered\n%+v\nthe store holds\n%+v", o.in.RequestID, o.tx, stored)
+		}
+		sameIntent(t, o.in, stored)
+	}
+	for _, i := range []int{11, 13} {
+		if o := out[i]; o.err != nil || o.created || o.tx.ID != out[0].tx.ID {
+			t.Errorf("repeat %d of dup: %s created=%v %v; want the first's %s, not created", i, o.tx.ID, o.created, o.err, out[0].tx.ID)
+		}
+	}
+	if o := out[12]; errs.KindOf(o.err) != errs.Conflict {
+		t.Errorf("dup with another body: %v, want a conflict", o.err)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM tx`); got != 12 {
+		t.Errorf("%d transactions, want 12 (the parent and 11 created)", got)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM tx t JOIN event e USING (tx_id) WHERE e.type = 'tx.state_changed'`); got != 12 {
+		t.Errorf("%d INIT events, want one per transaction", got)
+	}
+}
+
+// One bad create spoils a shared statement; it is then retried alone, and
+// only it fails, with its own error.
+func TestABadCreateFailsAloneInABatch(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 8)
+	missing := uuid.Must(uuid.NewV7())
+	var intents []*txmanager.Intent
+	for i := range 6 {
+		in := intent(fmt.Sprintf("good-%d", i), int64(i))
+		if i == 3 {
+			in.RequestID, in.DependsOn = "orphan", &missing
+		}
+		intents = append(intents, in)
+	}
+	out := gather(t, s, intents)
+	for i, o := range out {
+		if i == 3 {
+			if errs.KindOf(o.err) != errs.Invalid {
+				t.Errorf("create with an unknown dependency: %v, want invalid", o.err)
+			}
+			continue
+		}
+		if o.err != nil || !o.created {
+			t.Errorf("good create %d beside a bad one: created=%v %v", i, o.created, o.err)
+		}
+	}
+	if got := count(t, pool, `SELECT count(*) FROM tx`); got != 5 {
+		t.Errorf("%d transactions, want the 5 good ones", got)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM event`); got != 5 {
+		t.Errorf("%d events, want 5", got)
+	}
+}
+
+// sameIntent checks that a stored transaction carries the intent sent:
+// every field equal, and the metadata the same JSON, every digit kept.
+func sameIntent(t *testing.T, in *txmanager.Intent, got txmanager.Tx) {
+	t.Helper()
+	want := *in
+	if len(want.Metadata) == 0 {
+		want.Metadata = json.RawMessage(`{}`)
+	}
+	if a, b := decodeJSON(t, want.Metadata), decodeJSON(t, got.Metadata); !reflect.DeepEqual(a, b) {
+		t.Errorf("%s: metadata %s, want %s", in.RequestID, got.Metadata, want.Metadata)
+	}
+	stored := got.Intent
+	want.Metadata, stored.Metadata = nil, nil
+	if !reflect.DeepEqual(want, stored) {
+		t.Errorf("%s: stored intent\n%+v\nwant\n%+v", in.RequestID, stored, want)
+	}
+}
+
+func decodeJSON(t *testing.T, raw []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return v
+}
