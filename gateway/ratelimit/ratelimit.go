@@ -158,6 +158,8 @@ type Limiter struct {
 	// transition serializes the rare state changes, so that the gauge and
 	// the log follow the state in order even when Redis flaps.
 	transition sync.Mutex
+	// calls coalesces concurrent requests of one key (see coalesce.go).
+	calls callQueues
 }
 
 const downBit = 1
@@ -204,6 +206,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 		local:   newLocalStore(),
 		metrics: m,
 		epoch:   time.Now(),
+		calls:   callQueues{byKey: make(map[queueKey]*callQueue)},
 	}, nil
 }
 
@@ -251,26 +254,6 @@ func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Decision,
 	}
 	l.failed(s, err)
 	return l.fallback(key, limit, err)
-}
-
-func (l *Limiter) allowRedis(ctx context.Context, key string, limit Limit) (Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.opts.RedisTimeout)
-	defer cancel()
-	res, err := l.rate.Allow(ctx, l.opts.Prefix+key, redis_rate.Limit{Rate: limit.Rate, Burst: limit.Burst, Period: limit.Period})
-	if err != nil {
-		return Decision{}, err
-	}
-	d := Decision{
-		Allowed:    res.Allowed > 0,
-		Limit:      limit,
-		Remaining:  res.Remaining,
-		ResetAfter: res.ResetAfter,
-		Source:     SourceRedis,
-	}
-	if !d.Allowed {
-		d.RetryAfter = res.RetryAfter
-	}
-	return d, nil
 }
 
 // fallback answers without Redis, as WhenRedisDown says.
