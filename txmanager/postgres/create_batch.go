@@ -14,12 +14,19 @@ import (
 // Creates arrive one per HTTP request, and each alone would cost
 // PostgreSQL a statement and a commit: at thousands a second the commits,
 // not the rows, are the work. So concurrent creates share them. A create
-// joins a queue; while fewer than maxCreateFlushes flushes are running it
-// starts one, which inserts everything queued (up to maxCreateBatch rows)
-// in one statement and one commit, then looks for more. A lone create is
-// flushed at once: batching adds no wait when there is nothing to share.
+// joins a queue; when no flush is running it starts one, which inserts
+// everything queued (up to maxCreateBatch rows) in one statement and one
+// commit, then looks for more. A lone create is flushed at once: batching
+// adds no wait when there is nothing to share. One flush at a time makes
+// the batches as large as the load: measured, two flushers gave smaller
+// batches and fewer creates a second.
+//
+// The flush does only the shared statement. What a create needs beyond it
+// (reading the transaction that holds a repeated request id, or inserting
+// alone after a batch failed) its caller does, so that one slow create
+// cannot hold up the queue.
 const (
-	maxCreateFlushes = 2
+	maxCreateFlushes = 1
 	maxCreateBatch   = 512
 	// createFlushTimeout bounds one flush, which no single caller owns.
 	createFlushTimeout = 10 * time.Second
@@ -33,10 +40,17 @@ type pendingCreate struct {
 	done chan createResult // buffered: the flush never blocks on a caller who left
 }
 
+// createResult is a flush's answer to one create.
 type createResult struct {
 	tx      txmanager.Tx
 	created bool
 	err     error
+	// taken says the request id already had a transaction, made before
+	// or earlier in the same batch: the caller reads it.
+	taken bool
+	// alone says the shared statement failed and stored nothing: the
+	// caller inserts its create by itself.
+	alone bool
 }
 
 // createQueue gathers concurrent creates into shared statements.
@@ -62,12 +76,20 @@ func (s *Store) submitCreate(ctx context.Context, p *pendingCreate) (txmanager.T
 	if start {
 		go s.drainCreates()
 	}
+	var r createResult
 	select {
-	case r := <-p.done:
-		return r.tx, r.created, r.err
+	case r = <-p.done:
 	case <-ctx.Done():
 		return txmanager.Tx{}, false, ctx.Err()
 	}
+	switch {
+	case r.taken:
+		t, err := s.existing(ctx, p.in, p.hash)
+		return t, false, err
+	case r.alone:
+		return s.createOne(ctx, p)
+	}
+	return r.tx, r.created, r.err
 }
 
 // drainCreates flushes batches until the queue is empty.
@@ -91,30 +113,30 @@ func (s *Store) drainCreates() {
 	}
 }
 
-// flushCreates inserts a batch. When the shared statement fails (a bad
-// depends_on, a broken rule), nothing of it was stored, and each create is
-// retried alone so that only the bad one fails, with its own error.
+// flushCreates inserts a batch, or a lone create by itself. When the
+// shared statement fails (a bad depends_on, a broken rule), nothing of it
+// was stored, and each create is sent back to be inserted alone, so that
+// only the bad one fails, with its own error.
 func (s *Store) flushCreates(batch []*pendingCreate) {
 	ctx, cancel := context.WithTimeout(context.Background(), createFlushTimeout)
 	defer cancel()
-	if len(batch) > 1 {
-		created, err := s.insertBatch(ctx, batch)
-		if err == nil {
-			for _, p := range batch {
-				if t, ok := created[p.id]; ok {
-					p.done <- createResult{tx: t, created: true}
-					continue
-				}
-				// The request id was taken, before or within this batch.
-				t, err := s.existing(ctx, p.in, p.hash)
-				p.done <- createResult{tx: t, err: err}
-			}
-			return
-		}
-	}
-	for _, p := range batch {
+	if len(batch) == 1 {
+		p := batch[0]
 		t, created, err := s.createOne(ctx, p)
 		p.done <- createResult{tx: t, created: created, err: err}
+		return
+	}
+	created, err := s.insertBatch(ctx, batch)
+	for _, p := range batch {
+		t, ok := created[p.id]
+		switch {
+		case err != nil:
+			p.done <- createResult{alone: true}
+		case ok:
+			p.done <- createResult{tx: t, created: true}
+		default:
+			p.done <- createResult{taken: true}
+		}
 	}
 }
 

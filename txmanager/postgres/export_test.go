@@ -1,5 +1,7 @@
 package postgres
 
+import "runtime"
+
 // EventBarrier is the advisory lock event writers hold shared, for tests
 // that write events by hand.
 const EventBarrier = eventBarrier
@@ -9,9 +11,17 @@ const EventBarrier = eventBarrier
 // queued reports how many wait.
 func HoldCreates(s *Store) (queued func() int, release func()) {
 	q := &s.creates
-	q.mu.Lock()
-	q.flushing += maxCreateFlushes
-	q.mu.Unlock()
+	for {
+		// A flush still finishing would take what queues next.
+		q.mu.Lock()
+		if q.flushing == 0 {
+			q.flushing += maxCreateFlushes
+			q.mu.Unlock()
+			break
+		}
+		q.mu.Unlock()
+		runtime.Gosched()
+	}
 	queued = func() int {
 		q.mu.Lock()
 		defer q.mu.Unlock()
