@@ -21,6 +21,56 @@ import (
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
 
+// CreateTxBatchAnswers defines model for CreateTxBatchAnswers.
+type CreateTxBatchAnswers struct {
+	Items []CreateTxOutcome `json:"items"`
+}
+
+// CreateTxBatchRequest defines model for CreateTxBatchRequest.
+type CreateTxBatchRequest struct {
+	// Items Each a `CreateTxRequest`. An item that is not one is answered
+	// with its own 400 problem, like a `createTx` of its body; the
+	// other items are not affected.
+	Items []map[string]interface{} `json:"items"`
+}
+
+// CreateTxOutcome One item's answer: the status `createTx` would have answered it
+// with, and the transaction (201 accepted now, 200 accepted before with
+// the same body) or the problem.
+type CreateTxOutcome struct {
+	// Problem An RFC 9457 problem document, with txfence's extensions `request_id`
+	// and `errors`. Every error response of every txfence API is one,
+	// served as `application/problem+json`.
+	//
+	// `type` is `urn:txfence:problem:<kind>`; the kind, not the status,
+	// says what the caller can do about the error. Kinds and the statuses
+	// they are answered with:
+	//
+	// | kind | status | meaning |
+	// |---|---|---|
+	// | internal | 500 | a bug or an unexpected failure; `detail` is always "internal error" and the cause is only in the server's log (find it by `request_id`) |
+	// | invalid | 400 | the request is malformed or breaks a rule: do not retry as is; `errors` names the failing fields |
+	// | not_found | 404 | the named thing does not exist or is not visible to the caller |
+	// | conflict | 409 | the request clashes with the current state, e.g. a reused idempotency key with a different body |
+	// | unauthorized | 401 | no valid credentials were presented |
+	// | forbidden | 403 | the credentials do not allow this action |
+	// | unavailable | 503 | a dependency is down or the service is overloaded: retry later (honour `Retry-After` when present) |
+	// | rate_limited | 429 | the caller exceeded its quota: retry after the `Retry-After` delay |
+	//
+	// Clients map a problem back to its kind from `type`; a response that
+	// is not a txfence problem document (from a proxy or load balancer) is
+	// classified by its status code instead. Members other than those
+	// below may be added later; clients ignore members they do not know.
+	//
+	//
+	// Example: {"detail":"the request breaks 2 rules","errors":[{"detail":"must be a decimal integer below 2^256","pointer":"/value"},{"detail":"must be a 0x-prefixed 20-byte hex address","pointer":"/to"}],"instance":"/api/v1/tx","request_id":"6f1c2d9a0b3e4f5a6b7c8d9e0f1a2b3c","status":400,"title":"Bad Request","type":"urn:txfence:problem:invalid"}
+	Problem *externalRef0.Problem `json:"problem,omitempty"`
+
+	// Status Example: 201
+	Status int              `json:"status"`
+	Tx     *externalRef0.Tx `json:"tx,omitempty"`
+}
+
 // CreateTxRequest defines model for CreateTxRequest.
 type CreateTxRequest struct {
 	// ChainId An EIP-155 chain id.
@@ -159,6 +209,9 @@ type GetTxByRequestParams struct {
 
 // CreateTxJSONRequestBody defines body for CreateTx for application/json ContentType.
 type CreateTxJSONRequestBody = CreateTxRequest
+
+// CreateTxBatchJSONRequestBody defines body for CreateTxBatch for application/json ContentType.
+type CreateTxBatchJSONRequestBody = CreateTxBatchRequest
 
 // RequestTxActionJSONRequestBody defines body for RequestTxAction for application/json ContentType.
 type RequestTxActionJSONRequestBody = TxActionRequest
@@ -303,6 +356,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
 	CreateTx(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTxBatchWithBody Accept several transaction intents at once
+	//
+	// Each item is a `createTx` request and is answered as `createTx`
+	// would answer it alone, in the same order: items succeed or fail on
+	// their own, and a failed item stores nothing. The items share
+	// PostgreSQL statements and commits with each other and with
+	// concurrent creates, so the gateway gathers its concurrent creates
+	// into batches: thousands a second then cost a few round trips. At
+	// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+	CreateTxBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTxBatch Accept several transaction intents at once
+	//
+	// Each item is a `createTx` request and is answered as `createTx`
+	// would answer it alone, in the same order: items succeed or fail on
+	// their own, and a failed item stores nothing. The items share
+	// PostgreSQL statements and commits with each other and with
+	// concurrent creates, so the gateway gathers its concurrent creates
+	// into batches: thousands a second then cost a few round trips. At
+	// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+	CreateTxBatch(ctx context.Context, body CreateTxBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTxByRequest The transaction a signer's request id names
 	//
@@ -618,6 +703,58 @@ func (c *Client) CreateTxWithBody(ctx context.Context, contentType string, body 
 // Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
 func (c *Client) CreateTx(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateTxRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTxBatchWithBody Accept several transaction intents at once
+//
+// Each item is a `createTx` request and is answered as `createTx`
+// would answer it alone, in the same order: items succeed or fail on
+// their own, and a failed item stores nothing. The items share
+// PostgreSQL statements and commits with each other and with
+// concurrent creates, so the gateway gathers its concurrent creates
+// into batches: thousands a second then cost a few round trips. At
+// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+func (c *Client) CreateTxBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTxBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTxBatch Accept several transaction intents at once
+//
+// Each item is a `createTx` request and is answered as `createTx`
+// would answer it alone, in the same order: items succeed or fail on
+// their own, and a failed item stores nothing. The items share
+// PostgreSQL statements and commits with each other and with
+// concurrent creates, so the gateway gathers its concurrent creates
+// into batches: thousands a second then cost a few round trips. At
+// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+func (c *Client) CreateTxBatch(ctx context.Context, body CreateTxBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTxBatchRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1296,6 +1433,46 @@ func NewCreateTxRequestWithBody(server string, contentType string, body io.Reade
 	return req, nil
 }
 
+// NewCreateTxBatchRequest calls the generic CreateTxBatch builder with application/json body
+func NewCreateTxBatchRequest(server string, body CreateTxBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTxBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateTxBatchRequestWithBody constructs an http.Request for the CreateTxBatch method, with any body, and a specified content type
+func NewCreateTxBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/v1/tx/batch")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetTxByRequestRequest constructs an http.Request for the GetTxByRequest method
 func NewGetTxByRequestRequest(server string, params *GetTxByRequestParams) (*http.Request, error) {
 	var err error
@@ -1806,6 +1983,38 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /internal/v1/tx (the `CreateTx` operationId).
 	CreateTxWithResponse(ctx context.Context, body CreateTxJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTxResponse, error)
 
+	// CreateTxBatchWithBodyWithResponse Accept several transaction intents at once
+	//
+	// Each item is a `createTx` request and is answered as `createTx`
+	// would answer it alone, in the same order: items succeed or fail on
+	// their own, and a failed item stores nothing. The items share
+	// PostgreSQL statements and commits with each other and with
+	// concurrent creates, so the gateway gathers its concurrent creates
+	// into batches: thousands a second then cost a few round trips. At
+	// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+	CreateTxBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTxBatchResponse, error)
+
+	// CreateTxBatchWithResponse Accept several transaction intents at once
+	//
+	// Each item is a `createTx` request and is answered as `createTx`
+	// would answer it alone, in the same order: items succeed or fail on
+	// their own, and a failed item stores nothing. The items share
+	// PostgreSQL statements and commits with each other and with
+	// concurrent creates, so the gateway gathers its concurrent creates
+	// into batches: thousands a second then cost a few round trips. At
+	// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+	CreateTxBatchWithResponse(ctx context.Context, body CreateTxBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTxBatchResponse, error)
+
 	// GetTxByRequestWithResponse The transaction a signer's request id names
 	//
 	// Looks a transaction up by its idempotency key `(chain_id, from,
@@ -2264,6 +2473,54 @@ func (r CreateTxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateTxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateTxBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CreateTxBatchAnswers
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateTxBatchResponse) GetJSON200() *CreateTxBatchAnswers {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateTxBatchResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTxBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTxBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTxBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTxBatchResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2862,6 +3119,50 @@ func (c *ClientWithResponses) CreateTxWithResponse(ctx context.Context, body Cre
 	return ParseCreateTxResponse(rsp)
 }
 
+// CreateTxBatchWithBodyWithResponse Accept several transaction intents at once
+//
+// Each item is a `createTx` request and is answered as `createTx`
+// would answer it alone, in the same order: items succeed or fail on
+// their own, and a failed item stores nothing. The items share
+// PostgreSQL statements and commits with each other and with
+// concurrent creates, so the gateway gathers its concurrent creates
+// into batches: thousands a second then cost a few round trips. At
+// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+func (c *ClientWithResponses) CreateTxBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTxBatchResponse, error) {
+	rsp, err := c.CreateTxBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTxBatchResponse(rsp)
+}
+
+// CreateTxBatchWithResponse Accept several transaction intents at once
+//
+// Each item is a `createTx` request and is answered as `createTx`
+// would answer it alone, in the same order: items succeed or fail on
+// their own, and a failed item stores nothing. The items share
+// PostgreSQL statements and commits with each other and with
+// concurrent creates, so the gateway gathers its concurrent creates
+// into batches: thousands a second then cost a few round trips. At
+// most 256 items and 8 MiB. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /internal/v1/tx/batch (the `CreateTxBatch` operationId).
+func (c *ClientWithResponses) CreateTxBatchWithResponse(ctx context.Context, body CreateTxBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTxBatchResponse, error) {
+	rsp, err := c.CreateTxBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTxBatchResponse(rsp)
+}
+
 // GetTxByRequestWithResponse The transaction a signer's request id names
 //
 // Looks a transaction up by its idempotency key `(chain_id, from,
@@ -3328,6 +3629,39 @@ func ParseCreateTxResponse(rsp *http.Response) (*CreateTxResponse, error) {
 	return response, nil
 }
 
+// ParseCreateTxBatchResponse parses an HTTP response from a CreateTxBatchWithResponse call
+func ParseCreateTxBatchResponse(rsp *http.Response) (*CreateTxBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTxBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CreateTxBatchAnswers
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetTxByRequestResponse parses an HTTP response from a GetTxByRequestWithResponse call
 func ParseGetTxByRequestResponse(rsp *http.Response) (*GetTxByRequestResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3682,6 +4016,9 @@ type ServerInterface interface {
 	// CreateTx Accept a transaction intent
 	// (POST /internal/v1/tx)
 	CreateTx(w http.ResponseWriter, r *http.Request)
+	// CreateTxBatch Accept several transaction intents at once
+	// (POST /internal/v1/tx/batch)
+	CreateTxBatch(w http.ResponseWriter, r *http.Request)
 	// GetTxByRequest The transaction a signer's request id names
 	// (GET /internal/v1/tx/by-request)
 	GetTxByRequest(w http.ResponseWriter, r *http.Request, params GetTxByRequestParams)
@@ -3745,6 +4082,12 @@ func (_ Unimplemented) ListTx(w http.ResponseWriter, r *http.Request, params Lis
 // CreateTx Accept a transaction intent
 // (POST /internal/v1/tx)
 func (_ Unimplemented) CreateTx(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateTxBatch Accept several transaction intents at once
+// (POST /internal/v1/tx/batch)
+func (_ Unimplemented) CreateTxBatch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4067,6 +4410,20 @@ func (siw *ServerInterfaceWrapper) CreateTx(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateTx(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateTxBatch operation middleware
+func (siw *ServerInterfaceWrapper) CreateTxBatch(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateTxBatch(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4463,6 +4820,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/internal/v1/tx", wrapper.CreateTx)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/internal/v1/tx/batch", wrapper.CreateTxBatch)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/internal/v1/tx/by-request", wrapper.GetTxByRequest)

@@ -185,13 +185,20 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // Error answers err as a problem document. Internal errors are logged with
 // the request id, since the caller only sees "internal error".
 func Error(w http.ResponseWriter, r *http.Request, err error) {
+	errs.WriteProblem(w, Problem(r, err))
+}
+
+// Problem is the problem document answering err to r, for an answer that
+// carries it inside a larger body (one item of a batch). It logs what
+// Error logs.
+func Problem(r *http.Request, err error) errs.Problem {
 	p := errs.ProblemFor(err)
 	p.Instance = r.URL.Path
 	p.RequestID = RequestID(r.Context())
 	if kind := errs.KindOf(err); kind == errs.Internal || kind == errs.Unavailable {
 		Logger(r.Context()).Error("request failed", "kind", kind.String(), "err", err)
 	}
-	errs.WriteProblem(w, p)
+	return p
 }
 
 type ctxKey int

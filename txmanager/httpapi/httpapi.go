@@ -49,6 +49,7 @@ func (a *API) Mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow("gateway"))
 		r.Post("/internal/v1/tx", a.create)
+		r.Post("/internal/v1/tx/batch", a.createBatch)
 		r.Get("/internal/v1/tx", a.list)
 		r.Get("/internal/v1/tx/by-request", a.getByRequest)
 		r.Get("/internal/v1/tx/{tx_id}", a.get)
@@ -134,12 +135,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	in, err := body.Intent()
-	if err == nil {
-		if err = a.Chains.CheckIntent(in); err != nil {
-			err = txmanager.Invalid(err)
-		}
-	}
+	in, err := a.intentOf(&body)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -154,6 +150,19 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	httpserver.WriteJSON(w, status, toTx(&tx))
+}
+
+// intentOf checks a create's request against its shape and the chain's
+// configuration.
+func (a *API) intentOf(c *CreateTxRequest) (*txmanager.Intent, error) {
+	in, err := c.Intent()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Chains.CheckIntent(in); err != nil {
+		return nil, txmanager.Invalid(err)
+	}
+	return in, nil
 }
 
 // writeTx answers with the transaction, or with err as a problem.

@@ -60,14 +60,15 @@ type createQueue struct {
 	flushing int
 }
 
-// submit queues p, starts a flush when one may run, and waits for p's
-// result or ctx's end. A caller who leaves early may still find its
-// transaction created: the same is true of any commit racing a cancel, and
-// the request id makes the retry safe.
-func (s *Store) submitCreate(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool, error) {
+// enqueue queues creates, in order and together, and starts a flush
+// when none is running.
+func (s *Store) enqueue(ps ...*pendingCreate) {
+	if len(ps) == 0 {
+		return
+	}
 	q := &s.creates
 	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
+	q.waiting = append(q.waiting, ps...)
 	start := q.flushing < maxCreateFlushes
 	if start {
 		q.flushing++
@@ -76,6 +77,13 @@ func (s *Store) submitCreate(ctx context.Context, p *pendingCreate) (txmanager.T
 	if start {
 		go s.drainCreates()
 	}
+}
+
+// await waits for p's flush, or ctx's end, and finishes what the flush
+// left to p's caller. A caller who leaves early may still find its
+// transaction created: the same is true of any commit racing a cancel, and
+// the request id makes the retry safe.
+func (s *Store) await(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool, error) {
 	var r createResult
 	select {
 	case r = <-p.done:

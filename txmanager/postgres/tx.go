@@ -29,14 +29,54 @@ import (
 // request id is one transaction. Concurrent creates share statements and
 // commits (see createQueue).
 func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx, bool, error) {
-	if err := in.Validate(); err != nil {
-		return txmanager.Tx{}, false, txmanager.Invalid(err)
-	}
-	id, err := uuid.NewV7()
+	p, err := newPendingCreate(in)
 	if err != nil {
 		return txmanager.Tx{}, false, err
 	}
-	return s.submitCreate(ctx, &pendingCreate{in: in, hash: in.Hash(), id: id, done: make(chan createResult, 1)})
+	s.enqueue(p)
+	return s.await(ctx, p)
+}
+
+// CreateResult is one create's outcome in CreateMany.
+type CreateResult struct {
+	Tx      txmanager.Tx
+	Created bool
+	Err     error
+}
+
+// CreateMany creates each intent as Create would, and answers in the same
+// order. The intents queue together, so they share statements; each
+// succeeds or fails on its own.
+func (s *Store) CreateMany(ctx context.Context, intents []*txmanager.Intent) []CreateResult {
+	out := make([]CreateResult, len(intents))
+	pending := make([]*pendingCreate, 0, len(intents))
+	index := make([]int, 0, len(intents))
+	for i, in := range intents {
+		p, err := newPendingCreate(in)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		pending, index = append(pending, p), append(index, i)
+	}
+	s.enqueue(pending...)
+	for j, p := range pending {
+		r := &out[index[j]]
+		r.Tx, r.Created, r.Err = s.await(ctx, p)
+	}
+	return out
+}
+
+// newPendingCreate checks an intent and prepares its place in the queue.
+func newPendingCreate(in *txmanager.Intent) (*pendingCreate, error) {
+	if err := in.Validate(); err != nil {
+		return nil, txmanager.Invalid(err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	return &pendingCreate{in: in, hash: in.Hash(), id: id, done: make(chan createResult, 1)}, nil
 }
 
 // createOne inserts one create alone.
