@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,41 +33,33 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "read the request body", err))
 		return
 	}
-	// The body is parsed once, into its members; only the three the
-	// gateway checks are decoded further.
-	var intent map[string]json.RawMessage
-	var chainID uint64
-	var fromAddr common.Address
-	var dependsOn *uuid.UUID
-	err = json.Unmarshal(raw, &intent)
-	for name, dst := range map[string]any{"chain_id": &chainID, "from": &fromAddr, "depends_on": &dependsOn} {
-		if v, ok := intent[name]; ok && err == nil {
-			err = json.Unmarshal(v, dst)
-		}
+	// Only the three members the gateway checks are decoded.
+	var head struct {
+		ChainID   uint64         `json:"chain_id"`
+		From      common.Address `json:"from"`
+		DependsOn *uuid.UUID     `json:"depends_on"`
 	}
-	if err != nil {
+	if err := json.Unmarshal(raw, &head); err != nil {
 		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body", err))
 		return
 	}
-	from := postgres.SignerRef{ChainID: chainID, Address: fromAddr}
+	from := postgres.SignerRef{ChainID: head.ChainID, Address: head.From}
 	if !p.mayUse(from) {
 		httpserver.Error(w, r, errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
 			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)}))
 		return
 	}
-	if dependsOn != nil {
-		if _, err := a.ownedTx(r, *dependsOn); errs.Is(err, errs.NotFound) {
+	if head.DependsOn != nil {
+		if _, err := a.ownedTx(r, *head.DependsOn); errs.Is(err, errs.NotFound) {
 			httpserver.Error(w, r, errs.InvalidFields("depends_on names no transaction of the tenant's",
-				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + dependsOn.String()}))
+				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + head.DependsOn.String()}))
 			return
 		} else if err != nil {
 			httpserver.Error(w, r, err)
 			return
 		}
 	}
-	requestID, _ := json.Marshal(r.Header.Get("Idempotency-Key"))
-	intent["request_id"] = requestID
-	body, err := json.Marshal(intent)
+	body, err := withRequestID(raw, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -83,6 +76,27 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/api/v1/tx/"+tx.ID.String())
 	writeRaw(w, status, tx.JSON)
+}
+
+// withRequestID returns the JSON object body with request_id added as its
+// first member. The spec, checked before, lets no request_id into a
+// client's body, and the rest of it goes on byte for byte.
+func withRequestID(body []byte, requestID string) ([]byte, error) {
+	rest := bytes.TrimLeft(body, " \t\r\n")
+	if len(rest) == 0 || rest[0] != '{' {
+		return nil, errs.E(errs.Invalid, "the request body is not a JSON object")
+	}
+	rest = rest[1:]
+	id, err := json.Marshal(requestID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(body)+len(id)+16)
+	out = append(append(out, `{"request_id":`...), id...)
+	if trimmed := bytes.TrimLeft(rest, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...), nil
 }
 
 // ownedTx reads a transaction the caller may see; any other is NotFound,

@@ -7,7 +7,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,7 +24,8 @@ import (
 
 // TxManager calls txmanagerd.
 type TxManager struct {
-	api *txmanagerapi.ClientWithResponses
+	api     *txmanagerapi.ClientWithResponses
+	creates createQueue
 }
 
 // NewTxManager is a client of the txmanagerd at baseURL through hc, an
@@ -88,18 +88,6 @@ func rawJSON(what string, raw *http.Response, body []byte, ok bool) ([]byte, err
 		return nil, err
 	}
 	return body, nil
-}
-
-// Create stores an intent, the JSON of txmanager's CreateTxRequest,
-// idempotently on (chain_id, from, request_id). created is false when the
-// same intent had been accepted before and the answer is the stored one.
-func (m *TxManager) Create(ctx context.Context, body []byte) (tx Tx, created bool, err error) {
-	resp, err := m.api.CreateTxWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return tx, false, unreachable("create", err)
-	}
-	tx, err = decodeTx("create", resp.HTTPResponse, resp.Body, resp.JSON201 != nil || resp.JSON200 != nil)
-	return tx, resp.JSON201 != nil, err
 }
 
 // Get reads one transaction.
