@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/ratelimit"
+	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/redistest"
 )
 
@@ -24,10 +27,15 @@ import (
 // limit in Redis, validation against the spec, txmanager's durable INIT
 // over mutual TLS), and the latency at full load and at half of it.
 //
+// The services run in this process, with the garbage collector set as
+// their daemons set it (daemon.TuneGC).
+//
 // Full load is 32 clients sending back to back; half load sends at half
 // the full-load rate on a fixed schedule (an open loop, so a slow answer
 // does not slow the senders and hide its own latency).
 func BenchmarkAcceptThroughGateway(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	daemon.TuneGC(os.Getenv)
 	opts, err := redis.ParseURL(redistest.URL(b))
 	if err != nil {
 		b.Fatal(err)

@@ -146,7 +146,8 @@ func Setup(ctx context.Context, spec Spec, args []string, getenv func(string) st
 	}
 	base := bc.base()
 	log := base.Logger(stdout, spec.Binary)
-	log.LogAttrs(ctx, slog.LevelInfo, "configuration", config.Dump(spec.EnvPrefix, cfg)...)
+	attrs := append(config.Dump(spec.EnvPrefix, cfg), slog.Int("gc_percent", TuneGC(getenv)))
+	log.LogAttrs(ctx, slog.LevelInfo, "configuration", attrs...)
 
 	svc := &Service{Log: log, base: base}
 	var ready []httpserver.Check

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"io"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -59,5 +60,19 @@ func TestBaseValidationIsReportedOnce(t *testing.T) {
 	}), io.Discard, &serveOnly{})
 	if n := strings.Count(err.Error(), "must be json or text"); n != 1 {
 		t.Errorf("the problem is reported %d times:\n%v", n, err)
+	}
+}
+
+func TestTuneGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for gogc, want := range map[string]int{"": daemon.DefaultGCPercent, "50": 50, "off": -1, "nonsense": 100} {
+		debug.SetGCPercent(100)
+		if got := daemon.TuneGC(env(map[string]string{"GOGC": gogc})); got != want {
+			t.Errorf("GOGC=%q: TuneGC reports %d, want %d", gogc, got, want)
+		}
+		// Only an unset GOGC changes the runtime's target.
+		if now := debug.SetGCPercent(100); gogc == "" && now != daemon.DefaultGCPercent || gogc != "" && now != 100 {
+			t.Errorf("GOGC=%q: the runtime's target is %d after TuneGC", gogc, now)
+		}
 	}
 }

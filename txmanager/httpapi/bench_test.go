@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -11,13 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/servicetest"
 )
 
 // BenchmarkCreate prints accepted creates per second for one signer
 // through the internal API over mutual TLS (each a durable INIT row and
-// its event), from 32 concurrent clients, and the latency percentiles.
+// its event), from 32 concurrent clients, and the latency percentiles,
+// with the garbage collector set as txmanagerd sets it.
 func BenchmarkCreate(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	daemon.TuneGC(os.Getenv)
 	a := startServer(b, false, oneSigner)
 	client := servicetest.Client(b, a.pki, "gateway", "txmanager")
 	var n atomic.Int64
