@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"math/big"
@@ -36,9 +37,8 @@ The key file is the one 'signerd approver new' writes; like signerd, txctl
 refuses one that others may read (chmod 600 it). --approver, when given,
 must be the id the key file names.
 
-The intent includes the transaction type, which the public API does not
-show: eip1559 unless the chain is configured for legacy transactions, then
---type legacy. An approval of the wrong type is posted but never counts.`,
+The intent includes the transaction's type (eip1559, or legacy on a chain
+configured for gas-price pricing), which the transaction document carries.`,
 			define: defineApprove},
 		{name: "reject", group: "Approvals", summary: "reject a transaction waiting for approvals (it FAILS)",
 			args: "ID --approver NAME", minArgs: 1, maxArgs: 1, define: defineReject},
@@ -83,12 +83,11 @@ func defineApprovals(fs *flag.FlagSet) func(*env, []string) error {
 const maxApprovalTTL = 30 * 24 * time.Hour
 
 func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
-	var keyFile, approver, txType string
+	var keyFile, approver string
 	var ttl time.Duration
 	fs.StringVar(&keyFile, "key-file", "", "`PATH` of the approver's key file, from 'signerd approver new' (required)")
 	fs.StringVar(&approver, "approver", "", "the approver's `NAME` in the policy (default: the key file's id)")
 	fs.DurationVar(&ttl, "ttl", time.Hour, "how long the approval counts, at most 720h; the policy's max_ttl may be shorter")
-	fs.StringVar(&txType, "type", string(signer.DynamicFee), "the transaction `TYPE` the chain uses: eip1559 or legacy")
 	return func(x *env, args []string) error {
 		id, err := parseID("approve", "transaction", args[0])
 		if err != nil {
@@ -99,9 +98,6 @@ func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if ttl <= 0 || ttl > maxApprovalTTL {
 			return usagef("approve", "--ttl %s: want more than 0 and at most %s", ttl, maxApprovalTTL)
-		}
-		if t := signer.TxType(txType); t != signer.DynamicFee && t != signer.Legacy {
-			return usagef("approve", "--type %q: want eip1559 or legacy", txType)
 		}
 		keyID, priv, err := policy.ReadApproverKey(keyFile)
 		if err != nil {
@@ -121,7 +117,7 @@ func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 		if tx.State != components.StatePendingApproval {
 			return fmt.Errorf("transaction %s is %s: only a transaction waiting for approvals (PENDING_APPROVAL) can be approved", id, tx.State)
 		}
-		req, err := intentRequest(tx, signer.TxType(txType))
+		req, err := intentRequest(tx)
 		if err != nil {
 			return fmt.Errorf("transaction %s: %w", id, err)
 		}
@@ -153,11 +149,14 @@ var (
 // intentRequest is the signing request whose intent an approval of tx
 // covers: what signerd rebuilds from txmanager's request. Anything that
 // does not read exactly is refused rather than approved as something else.
-func intentRequest(tx *components.Tx, txType signer.TxType) (*signer.Request, error) {
+func intentRequest(tx *components.Tx) (*signer.Request, error) {
 	if !hexAddress.MatchString(tx.From) {
 		return nil, fmt.Errorf("from %q is not an address", tx.From)
 	}
-	req := &signer.Request{TxID: tx.TxId.String(), ChainID: uint64(tx.ChainId), From: common.HexToAddress(tx.From), Type: txType}
+	if tx.Type == nil || !tx.Type.Valid() {
+		return nil, errors.New("the transaction carries no type (eip1559 or legacy): its chain is no longer in txmanager's configuration, and an approval could not name what signerd would sign")
+	}
+	req := &signer.Request{TxID: tx.TxId.String(), ChainID: uint64(tx.ChainId), From: common.HexToAddress(tx.From), Type: signer.TxType(*tx.Type)}
 	if tx.ChainId <= 0 {
 		return nil, fmt.Errorf("chain_id %d is not a chain id", tx.ChainId)
 	}

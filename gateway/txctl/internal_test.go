@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/signer-zonec/policy"
 )
 
@@ -200,5 +201,26 @@ func TestReadApproverKey(t *testing.T) {
 		if _, _, err := policy.ReadApproverKey(write(c.name, c.body, c.mode)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// The intent an approval signs takes the transaction's type from its
+// document; without one there is nothing safe to sign.
+func TestIntentRequestTakesTheTxType(t *testing.T) {
+	tx := &components.Tx{TxId: uuid.New(), ChainId: 31337, From: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", Value: "1", Data: "0x"}
+	if _, err := intentRequest(tx); err == nil || !strings.Contains(err.Error(), "no type") {
+		t.Errorf("a transaction without a type: %v, want an error naming it", err)
+	}
+	for _, typ := range []components.TxType{components.Eip1559, components.Legacy} {
+		tx.Type = &typ
+		req, err := intentRequest(tx)
+		if err != nil || string(req.Type) != string(typ) {
+			t.Errorf("type %s: request %+v, %v", typ, req, err)
+		}
+	}
+	bogus := components.TxType("blob")
+	tx.Type = &bogus
+	if _, err := intentRequest(tx); err == nil {
+		t.Error("an unknown type: no error")
 	}
 }

@@ -160,6 +160,24 @@ func (e SendRoute) Valid() bool {
 	}
 }
 
+// Defines values for TxType.
+const (
+	Eip1559 TxType = "eip1559"
+	Legacy  TxType = "legacy"
+)
+
+// Valid indicates whether the value is a known member of the TxType enum.
+func (e TxType) Valid() bool {
+	switch e {
+	case Eip1559:
+		return true
+	case Legacy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TxActionOutcome.
 const (
 	TxActionDone    TxActionOutcome = "done"
@@ -827,9 +845,14 @@ type Tx struct {
 	// To A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
 	//
 	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
-	To        *Address           `json:"to,omitempty"`
-	TxId      openapi_types.UUID `json:"tx_id"`
-	UpdatedAt time.Time          `json:"updated_at"`
+	To   *Address           `json:"to,omitempty"`
+	TxId openapi_types.UUID `json:"tx_id"`
+
+	// Type The transaction type its chain is configured for: what signerd
+	// will sign, and part of the intent an approval signs. Absent
+	// only when the chain is no longer in txmanager's configuration.
+	Type      *TxType   `json:"type,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	// Value An unsigned 256-bit integer as a decimal string without sign, leading
 	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
@@ -841,6 +864,11 @@ type Tx struct {
 	// Example: 1000000000000000000
 	Value Uint256 `json:"value"`
 }
+
+// TxType The transaction type its chain is configured for: what signerd
+// will sign, and part of the intent an approval signs. Absent
+// only when the chain is no longer in txmanager's configuration.
+type TxType string
 
 // TxAction Example: {"action":"bump","action_id":"0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10","attempt":2,"done_at":"2025-01-15T10:09:31.087Z","operator":"alice@ops","outcome":"done","requested_at":"2025-01-15T10:09:30.412Z","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"}
 type TxAction struct {

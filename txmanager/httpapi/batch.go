@@ -62,9 +62,9 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request) {
 		case res.Err != nil:
 			out[i] = problemOutcome(r, res.Err)
 		case res.Created:
-			out[i] = createOutcome{Status: http.StatusCreated, Tx: new(toTx(&res.Tx))}
+			out[i] = createOutcome{Status: http.StatusCreated, Tx: new(a.toTx(&res.Tx))}
 		default:
-			out[i] = createOutcome{Status: http.StatusOK, Tx: new(toTx(&res.Tx))}
+			out[i] = createOutcome{Status: http.StatusOK, Tx: new(a.toTx(&res.Tx))}
 		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"items": out})

@@ -149,7 +149,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	httpserver.WriteJSON(w, status, toTx(&tx))
+	httpserver.WriteJSON(w, status, a.toTx(&tx))
 }
 
 // intentOf checks a create's request against its shape and the chain's
@@ -166,12 +166,12 @@ func (a *API) intentOf(c *CreateTxRequest) (*txmanager.Intent, error) {
 }
 
 // writeTx answers with the transaction, or with err as a problem.
-func writeTx(w http.ResponseWriter, r *http.Request, tx txmanager.Tx, err error) {
+func (a *API) writeTx(w http.ResponseWriter, r *http.Request, tx txmanager.Tx, err error) {
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, toTx(&tx))
+	httpserver.WriteJSON(w, http.StatusOK, a.toTx(&tx))
 }
 
 func txIDParam(r *http.Request) (uuid.UUID, error) {
@@ -189,7 +189,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Get(r.Context(), id)
-	writeTx(w, r, tx, err)
+	a.writeTx(w, r, tx, err)
 }
 
 func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +212,7 @@ func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.GetByRequest(r.Context(), txmanager.SignerKey{ChainID: chainID, Signer: common.HexToAddress(from)}, requestID)
-	writeTx(w, r, tx, err)
+	a.writeTx(w, r, tx, err)
 }
 
 func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +242,7 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Cancel(r.Context(), id)
-	writeTx(w, r, tx, err)
+	a.writeTx(w, r, tx, err)
 }
 
 // ApprovalRequest is the body of an approval.
@@ -305,7 +305,7 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Approve(r.Context(), id, postgres.Approval{Approver: body.Approver, Expiry: body.Expiry, Signature: body.Signature})
-	writeTx(w, r, tx, err)
+	a.writeTx(w, r, tx, err)
 }
 
 func (a *API) reject(w http.ResponseWriter, r *http.Request) {
@@ -322,7 +322,7 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, err := a.Store.Reject(r.Context(), id, body.Approver)
-	writeTx(w, r, tx, err)
+	a.writeTx(w, r, tx, err)
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
@@ -384,7 +384,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]txJSON, len(txs))
 	for i := range txs {
-		out[i] = toTx(&txs[i])
+		out[i] = a.toTx(&txs[i])
 	}
 	var cursor *string
 	if next != "" {
@@ -530,6 +530,7 @@ type txJSON struct {
 	ChainID              uint64             `json:"chain_id"`
 	From                 common.Address     `json:"from"`
 	RequestID            string             `json:"request_id"`
+	Type                 string             `json:"type,omitempty"`
 	To                   *common.Address    `json:"to,omitempty"`
 	Value                string             `json:"value"`
 	Data                 hexutil.Bytes      `json:"data"`
@@ -550,7 +551,20 @@ type txJSON struct {
 	UpdatedAt            time.Time          `json:"updated_at"`
 }
 
-func toTx(t *txmanager.Tx) txJSON {
+// toTx is the API's document of t, with the transaction type its chain
+// is configured for.
+func (a *API) toTx(t *txmanager.Tx) txJSON {
+	out := toTxJSON(t)
+	if ch, ok := a.Chains.Chain(t.ChainID); ok {
+		out.Type = "eip1559"
+		if ch.Legacy {
+			out.Type = "legacy"
+		}
+	}
+	return out
+}
+
+func toTxJSON(t *txmanager.Tx) txJSON {
 	str := func(v *big.Int) *string {
 		if v == nil {
 			return nil

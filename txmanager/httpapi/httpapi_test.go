@@ -429,3 +429,26 @@ func TestApproveAndReject(t *testing.T) {
 		t.Errorf("%d rejection events (%v), want 1", events, err)
 	}
 }
+
+// TestTxCarriesItsChainsType: a transaction's document names the type its
+// chain is configured for, which an approval must sign.
+func TestTxCarriesItsChainsType(t *testing.T) {
+	t.Parallel()
+	for legacy, want := range map[bool]string{false: "eip1559", true: "legacy"} {
+		pki := servicetest.PKI(t)
+		srv := txmanagertest.Serve(t, pki, txmanagertest.Options{
+			Chains: fmt.Sprintf(`{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "legacy": %v, "signers": %s}]}`, legacy, oneSigner),
+			Wrap:   func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.TxManager, h) },
+		})
+		a := &api{url: srv.URL, pki: pki, pool: srv.Pool}
+		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody("typed", "1"))
+		var tx struct{ Type string }
+		if code != http.StatusCreated || json.Unmarshal(b, &tx) != nil || tx.Type != want {
+			t.Errorf("legacy %v: create answered %d %s, want type %q", legacy, code, b, want)
+		}
+		code, b = a.do(t, "gateway", "GET", "/internal/v1/tx?limit=1", "")
+		if code != http.StatusOK || !strings.Contains(string(b), `"type":"`+want+`"`) {
+			t.Errorf("legacy %v: list answered %d %s, want type %q", legacy, code, b, want)
+		}
+	}
+}

@@ -142,6 +142,7 @@ export function forgetApprover() {
 
 /** intentBytes is the encoding the intent hash covers, checked field by field. */
 export function intentBytes(tx, type) {
+  if (type === undefined) throw new Error('the transaction carries no type (eip1559 or legacy): its chain is no longer configured');
   if (type !== 'eip1559' && type !== 'legacy') throw new Error(`type ${type}: want eip1559 or legacy`);
   if (!Number.isSafeInteger(tx.chain_id) || tx.chain_id < 1) throw new Error('the transaction has no valid chain_id');
   if (!address.test(tx.from || '')) throw new Error('the transaction has no valid from');

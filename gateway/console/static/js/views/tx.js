@@ -236,7 +236,6 @@ function approvePanel(tx, act) {
   const paste = el('approver-paste');
   const loadBox = el('approver-load');
   const loadedBox = el('approver-loaded');
-  const type = el('approve-type');
   const ttl = el('approve-ttl');
   const intentOut = el('approve-intent');
   const rejectAs = el('reject-approver');
@@ -258,7 +257,7 @@ function approvePanel(tx, act) {
   };
   const showIntent = async () => {
     try {
-      fill(intentOut, hex(await intent(tx, type.value)));
+      fill(intentOut, hex(await intent(tx, tx.type)));
     } catch (err) {
       fill(intentOut, h('span', { class: 'bad', text: err.message }));
     }
@@ -284,7 +283,6 @@ function approvePanel(tx, act) {
     rejectAs.value = '';
     showLoaded();
   });
-  type.addEventListener('change', showIntent);
 
   approveButton.addEventListener('click', async () => {
     errors.replaceChildren();
@@ -293,7 +291,7 @@ function approvePanel(tx, act) {
     const expiry = Math.floor(Date.now() / 1000) + Number(ttl.value);
     let intentHex;
     try {
-      intentHex = hex(await intent(tx, type.value));
+      intentHex = hex(await intent(tx, tx.type));
     } catch (err) {
       errors.append(problemBox(err, 'Intent'));
       return;
@@ -303,10 +301,10 @@ function approvePanel(tx, act) {
         text: 'Signs the approval message of this intent with the loaded key. Read what you approve:',
         details: [['Transaction', mono(tx.tx_id)], ['Chain', tx.chain_id], ['From', mono(tx.from)],
           ['To', tx.to ? mono(tx.to) : 'contract creation'], ['Value', h('span', null, eth(tx.value), ` (${tx.value} wei)`)],
-          ['Data', tx.data && tx.data !== '0x' ? `${(tx.data.length - 2) / 2} bytes` : 'none'], ['Type', type.value],
+          ['Data', tx.data && tx.data !== '0x' ? `${(tx.data.length - 2) / 2} bytes` : 'none'], ['Type', tx.type],
           ['Intent', mono(intentHex)], ['Valid until', rfc3339(expiry)]],
         action: 'Sign and approve' },
-      async () => post(`/tx/${encodeURIComponent(tx.tx_id)}/approvals`, await signApproval(tx, type.value, expiry)),
+      async () => post(`/tx/${encodeURIComponent(tx.tx_id)}/approvals`, await signApproval(tx, tx.type, expiry)),
       () => `Approval by ${a.id} recorded, valid until ${rfc3339(expiry)}; signerd counts it against the policy at the owner node's next step.`);
   });
 
