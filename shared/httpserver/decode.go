@@ -27,14 +27,36 @@ func DecodeStrict(body io.Reader, v any) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return errs.Errorf(errs.Invalid, "request body over %d bytes", tooBig.Limit)
+		if tooBig := overBound(err); tooBig != nil {
+			return tooBig
 		}
 		return errs.Errorf(errs.Invalid, "request body: %v", err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return errs.E(errs.Invalid, "request body: data after the JSON document")
+	}
+	return nil
+}
+
+// ReadAll reads a request body bounded with http.MaxBytesReader; going
+// over the bound is named as such. Every error is errs.Invalid.
+func ReadAll(body io.Reader) ([]byte, error) {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		if tooBig := overBound(err); tooBig != nil {
+			return nil, tooBig
+		}
+		return nil, errs.Wrap(errs.Invalid, "read the request body", err)
+	}
+	return raw, nil
+}
+
+// overBound is the error for a body over its http.MaxBytesReader bound,
+// or nil when err is another.
+func overBound(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errs.Errorf(errs.Invalid, "request body over %d bytes", tooBig.Limit)
 	}
 	return nil
 }

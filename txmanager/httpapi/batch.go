@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/txfence/txfence/shared/errs"
@@ -32,29 +33,24 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	// Items are decoded one by one, so that a bad item fails alone.
-	var body struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBatchBody), &body); err != nil {
+	items, decodeErrs, err := decodeBatch(http.MaxBytesReader(w, r.Body, maxBatchBody))
+	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	if n := len(body.Items); n == 0 || n > maxBatchItems {
-		httpserver.Error(w, r, errs.InvalidFields("a batch holds 1 to 256 creates",
-			errs.FieldError{Pointer: "/items", Detail: fmt.Sprintf("%d items", n)}))
-		return
-	}
-	out := make([]createOutcome, len(body.Items))
+	out := make([]createOutcome, len(items))
 	var intents []*txmanager.Intent
 	var at []int
-	for i, raw := range body.Items {
-		in, err := a.batchIntent(raw)
-		if err != nil {
-			out[i] = problemOutcome(r, err)
-			continue
+	for i := range items {
+		err := decodeErrs[i]
+		if err == nil {
+			var in *txmanager.Intent
+			if in, err = a.intentOf(&items[i]); err == nil {
+				intents, at = append(intents, in), append(at, i)
+				continue
+			}
 		}
-		intents, at = append(intents, in), append(at, i)
+		out[i] = problemOutcome(r, err)
 	}
 	for j, res := range a.Store.CreateMany(r.Context(), intents) {
 		i := at[j]
@@ -70,13 +66,37 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"items": out})
 }
 
-// batchIntent reads one item as create reads its body.
-func (a *API) batchIntent(raw json.RawMessage) (*txmanager.Intent, error) {
-	var c CreateTxRequest
-	if err := httpserver.DecodeStrict(bytes.NewReader(raw), &c); err != nil {
-		return nil, err
+// decodeBatch reads a batch's items, each as create reads its body:
+// decodeErrs[i] is item i's decoding error, and the error is the batch's
+// own (not JSON, no items, too many). The whole batch is decoded at once;
+// only when that fails are the items decoded one by one, to find which.
+func decodeBatch(body io.Reader) (items []CreateTxRequest, decodeErrs []error, err error) {
+	raw, err := httpserver.ReadAll(body)
+	if err != nil {
+		return nil, nil, err
 	}
-	return a.intentOf(&c)
+	var whole struct {
+		Items []CreateTxRequest `json:"items"`
+	}
+	if httpserver.DecodeStrict(bytes.NewReader(raw), &whole) == nil {
+		items, decodeErrs = whole.Items, make([]error, len(whole.Items))
+	} else {
+		var each struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := httpserver.DecodeStrict(bytes.NewReader(raw), &each); err != nil {
+			return nil, nil, err
+		}
+		items, decodeErrs = make([]CreateTxRequest, len(each.Items)), make([]error, len(each.Items))
+		for i, item := range each.Items {
+			decodeErrs[i] = httpserver.DecodeStrict(bytes.NewReader(item), &items[i])
+		}
+	}
+	if n := len(items); n == 0 || n > maxBatchItems {
+		return nil, nil, errs.InvalidFields("a batch holds 1 to 256 creates",
+			errs.FieldError{Pointer: "/items", Detail: fmt.Sprintf("%d items", n)})
+	}
+	return items, decodeErrs, nil
 }
 
 // problemOutcome answers an item with err's problem document.

@@ -106,6 +106,7 @@ func TestBadBatches(t *testing.T) {
 		"not JSON":       `{"items": [`,
 		"no list":        `{"items": {}}`,
 		"another member": `{"items": [], "more": 1}`,
+		"over 8 MiB":     `{"items": [{"metadata": {"x": "` + strings.Repeat("a", 8<<20) + `"}}]}`,
 	} {
 		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/batch", body)
 		var p struct{ Type string }
