@@ -24,6 +24,8 @@ type command struct {
 	minArgs, maxArgs int
 	// streams marks a command that has no default timeout.
 	streams bool
+	// local marks a command that never calls the API, so needs no key.
+	local bool
 	// define declares the command's flags on fs and returns what runs it
 	// once they are parsed.
 	define func(fs *flag.FlagSet) func(x *env, args []string) error

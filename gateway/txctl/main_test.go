@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -42,11 +43,25 @@ type result struct {
 func txctlRun(t *testing.T, url, key string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	getenv := func(name string) string {
-		return map[string]string{txctl.EnvURL: url, txctl.EnvKey: key}[name]
-	}
-	err := txctl.Run(context.Background(), args, getenv, strings.NewReader(""), &out, &errb)
+	err := txctl.Run(context.Background(), args, testEnv(url, key), strings.NewReader(""), &out, &errb)
 	return result{stdout: out.String(), stderr: errb.String(), err: err, code: txctl.ExitCode(err)}
+}
+
+// testEnv is txctl's environment in a test: the gateway's URL and the
+// key, and the webhook secret from the process (tests set it with
+// t.Setenv), nothing else from the machine's.
+func testEnv(url, key string) func(string) string {
+	return func(name string) string {
+		switch name {
+		case txctl.EnvURL:
+			return url
+		case txctl.EnvKey:
+			return key
+		case txctl.EnvWebhookSecret:
+			return os.Getenv(name)
+		}
+		return ""
+	}
 }
 
 // mustRun runs a command that must succeed.
@@ -113,10 +128,7 @@ func startTxctl(t *testing.T, url, key string, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &background{stdout: newSyncBuffer(), stderr: newSyncBuffer(), done: make(chan error, 1)}
-	getenv := func(name string) string {
-		return map[string]string{txctl.EnvURL: url, txctl.EnvKey: key}[name]
-	}
-	go func() { b.done <- txctl.Run(ctx, args, getenv, strings.NewReader(""), b.stdout, b.stderr) }()
+	go func() { b.done <- txctl.Run(ctx, args, testEnv(url, key), strings.NewReader(""), b.stdout, b.stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		<-b.done

@@ -182,6 +182,8 @@ type env struct {
 	timeout time.Duration
 	cmd     *command
 	now     func() time.Time
+	// getenv is Run's: the only reader of the environment.
+	getenv func(string) string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -205,7 +207,7 @@ func newEnv(ctx context.Context, g globals, getenv func(string) string, cmd *com
 	if key == "" {
 		key = getenv(EnvKey)
 	}
-	if key == "" {
+	if key == "" && !cmd.local {
 		return nil, usagef("", "no API key: set %s (or pass --key before the command)", EnvKey)
 	}
 	if strings.ContainsAny(key, " \t\r\n") {
@@ -236,7 +238,7 @@ func newEnv(ctx context.Context, g globals, getenv func(string) string, cmd *com
 	if err != nil {
 		return nil, fmt.Errorf("build the API client: %w", err)
 	}
-	return &env{ctx: ctx, api: api, http: hc, baseURL: base, key: key, json: g.json, timeout: timeout, cmd: cmd, now: time.Now}, nil
+	return &env{ctx: ctx, api: api, http: hc, baseURL: base, key: key, json: g.json, timeout: timeout, cmd: cmd, now: time.Now, getenv: getenv}, nil
 }
 
 // version is Version, else the module version and revision the binary was

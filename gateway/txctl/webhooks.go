@@ -77,6 +77,9 @@ stops new deliveries (pending ones are still attempted).`,
 now) every delivery carries a signature with each, so receivers switch
 over without losing a delivery.`,
 			define: defineWebhookRotate},
+		{name: "webhooks listen", group: group, summary: "receive deliveries locally: verify their signatures and print them",
+			args:    "--secret whsec_... [--secret ...] [--addr HOST:PORT] [--path PATH] [--count N]",
+			streams: true, local: true, about: listenAbout, define: defineWebhookListen},
 	}
 }
 
