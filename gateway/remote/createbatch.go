@@ -58,6 +58,10 @@ type createQueue struct {
 // A caller who leaves before the answer may still find its transaction
 // created, as with any call cut off; the request id makes the retry safe.
 func (m *TxManager) Create(ctx context.Context, body []byte) (tx Tx, created bool, err error) {
+	if !json.Valid(body) {
+		// It would spoil the batch it joined for every other create.
+		return Tx{}, false, errs.E(errs.Invalid, "create: the body is not JSON")
+	}
 	p := &pendingCreate{ctx: ctx, body: body, done: make(chan createAnswer, 1)}
 	q := &m.creates
 	q.mu.Lock()
