@@ -50,33 +50,38 @@ func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 var _ redis.Hook = (*scriptCalls)(nil)
 
+// queueBehindHeldCall starts one request of key and holds its Redis call,
+// then sends n more of key and waits until all of them queue behind it.
+// Once hook.release is closed, results yields the n+1 answers.
+func queueBehindHeldCall(t *testing.T, key string, limit ratelimit.Limit, n int) (r *rig, hook *scriptCalls, results <-chan result) {
+	t.Helper()
+	rdb := client(t, redistest.URL(t))
+	hook = &scriptCalls{entered: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	r = newRig(t, rdb, ratelimit.Options{Prefix: prefix(t), RedisTimeout: patient})
+	out := make(chan result, n+1)
+	send := func() {
+		d, err := r.Allow(context.Background(), key, limit)
+		out <- result{d, err}
+	}
+	go send()
+	<-hook.entered
+	for range n {
+		go send()
+	}
+	poll(t, 10*time.Second, "every request queues behind the first call", func() bool {
+		return ratelimit.QueuedBehind(r.Limiter, key, limit) == n
+	})
+	return r, hook, out
+}
+
 // The requests of one key that arrive while its call is in flight share
 // one call after it, get a token each, and learn distinct remainders.
 func TestRequestsOfOneKeyShareCalls(t *testing.T) {
 	t.Parallel()
-	rdb := client(t, redistest.URL(t))
-	hook := &scriptCalls{entered: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(hook)
-	r := newRig(t, rdb, ratelimit.Options{Prefix: prefix(t), RedisTimeout: patient})
 	limit := ratelimit.Limit{Rate: 1, Burst: 100, Period: time.Hour}
-	ctx := context.Background()
-
 	const queued = 20
-	results := make(chan result, queued+1)
-	go func() {
-		d, err := r.Allow(ctx, "busy", limit)
-		results <- result{d, err}
-	}()
-	<-hook.entered
-	for range queued {
-		go func() {
-			d, err := r.Allow(ctx, "busy", limit)
-			results <- result{d, err}
-		}()
-	}
-	poll(t, 10*time.Second, "every request queues behind the first call", func() bool {
-		return ratelimit.QueuedBehind(r.Limiter, "busy", limit) == queued
-	})
+	r, hook, results := queueBehindHeldCall(t, "busy", limit, queued)
 	close(hook.release)
 
 	remaining := map[int]bool{}
@@ -108,29 +113,9 @@ func TestRequestsOfOneKeyShareCalls(t *testing.T) {
 // overdrawn.
 func TestSharedCallNeverOverdraws(t *testing.T) {
 	t.Parallel()
-	rdb := client(t, redistest.URL(t))
-	hook := &scriptCalls{entered: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(hook)
-	r := newRig(t, rdb, ratelimit.Options{Prefix: prefix(t), RedisTimeout: patient})
 	limit := ratelimit.Limit{Rate: 1, Burst: 5, Period: time.Hour}
-	ctx := context.Background()
-
 	const queued = 12
-	results := make(chan result, queued+1)
-	go func() {
-		d, err := r.Allow(ctx, "edge", limit)
-		results <- result{d, err}
-	}()
-	<-hook.entered
-	for range queued {
-		go func() {
-			d, err := r.Allow(ctx, "edge", limit)
-			results <- result{d, err}
-		}()
-	}
-	poll(t, 10*time.Second, "every request queues behind the first call", func() bool {
-		return ratelimit.QueuedBehind(r.Limiter, "edge", limit) == queued
-	})
+	_, hook, results := queueBehindHeldCall(t, "edge", limit, queued)
 	close(hook.release)
 
 	allowed := 0

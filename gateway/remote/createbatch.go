@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
+	"github.com/txfence/txfence/shared/batch"
 	"github.com/txfence/txfence/shared/errs"
 )
 
 // A create costs txmanager a statement and a commit, and the gateway an
 // HTTPS round trip; at thousands a second the round trips are most of
 // the work. So the gateway's concurrent creates share them: a create
-// queues, and while fewer than maxBatchCalls batches are in flight one
-// more is sent with everything queued (txmanager's createTxBatch, whose
+// queues (shared/batch), and while fewer than maxBatchCalls batches are in
+// flight one more is sent with everything queued (txmanager's createTxBatch, whose
 // items are answered one by one, as createTx would answer them). A lone
 // create goes at once, alone: batching adds no wait when there is nothing
 // to share.
@@ -45,11 +45,20 @@ type createAnswer struct {
 	err     error
 }
 
-// createQueue gathers concurrent creates into batches.
-type createQueue struct {
-	mu      sync.Mutex
-	waiting []*pendingCreate
-	calls   int
+// newCreateQueue is the client's queue of creates.
+func (m *TxManager) newCreateQueue() *batch.Queue[*pendingCreate] {
+	return batch.New(maxBatchCalls, takeCreates, m.sendCreates)
+}
+
+// takeCreates says how many of the waiting creates the next batch holds:
+// up to maxBatchItems, and maxBatchBytes of bodies, but at least one.
+func takeCreates(waiting []*pendingCreate) int {
+	n, size := 0, 0
+	for n < len(waiting) && n < maxBatchItems && (n == 0 || size+len(waiting[n].body) <= maxBatchBytes) {
+		size += len(waiting[n].body)
+		n++
+	}
+	return n
 }
 
 // Create stores an intent, the JSON of txmanager's CreateTxRequest,
@@ -63,17 +72,7 @@ func (m *TxManager) Create(ctx context.Context, body []byte) (tx Tx, created boo
 		return Tx{}, false, errs.E(errs.Invalid, "create: the body is not JSON")
 	}
 	p := &pendingCreate{ctx: ctx, body: body, done: make(chan createAnswer, 1)}
-	q := &m.creates
-	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
-	start := q.calls < maxBatchCalls
-	if start {
-		q.calls++
-	}
-	q.mu.Unlock()
-	if start {
-		go m.sendCreates()
-	}
+	m.creates.Add(p)
 	select {
 	case a := <-p.done:
 		return a.tx, a.created, a.err
@@ -82,45 +81,25 @@ func (m *TxManager) Create(ctx context.Context, body []byte) (tx Tx, created boo
 	}
 }
 
-// sendCreates sends batches until the queue is empty.
-func (m *TxManager) sendCreates() {
-	q := &m.creates
-	for {
-		q.mu.Lock()
-		n, size := 0, 0
-		for n < len(q.waiting) && n < maxBatchItems && (n == 0 || size+len(q.waiting[n].body) <= maxBatchBytes) {
-			size += len(q.waiting[n].body)
-			n++
+// sendCreates sends a batch and answers each of its creates.
+func (m *TxManager) sendCreates(creates []*pendingCreate) {
+	answers, err := m.sendBatch(creates)
+	for i, p := range creates {
+		if err != nil {
+			p.done <- createAnswer{err: err}
+			continue
 		}
-		if n == 0 {
-			q.calls--
-			q.mu.Unlock()
-			return
-		}
-		batch := q.waiting[:n:n]
-		q.waiting = q.waiting[n:]
-		if len(q.waiting) == 0 {
-			q.waiting = nil // let the backing array go
-		}
-		q.mu.Unlock()
-		answers, err := m.sendBatch(batch)
-		for i, p := range batch {
-			if err != nil {
-				p.done <- createAnswer{err: err}
-				continue
-			}
-			p.done <- answers[i]
-		}
+		p.done <- answers[i]
 	}
 }
 
 // sendBatch sends one batch and returns each create's answer.
-func (m *TxManager) sendBatch(batch []*pendingCreate) ([]createAnswer, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), batchTimeout)
+func (m *TxManager) sendBatch(creates []*pendingCreate) ([]createAnswer, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(creates[0].ctx), batchTimeout)
 	defer cancel()
 	var body bytes.Buffer
 	body.WriteString(`{"items":[`)
-	for i, p := range batch {
+	for i, p := range creates {
 		if i > 0 {
 			body.WriteByte(',')
 		}
@@ -149,10 +128,10 @@ func (m *TxManager) sendBatch(batch []*pendingCreate) ([]createAnswer, error) {
 	if err := json.Unmarshal(raw, &answer); err != nil {
 		return nil, fmt.Errorf("create: txmanager's answer: %w", err)
 	}
-	if len(answer.Items) != len(batch) {
-		return nil, fmt.Errorf("create: txmanager answered %d items for a batch of %d", len(answer.Items), len(batch))
+	if len(answer.Items) != len(creates) {
+		return nil, fmt.Errorf("create: txmanager answered %d items for a batch of %d", len(answer.Items), len(creates))
 	}
-	out := make([]createAnswer, len(batch))
+	out := make([]createAnswer, len(creates))
 	for i, item := range answer.Items {
 		switch {
 		case (item.Status == http.StatusCreated || item.Status == http.StatusOK) && item.Tx != nil:

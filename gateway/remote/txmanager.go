@@ -19,13 +19,14 @@ import (
 
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/batch"
 	"github.com/txfence/txfence/shared/errs"
 )
 
 // TxManager calls txmanagerd.
 type TxManager struct {
 	api     *txmanagerapi.ClientWithResponses
-	creates createQueue
+	creates *batch.Queue[*pendingCreate]
 }
 
 // NewTxManager is a client of the txmanagerd at baseURL through hc, an
@@ -38,7 +39,9 @@ func NewTxManager(baseURL string, hc *http.Client) (*TxManager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TxManager{api: c}, nil
+	m := &TxManager{api: c}
+	m.creates = m.newCreateQueue()
+	return m, nil
 }
 
 // unreachable is the error of a call that got no answer.

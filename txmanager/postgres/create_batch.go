@@ -3,23 +3,22 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/shared/batch"
 	"github.com/txfence/txfence/txmanager"
 )
 
 // Creates arrive one per HTTP request, and each alone would cost
 // PostgreSQL a statement and a commit: at thousands a second the commits,
-// not the rows, are the work. So concurrent creates share them. A create
-// joins a queue; when no flush is running it starts one, which inserts
-// everything queued (up to maxCreateBatch rows) in one statement and one
-// commit, then looks for more. A lone create is flushed at once: batching
-// adds no wait when there is nothing to share. One flush at a time makes
-// the batches as large as the load: measured, two flushers gave smaller
-// batches and fewer creates a second.
+// not the rows, are the work. So concurrent creates share them: they
+// queue (shared/batch), and a flush inserts what is queued (up to
+// maxCreateBatch rows) in one statement and one commit. A lone create is
+// flushed at once. One flush at a time makes the batches as large as the
+// load: measured, two flushers gave smaller batches and fewer creates a
+// second.
 //
 // The flush does only the shared statement. What a create needs beyond it
 // (reading the transaction that holds a repeated request id, or inserting
@@ -31,6 +30,11 @@ const (
 	// createFlushTimeout bounds one flush, which no single caller owns.
 	createFlushTimeout = 10 * time.Second
 )
+
+// newCreateQueue is the store's queue of creates.
+func (s *Store) newCreateQueue() *batch.Queue[*pendingCreate] {
+	return batch.New(maxCreateFlushes, batch.UpTo[*pendingCreate](maxCreateBatch), s.flushCreates)
+}
 
 // pendingCreate is one create waiting in the queue.
 type pendingCreate struct {
@@ -51,32 +55,6 @@ type createResult struct {
 	// alone says the shared statement failed and stored nothing: the
 	// caller inserts its create by itself.
 	alone bool
-}
-
-// createQueue gathers concurrent creates into shared statements.
-type createQueue struct {
-	mu       sync.Mutex
-	waiting  []*pendingCreate
-	flushing int
-}
-
-// enqueue queues creates, in order and together, and starts a flush
-// when none is running.
-func (s *Store) enqueue(ps ...*pendingCreate) {
-	if len(ps) == 0 {
-		return
-	}
-	q := &s.creates
-	q.mu.Lock()
-	q.waiting = append(q.waiting, ps...)
-	start := q.flushing < maxCreateFlushes
-	if start {
-		q.flushing++
-	}
-	q.mu.Unlock()
-	if start {
-		go s.drainCreates()
-	}
 }
 
 // await waits for p's flush, or ctx's end, and finishes what the flush
@@ -100,42 +78,21 @@ func (s *Store) await(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool
 	return r.tx, r.created, r.err
 }
 
-// drainCreates flushes batches until the queue is empty.
-func (s *Store) drainCreates() {
-	q := &s.creates
-	for {
-		q.mu.Lock()
-		n := min(len(q.waiting), maxCreateBatch)
-		if n == 0 {
-			q.flushing--
-			q.mu.Unlock()
-			return
-		}
-		batch := q.waiting[:n:n]
-		q.waiting = q.waiting[n:]
-		if len(q.waiting) == 0 {
-			q.waiting = nil // let the backing array go
-		}
-		q.mu.Unlock()
-		s.flushCreates(batch)
-	}
-}
-
 // flushCreates inserts a batch, or a lone create by itself. When the
 // shared statement fails (a bad depends_on, a broken rule), nothing of it
 // was stored, and each create is sent back to be inserted alone, so that
 // only the bad one fails, with its own error.
-func (s *Store) flushCreates(batch []*pendingCreate) {
+func (s *Store) flushCreates(creates []*pendingCreate) {
 	ctx, cancel := context.WithTimeout(context.Background(), createFlushTimeout)
 	defer cancel()
-	if len(batch) == 1 {
-		p := batch[0]
+	if len(creates) == 1 {
+		p := creates[0]
 		t, created, err := s.createOne(ctx, p)
 		p.done <- createResult{tx: t, created: created, err: err}
 		return
 	}
-	created, err := s.insertBatch(ctx, batch)
-	for _, p := range batch {
+	created, err := s.insertBatch(ctx, creates)
+	for _, p := range creates {
 		t, ok := created[p.id]
 		switch {
 		case err != nil:
@@ -148,12 +105,12 @@ func (s *Store) flushCreates(batch []*pendingCreate) {
 	}
 }
 
-// insertBatch inserts every create of batch that holds a free request id,
+// insertBatch inserts every one of creates that holds a free request id,
 // with its INIT event under the feed's barrier, in one statement, and
 // returns the transactions it created by id. Rows go in the batch's order,
 // so accept_seq follows arrival.
-func (s *Store) insertBatch(ctx context.Context, batch []*pendingCreate) (map[uuid.UUID]txmanager.Tx, error) {
-	n := len(batch)
+func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[uuid.UUID]txmanager.Tx, error) {
+	n := len(creates)
 	var (
 		ids, requestIDs, values, routes, metadatas = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		chains                                     = make([]int64, n)
@@ -161,7 +118,7 @@ func (s *Store) insertBatch(ctx context.Context, batch []*pendingCreate) (map[uu
 		gases                                      = make([]*int64, n)
 		maxFees, maxTips, dependsOn                = make([]*string, n), make([]*string, n), make([]*string, n)
 	)
-	for i, p := range batch {
+	for i, p := range creates {
 		in := p.in
 		ids[i], chains[i], signers[i], requestIDs[i], hashes[i] = p.id.String(), int64(in.ChainID), in.From.Bytes(), in.RequestID, p.hash[:]
 		tos[i], values[i], datas[i], gases[i] = addrBytes(in.To), numeric(in.Value), nonNil(in.Data), optInt(in.Gas)

@@ -33,7 +33,7 @@ func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx,
 	if err != nil {
 		return txmanager.Tx{}, false, err
 	}
-	s.enqueue(p)
+	s.creates.Add(p)
 	return s.await(ctx, p)
 }
 
@@ -59,7 +59,7 @@ func (s *Store) CreateMany(ctx context.Context, intents []*txmanager.Intent) []C
 		}
 		pending, index = append(pending, p), append(index, i)
 	}
-	s.enqueue(pending...)
+	s.creates.Add(pending...)
 	for j, p := range pending {
 		r := &out[index[j]]
 		r.Tx, r.Created, r.Err = s.await(ctx, p)
@@ -79,39 +79,18 @@ func newPendingCreate(in *txmanager.Intent) (*pendingCreate, error) {
 	return &pendingCreate{in: in, hash: in.Hash(), id: id, done: make(chan createResult, 1)}, nil
 }
 
-// createOne inserts one create alone.
+// createOne inserts one create alone: the shared statement with a batch
+// of one, whose failure is this create's own.
 func (s *Store) createOne(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool, error) {
-	in := p.in
-	// One statement, so one round trip and one commit: the row, and its
-	// event under the feed's shared barrier (see insertEvent), or nothing
-	// when the request id is taken.
-	payload, err := json.Marshal(txmanager.StateChanged{ToState: txmanager.StateInit})
+	created, err := s.insertBatch(ctx, []*pendingCreate{p})
 	if err != nil {
-		return txmanager.Tx{}, false, err
+		return txmanager.Tx{}, false, classifyInsert(err, p.in)
 	}
-	row := s.pool.QueryRow(ctx, `
-		WITH created AS (
-			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
-				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'INIT')
-			ON CONFLICT (chain_id, signer, request_id) DO NOTHING
-			RETURNING `+txColumns+`),
-		event AS (
-			INSERT INTO event (tx_id, type, payload)
-			SELECT created.tx_id, $15, $16 FROM created, (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
-		SELECT * FROM created`,
-		p.id, int64(in.ChainID), in.From.Bytes(), in.RequestID, p.hash[:], addrBytes(in.To), numeric(in.Value), nonNil(in.Data),
-		optInt(in.Gas), optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), in.DependsOn, metadata(in.Metadata),
-		txmanager.EventStateChanged, payload, int64(eventBarrier))
-	t, err := scanTx(row)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		t, err = s.existing(ctx, in, p.hash)
-		return t, false, err
-	case err != nil:
-		return t, false, classifyInsert(err, in)
+	if t, ok := created[p.id]; ok {
+		return t, true, nil
 	}
-	return t, true, nil
+	t, err := s.existing(ctx, p.in, p.hash)
+	return t, false, err
 }
 
 // existing reads the transaction that holds the request id: the answer to
