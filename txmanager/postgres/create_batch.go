@@ -107,8 +107,12 @@ func (s *Store) flushCreates(creates []*pendingCreate) {
 
 // insertBatch inserts every one of creates that holds a free request id,
 // with its INIT event under the feed's barrier, in one statement, and
-// returns the transactions it created by id. Rows go in the batch's order,
-// so accept_seq follows arrival.
+// returns the transactions it created by id. Rows go in the order of
+// their unique key: two nodes inserting the same request ids lock them in
+// the same order, so their batches wait for each other instead of
+// deadlocking; of two creates of one request id in a batch, the first to
+// arrive is the one stored. (Concurrent creates have no order of their own
+// to keep.)
 func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[uuid.UUID]txmanager.Tx, error) {
 	n := len(creates)
 	var (
@@ -143,7 +147,7 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
 			SELECT tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
 				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, 'INIT'
-			FROM input ORDER BY arrival
+			FROM input ORDER BY chain_id, signer, request_id, arrival
 			ON CONFLICT (chain_id, signer, request_id) DO NOTHING
 			RETURNING `+txColumns+`),
 		event AS (

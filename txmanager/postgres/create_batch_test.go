@@ -181,3 +181,57 @@ func decodeJSON(t *testing.T, raw []byte) any {
 	}
 	return v
 }
+
+// Two nodes whose batches hold the same request ids in opposite orders
+// store each request once: neither deadlocks nor duplicates, and every
+// create is answered with the one transaction.
+func TestTwoNodesBatchTheSameRequestIDs(t *testing.T) {
+	t.Parallel()
+	a, pool := store(t, 8)
+	b := postgres.New(pool)
+	const n = 40
+	forward, backward := make([]*txmanager.Intent, n), make([]*txmanager.Intent, n)
+	for i := range n {
+		forward[i] = intent(fmt.Sprintf("shared-%02d", i), int64(i))
+		backward[n-1-i] = intent(fmt.Sprintf("shared-%02d", i), int64(i))
+	}
+	queuedA, releaseA := postgres.HoldCreates(a)
+	queuedB, releaseB := postgres.HoldCreates(b)
+	results := make(chan createOutcome, 2*n)
+	for _, node := range []struct {
+		s       *postgres.Store
+		intents []*txmanager.Intent
+	}{{a, forward}, {b, backward}} {
+		go func() {
+			for _, r := range node.s.CreateMany(ctx(t), node.intents) {
+				results <- createOutcome{tx: r.Tx, created: r.Created, err: r.Err}
+			}
+		}()
+	}
+	waitFor(t, "both nodes queue their batch", func() bool { return queuedA() == n && queuedB() == n })
+	releaseA()
+	releaseB()
+	created := map[string]int{}
+	ids := map[string]uuid.UUID{}
+	for range 2 * n {
+		o := <-results
+		if o.err != nil {
+			t.Fatalf("create: %v", o.err)
+		}
+		if id, ok := ids[o.tx.RequestID]; ok && id != o.tx.ID {
+			t.Errorf("request %s answered %s and %s", o.tx.RequestID, id, o.tx.ID)
+		}
+		ids[o.tx.RequestID] = o.tx.ID
+		if o.created {
+			created[o.tx.RequestID]++
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("shared-%02d", i); created[id] != 1 {
+			t.Errorf("request %s created %d times, want once", id, created[id])
+		}
+	}
+	if got := count(t, pool, `SELECT count(*) FROM tx`); got != n {
+		t.Errorf("%d transactions, want %d", got, n)
+	}
+}
