@@ -1,5 +1,157 @@
 -- Schema produced by the migrations; regenerate with make schema. Do not edit.
 
+CREATE DOMAIN amount AS numeric
+	CONSTRAINT amount_check CHECK ((scale(VALUE) = 0))
+	CONSTRAINT amount_check1 CHECK (((VALUE >= '-115792089237316195423570985008687907853269984665640564039457584007913129639935'::numeric) AND (VALUE <= '115792089237316195423570985008687907853269984665640564039457584007913129639935'::numeric)));
+
+CREATE FUNCTION ledger_balance_by_entries() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF pg_trigger_depth() < 2 THEN
+        RAISE EXCEPTION 'balances change only by entries'
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION ledger_entry_in_open_journal() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM journal WHERE journal_id = NEW.journal_id AND txid = pg_current_xact_id()) THEN
+        RAISE EXCEPTION 'journal % is closed: entries are written with their journal, in its transaction', NEW.journal_id
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION ledger_journal_balances() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    legs bigint;
+    off record;
+BEGIN
+    SELECT count(*) INTO legs FROM entry WHERE journal_id = NEW.journal_id;
+    IF legs < 2 THEN
+        RAISE EXCEPTION 'journal % has % entries: a journal moves an amount between at least two accounts', NEW.journal_id, legs
+            USING ERRCODE = 'check_violation';
+    END IF;
+    SELECT a.asset, sum(e.amount) AS total INTO off
+        FROM entry e JOIN account a USING (account_id)
+        WHERE e.journal_id = NEW.journal_id
+        GROUP BY a.asset HAVING sum(e.amount) <> 0
+        LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'journal % does not balance: its % entries sum to %', NEW.journal_id, off.asset, off.total
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION ledger_move_balances() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO balance (account_id, amount, version)
+        SELECT account_id, sum(amount), 1 FROM new_entries GROUP BY account_id
+        ORDER BY account_id -- one lock order for every writer: no deadlock between postings
+    ON CONFLICT (account_id) DO UPDATE
+        SET amount = balance.amount + EXCLUDED.amount, version = balance.version + 1;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION ledger_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'the ledger is append-only: % on % is not allowed', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'restrict_violation';
+END $$;
+
+CREATE TABLE account (
+    account_id bigint NOT NULL,
+    chain_id bigint NOT NULL,
+    asset text NOT NULL,
+    kind text NOT NULL,
+    address bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_address_check CHECK ((length(address) = 20)),
+    CONSTRAINT account_asset_check CHECK (((asset = 'native'::text) OR (asset ~ '^0x[0-9a-f]{40}$'::text))),
+    CONSTRAINT account_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT account_kind_check CHECK ((kind = ANY (ARRAY['wallet'::text, 'fee_expense'::text, 'counterparty'::text, 'in_transit'::text, 'suspense'::text, 'deposit_source'::text])))
+);
+
+ALTER TABLE account ALTER COLUMN account_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME account_account_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE balance (
+    account_id bigint NOT NULL,
+    amount numeric(1000,0) NOT NULL,
+    version bigint NOT NULL
+);
+
+CREATE TABLE entry (
+    entry_id bigint NOT NULL,
+    journal_id bigint NOT NULL,
+    account_id bigint NOT NULL,
+    amount amount NOT NULL,
+    CONSTRAINT entry_amount_check CHECK (((amount)::numeric <> (0)::numeric))
+);
+
+ALTER TABLE entry ALTER COLUMN entry_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME entry_entry_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE journal (
+    journal_id bigint NOT NULL,
+    kind text NOT NULL,
+    idem_key text NOT NULL,
+    payload_hash bytea NOT NULL,
+    chain_id bigint NOT NULL,
+    tx_hash bytea,
+    block_number bigint,
+    block_hash bytea,
+    status text,
+    reverses bigint,
+    memo jsonb DEFAULT '{}'::jsonb NOT NULL,
+    txid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT journal_block_hash_check CHECK ((length(block_hash) = 32)),
+    CONSTRAINT journal_block_number_check CHECK ((block_number >= 0)),
+    CONSTRAINT journal_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT journal_check CHECK (((block_number IS NULL) = (block_hash IS NULL))),
+    CONSTRAINT journal_check1 CHECK (((reverses IS NULL) OR (kind = 'reversal'::text))),
+    CONSTRAINT journal_check2 CHECK (((kind <> 'reversal'::text) OR (reverses IS NOT NULL))),
+    CONSTRAINT journal_idem_key_check CHECK (((length(idem_key) >= 1) AND (length(idem_key) <= 512))),
+    CONSTRAINT journal_kind_check CHECK ((kind = ANY (ARRAY['confirmed'::text, 'reverted'::text, 'reversal'::text, 'deposit'::text, 'reconciliation'::text, 'transit_out'::text, 'transit_in'::text]))),
+    CONSTRAINT journal_memo_check CHECK ((jsonb_typeof(memo) = 'object'::text)),
+    CONSTRAINT journal_payload_hash_check CHECK ((length(payload_hash) = 32)),
+    CONSTRAINT journal_status_check CHECK ((status = ANY (ARRAY['success'::text, 'reverted'::text]))),
+    CONSTRAINT journal_tx_hash_check CHECK ((length(tx_hash) = 32))
+);
+
+ALTER TABLE journal ALTER COLUMN journal_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME journal_journal_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE schema_migrations (
     version bigint NOT NULL,
     name text NOT NULL,
@@ -7,5 +159,70 @@ CREATE TABLE schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+ALTER TABLE ONLY account
+    ADD CONSTRAINT account_chain_id_asset_kind_address_key UNIQUE (chain_id, asset, kind, address);
+
+ALTER TABLE ONLY account
+    ADD CONSTRAINT account_pkey PRIMARY KEY (account_id);
+
+ALTER TABLE ONLY balance
+    ADD CONSTRAINT balance_pkey PRIMARY KEY (account_id);
+
+ALTER TABLE ONLY entry
+    ADD CONSTRAINT entry_pkey PRIMARY KEY (entry_id);
+
+ALTER TABLE ONLY journal
+    ADD CONSTRAINT journal_idem_key_key UNIQUE (idem_key);
+
+ALTER TABLE ONLY journal
+    ADD CONSTRAINT journal_pkey PRIMARY KEY (journal_id);
+
+ALTER TABLE ONLY journal
+    ADD CONSTRAINT journal_reverses_key UNIQUE (reverses);
+
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+CREATE INDEX entry_account_idx ON entry USING btree (account_id, entry_id);
+
+CREATE INDEX entry_journal_idx ON entry USING btree (journal_id);
+
+CREATE INDEX journal_block_idx ON journal USING btree (chain_id, block_number) WHERE (block_number IS NOT NULL);
+
+CREATE INDEX journal_tx_idx ON journal USING btree (chain_id, tx_hash) WHERE (tx_hash IS NOT NULL);
+
+CREATE TRIGGER account_append_only BEFORE DELETE OR UPDATE ON account FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER account_no_truncate BEFORE TRUNCATE ON account FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER balance_by_entries BEFORE INSERT OR UPDATE ON balance FOR EACH ROW EXECUTE FUNCTION ledger_balance_by_entries();
+
+CREATE TRIGGER balance_no_delete BEFORE DELETE ON balance FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER balance_no_truncate BEFORE TRUNCATE ON balance FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER entry_append_only BEFORE DELETE OR UPDATE ON entry FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER entry_in_open_journal BEFORE INSERT ON entry FOR EACH ROW EXECUTE FUNCTION ledger_entry_in_open_journal();
+
+CREATE TRIGGER entry_moves_balances AFTER INSERT ON entry REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_move_balances();
+
+CREATE TRIGGER entry_no_truncate BEFORE TRUNCATE ON entry FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER journal_append_only BEFORE DELETE OR UPDATE ON journal FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE CONSTRAINT TRIGGER journal_balances AFTER INSERT ON journal DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_journal_balances();
+
+CREATE TRIGGER journal_no_truncate BEFORE TRUNCATE ON journal FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+
+ALTER TABLE ONLY balance
+    ADD CONSTRAINT balance_account_id_fkey FOREIGN KEY (account_id) REFERENCES account(account_id);
+
+ALTER TABLE ONLY entry
+    ADD CONSTRAINT entry_account_id_fkey FOREIGN KEY (account_id) REFERENCES account(account_id);
+
+ALTER TABLE ONLY entry
+    ADD CONSTRAINT entry_journal_id_fkey FOREIGN KEY (journal_id) REFERENCES journal(journal_id);
+
+ALTER TABLE ONLY journal
+    ADD CONSTRAINT journal_reverses_fkey FOREIGN KEY (reverses) REFERENCES journal(journal_id);
