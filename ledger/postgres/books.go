@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"math/big"
 	"sync"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/shared/batch"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
 )
@@ -25,6 +27,7 @@ type Store struct {
 	// accounts caches account ids: accounts never change, and an id is
 	// cached only once the transaction that made it has committed.
 	accounts sync.Map // ledger.AccountKey -> int64
+	posts    *batch.Queue[*pendingPost]
 }
 
 // New returns a store on pool, whose schema Migrations produced.
@@ -32,7 +35,37 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{pool: pool, log: log}
+	s := &Store{pool: pool, log: log}
+	s.posts = batch.New(1, batch.UpTo[*pendingPost](maxPostBatch), s.flushPosts)
+	return s
+}
+
+// Concurrent postings share a transaction (shared/batch): one commit, and
+// one update of each balance they move, however many journals move it, so
+// a hot wallet is not a queue of row locks. One flush at a time, up to
+// maxPostBatch journals; a lone posting is flushed at once.
+const (
+	maxPostBatch = 256
+	// postFlushTimeout bounds a flush, which no single caller owns.
+	postFlushTimeout = 10 * time.Second
+)
+
+// pendingPost is a journal waiting for its flush.
+type pendingPost struct {
+	j    *ledger.Journal
+	hash [32]byte
+	done chan postResult // buffered: a flush never blocks on a caller who left
+}
+
+// postResult is a flush's answer to one posting.
+type postResult struct {
+	id int64
+	// taken says the key was booked before, or earlier in the batch: the
+	// caller reads which fact holds it.
+	taken bool
+	// alone says the shared transaction failed and stored nothing: the
+	// caller posts its journal by itself.
+	alone bool
 }
 
 // Posted is the outcome of a Post.
@@ -52,20 +85,91 @@ func (s *Store) Post(ctx context.Context, j *ledger.Journal) (Posted, error) {
 	if err := j.Validate(); err != nil {
 		return Posted{}, errs.Wrap(errs.Invalid, "journal "+j.Key, err)
 	}
-	hash := j.PayloadHash()
-	var out Posted
+	p := &pendingPost{j: j, hash: j.PayloadHash(), done: make(chan postResult, 1)}
+	s.posts.Add(p)
+	var r postResult
+	select {
+	case r = <-p.done:
+	case <-ctx.Done():
+		return Posted{}, ctx.Err()
+	}
+	switch {
+	case r.alone:
+		return s.postAlone(ctx, p)
+	case r.taken:
+		out, err := s.booked(ctx, j.Key, p.hash)
+		if err != nil {
+			return Posted{}, s.classify(err, j)
+		}
+		return out, nil
+	}
+	return Posted{JournalID: r.id, Created: true}, nil
+}
+
+// flushPosts books a batch of journals in one transaction. When it fails,
+// nothing of it was stored, and each journal is sent back to be posted
+// alone, so that only a bad one fails, with its own error.
+func (s *Store) flushPosts(posts []*pendingPost) {
+	ctx, cancel := context.WithTimeout(context.Background(), postFlushTimeout)
+	defer cancel()
+	ids, err := s.insertJournals(ctx, posts)
+	for _, p := range posts {
+		id, ok := ids[p.j.Key]
+		switch {
+		case err != nil:
+			p.done <- postResult{alone: true}
+		case ok && id.hash == p.hash:
+			delete(ids, p.j.Key) // a repeat later in the batch is a replay
+			p.done <- postResult{id: id.id}
+		default:
+			p.done <- postResult{taken: true}
+		}
+	}
+}
+
+// postAlone books one journal in a transaction of its own.
+func (s *Store) postAlone(ctx context.Context, p *pendingPost) (Posted, error) {
+	ids, err := s.insertJournals(ctx, []*pendingPost{p})
+	if err != nil {
+		return Posted{}, s.classify(err, p.j)
+	}
+	if id, ok := ids[p.j.Key]; ok {
+		return Posted{JournalID: id.id, Created: true}, nil
+	}
+	out, err := s.booked(ctx, p.j.Key, p.hash)
+	if err != nil {
+		return Posted{}, s.classify(err, p.j)
+	}
+	return out, nil
+}
+
+// newJournal is a journal insertJournals wrote.
+type newJournal struct {
+	id   int64
+	hash [32]byte
+}
+
+// insertJournals writes the journals whose keys are free, with their
+// entries, in one transaction (contention retried), and returns them by
+// key. Of two journals with one key, the first is written.
+func (s *Store) insertJournals(ctx context.Context, posts []*pendingPost) (map[string]newJournal, error) {
+	var legs []ledger.Leg
+	for _, p := range posts {
+		legs = append(legs, p.j.Legs...)
+	}
+	var out map[string]newJournal
 	var made map[ledger.AccountKey]int64
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
-		ids, fresh, err := s.accountIDs(ctx, tx, j.Legs)
+		ids, fresh, err := s.accountIDs(ctx, tx, legs)
 		if err != nil {
 			return err
 		}
 		made = fresh
-		out, err = insertJournal(ctx, tx, j, hash, ids)
+		out, err = insertJournals(ctx, tx, posts, ids)
 		return err
 	})
 	if err != nil {
-		return Posted{}, s.classify(err, j)
+		return nil, err
 	}
 	for k, id := range made {
 		s.accounts.Store(k, id)
@@ -130,60 +234,88 @@ func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (i
 	return ids, fresh, nil
 }
 
-// insertJournal writes j and its entries, or finds j booked before.
-func insertJournal(ctx context.Context, tx pgx.Tx, j *ledger.Journal, hash [32]byte, ids map[ledger.AccountKey]int64) (Posted, error) {
-	var txHash, blockHash []byte
-	var blockNumber *int64
-	if j.TxHash != nil {
-		txHash = j.TxHash.Bytes()
+// insertJournals writes, in tx, the journals whose keys are free and
+// their entries, in two statements.
+func insertJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[ledger.AccountKey]int64) (map[string]newJournal, error) {
+	n := len(posts)
+	kinds, keys, statuses, memos := make([]string, n), make([]string, n), make([]*string, n), make([]string, n)
+	hashes, txHashes, blockHashes := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	chains, blockNumbers, reverses := make([]int64, n), make([]*int64, n), make([]*int64, n)
+	for i, p := range posts {
+		j := p.j
+		kinds[i], keys[i], hashes[i], chains[i], memos[i] = string(j.Kind), j.Key, p.hash[:], int64(j.ChainID), "{}"
+		if j.TxHash != nil {
+			txHashes[i] = j.TxHash.Bytes()
+		}
+		if j.Block != nil {
+			blockNumbers[i], blockHashes[i] = new(int64(j.Block.Number)), j.Block.Hash.Bytes()
+		}
+		if j.Status != "" {
+			statuses[i] = new(j.Status)
+		}
+		if j.Reverses != 0 {
+			reverses[i] = new(j.Reverses)
+		}
+		if j.Memo != nil {
+			memos[i] = string(j.Memo)
+		}
 	}
-	if j.Block != nil {
-		n := int64(j.Block.Number)
-		blockNumber, blockHash = &n, j.Block.Hash.Bytes()
-	}
-	var status, reverses, memo any
-	if j.Status != "" {
-		status = j.Status
-	}
-	if j.Reverses != 0 {
-		reverses = j.Reverses
-	}
-	if j.Memo != nil {
-		memo = string(j.Memo)
-	} else {
-		memo = "{}"
-	}
-	var id int64
-	err := tx.QueryRow(ctx, `
+	rows, err := tx.Query(ctx, `
 		INSERT INTO journal (kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		SELECT kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo
+		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::jsonb[])
+			WITH ORDINALITY AS i(kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo, arrival)
+		ORDER BY arrival
 		ON CONFLICT (idem_key) DO NOTHING
-		RETURNING journal_id`,
-		string(j.Kind), j.Key, hash[:], int64(j.ChainID), txHash, blockNumber, blockHash, status, reverses, memo).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return booked(ctx, tx, j.Key, hash)
-	}
+		RETURNING idem_key, journal_id, payload_hash`,
+		kinds, keys, hashes, chains, txHashes, blockNumbers, blockHashes, statuses, reverses, memos)
 	if err != nil {
-		return Posted{}, err
+		return nil, err
 	}
-	journals, accounts, amounts := make([]int64, len(j.Legs)), make([]int64, len(j.Legs)), make([]string, len(j.Legs))
-	for i, l := range j.Legs {
-		journals[i], accounts[i], amounts[i] = id, ids[l.Account], l.Amount.String()
+	written := make(map[string]newJournal, n)
+	for rows.Next() {
+		var key string
+		var j newJournal
+		var hash []byte
+		if err := rows.Scan(&key, &j.id, &hash); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		copy(j.hash[:], hash)
+		written[key] = j
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Entries go to the first journal of each key written: the one the
+	// insert kept.
+	var journals, accounts []int64
+	var amounts []string
+	entered := make(map[string]bool, len(written))
+	for _, p := range posts {
+		w, ok := written[p.j.Key]
+		if !ok || entered[p.j.Key] {
+			continue
+		}
+		entered[p.j.Key] = true
+		for _, l := range p.j.Legs {
+			journals, accounts, amounts = append(journals, w.id), append(accounts, ids[l.Account]), append(amounts, l.Amount.String())
+		}
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO entry (journal_id, account_id, amount)
 		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::numeric[])`, journals, accounts, amounts); err != nil {
-		return Posted{}, err
+		return nil, err
 	}
-	return Posted{JournalID: id, Created: true}, nil
+	return written, nil
 }
 
 // booked reads the journal holding key: a replay when its payload is the
 // same, a conflict otherwise.
-func booked(ctx context.Context, tx pgx.Tx, key string, hash [32]byte) (Posted, error) {
+func (s *Store) booked(ctx context.Context, key string, hash [32]byte) (Posted, error) {
 	var id int64
 	var stored []byte
-	if err := tx.QueryRow(ctx, `SELECT journal_id, payload_hash FROM journal WHERE idem_key = $1`, key).Scan(&id, &stored); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT journal_id, payload_hash FROM journal WHERE idem_key = $1`, key).Scan(&id, &stored); err != nil {
 		return Posted{}, fmt.Errorf("read journal %q: %w", key, err)
 	}
 	if !bytes.Equal(stored, hash[:]) {
