@@ -241,9 +241,10 @@ func (j *Journal) PayloadHash() [32]byte {
 }
 
 // TxKey is the idempotency key of a journal booking a transaction's
-// receipt in one block: the same receipt in the same block is one fact.
-func TxKey(kind JournalKind, chainID uint64, tx common.Hash, block common.Hash) string {
-	return fmt.Sprintf("%s:%d:%s:%s", kind, chainID, strings.ToLower(tx.Hex()), strings.ToLower(block.Hex()))
+// receipt in one block: the same receipt in the same block is one fact
+// (a block hash fixes the receipt, its status included).
+func TxKey(chainID uint64, tx common.Hash, block common.Hash) string {
+	return fmt.Sprintf("tx:%d:%s:%s", chainID, strings.ToLower(tx.Hex()), strings.ToLower(block.Hex()))
 }
 
 // ReversalKey is the idempotency key of the reversal of journal id.
