@@ -36,16 +36,20 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *Store {
 		log = slog.Default()
 	}
 	s := &Store{pool: pool, log: log}
-	s.posts = batch.New(1, batch.UpTo[*pendingPost](maxPostBatch), s.flushPosts)
+	s.posts = batch.New(maxPostFlushes, batch.UpTo[*pendingPost](maxPostBatch), s.flushPosts)
 	return s
 }
 
 // Concurrent postings share a transaction (shared/batch): one commit, and
 // one update of each balance they move, however many journals move it, so
-// a hot wallet is not a queue of row locks. One flush at a time, up to
-// maxPostBatch journals; a lone posting is flushed at once.
+// a hot wallet is not a queue of row locks. Two flushes may run, so that
+// one commits (a disk flush) while the other writes; each takes up to
+// maxPostBatch journals, and a lone posting is flushed at once. They lock
+// journals by key and balances by account in one order: they wait for
+// each other, never deadlock.
 const (
-	maxPostBatch = 256
+	maxPostFlushes = 2
+	maxPostBatch   = 256
 	// postFlushTimeout bounds a flush, which no single caller owns.
 	postFlushTimeout = 10 * time.Second
 )
@@ -207,8 +211,9 @@ func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (i
 		return nil, nil, fmt.Errorf("make accounts: %w", err)
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT account_id, chain_id, asset, kind, address FROM account
-		WHERE (chain_id, asset, kind, address) IN (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[]))`,
+		SELECT a.account_id, a.chain_id, a.asset, a.kind, a.address
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[]) AS k(chain_id, asset, kind, address)
+		JOIN account a USING (chain_id, asset, kind, address)`,
 		chains, assets, kinds, addrs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read accounts: %w", err)
@@ -265,7 +270,7 @@ func insertJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids ma
 		SELECT kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo
 		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::jsonb[])
 			WITH ORDINALITY AS i(kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo, arrival)
-		ORDER BY arrival
+		ORDER BY idem_key, arrival
 		ON CONFLICT (idem_key) DO NOTHING
 		RETURNING idem_key, journal_id, payload_hash`,
 		kinds, keys, hashes, chains, txHashes, blockNumbers, blockHashes, statuses, reverses, memos)

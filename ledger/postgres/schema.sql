@@ -15,15 +15,20 @@ BEGIN
     RETURN NEW;
 END $$;
 
-CREATE FUNCTION ledger_entry_in_open_journal() RETURNS trigger
+CREATE FUNCTION ledger_entries_in_open_journals() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    jid bigint;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM journal WHERE journal_id = NEW.journal_id AND txid = pg_current_xact_id()) THEN
-        RAISE EXCEPTION 'journal % is closed: entries are written with their journal, in its transaction', NEW.journal_id
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    RETURN NEW;
+    -- One primary-key lookup per journal: a join could scan all journals.
+    FOR jid IN SELECT DISTINCT journal_id FROM new_entries LOOP
+        IF NOT EXISTS (SELECT 1 FROM journal WHERE journal_id = jid AND txid = pg_current_xact_id()) THEN
+            RAISE EXCEPTION 'journal % is closed: entries are written with their journal, in its transaction', jid
+                USING ERRCODE = 'restrict_violation';
+        END IF;
+    END LOOP;
+    RETURN NULL;
 END $$;
 
 CREATE FUNCTION ledger_journal_balances() RETURNS trigger
@@ -31,20 +36,20 @@ CREATE FUNCTION ledger_journal_balances() RETURNS trigger
     AS $$
 DECLARE
     legs bigint;
-    off record;
+    off_asset text;
+    off_total numeric;
 BEGIN
-    SELECT count(*) INTO legs FROM entry WHERE journal_id = NEW.journal_id;
-    IF legs < 2 THEN
-        RAISE EXCEPTION 'journal % has % entries: a journal moves an amount between at least two accounts', NEW.journal_id, legs
+    SELECT sum(n), min(asset) FILTER (WHERE total <> 0), min(total) FILTER (WHERE total <> 0)
+        INTO legs, off_asset, off_total
+        FROM (SELECT a.asset, count(*) AS n, sum(e.amount) AS total
+              FROM entry e JOIN account a USING (account_id)
+              WHERE e.journal_id = NEW.journal_id GROUP BY a.asset) per_asset;
+    IF coalesce(legs, 0) < 2 THEN
+        RAISE EXCEPTION 'journal % has % entries: a journal moves an amount between at least two accounts', NEW.journal_id, coalesce(legs, 0)
             USING ERRCODE = 'check_violation';
     END IF;
-    SELECT a.asset, sum(e.amount) AS total INTO off
-        FROM entry e JOIN account a USING (account_id)
-        WHERE e.journal_id = NEW.journal_id
-        GROUP BY a.asset HAVING sum(e.amount) <> 0
-        LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'journal % does not balance: its % entries sum to %', NEW.journal_id, off.asset, off.total
+    IF off_asset IS NOT NULL THEN
+        RAISE EXCEPTION 'journal % does not balance: its % entries sum to %', NEW.journal_id, off_asset, off_total
             USING ERRCODE = 'check_violation';
     END IF;
     RETURN NULL;
@@ -201,9 +206,9 @@ CREATE TRIGGER balance_no_delete BEFORE DELETE ON balance FOR EACH ROW EXECUTE F
 
 CREATE TRIGGER balance_no_truncate BEFORE TRUNCATE ON balance FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
-CREATE TRIGGER entry_append_only BEFORE DELETE OR UPDATE ON entry FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER entries_in_open_journals AFTER INSERT ON entry REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_entries_in_open_journals();
 
-CREATE TRIGGER entry_in_open_journal BEFORE INSERT ON entry FOR EACH ROW EXECUTE FUNCTION ledger_entry_in_open_journal();
+CREATE TRIGGER entry_append_only BEFORE DELETE OR UPDATE ON entry FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
 
 CREATE TRIGGER entry_moves_balances AFTER INSERT ON entry REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_move_balances();
 
