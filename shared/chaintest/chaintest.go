@@ -58,6 +58,12 @@ func Anvil(t testing.TB, opts anvil.Options) *anvil.Node {
 // a row queue up in order.
 func SendTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to common.Address, wei *big.Int) *types.Transaction {
 	t.Helper()
+	return send(t, node, from, Call{To: &to, Value: wei, Gas: params.TxGas})
+}
+
+// send signs c at the sender's pending nonce and sends it.
+func send(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, c Call) *types.Transaction {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	sender := crypto.PubkeyToAddress(from.PublicKey)
@@ -65,9 +71,9 @@ func SendTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to com
 	if err != nil {
 		t.Fatalf("pending nonce of %s: %v", sender, err)
 	}
-	tx := SignTransfer(t, node, from, to, wei, nonce)
+	tx := SignCall(t, node, from, c, nonce)
 	if err := node.Client().SendTransaction(ctx, tx); err != nil {
-		t.Fatalf("send transfer %s from %s (nonce %d): %v", tx.Hash(), sender, nonce, err)
+		t.Fatalf("send %s from %s (nonce %d): %v", tx.Hash(), sender, nonce, err)
 	}
 	return tx
 }
@@ -75,6 +81,24 @@ func SendTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to com
 // SignTransfer signs, without sending, an EIP-1559 value transfer at nonce
 // whose fee cap is twice the current base fee plus the suggested tip.
 func SignTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to common.Address, wei *big.Int, nonce uint64) *types.Transaction {
+	t.Helper()
+	return SignCall(t, node, from, Call{To: &to, Value: wei, Gas: params.TxGas}, nonce)
+}
+
+// Call is a transaction to sign: a call of To with Data, or a contract
+// creation with Data as its init code when To is nil.
+type Call struct {
+	To    *common.Address
+	Value *big.Int
+	Data  []byte
+	// Gas is the gas limit, set by the test: a call meant to revert
+	// cannot be estimated.
+	Gas uint64
+}
+
+// SignCall signs c, without sending it, as an EIP-1559 transaction at
+// nonce whose fee cap is twice the current base fee plus the suggested tip.
+func SignCall(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, c Call, nonce uint64) *types.Transaction {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -91,19 +115,31 @@ func SignTransfer(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, to com
 	// while the transaction waits in the pool.
 	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
 	chainID := new(big.Int).SetUint64(node.ChainID())
+	value := c.Value
+	if value == nil {
+		value = new(big.Int)
+	}
 	tx, err := types.SignNewTx(from, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{
 		ChainID:   chainID,
 		Nonce:     nonce,
 		GasTipCap: tip,
 		GasFeeCap: feeCap,
-		Gas:       params.TxGas,
-		To:        &to,
-		Value:     wei,
+		Gas:       c.Gas,
+		To:        c.To,
+		Value:     value,
+		Data:      c.Data,
 	})
 	if err != nil {
-		t.Fatalf("sign transfer: %v", err)
+		t.Fatalf("sign transaction: %v", err)
 	}
 	return tx
+}
+
+// SendCall signs c at the sender's pending nonce, sends it and waits for
+// its receipt, whatever its status. It needs a node that mines.
+func SendCall(t testing.TB, node *anvil.Node, from *ecdsa.PrivateKey, c Call) *types.Receipt {
+	t.Helper()
+	return WaitReceipt(t, node, send(t, node, from, c).Hash())
 }
 
 // Transfer is SendTransfer, then WaitReceipt, and fails the test unless the
