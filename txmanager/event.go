@@ -46,7 +46,12 @@ type StateChanged struct {
 	Rule  string       `json:"rule,omitempty"`
 	Nonce *uint64      `json:"nonce,omitempty"`
 	Hash  *common.Hash `json:"hash,omitempty"`
-	Route Route        `json:"route,omitempty"`
+	// BlockNumber and BlockHash name the block holding the receipt, on
+	// the way to CONFIRMED, REVERTED or CANCELLED by a mined cancel: the
+	// ledger reads the receipt pinned to it.
+	BlockNumber *uint64      `json:"block_number,omitempty"`
+	BlockHash   *common.Hash `json:"block_hash,omitempty"`
+	Route       Route        `json:"route,omitempty"`
 	// Approvers are the approvals signerd counted, when a transaction
 	// stops waiting for them; Approver is who rejected it.
 	Approvers []string `json:"approvers,omitempty"`

@@ -1279,10 +1279,17 @@ type TxStateChangedData struct {
 	// Approvers The approvals the signer counted, when a transaction stops waiting for them (PENDING_APPROVAL to SIMULATED).
 	Approvers *[]string `json:"approvers,omitempty"`
 
+	// BlockHash With `block_number`: the hash of the block holding the receipt,
+	// so that a consumer (the ledger) reads the receipt pinned to it.
+	BlockHash *Hash `json:"block_hash,omitempty"`
+
+	// BlockNumber On the way to CONFIRMED, REVERTED or CANCELLED (`cancel_mined`), the block holding the receipt.
+	BlockNumber *int64 `json:"block_number,omitempty"`
+
 	// FromState The state before the change; absent on the INIT event that reports acceptance.
 	FromState *TxState `json:"from_state,omitempty"`
 
-	// Hash The hash of the current attempt.
+	// Hash The hash of the current attempt; on the way to CONFIRMED, REVERTED or CANCELLED (`cancel_mined`), of the attempt mined.
 	Hash *Hash `json:"hash,omitempty"`
 
 	// Nonce A sender's transaction nonce.

@@ -249,6 +249,29 @@ func TestConfirmedAtTheDepthWithOneEventPerConfirmation(t *testing.T) {
 	r.mineAndStep(t, 2)
 	r.step(t) // nothing new: no event
 	r.requireEnd(t, id, txmanager.StateConfirmed, "confirmation:1 confirmation:2 state:CONFIRMED")
+	r.requireFinalNamesItsBlock(t, id)
+}
+
+// requireFinalNamesItsBlock fails t unless id's last state change names
+// the attempt mined and the block holding its receipt, as the chain has
+// them: the ledger reads the receipt pinned to that block.
+func (r *rig) requireFinalNamesItsBlock(t *testing.T, id uuid.UUID) {
+	t.Helper()
+	var d txmanager.StateChanged
+	if err := r.pool.QueryRow(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = $2 ORDER BY id DESC LIMIT 1`,
+		id, txmanager.EventStateChanged).Scan(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Hash == nil || d.BlockHash == nil || d.BlockNumber == nil {
+		t.Fatalf("the final event %+v names no block", d)
+	}
+	receipt, err := r.node.Client().TransactionReceipt(context.Background(), *d.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if receipt.BlockHash != *d.BlockHash || receipt.BlockNumber.Uint64() != *d.BlockNumber {
+		t.Errorf("the final event names block %d %s, the chain %d %s", *d.BlockNumber, d.BlockHash, receipt.BlockNumber, receipt.BlockHash)
+	}
 }
 
 // requireEnd fails t unless id is in state want with exactly these events
@@ -343,6 +366,7 @@ func TestARevertedReceiptEndsREVERTED(t *testing.T) {
 	})
 	r.mineAndStep(t, 2)
 	r.requireEnd(t, id, txmanager.StateReverted, "confirmation:1 state:REVERTED")
+	r.requireFinalNamesItsBlock(t, id)
 }
 
 // TestADroppedTransactionIsSentAgain: a node drops the transaction from

@@ -240,7 +240,8 @@ func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Re
 		if err := tx.QueryRow(ctx, `SELECT kind FROM attempt WHERE tx_id = $1 AND attempt = $2`, id, r.Attempt).Scan(&kind); err != nil {
 			return fmt.Errorf("end %s: attempt %d: %w", id, r.Attempt, err)
 		}
-		to, set, setArgs, ev := txmanager.StateConfirmed, `, sub_state = NULL`, []any(nil), txmanager.StateChanged{Hash: &r.Hash}
+		to, set, setArgs, ev := txmanager.StateConfirmed, `, sub_state = NULL`, []any(nil),
+			txmanager.StateChanged{Hash: &r.Hash, BlockNumber: &r.BlockNumber, BlockHash: &r.BlockHash}
 		switch {
 		case kind == txmanager.AttemptCancel:
 			to, set, setArgs = txmanager.StateCancelled, `, sub_state = NULL, reason = $6`, []any{txmanager.ReasonCancelMined}
