@@ -6,10 +6,7 @@
 // share, and under load the batches grow with it.
 package batch
 
-import (
-	"runtime"
-	"sync"
-)
+import "sync"
 
 // Queue batches items of type T. Its zero value is not usable: use New.
 type Queue[T any] struct {
@@ -21,6 +18,8 @@ type Queue[T any] struct {
 	waiting []T
 	running int
 	paused  bool
+	// idle is signalled when the last running batch ends.
+	idle *sync.Cond
 }
 
 // New returns a queue that runs at most maxRunning batches at once. take
@@ -31,7 +30,9 @@ func New[T any](maxRunning int, take func(waiting []T) int, run func(batch []T))
 	if maxRunning < 1 {
 		maxRunning = 1
 	}
-	return &Queue[T]{maxRunning: maxRunning, take: take, run: run}
+	q := &Queue[T]{maxRunning: maxRunning, take: take, run: run}
+	q.idle = sync.NewCond(&q.mu)
+	return q
 }
 
 // UpTo is a take function that bounds a batch to n items.
@@ -69,6 +70,9 @@ func (q *Queue[T]) drain() {
 		q.mu.Lock()
 		if q.paused || len(q.waiting) == 0 {
 			q.running--
+			if q.running == 0 {
+				q.idle.Broadcast()
+			}
 			q.mu.Unlock()
 			return
 		}
@@ -95,16 +99,10 @@ func (q *Queue[T]) Len() int {
 // wait: tests use it to gather a batch they choose.
 func (q *Queue[T]) Pause() {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.paused = true
-	q.mu.Unlock()
-	for {
-		q.mu.Lock()
-		idle := q.running == 0
-		q.mu.Unlock()
-		if idle {
-			return
-		}
-		runtime.Gosched()
+	for q.running > 0 {
+		q.idle.Wait()
 	}
 }
 
