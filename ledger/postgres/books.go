@@ -157,28 +157,41 @@ type newJournal struct {
 // entries, in one transaction (contention retried), and returns them by
 // key. Of two journals with one key, the first is written.
 func (s *Store) insertJournals(ctx context.Context, posts []*pendingPost) (map[string]newJournal, error) {
-	var legs []ledger.Leg
-	for _, p := range posts {
-		legs = append(legs, p.j.Legs...)
-	}
 	var out map[string]newJournal
 	var made map[ledger.AccountKey]int64
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
-		ids, fresh, err := s.accountIDs(ctx, tx, legs)
-		if err != nil {
-			return err
-		}
-		made = fresh
-		out, err = insertJournals(ctx, tx, posts, ids)
+		var err error
+		out, made, err = s.writeJournals(ctx, tx, posts)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.cacheAccounts(made)
+	return out, nil
+}
+
+// writeJournals writes, in tx, the journals whose keys are free, with
+// their accounts and entries; made are the accounts read or made in tx,
+// for cacheAccounts once it commits.
+func (s *Store) writeJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost) (written map[string]newJournal, made map[ledger.AccountKey]int64, err error) {
+	var legs []ledger.Leg
+	for _, p := range posts {
+		legs = append(legs, p.j.Legs...)
+	}
+	ids, made, err := s.accountIDs(ctx, tx, legs)
+	if err != nil {
+		return nil, nil, err
+	}
+	written, err = writeRows(ctx, tx, posts, ids)
+	return written, made, err
+}
+
+// cacheAccounts remembers account ids a committed transaction read or made.
+func (s *Store) cacheAccounts(made map[ledger.AccountKey]int64) {
 	for k, id := range made {
 		s.accounts.Store(k, id)
 	}
-	return out, nil
 }
 
 // accountIDs returns the id of every leg's account, making the missing
@@ -239,9 +252,9 @@ func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (i
 	return ids, fresh, nil
 }
 
-// insertJournals writes, in tx, the journals whose keys are free and
-// their entries, in two statements.
-func insertJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[ledger.AccountKey]int64) (map[string]newJournal, error) {
+// writeRows writes, in tx, the journals whose keys are free and their
+// entries, in two statements.
+func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[ledger.AccountKey]int64) (map[string]newJournal, error) {
 	n := len(posts)
 	kinds, keys, statuses, memos := make([]string, n), make([]string, n), make([]*string, n), make([]string, n)
 	hashes, txHashes, blockHashes := make([][]byte, n), make([][]byte, n), make([][]byte, n)
@@ -318,9 +331,19 @@ func insertJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids ma
 // booked reads the journal holding key: a replay when its payload is the
 // same, a conflict otherwise.
 func (s *Store) booked(ctx context.Context, key string, hash [32]byte) (Posted, error) {
+	return bookedIn(ctx, s.pool, key, hash)
+}
+
+// rowQuerier is a pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// bookedIn is booked, read through db.
+func bookedIn(ctx context.Context, db rowQuerier, key string, hash [32]byte) (Posted, error) {
 	var id int64
 	var stored []byte
-	if err := s.pool.QueryRow(ctx, `SELECT journal_id, payload_hash FROM journal WHERE idem_key = $1`, key).Scan(&id, &stored); err != nil {
+	if err := db.QueryRow(ctx, `SELECT journal_id, payload_hash FROM journal WHERE idem_key = $1`, key).Scan(&id, &stored); err != nil {
 		return Posted{}, fmt.Errorf("read journal %q: %w", key, err)
 	}
 	if !bytes.Equal(stored, hash[:]) {

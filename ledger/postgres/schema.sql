@@ -120,6 +120,14 @@ ALTER TABLE entry ALTER COLUMN entry_id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE feed_cursor (
+    feed text NOT NULL,
+    seq bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT feed_cursor_feed_check CHECK (((length(feed) >= 1) AND (length(feed) <= 100))),
+    CONSTRAINT feed_cursor_seq_check CHECK ((seq >= 0))
+);
+
 CREATE TABLE journal (
     journal_id bigint NOT NULL,
     kind text NOT NULL,
@@ -164,6 +172,16 @@ CREATE TABLE schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE wallet (
+    chain_id bigint NOT NULL,
+    address bytea NOT NULL,
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT wallet_address_check CHECK ((length(address) = 20)),
+    CONSTRAINT wallet_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT wallet_source_check CHECK ((source = ANY (ARRAY['signer'::text, 'configured'::text])))
+);
+
 ALTER TABLE ONLY account
     ADD CONSTRAINT account_chain_id_asset_kind_address_key UNIQUE (chain_id, asset, kind, address);
 
@@ -176,6 +194,9 @@ ALTER TABLE ONLY balance
 ALTER TABLE ONLY entry
     ADD CONSTRAINT entry_pkey PRIMARY KEY (entry_id);
 
+ALTER TABLE ONLY feed_cursor
+    ADD CONSTRAINT feed_cursor_pkey PRIMARY KEY (feed);
+
 ALTER TABLE ONLY journal
     ADD CONSTRAINT journal_idem_key_key UNIQUE (idem_key);
 
@@ -187,6 +208,9 @@ ALTER TABLE ONLY journal
 
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY wallet
+    ADD CONSTRAINT wallet_pkey PRIMARY KEY (chain_id, address);
 
 CREATE INDEX entry_account_idx ON entry USING btree (account_id, entry_id);
 

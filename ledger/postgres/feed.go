@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pg"
+)
+
+// Cursor is the seq up to which feed's events are booked; 0 before any.
+func (s *Store) Cursor(ctx context.Context, feed string) (uint64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT seq FROM feed_cursor WHERE feed = $1`, feed).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return uint64(seq), err
+}
+
+// WalletKey names a wallet: an address of one chain whose movements the
+// ledger books as its own.
+type WalletKey struct {
+	ChainID uint64
+	Address common.Address
+}
+
+// Wallets reads the wallet registry.
+func (s *Store) Wallets(ctx context.Context) ([]WalletKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT chain_id, address FROM wallet ORDER BY chain_id, address`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (WalletKey, error) {
+		var chain int64
+		var addr []byte
+		err := row.Scan(&chain, &addr)
+		return WalletKey{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}, err
+	})
+}
+
+// BookFeed books what a run of feed's events produced, in one
+// transaction: the signers they named join the wallets, the journals are
+// booked (one already booked is a replay, as in Post), and feed's cursor
+// moves from from to to. from must be the cursor as stored; otherwise
+// another consumer has moved it, and nothing is booked (errs.Conflict). A
+// journal whose key holds another fact fails the whole run, the cursor
+// unmoved (errs.Conflict, and an alert): the feed stops there rather than
+// book past a contradiction.
+func (s *Store) BookFeed(ctx context.Context, feed string, from, to uint64, signers []WalletKey, journals []*ledger.Journal) ([]Posted, error) {
+	if to < from {
+		return nil, fmt.Errorf("feed %s: cursor from %d back to %d", feed, from, to)
+	}
+	posts := make([]*pendingPost, len(journals))
+	for i, j := range journals {
+		if err := j.Validate(); err != nil {
+			return nil, errs.Wrap(errs.Invalid, "journal "+j.Key, err)
+		}
+		posts[i] = &pendingPost{j: j, hash: j.PayloadHash()}
+	}
+	var out []Posted
+	var made map[ledger.AccountKey]int64
+	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		if err := moveCursor(ctx, tx, feed, from, to); err != nil {
+			return err
+		}
+		if err := addWallets(ctx, tx, signers); err != nil {
+			return err
+		}
+		written, fresh, err := s.writeJournals(ctx, tx, posts)
+		if err != nil {
+			return err
+		}
+		made = fresh
+		out = make([]Posted, len(posts))
+		for i, p := range posts {
+			if w, ok := written[p.j.Key]; ok && w.hash == p.hash {
+				delete(written, p.j.Key) // a repeat later in the run is a replay
+				out[i] = Posted{JournalID: w.id, Created: true}
+				continue
+			}
+			if out[i], err = bookedIn(ctx, tx, p.j.Key, p.hash); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		var conflict *keyConflict
+		if errors.As(err, &conflict) {
+			return nil, s.classify(err, &ledger.Journal{Key: conflict.key})
+		}
+		return nil, err
+	}
+	s.cacheAccounts(made)
+	return out, nil
+}
+
+// moveCursor moves feed's cursor from from to to, in tx, or fails with
+// errs.Conflict when it is not at from.
+func moveCursor(ctx context.Context, tx pgx.Tx, feed string, from, to uint64) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO feed_cursor (feed, seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, feed); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE feed_cursor SET seq = $3, updated_at = now() WHERE feed = $1 AND seq = $2`, feed, int64(from), int64(to))
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errs.Errorf(errs.Conflict, "feed %s: the cursor is no longer at %d: another consumer moved it", feed, from)
+	}
+	return nil
+}
+
+func addWallets(ctx context.Context, tx pgx.Tx, wallets []WalletKey) error {
+	if len(wallets) == 0 {
+		return nil
+	}
+	chains, addrs := make([]int64, len(wallets)), make([][]byte, len(wallets))
+	for i, w := range wallets {
+		chains[i], addrs[i] = int64(w.ChainID), w.Address.Bytes()
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO wallet (chain_id, address, source)
+		SELECT c, a, 'signer' FROM unnest($1::bigint[], $2::bytea[]) AS w(c, a) ORDER BY 1, 2
+		ON CONFLICT DO NOTHING`, chains, addrs)
+	return err
+}
+
+// Journal reads the journal booked under key, with its legs: what a
+// reversal negates. errs.NotFound when none is.
+func (s *Store) Journal(ctx context.Context, key string) (int64, *ledger.Journal, error) {
+	var id, chain int64
+	var kind, status string
+	var txHash, blockHash []byte
+	var blockNumber, reverses *int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT journal_id, kind, chain_id, tx_hash, block_number, block_hash, coalesce(status, ''), reverses
+		FROM journal WHERE idem_key = $1`, key).Scan(&id, &kind, &chain, &txHash, &blockNumber, &blockHash, &status, &reverses)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, errs.Errorf(errs.NotFound, "no journal under key %q", key)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	j := &ledger.Journal{Kind: ledger.JournalKind(kind), Key: key, ChainID: uint64(chain), Status: status}
+	if txHash != nil {
+		h := common.BytesToHash(txHash)
+		j.TxHash = &h
+	}
+	if blockNumber != nil {
+		j.Block = &ledger.Block{Number: uint64(*blockNumber), Hash: common.BytesToHash(blockHash)}
+	}
+	if reverses != nil {
+		j.Reverses = *reverses
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.chain_id, a.asset, a.kind, a.address, e.amount::text
+		FROM entry e JOIN account a USING (account_id) WHERE e.journal_id = $1 ORDER BY e.entry_id`, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	j.Legs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.Leg, error) {
+		var c int64
+		var asset, kind, amount string
+		var addr []byte
+		if err := row.Scan(&c, &asset, &kind, &addr, &amount); err != nil {
+			return ledger.Leg{}, err
+		}
+		v, ok := new(big.Int).SetString(amount, 10)
+		if !ok {
+			return ledger.Leg{}, fmt.Errorf("entry amount %q", amount)
+		}
+		return ledger.Leg{Account: ledger.AccountKey{ChainID: uint64(c), Asset: asset, Kind: ledger.AccountKind(kind), Address: common.BytesToAddress(addr)}, Amount: v}, nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return id, j, nil
+}
