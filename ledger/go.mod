@@ -4,8 +4,16 @@ go 1.26.0
 
 require (
 	github.com/ethereum/go-ethereum v1.17.10
+	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/txfence/txfence/shared v0.0.0
+)
+
+require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/mitchellh/mapstructure v1.5.0 // indirect
+	github.com/oapi-codegen/runtime v1.8.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 )
 
 require (
@@ -18,7 +26,7 @@ require (
 	github.com/consensys/gnark-crypto v0.18.1 // indirect
 	github.com/crate-crypto/go-eth-kzg v1.5.0 // indirect
 	github.com/deckarep/golang-set/v2 v2.6.0 // indirect
-	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.0.1 // indirect
+	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.1.0 // indirect
 	github.com/ethereum/c-kzg-4844/v2 v2.1.8 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fjl/jsonw v0.1.0 // indirect
@@ -40,6 +48,8 @@ require (
 	github.com/supranational/blst v0.3.16 // indirect
 	github.com/tklauser/go-sysconf v0.3.12 // indirect
 	github.com/tklauser/numcpus v0.6.1 // indirect
+	github.com/txfence/txfence/openapi v0.0.0
+	github.com/txfence/txfence/txmanager v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -53,3 +63,11 @@ require (
 )
 
 replace github.com/txfence/txfence/shared => ../shared
+
+replace github.com/txfence/txfence/openapi => ../openapi
+
+replace github.com/txfence/txfence/txmanager => ../txmanager
+
+replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
+
+replace github.com/txfence/txfence/mev-router => ../mev-router

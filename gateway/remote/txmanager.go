@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/batch"
 	"github.com/txfence/txfence/shared/errs"
@@ -195,10 +196,5 @@ func (m *TxManager) EventsAfter(ctx context.Context, after uint64, limit int, wa
 // Feed is EventsAfter with the feed's head: the highest seq numbered when
 // the page was read.
 func (m *TxManager) Feed(ctx context.Context, after uint64, limit int, wait time.Duration) (components.EventList, error) {
-	a, l, w := int64(after), components.Limit(limit), int(wait/time.Second)
-	resp, err := m.api.ListEventsWithResponse(ctx, &txmanagerapi.ListEventsParams{After: &a, Limit: &l, Wait: &w})
-	if err != nil {
-		return components.EventList{}, unreachable("read events", err)
-	}
-	return answer("read events", resp.HTTPResponse, resp.Body, resp.JSON200)
+	return feed.Read(ctx, m.api, after, limit, wait)
 }

@@ -1,0 +1,258 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/chain"
+	"github.com/txfence/txfence/ledger/consumer"
+	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// eventBarrier is txmanager's lock between event writers and its
+// sequencer (txmanager/postgres): the test writes events as its follower
+// does.
+const eventBarrier = 0x7466_6576_656e_7473
+
+// rig is a real txmanager feed over mutual TLS, a real anvil, and the
+// ledger's store and consumer.
+type rig struct {
+	node  *anvil.Node
+	txm   *txmanagertest.Server
+	store *postgres.Store
+	c     *consumer.Consumer
+	start map[common.Address]*big.Int
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	node := chaintest.Anvil(t, anvil.Options{})
+	pki := servicetest.PKI(t)
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
+	api, err := txmanagerapi.NewClientWithResponses(txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pgtest.Migrated(t, postgres.Migrations), slog.New(slog.DiscardHandler))
+	r := &rig{node: node, txm: txm, store: store, start: map[common.Address]*big.Int{},
+		c: &consumer.Consumer{Store: store, API: api, Readers: map[uint64]*chain.Reader{node.ChainID(): chain.NewReader(node.RPC(), node.ChainID())},
+			Log: slog.New(slog.DiscardHandler), Wait: time.Second}}
+	for _, a := range node.Accounts()[:2] {
+		b, err := node.Client().BalanceAt(context.Background(), a.Address, big.NewInt(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.start[a.Address] = b
+	}
+	return r
+}
+
+// tx makes a transaction of signer in txmanager, as the gateway would.
+func (r *rig) tx(t *testing.T, signer common.Address, requestID string) uuid.UUID {
+	t.Helper()
+	to := common.HexToAddress("0x0000000000000000000000000000000000000b0b")
+	tx, _, err := r.txm.Store.Create(context.Background(), &txmanager.Intent{ChainID: r.node.ChainID(), From: signer, RequestID: requestID,
+		To: &to, Value: big.NewInt(1), Data: []byte{}, Route: txmanager.RoutePublic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx.ID
+}
+
+// event writes an event of tx into txmanager's feed and numbers it.
+func (r *rig) event(t *testing.T, id uuid.UUID, typ string, data any) {
+	t.Helper()
+	ctx := context.Background()
+	payload, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.txm.Pool.Exec(ctx, `INSERT INTO event (tx_id, type, payload)
+		SELECT $1, $2, $3::jsonb FROM (SELECT pg_advisory_xact_lock_shared($4)) AS writing`, id, typ, string(payload), int64(eventBarrier)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := r.txm.Store.Sequence(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// confirmed writes the event of id ending CONFIRMED (or REVERTED) in the
+// block of receipt.
+func (r *rig) confirmed(t *testing.T, id uuid.UUID, receipt *types.Receipt) {
+	t.Helper()
+	to := "CONFIRMED"
+	if receipt.Status == types.ReceiptStatusFailed {
+		to = "REVERTED"
+	}
+	r.event(t, id, txmanager.EventStateChanged, map[string]any{"from_state": "BROADCASTED", "to_state": to,
+		"hash": receipt.TxHash, "block_number": receipt.BlockNumber.Uint64(), "block_hash": receipt.BlockHash})
+}
+
+// drain steps the consumer until it has booked the whole feed.
+func (r *rig) drain(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		n, err := r.c.Step(ctx)
+		if err != nil {
+			t.Fatalf("step: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// requireTiesOut fails t unless each dev wallet's books equal what the
+// chain moved since genesis.
+func (r *rig) requireTiesOut(t *testing.T, what string) {
+	t.Helper()
+	ctx := context.Background()
+	for w, start := range r.start {
+		now, err := r.node.Client().BalanceAt(ctx, w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		booked, err := r.store.Balance(ctx, ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: w})
+		if errs.Is(err, errs.NotFound) {
+			booked, err = new(big.Int), nil // never booked
+		}
+		if err != nil {
+			t.Fatalf("%s: wallet %s: %v", what, w, err)
+		}
+		if moved := new(big.Int).Sub(now, start); booked.Cmp(moved) != 0 {
+			t.Errorf("%s: wallet %s: the chain moved %s, the books %s", what, w, moved, booked)
+		}
+	}
+}
+
+// The feed's settled transactions are booked from the chain, each once
+// however often the feed is read, and a reorg of a booked block books its
+// reversal: the books tie out to the chain after each.
+func TestTheFeedIsBookedFromTheChain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	a, b, stranger := r.node.Accounts()[0], r.node.Accounts()[1], r.node.Accounts()[5]
+	out := r.tx(t, a.Address, "out")
+	internal := r.tx(t, b.Address, "internal")
+	r.confirmed(t, out, chaintest.Transfer(t, r.node, a.Key, stranger.Address, chaintest.Ether))
+	internalReceipt := chaintest.Transfer(t, r.node, b.Key, a.Address, big.NewInt(12345))
+	r.confirmed(t, internal, internalReceipt)
+	r.drain(t)
+	r.requireTiesOut(t, "after two transfers")
+	if c, err := r.store.Cursor(context.Background(), consumer.Feed); err != nil || c < 4 {
+		t.Errorf("cursor %d %v: want past the 2 INIT and 2 CONFIRMED events", c, err)
+	}
+
+	// A second consumer, and the first again: nothing more is booked.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := r.c.Step(context.Background()); err != nil {
+				t.Errorf("step at the head: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	r.requireTiesOut(t, "after reading the head again")
+
+	// The internal transfer's block leaves the chain.
+	if err := r.node.Reorg(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	r.event(t, internal, txmanager.EventReorged, map[string]any{"hash": internalReceipt.TxHash, "block_number": internalReceipt.BlockNumber.Uint64(),
+		"block_hash": internalReceipt.BlockHash, "from_state": "CONFIRMED", "to_state": "BROADCASTED"})
+	r.drain(t)
+	r.requireTiesOut(t, "after the reorg")
+	key := ledger.TxKey(r.node.ChainID(), internalReceipt.TxHash, internalReceipt.BlockHash)
+	id, _, err := r.store.Journal(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.store.Journal(context.Background(), ledger.ReversalKey(id)); err != nil {
+		t.Errorf("the reversal of journal %d: %v", id, err)
+	}
+}
+
+// A reorg event in the same page as the confirmation it undoes: the page
+// is booked up to the confirmation, and the next step books the reversal.
+// (The node keeps the block here: the feed alone says it left.)
+func TestAReorgInTheSamePageAsItsConfirmation(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	a, stranger := r.node.Accounts()[0], r.node.Accounts()[5]
+	id := r.tx(t, a.Address, "flapping")
+	receipt := chaintest.Transfer(t, r.node, a.Key, stranger.Address, big.NewInt(777))
+	r.confirmed(t, id, receipt)
+	r.event(t, id, txmanager.EventReorged, map[string]any{"hash": receipt.TxHash, "block_number": receipt.BlockNumber.Uint64(),
+		"block_hash": receipt.BlockHash, "from_state": "CONFIRMED", "to_state": "BROADCASTED"})
+	ctx := context.Background()
+	if n, err := r.c.Step(ctx); err != nil || n != 2 {
+		t.Fatalf("first step: %d events, %v; want the INIT and the confirmation", n, err)
+	}
+	if n, err := r.c.Step(ctx); err != nil || n != 1 {
+		t.Fatalf("second step: %d events, %v; want the reorg", n, err)
+	}
+	key := ledger.TxKey(r.node.ChainID(), receipt.TxHash, receipt.BlockHash)
+	jid, _, err := r.store.Journal(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.store.Journal(ctx, ledger.ReversalKey(jid)); err != nil {
+		t.Errorf("the reversal: %v", err)
+	}
+	booked, err := r.store.Balance(ctx, ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: a.Address})
+	if err != nil || booked.Sign() != 0 {
+		t.Errorf("the wallet after the confirmation and its reversal: %v %v, want 0", booked, err)
+	}
+}
+
+// A confirmation the ledger's node cannot read in the block named (here
+// the block left the chain before the ledger got to it) is not booked,
+// and the cursor holds before it: the feed is never skipped.
+func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	a, stranger := r.node.Accounts()[0], r.node.Accounts()[5]
+	id := r.tx(t, a.Address, "gone")
+	receipt := chaintest.Transfer(t, r.node, a.Key, stranger.Address, big.NewInt(777))
+	if err := r.node.Reorg(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	r.confirmed(t, id, receipt)
+	ctx := context.Background()
+	if _, err := r.c.Step(ctx); err == nil {
+		t.Fatal("a confirmation whose block left the chain was booked")
+	}
+	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 0 {
+		t.Errorf("the cursor is at %d (%v) after an unreadable confirmation, want 0", c, err)
+	}
+	r.requireTiesOut(t, "nothing booked")
+}
