@@ -419,6 +419,10 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 		env["RELAYS"] = "devrelay=" + s.relayURL
 		env["RELAY_KEY_FILE"] = s.relayKeyFile
 	}
+	if svc.identity == "ledger" {
+		env["TXMANAGER_URL"] = "https://" + s.internalAddr(serviceIndex("txmanager"))
+		env["CHAIN_RPC"] = strconv.FormatUint(s.chain.ChainID(), 10) + "=" + s.chain.URL()
+	}
 	if svc.identity == "gateway" {
 		env["REDIS_URL"] = s.redisURL
 		env["PUBLIC_ADDR"] = s.cfg.GatewayAddr

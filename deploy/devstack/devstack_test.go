@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,9 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: the admin key: %v", run, err)
 		}
-		requireEndToEnd(t, fmt.Sprintf("http://127.0.0.1:%d", gatewayPort), strings.TrimSpace(string(adminKey)))
+		hashes := requireEndToEnd(t, fmt.Sprintf("http://127.0.0.1:%d", gatewayPort), strings.TrimSpace(string(adminKey)))
+		// The ledger books both from the feed, reading the chain itself.
+		requireBooked(t, databaseURL(t, admin, prefix+"ledger"), hashes)
 
 		cancel()
 		select {
@@ -285,4 +288,15 @@ func dropDatabases(t *testing.T, admin, prefix string) {
 			t.Errorf("drop %s: %v", name, err)
 		}
 	}
+}
+
+// databaseURL is admin's server URL naming database name instead.
+func databaseURL(t *testing.T, admin, name string) string {
+	t.Helper()
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

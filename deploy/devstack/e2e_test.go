@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -61,7 +64,7 @@ func (rc *webhookReceiver) reached(txID, state string) bool {
 // private route (the development relay), waits for both to be CONFIRMED
 // through the gateway's API, and requires each CONFIRMED to arrive by
 // webhook with a valid signature.
-func requireEndToEnd(t *testing.T, gateway, adminKey string) {
+func requireEndToEnd(t *testing.T, gateway, adminKey string) (hashes []common.Hash) {
 	t.Helper()
 	call := func(method, path, body string, headers ...string) (int, []byte) {
 		req, err := http.NewRequest(method, gateway+path, strings.NewReader(body))
@@ -145,6 +148,47 @@ func requireEndToEnd(t *testing.T, gateway, adminKey string) {
 	for route, id := range ids {
 		if got := rc.states[id]; len(got) == 0 || got[0] != "INIT" {
 			t.Errorf("%s transaction's states by webhook: %v, want INIT first, in order", route, got)
+		}
+		_, b := call("GET", "/api/v1/tx/"+id, "")
+		var tx struct{ Hash common.Hash }
+		if err := json.Unmarshal(b, &tx); err != nil || tx.Hash == (common.Hash{}) {
+			t.Fatalf("%s transaction's hash: %s", route, b)
+		}
+		hashes = append(hashes, tx.Hash)
+	}
+	return hashes
+}
+
+// requireBooked waits until the ledger (its database, databaseURL) has
+// booked each transaction as confirmed, with a fee paid.
+func requireBooked(t *testing.T, databaseURL string, hashes []common.Hash) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for _, h := range hashes {
+		for {
+			var fee *string
+			err := conn.QueryRow(ctx, `
+				SELECT sum(e.amount)::text FROM journal j JOIN entry e USING (journal_id) JOIN account a USING (account_id)
+				WHERE j.tx_hash = $1 AND j.kind = 'confirmed' AND a.kind = 'fee_expense'`, h.Bytes()).Scan(&fee)
+			if err != nil {
+				t.Fatalf("read the ledger: %v", err)
+			}
+			if fee != nil && *fee != "0" && !strings.HasPrefix(*fee, "-") {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the ledger has not booked %s with its fee", h)
+			case <-tick.C:
+			}
 		}
 	}
 }

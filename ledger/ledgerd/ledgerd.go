@@ -1,14 +1,26 @@
 // Package ledgerd wires the ledger together: configuration, its database,
-// the mTLS listener the gateway reads balances and statements from, and the
-// operational endpoints. cmd/ledgerd calls Run; tests call it too.
+// the consumer booking txmanager's feed from the ledger's own chain
+// endpoints, the mTLS listener and the operational endpoints. cmd/ledgerd
+// calls Run; tests call it too.
 package ledgerd
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"time"
 
+	"github.com/ethereum/go-ethereum/rpc"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/txfence/txfence/ledger/chain"
+	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/openapi/feed"
+	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/httpclient"
+	"github.com/txfence/txfence/shared/httpserver"
 )
 
 // Config is ledgerd's configuration, from TXFENCE_LEDGER_* variables. Its
@@ -17,6 +29,11 @@ import (
 type Config struct {
 	daemon.Base
 	daemon.Database
+	// TxManagerURL is txmanagerd's internal listener, whose event feed the
+	// ledger books (mutual TLS, as identity ledger).
+	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
+	// ChainRPC is the ledger's own endpoint of each chain it books.
+	ChainRPC ChainRPCs `env:"CHAIN_RPC" required:"true"`
 }
 
 // Spec names ledgerd.
@@ -30,5 +47,33 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer svc.Close()
-	return svc.Serve(ctx)
+
+	api, err := txmanagerapi.NewClientWithResponses(cfg.TxManagerURL,
+		txmanagerapi.WithHTTPClient(httpclient.New(svc.TLS.ClientConfig("txmanager"), httpclient.Options{Timeout: time.Minute})))
+	if err != nil {
+		return err
+	}
+	readers := map[uint64]*chain.Reader{}
+	for id, u := range cfg.ChainRPC {
+		client, err := rpc.DialContext(ctx, u)
+		if err != nil {
+			return fmt.Errorf("chain %d endpoint: %w", id, err)
+		}
+		defer client.Close()
+		readers[id] = chain.NewReader(client, id)
+		svc.HTTP.AddReadyCheck(httpserver.Check{Name: fmt.Sprintf("chain %d", id), Fn: func(ctx context.Context) error {
+			var block string
+			return client.CallContext(ctx, &block, "eth_blockNumber")
+		}})
+	}
+	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "txmanager", Fn: func(ctx context.Context) error {
+		_, err := feed.Read(ctx, api, 0, 1, 0)
+		return err
+	}})
+	c := &consumer.Consumer{Store: postgres.New(svc.DB, svc.Log), API: api, Readers: readers, Log: svc.Log}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.Run(ctx) })
+	g.Go(func() error { return svc.Serve(ctx) })
+	return g.Wait()
 }

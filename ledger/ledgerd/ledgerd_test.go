@@ -1,11 +1,16 @@
 package ledgerd_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/txfence/txfence/ledger/ledgerd"
+	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -15,10 +20,37 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func TestRunServesHealthOverMTLS(t *testing.T) {
 	t.Parallel()
 	pki := servicetest.PKI(t)
+	node := chaintest.Anvil(t, anvil.Options{})
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
 	env := servicetest.Merge(servicetest.TLSEnv(ledgerd.Spec.EnvPrefix, pki, ledgerd.Spec.Identity), map[string]string{
-		ledgerd.Spec.EnvPrefix + "DATABASE_URL": pgtest.URL(t),
+		ledgerd.Spec.EnvPrefix + "DATABASE_URL":  pgtest.URL(t),
+		ledgerd.Spec.EnvPrefix + "TXMANAGER_URL": txm.URL,
+		ledgerd.Spec.EnvPrefix + "CHAIN_RPC":     fmt.Sprintf("%d=%s", node.ChainID(), node.URL()),
 	})
 	servicetest.MigrateTwice(t, ledgerd.Run, env)
 	svc := servicetest.Start(t, ledgerd.Run, nil, env, "internal")
 	servicetest.RequireHealthyOverMTLS(t, svc, pki, "gateway", ledgerd.Spec.Identity)
+}
+
+func TestChainRPCs(t *testing.T) {
+	t.Parallel()
+	var c ledgerd.ChainRPCs
+	if err := c.UnmarshalText([]byte(" 31337=http://127.0.0.1:8545, 1=https://eth.example/v3/secret-key ")); err != nil {
+		t.Fatal(err)
+	}
+	if len(c) != 2 || c[31337] != "http://127.0.0.1:8545" || c[1] != "https://eth.example/v3/secret-key" {
+		t.Errorf("parsed %v", map[uint64]string(c))
+	}
+	if s := c.String(); strings.Contains(s, "secret") || s != "1=https://eth.example/…,31337=http://127.0.0.1:8545" {
+		t.Errorf("shown as %q: want hosts only", s)
+	}
+	for _, bad := range []string{"", "http://127.0.0.1:8545", "0=http://x", "x=http://y", "5=ftp://host", "5=http://a,5=http://b", "7=https://host/key?k=secret,8="} {
+		var c ledgerd.ChainRPCs
+		err := c.UnmarshalText([]byte(bad))
+		if err == nil {
+			t.Errorf("%q: accepted", bad)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: the error shows the secret: %v", bad, err)
+		}
+	}
 }
