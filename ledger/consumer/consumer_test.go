@@ -114,6 +114,27 @@ func (r *rig) confirmed(t *testing.T, id uuid.UUID, receipt *types.Receipt) {
 		"hash": receipt.TxHash, "block_number": receipt.BlockNumber.Uint64(), "block_hash": receipt.BlockHash})
 }
 
+// reorged writes the event re-opening id, whose receipt's block left the
+// chain after it was CONFIRMED.
+func (r *rig) reorged(t *testing.T, id uuid.UUID, receipt *types.Receipt) {
+	t.Helper()
+	r.event(t, id, txmanager.EventReorged, map[string]any{"hash": receipt.TxHash, "block_number": receipt.BlockNumber.Uint64(),
+		"block_hash": receipt.BlockHash, "from_state": "CONFIRMED", "to_state": "BROADCASTED"})
+}
+
+// requireReversed fails t unless the journal booked from receipt has its
+// reversal.
+func (r *rig) requireReversed(t *testing.T, receipt *types.Receipt) {
+	t.Helper()
+	id, _, err := r.store.Journal(context.Background(), ledger.TxKey(r.node.ChainID(), receipt.TxHash, receipt.BlockHash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.store.Journal(context.Background(), ledger.ReversalKey(id)); err != nil {
+		t.Errorf("the reversal of journal %d: %v", id, err)
+	}
+}
+
 // drain steps the consumer until it has booked the whole feed.
 func (r *rig) drain(t *testing.T) {
 	t.Helper()
@@ -187,18 +208,10 @@ func TestTheFeedIsBookedFromTheChain(t *testing.T) {
 	if err := r.node.Reorg(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	r.event(t, internal, txmanager.EventReorged, map[string]any{"hash": internalReceipt.TxHash, "block_number": internalReceipt.BlockNumber.Uint64(),
-		"block_hash": internalReceipt.BlockHash, "from_state": "CONFIRMED", "to_state": "BROADCASTED"})
+	r.reorged(t, internal, internalReceipt)
 	r.drain(t)
 	r.requireTiesOut(t, "after the reorg")
-	key := ledger.TxKey(r.node.ChainID(), internalReceipt.TxHash, internalReceipt.BlockHash)
-	id, _, err := r.store.Journal(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.store.Journal(context.Background(), ledger.ReversalKey(id)); err != nil {
-		t.Errorf("the reversal of journal %d: %v", id, err)
-	}
+	r.requireReversed(t, internalReceipt)
 }
 
 // A reorg event in the same page as the confirmation it undoes: the page
@@ -211,8 +224,7 @@ func TestAReorgInTheSamePageAsItsConfirmation(t *testing.T) {
 	id := r.tx(t, a.Address, "flapping")
 	receipt := chaintest.Transfer(t, r.node, a.Key, stranger.Address, big.NewInt(777))
 	r.confirmed(t, id, receipt)
-	r.event(t, id, txmanager.EventReorged, map[string]any{"hash": receipt.TxHash, "block_number": receipt.BlockNumber.Uint64(),
-		"block_hash": receipt.BlockHash, "from_state": "CONFIRMED", "to_state": "BROADCASTED"})
+	r.reorged(t, id, receipt)
 	ctx := context.Background()
 	if n, err := r.c.Step(ctx); err != nil || n != 2 {
 		t.Fatalf("first step: %d events, %v; want the INIT and the confirmation", n, err)
@@ -220,14 +232,7 @@ func TestAReorgInTheSamePageAsItsConfirmation(t *testing.T) {
 	if n, err := r.c.Step(ctx); err != nil || n != 1 {
 		t.Fatalf("second step: %d events, %v; want the reorg", n, err)
 	}
-	key := ledger.TxKey(r.node.ChainID(), receipt.TxHash, receipt.BlockHash)
-	jid, _, err := r.store.Journal(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.store.Journal(ctx, ledger.ReversalKey(jid)); err != nil {
-		t.Errorf("the reversal: %v", err)
-	}
+	r.requireReversed(t, receipt)
 	booked, err := r.store.Balance(ctx, ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: a.Address})
 	if err != nil || booked.Sign() != 0 {
 		t.Errorf("the wallet after the confirmation and its reversal: %v %v, want 0", booked, err)
