@@ -48,6 +48,13 @@ type Consumer struct {
 	wallets map[postgres.WalletKey]bool
 }
 
+func (c *Consumer) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
+}
+
 // IsWallet reports whether addr is one of the ledger's wallets on chain.
 func (c *Consumer) IsWallet(chainID uint64, addr common.Address) bool {
 	c.mu.Lock()
@@ -119,6 +126,20 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		if err == errBookFirst {
 			break // the page is booked up to here; the next Step goes on
 		}
+		if errs.Is(err, errs.Conflict) {
+			// The receipt is not in the block the event names. When the
+			// feed says later that the block left the chain, there is
+			// nothing to book; otherwise the node may be behind: wait.
+			undone, lerr := c.undoneLater(ctx, ev)
+			if lerr != nil {
+				return 0, lerr
+			}
+			if undone {
+				c.log().Info("ledger: a settlement was undone by a reorg before it could be read; nothing to book",
+					"seq", ev.Seq, "tx_id", fmt.Sprint(ev.TxId))
+				err = nil
+			}
+		}
 		if err != nil {
 			return 0, fmt.Errorf("event %d (%s of tx %s): %w", ev.Seq, ev.Type, ev.TxId, err)
 		}
@@ -135,6 +156,36 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return int(to - cursor), nil
+}
+
+// undoneLater reports whether the feed, after settlement event ev,
+// holds a tx.reorged of the same transaction and block: the settlement was
+// undone. It reads the feed up to its head, without waiting.
+func (c *Consumer) undoneLater(ctx context.Context, ev components.Event) (bool, error) {
+	var settled stateChanged
+	if err := json.Unmarshal(ev.Data, &settled); err != nil || settled.BlockHash == nil {
+		return false, err
+	}
+	after := uint64(ev.Seq)
+	for {
+		page, err := feed.Read(ctx, c.API, after, 500, 0)
+		if err != nil || len(page.Events) == 0 {
+			return false, err
+		}
+		for _, later := range page.Events {
+			if later.Type != components.EventTxReorged || later.TxId != ev.TxId {
+				continue
+			}
+			var d reorged
+			if err := json.Unmarshal(later.Data, &d); err != nil {
+				return false, err
+			}
+			if d.BlockHash == *settled.BlockHash {
+				return true, nil
+			}
+		}
+		after = uint64(page.Events[len(page.Events)-1].Seq)
+	}
 }
 
 // errBookFirst says an event needs what the page before it books: a
@@ -211,10 +262,7 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, pending 
 // growing pause, up to a minute; a failure that lasts a minute is logged as
 // an alert, once, and a line says when the feed moves again.
 func (c *Consumer) Run(ctx context.Context) error {
-	log := c.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := c.log()
 	pause, failingSince, alerted := time.Duration(0), time.Time{}, false
 	for ctx.Err() == nil {
 		_, err := c.Step(ctx)

@@ -241,7 +241,8 @@ func TestAReorgInTheSamePageAsItsConfirmation(t *testing.T) {
 
 // A confirmation the ledger's node cannot read in the block named (here
 // the block left the chain before the ledger got to it) is not booked,
-// and the cursor holds before it: the feed is never skipped.
+// and the cursor holds before it: the feed is never skipped, until the
+// feed itself says the block left.
 func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -260,4 +261,16 @@ func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
 		t.Errorf("the cursor is at %d (%v) after an unreadable confirmation, want 0", c, err)
 	}
 	r.requireTiesOut(t, "nothing booked")
+
+	// Once the feed says the block left the chain, the settlement is
+	// known to be undone: both events pass, and nothing is booked.
+	r.reorged(t, id, receipt)
+	r.drain(t)
+	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 3 {
+		t.Errorf("the cursor is at %d (%v), want past the INIT, the confirmation and the reorg", c, err)
+	}
+	if _, _, err := r.store.Journal(ctx, ledger.TxKey(r.node.ChainID(), receipt.TxHash, receipt.BlockHash)); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a journal from the undone settlement: %v", err)
+	}
+	r.requireTiesOut(t, "after the reorg event")
 }
