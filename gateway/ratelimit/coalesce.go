@@ -108,13 +108,8 @@ func (l *Limiter) callRedis(ctx context.Context, k queueKey, n int) ([]Decision,
 	ctx, cancel := context.WithTimeout(ctx, l.opts.RedisTimeout)
 	defer cancel()
 	limit := redis_rate.Limit{Rate: k.limit.Rate, Burst: k.limit.Burst, Period: k.limit.Period}
-	var res *redis_rate.Result
-	var err error
-	if n == 1 {
-		res, err = l.rate.Allow(ctx, l.opts.Prefix+k.key, limit)
-	} else {
-		res, err = l.rate.AllowAtMost(ctx, l.opts.Prefix+k.key, limit, n)
-	}
+	// For one request AllowAtMost is Allow: a whole token or none.
+	res, err := l.rate.AllowAtMost(ctx, l.opts.Prefix+k.key, limit, n)
 	if err != nil {
 		return nil, err
 	}

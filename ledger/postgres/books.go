@@ -118,14 +118,11 @@ func (s *Store) flushPosts(posts []*pendingPost) {
 	defer cancel()
 	ids, err := s.insertJournals(ctx, posts)
 	for _, p := range posts {
-		id, ok := ids[p.j.Key]
-		switch {
-		case err != nil:
+		if err != nil {
 			p.done <- postResult{alone: true}
-		case ok && id.hash == p.hash:
-			delete(ids, p.j.Key) // a repeat later in the batch is a replay
-			p.done <- postResult{id: id.id}
-		default:
+		} else if id, ok := ids.claim(p); ok {
+			p.done <- postResult{id: id}
+		} else {
 			p.done <- postResult{taken: true}
 		}
 	}
@@ -137,8 +134,8 @@ func (s *Store) postAlone(ctx context.Context, p *pendingPost) (Posted, error) {
 	if err != nil {
 		return Posted{}, s.classify(err, p.j)
 	}
-	if id, ok := ids[p.j.Key]; ok {
-		return Posted{JournalID: id.id, Created: true}, nil
+	if id, ok := ids.claim(p); ok {
+		return Posted{JournalID: id, Created: true}, nil
 	}
 	out, err := s.booked(ctx, p.j.Key, p.hash)
 	if err != nil {
@@ -153,11 +150,26 @@ type newJournal struct {
 	hash [32]byte
 }
 
+// writtenJournals are the journals a transaction wrote, by key.
+type writtenJournals map[string]newJournal
+
+// claim returns the id of p's journal when p is the one written under its
+// key, once: of two postings of one key, the second is not (a replay, or a
+// conflict, for its caller to find out).
+func (w writtenJournals) claim(p *pendingPost) (int64, bool) {
+	j, ok := w[p.j.Key]
+	if !ok || j.hash != p.hash {
+		return 0, false
+	}
+	delete(w, p.j.Key)
+	return j.id, true
+}
+
 // insertJournals writes the journals whose keys are free, with their
 // entries, in one transaction (contention retried), and returns them by
 // key. Of two journals with one key, the first is written.
-func (s *Store) insertJournals(ctx context.Context, posts []*pendingPost) (map[string]newJournal, error) {
-	var out map[string]newJournal
+func (s *Store) insertJournals(ctx context.Context, posts []*pendingPost) (writtenJournals, error) {
+	var out writtenJournals
 	var made map[ledger.AccountKey]int64
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var err error
@@ -174,7 +186,7 @@ func (s *Store) insertJournals(ctx context.Context, posts []*pendingPost) (map[s
 // writeJournals writes, in tx, the journals whose keys are free, with
 // their accounts and entries; made are the accounts read or made in tx,
 // for cacheAccounts once it commits.
-func (s *Store) writeJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost) (written map[string]newJournal, made map[ledger.AccountKey]int64, err error) {
+func (s *Store) writeJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost) (written writtenJournals, made map[ledger.AccountKey]int64, err error) {
 	var legs []ledger.Leg
 	for _, p := range posts {
 		legs = append(legs, p.j.Legs...)
@@ -254,7 +266,7 @@ func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (i
 
 // writeRows writes, in tx, the journals whose keys are free and their
 // entries, in two statements.
-func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[ledger.AccountKey]int64) (map[string]newJournal, error) {
+func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[ledger.AccountKey]int64) (writtenJournals, error) {
 	n := len(posts)
 	kinds, keys, statuses, memos := make([]string, n), make([]string, n), make([]*string, n), make([]string, n)
 	hashes, txHashes, blockHashes := make([][]byte, n), make([][]byte, n), make([][]byte, n)
@@ -290,7 +302,7 @@ func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[led
 	if err != nil {
 		return nil, err
 	}
-	written := make(map[string]newJournal, n)
+	written := make(writtenJournals, n)
 	for rows.Next() {
 		var key string
 		var j newJournal

@@ -80,9 +80,8 @@ func (s *Store) BookFeed(ctx context.Context, feed string, from, to uint64, sign
 		made = fresh
 		out = make([]Posted, len(posts))
 		for i, p := range posts {
-			if w, ok := written[p.j.Key]; ok && w.hash == p.hash {
-				delete(written, p.j.Key) // a repeat later in the run is a replay
-				out[i] = Posted{JournalID: w.id, Created: true}
+			if id, ok := written.claim(p); ok {
+				out[i] = Posted{JournalID: id, Created: true}
 				continue
 			}
 			if out[i], err = bookedIn(ctx, tx, p.j.Key, p.hash); err != nil {
