@@ -40,12 +40,15 @@ const (
 	Suspense AccountKind = "suspense"
 	// DepositSource is an outside address that sent a wallet a deposit.
 	DepositSource AccountKind = "deposit_source"
+	// OpeningBalance is the other side of a wallet's opening: what the
+	// wallet held on chain before the ledger booked its movements.
+	OpeningBalance AccountKind = "opening_balance"
 )
 
 // Valid reports whether k is one of the kinds.
 func (k AccountKind) Valid() bool {
 	switch k {
-	case Wallet, FeeExpense, Counterparty, InTransit, Suspense, DepositSource:
+	case Wallet, FeeExpense, Counterparty, InTransit, Suspense, DepositSource, OpeningBalance:
 		return true
 	}
 	return false
@@ -63,12 +66,13 @@ const (
 	Reconciliation JournalKind = "reconciliation" // a difference with the chain, into suspense
 	TransitOut     JournalKind = "transit_out"    // a rebalancing's source leg
 	TransitIn      JournalKind = "transit_in"     // a rebalancing's destination leg
+	Opening        JournalKind = "opening"        // a wallet's chain balances when the ledger began booking it
 )
 
 // Valid reports whether k is one of the kinds.
 func (k JournalKind) Valid() bool {
 	switch k {
-	case Confirmed, Reverted, Reversal, Deposit, Reconciliation, TransitOut, TransitIn:
+	case Confirmed, Reverted, Reversal, Deposit, Reconciliation, TransitOut, TransitIn, Opening:
 		return true
 	}
 	return false

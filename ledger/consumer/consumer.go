@@ -78,7 +78,7 @@ func (c *Consumer) loadWallets(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.wallets = make(map[postgres.WalletKey]bool, len(ws))
 	for _, w := range ws {
-		c.wallets[w] = true
+		c.wallets[w.WalletKey] = true
 	}
 	return nil
 }

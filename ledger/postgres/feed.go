@@ -31,17 +31,37 @@ type WalletKey struct {
 	Address common.Address
 }
 
+// Wallet is a wallet in the registry.
+type Wallet struct {
+	WalletKey
+	// Opened is the block at which the wallet was opened: its balances
+	// then are booked by its opening journal, and the ledger books its
+	// movements in later blocks. nil until the scanner opens it.
+	Opened *ledger.Block
+}
+
+// BooksAt reports whether the ledger books w's movements in block number:
+// w has been opened before it.
+func (w Wallet) BooksAt(number uint64) bool { return w.Opened != nil && w.Opened.Number < number }
+
 // Wallets reads the wallet registry.
-func (s *Store) Wallets(ctx context.Context) ([]WalletKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT chain_id, address FROM wallet ORDER BY chain_id, address`)
+func (s *Store) Wallets(ctx context.Context) ([]Wallet, error) {
+	rows, err := s.pool.Query(ctx, `SELECT chain_id, address, opened_block, opened_hash FROM wallet ORDER BY chain_id, address`)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (WalletKey, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Wallet, error) {
 		var chain int64
-		var addr []byte
-		err := row.Scan(&chain, &addr)
-		return WalletKey{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}, err
+		var addr, openedHash []byte
+		var openedBlock *int64
+		if err := row.Scan(&chain, &addr, &openedBlock, &openedHash); err != nil {
+			return Wallet{}, err
+		}
+		w := Wallet{WalletKey: WalletKey{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}}
+		if openedBlock != nil {
+			w.Opened = &ledger.Block{Number: uint64(*openedBlock), Hash: common.BytesToHash(openedHash)}
+		}
+		return w, nil
 	})
 }
 

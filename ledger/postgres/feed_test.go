@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 
@@ -52,7 +51,7 @@ func TestBookFeedMovesTheCursorWithItsJournals(t *testing.T) {
 	if c, err := s.Cursor(ctx, feed); err != nil || c != 17 {
 		t.Errorf("cursor %d %v, want 17", c, err)
 	}
-	if w, err := s.Wallets(ctx); err != nil || !slices.Equal(w, signers) {
+	if w, err := s.Wallets(ctx); err != nil || len(w) != 1 || w[0].WalletKey != signers[0] || w[0].Opened != nil {
 		t.Errorf("wallets %v %v, want the signer", w, err)
 	}
 	if _, err := s.BookFeed(ctx, feed, 0, 17, signers, run); !errs.Is(err, errs.Conflict) {
