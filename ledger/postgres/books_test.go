@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"math/rand/v2"
 	"strings"
@@ -15,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
 )
 
 const chain = 31337
@@ -30,9 +29,7 @@ var (
 
 func books(t testing.TB) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := pgtest.Migrated(t, postgres.Migrations)
-	t.Cleanup(func() { requireConservation(t, pool) })
-	return postgres.New(pool, slog.New(slog.DiscardHandler)), pool
+	return ledgertest.Store(t)
 }
 
 func acct(kind ledger.AccountKind, asset string, addr common.Address) ledger.AccountKey {
@@ -59,33 +56,6 @@ func balance(t testing.TB, s *postgres.Store, k ledger.AccountKey) *big.Int {
 		t.Fatalf("balance of %s: %v", k, err)
 	}
 	return b
-}
-
-// requireConservation checks what must hold after any test: every
-// journal sums to zero in each asset, so every asset sums to zero over the
-// whole ledger, and every balance is the sum of its account's entries.
-func requireConservation(t testing.TB, pool *pgxpool.Pool) {
-	t.Helper()
-	ctx := context.Background()
-	var unbalanced, offAssets, offBalances int
-	err := pool.QueryRow(ctx, `
-		SELECT
-			(SELECT count(*) FROM (SELECT 1 FROM entry e JOIN account a USING (account_id)
-				GROUP BY e.journal_id, a.asset HAVING sum(e.amount) <> 0) j),
-			(SELECT count(*) FROM (SELECT 1 FROM entry e JOIN account a USING (account_id)
-				GROUP BY a.chain_id, a.asset HAVING sum(e.amount) <> 0) g),
-			(SELECT count(*) FROM account a
-				LEFT JOIN balance b USING (account_id)
-				LEFT JOIN (SELECT account_id, sum(amount) AS total FROM entry GROUP BY account_id) e USING (account_id)
-				WHERE coalesce(b.amount, 0) <> coalesce(e.total, 0))`).Scan(&unbalanced, &offAssets, &offBalances)
-	if err != nil {
-		t.Errorf("check conservation: %v", err)
-		return
-	}
-	if unbalanced+offAssets+offBalances != 0 {
-		t.Errorf("conservation broken: %d journal-assets unbalanced, %d assets not summing to zero, %d balances not the sum of their entries",
-			unbalanced, offAssets, offBalances)
-	}
 }
 
 func TestPostBooksAndReplaysAreNoOps(t *testing.T) {
