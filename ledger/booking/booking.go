@@ -18,9 +18,12 @@ import (
 // TransferTopic is the first topic of an ERC-20 Transfer(address,address,uint256) log.
 var TransferTopic = crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
 
-// Wallets says which addresses of a chain are wallets: the ledger's own.
+// Wallets says which addresses of a chain are wallets the ledger books in a
+// block: its own, opened before that block. Before its opening, whatever a
+// wallet did is in its opening balance, so it is booked as any other
+// address would be.
 type Wallets interface {
-	IsWallet(chainID uint64, addr common.Address) bool
+	BooksAt(chainID uint64, addr common.Address, block uint64) bool
 }
 
 // Settled is a transaction of ours as the chain settled it.
@@ -59,25 +62,22 @@ func (s *Settled) Fee() *big.Int {
 
 // Journal books a settled transaction: CONFIRMED (status 1) books the
 // value leg, the fee leg and every ERC-20 Transfer log touching a wallet;
-// REVERTED (status 0) the fee leg only. It returns nil when nothing moved
-// (a reverted transaction that paid no fee).
+// REVERTED (status 0) the fee leg only. Only legs that move a wallet are
+// booked: a fee paid by a sender that is not (yet) a booked wallet is no
+// expense of ours. It returns nil when nothing moved a wallet.
 func Journal(s *Settled, wallets Wallets) *ledger.Journal {
 	r := s.Receipt
-	b := builder{chainID: s.ChainID, wallets: wallets}
+	b := builder{chainID: s.ChainID, block: r.BlockNumber.Uint64(), wallets: wallets}
 	kind, status := ledger.Confirmed, "success"
 	if r.Status != types.ReceiptStatusSuccessful {
 		kind, status = ledger.Reverted, "reverted"
 	}
 	// The fee leg: the sender's gas, to its fee expense.
-	b.move(ledger.Native, b.wallet(s.From), b.account(ledger.FeeExpense, ledger.Native, s.From), s.Fee())
+	b.move(ledger.Native, b.party(ledger.Native, s.From), b.account(ledger.FeeExpense, ledger.Native, s.From), s.Fee())
 	if kind == ledger.Confirmed {
 		// The value leg: to a wallet of ours, or to the counterparty (the
 		// contract created, for a creation).
-		to := r.ContractAddress
-		if s.To != nil {
-			to = *s.To
-		}
-		b.move(ledger.Native, b.wallet(s.From), b.party(ledger.Native, to), s.Value)
+		b.move(ledger.Native, b.party(ledger.Native, s.From), b.party(ledger.Native, s.Recipient()), s.Value)
 		for _, l := range r.Logs {
 			b.transferLog(l)
 		}
@@ -101,9 +101,32 @@ func Reverse(id int64, j *ledger.Journal) *ledger.Journal {
 		Block: j.Block, Status: j.Status, Reverses: id, Legs: legs}
 }
 
+// Recipient is where the value went: the recipient, or the contract a
+// creation made.
+func (s *Settled) Recipient() common.Address {
+	if s.To != nil {
+		return *s.To
+	}
+	return s.Receipt.ContractAddress
+}
+
+// Parties are the addresses a settled transaction's journal may move: its
+// sender, its recipient, and both ends of its token transfers. The caller
+// makes sure it knows which of them are wallets before booking.
+func (s *Settled) Parties() []common.Address {
+	out := []common.Address{s.From, s.Recipient()}
+	for _, l := range s.Receipt.Logs {
+		if from, to, _, ok := transferOf(l); ok {
+			out = append(out, from, to)
+		}
+	}
+	return out
+}
+
 // builder collects a journal's legs.
 type builder struct {
 	chainID uint64
+	block   uint64
 	wallets Wallets
 	legs    []ledger.Leg
 }
@@ -112,23 +135,19 @@ func (b *builder) account(kind ledger.AccountKind, asset string, addr common.Add
 	return ledger.AccountKey{ChainID: b.chainID, Asset: asset, Kind: kind, Address: addr}
 }
 
-func (b *builder) wallet(addr common.Address) ledger.AccountKey {
-	return b.account(ledger.Wallet, ledger.Native, addr)
-}
-
 // party is addr's account for asset: its wallet when it is one of ours,
 // else its counterparty account.
 func (b *builder) party(asset string, addr common.Address) ledger.AccountKey {
-	if b.wallets.IsWallet(b.chainID, addr) {
+	if b.wallets.BooksAt(b.chainID, addr, b.block) {
 		return b.account(ledger.Wallet, asset, addr)
 	}
 	return b.account(ledger.Counterparty, asset, addr)
 }
 
 // move books amount of asset from one account to another; nothing for a
-// zero amount, or between an account and itself.
+// zero amount, between an account and itself, or when neither is a wallet.
 func (b *builder) move(asset string, from, to ledger.AccountKey, amount *big.Int) {
-	if amount == nil || amount.Sign() == 0 || from == to {
+	if amount == nil || amount.Sign() == 0 || from == to || (from.Kind != ledger.Wallet && to.Kind != ledger.Wallet) {
 		return
 	}
 	from.Asset, to.Asset = asset, asset
@@ -139,13 +158,18 @@ func (b *builder) move(asset string, from, to ledger.AccountKey, amount *big.Int
 // any other shape (ERC-721's Transfer has a fourth topic and no data) are
 // not token amounts and are left out.
 func (b *builder) transferLog(l *types.Log) {
-	if len(l.Topics) != 3 || l.Topics[0] != TransferTopic || len(l.Data) != 32 {
-		return
-	}
-	from, to := common.BytesToAddress(l.Topics[1][12:]), common.BytesToAddress(l.Topics[2][12:])
-	if !b.wallets.IsWallet(b.chainID, from) && !b.wallets.IsWallet(b.chainID, to) {
+	from, to, amount, ok := transferOf(l)
+	if !ok {
 		return
 	}
 	asset := strings.ToLower(l.Address.Hex())
-	b.move(asset, b.party(asset, from), b.party(asset, to), new(big.Int).SetBytes(l.Data))
+	b.move(asset, b.party(asset, from), b.party(asset, to), amount)
+}
+
+// transferOf reads an ERC-20 Transfer log.
+func transferOf(l *types.Log) (from, to common.Address, amount *big.Int, ok bool) {
+	if len(l.Topics) != 3 || l.Topics[0] != TransferTopic || len(l.Data) != 32 {
+		return from, to, nil, false
+	}
+	return common.BytesToAddress(l.Topics[1][12:]), common.BytesToAddress(l.Topics[2][12:]), new(big.Int).SetBytes(l.Data), true
 }

@@ -25,7 +25,9 @@ var (
 
 type walletSet map[common.Address]bool
 
-func (w walletSet) IsWallet(chainID uint64, a common.Address) bool { return chainID == chain && w[a] }
+func (w walletSet) BooksAt(chainID uint64, a common.Address, _ uint64) bool {
+	return chainID == chain && w[a]
+}
 
 var wallets = walletSet{ours: true, alsoOurs: true}
 
@@ -205,5 +207,42 @@ func TestAReversalNegatesTheJournal(t *testing.T) {
 	}
 	if rev.Legs[0].Amount == j.Legs[0].Amount {
 		t.Error("the reversal shares the original's amounts")
+	}
+}
+
+// openedAt books each wallet from the block after its opening.
+type openedAt map[common.Address]uint64
+
+func (o openedAt) BooksAt(chainID uint64, a common.Address, block uint64) bool {
+	opened, ok := o[a]
+	return chainID == chain && ok && opened < block
+}
+
+func TestAWalletIsBookedOnlyAfterItsOpening(t *testing.T) {
+	to := alsoOurs
+	settled := &booking.Settled{ChainID: chain, From: ours, To: &to, Value: big.NewInt(1000), Receipt: receipt(1, 21000, 1)} // block 7
+	// The sender's opening at block 7 holds this transaction already; the
+	// recipient opened before it: only the arrival is booked, from the
+	// sender as a counterparty, and no fee.
+	j := booking.Journal(settled, openedAt{ours: 7, alsoOurs: 6})
+	equal(t, "sender opened at the block", balances(t, j), map[string]string{
+		key(ledger.Counterparty, ledger.Native, ours): "-1000", key(ledger.Wallet, ledger.Native, alsoOurs): "1000",
+	})
+	if j := booking.Journal(settled, openedAt{ours: 7, alsoOurs: 9}); j != nil {
+		t.Errorf("both wallets' openings hold the transaction, yet it books %+v", j.Legs)
+	}
+	j = booking.Journal(settled, openedAt{ours: 6, alsoOurs: 6})
+	equal(t, "both opened before", balances(t, j), map[string]string{
+		key(ledger.Wallet, ledger.Native, ours): "-22000", key(ledger.Wallet, ledger.Native, alsoOurs): "1000",
+		key(ledger.FeeExpense, ledger.Native, ours): "21000",
+	})
+}
+
+func TestPartiesNameEveryAddressAJournalMayMove(t *testing.T) {
+	to := tokenAddr
+	s := &booking.Settled{ChainID: chain, From: ours, To: &to, Value: big.NewInt(0),
+		Receipt: receipt(1, 21000, 1, transferLog(stranger, alsoOurs, big.NewInt(5)))}
+	if got, want := s.Parties(), []common.Address{ours, tokenAddr, stranger, alsoOurs}; !slices.Equal(got, want) {
+		t.Errorf("parties %v, want %v", got, want)
 	}
 }

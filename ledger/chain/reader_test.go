@@ -41,7 +41,7 @@ var revertingInit = common.FromHex("0x60006000fd")
 
 type walletSet map[common.Address]bool
 
-func (w walletSet) IsWallet(_ uint64, a common.Address) bool { return w[a] }
+func (w walletSet) BooksAt(_ uint64, a common.Address, _ uint64) bool { return w[a] }
 
 // A chain's transactions, read from the node and booked, leave every
 // wallet's books equal to its balance on chain, to the wei: transfers out

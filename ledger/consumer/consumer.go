@@ -10,6 +10,7 @@ package consumer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -44,8 +45,10 @@ type Consumer struct {
 	PageSize int
 	Wait     time.Duration
 
-	mu      sync.Mutex
-	wallets map[postgres.WalletKey]bool
+	mu sync.Mutex
+	// wallets is the registry: each wallet's opening block, nil until the
+	// scanner opens it.
+	wallets map[postgres.WalletKey]*ledger.Block
 }
 
 func (c *Consumer) log() *slog.Logger {
@@ -55,19 +58,52 @@ func (c *Consumer) log() *slog.Logger {
 	return c.Log
 }
 
-// IsWallet reports whether addr is one of the ledger's wallets on chain.
-func (c *Consumer) IsWallet(chainID uint64, addr common.Address) bool {
+// BooksAt reports whether addr is a wallet of chain opened before block:
+// one whose movements in block the ledger books.
+func (c *Consumer) BooksAt(chainID uint64, addr common.Address, block uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.wallets[postgres.WalletKey{ChainID: chainID, Address: addr}]
+	opened := c.wallets[postgres.WalletKey{ChainID: chainID, Address: addr}]
+	return opened != nil && opened.Number < block
 }
 
-// loadWallets reads the wallet registry once.
-func (c *Consumer) loadWallets(ctx context.Context) error {
+// pageBooking is what a page being booked has made so far.
+type pageBooking struct {
+	keys    map[string]bool             // journals
+	signers map[postgres.WalletKey]bool // wallets it registers
+}
+
+// unopened returns the first of addrs that is a wallet of chain not opened
+// yet (registered, or being registered by page), reading the registry
+// again before it answers so.
+func (c *Consumer) unopened(ctx context.Context, chainID uint64, addrs []common.Address, page *pageBooking) (common.Address, bool, error) {
+	find := func() (common.Address, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, a := range addrs {
+			w := postgres.WalletKey{ChainID: chainID, Address: a}
+			if opened, ok := c.wallets[w]; (ok && opened == nil) || (!ok && page.signers[w]) {
+				return a, true
+			}
+		}
+		return common.Address{}, false
+	}
+	if _, ok := find(); !ok {
+		return common.Address{}, false, nil
+	}
+	if err := c.loadWallets(ctx, true); err != nil {
+		return common.Address{}, false, err
+	}
+	a, ok := find()
+	return a, ok, nil
+}
+
+// loadWallets reads the wallet registry: once, or again when reload.
+func (c *Consumer) loadWallets(ctx context.Context, reload bool) error {
 	c.mu.Lock()
 	loaded := c.wallets != nil
 	c.mu.Unlock()
-	if loaded {
+	if loaded && !reload {
 		return nil
 	}
 	ws, err := c.Store.Wallets(ctx)
@@ -76,9 +112,9 @@ func (c *Consumer) loadWallets(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.wallets = make(map[postgres.WalletKey]bool, len(ws))
+	c.wallets = make(map[postgres.WalletKey]*ledger.Block, len(ws))
 	for _, w := range ws {
-		c.wallets[w.WalletKey] = true
+		c.wallets[w.WalletKey] = w.Opened
 	}
 	return nil
 }
@@ -87,7 +123,7 @@ func (c *Consumer) loadWallets(ctx context.Context) error {
 // read. On an error nothing of the page is booked: the next Step reads it
 // again.
 func (c *Consumer) Step(ctx context.Context) (int, error) {
-	if err := c.loadWallets(ctx); err != nil {
+	if err := c.loadWallets(ctx, false); err != nil {
 		return 0, err
 	}
 	cursor, err := c.Store.Cursor(ctx, Feed)
@@ -101,30 +137,48 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if wait <= 0 {
 		wait = 10 * time.Second
 	}
+	readAt := time.Now()
 	page, err := feed.Read(ctx, c.API, cursor, size, wait)
-	if err != nil || len(page.Events) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	// A read that found fewer events than it could take saw every event
+	// committed before it began: once they are booked, the feed is caught
+	// up to then (the scanner waits for that; see postgres.MarkCaughtUp).
+	atHead := len(page.Events) < size
+	if len(page.Events) == 0 {
+		return 0, c.Store.MarkCaughtUp(ctx, Feed, readAt)
 	}
 	// Every signer is a wallet from its first event on, before anything of
 	// the page is booked: a payment between two of them is internal.
+	// The registry in memory learns them once they are booked.
 	var signers []postgres.WalletKey
+	p := &pageBooking{keys: map[string]bool{}, signers: map[postgres.WalletKey]bool{}}
 	c.mu.Lock()
 	for _, ev := range page.Events {
 		w := postgres.WalletKey{ChainID: uint64(ev.ChainId), Address: common.HexToAddress(ev.Signer)}
-		if !c.wallets[w] {
-			c.wallets[w] = true
+		if _, known := c.wallets[w]; !known && !p.signers[w] {
+			p.signers[w] = true
 			signers = append(signers, w)
 		}
 	}
 	c.mu.Unlock()
 
 	var journals []*ledger.Journal
-	pending := map[string]bool{} // keys booked by this page
 	to := cursor
 	for _, ev := range page.Events {
-		j, err := c.journalFor(ctx, ev, pending)
+		j, err := c.journalFor(ctx, ev, p)
 		if err == errBookFirst {
+			atHead = false
 			break // the page is booked up to here; the next Step goes on
+		}
+		var wait *waitOpening
+		if errors.As(err, &wait) {
+			if to > cursor {
+				atHead = false
+				break // book what comes before; the next Step waits
+			}
+			return 0, errs.Wrap(errs.Unavailable, fmt.Sprintf("event %d", ev.Seq), err)
 		}
 		if errs.Is(err, errs.Conflict) {
 			// The receipt is not in the block the event names. When the
@@ -145,7 +199,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 		if j != nil {
 			journals = append(journals, j)
-			pending[j.Key] = true
+			p.keys[j.Key] = true
 		}
 		to = uint64(ev.Seq)
 	}
@@ -154,6 +208,18 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	}
 	if _, err := c.Store.BookFeed(ctx, Feed, cursor, to, signers, journals); err != nil {
 		return 0, err
+	}
+	c.mu.Lock()
+	for _, w := range signers {
+		if _, known := c.wallets[w]; !known {
+			c.wallets[w] = nil
+		}
+	}
+	c.mu.Unlock()
+	if atHead {
+		if err := c.Store.MarkCaughtUp(ctx, Feed, readAt); err != nil {
+			return 0, err
+		}
 	}
 	return int(to - cursor), nil
 }
@@ -192,6 +258,18 @@ func (c *Consumer) undoneLater(ctx context.Context, ev components.Event) (bool, 
 // reversal of a journal the same page made.
 var errBookFirst = fmt.Errorf("book the events before this one first")
 
+// waitOpening says a settled transaction moves a wallet the scanner has
+// not opened yet: which of its legs are the wallet's depends on the block
+// it is opened at.
+type waitOpening struct {
+	chainID uint64
+	wallet  common.Address
+}
+
+func (w *waitOpening) Error() string {
+	return fmt.Sprintf("waiting for the scanner to open wallet %s of chain %d", w.wallet.Hex(), w.chainID)
+}
+
 // stateChanged and reorged are the parts of the events' data the ledger
 // reads.
 type stateChanged struct {
@@ -215,7 +293,7 @@ func final(state, reason string) bool {
 
 // journalFor is what ev books: a settled transaction's journal, a
 // reversal, or nil.
-func (c *Consumer) journalFor(ctx context.Context, ev components.Event, pending map[string]bool) (*ledger.Journal, error) {
+func (c *Consumer) journalFor(ctx context.Context, ev components.Event, page *pageBooking) (*ledger.Journal, error) {
 	chainID := uint64(ev.ChainId)
 	switch ev.Type {
 	case components.EventTxStateChanged:
@@ -234,6 +312,12 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, pending 
 		if err != nil {
 			return nil, err
 		}
+		if w, ok, err := c.unopened(ctx, chainID, s.Parties(), page); err != nil || ok {
+			if err == nil {
+				err = &waitOpening{chainID: chainID, wallet: w}
+			}
+			return nil, err
+		}
 		return booking.Journal(s, c), nil
 	case components.EventTxReorged:
 		var d reorged
@@ -243,7 +327,7 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, pending 
 		// The reason is not in a reorg's data; a booked journal says what
 		// was final.
 		key := ledger.TxKey(chainID, d.Hash, d.BlockHash)
-		if pending[key] {
+		if page.keys[key] {
 			return nil, errBookFirst
 		}
 		id, j, err := c.Store.Journal(ctx, key)

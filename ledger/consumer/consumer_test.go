@@ -12,10 +12,12 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/consumer"
+	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/anvil"
@@ -40,6 +42,7 @@ type rig struct {
 	node  *anvil.Node
 	txm   *txmanagertest.Server
 	store *postgres.Store
+	pool  *pgxpool.Pool
 	c     *consumer.Consumer
 	start map[common.Address]*big.Int
 }
@@ -53,8 +56,8 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.New(pgtest.Migrated(t, postgres.Migrations), slog.New(slog.DiscardHandler))
-	r := &rig{node: node, txm: txm, store: store, start: map[common.Address]*big.Int{},
+	store, pool := ledgertest.Store(t)
+	r := &rig{node: node, txm: txm, store: store, pool: pool, start: map[common.Address]*big.Int{},
 		c: &consumer.Consumer{Store: store, API: api, Readers: map[uint64]*chain.Reader{node.ChainID(): chain.NewReader(node.RPC(), node.ChainID())},
 			Log: slog.New(slog.DiscardHandler), Wait: time.Second}}
 	for _, a := range node.Accounts()[:2] {
@@ -63,8 +66,42 @@ func newRig(t *testing.T) *rig {
 			t.Fatal(err)
 		}
 		r.start[a.Address] = b
+		r.open(t, a.Address, 0)
 	}
 	return r
+}
+
+// open opens wallet at block number, as the scanner does: its balance
+// there is booked as its opening, and its movements after it are the
+// ledger's to book.
+func (r *rig) open(t *testing.T, wallet common.Address, number uint64) {
+	t.Helper()
+	ctx := context.Background()
+	block, err := r.node.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(number))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.pool.Exec(ctx, `
+		INSERT INTO wallet (chain_id, address, source, opened_block, opened_hash) VALUES ($1, $2, 'configured', $3, $4)
+		ON CONFLICT (chain_id, address) DO UPDATE SET opened_block = $3, opened_hash = $4`,
+		int64(r.node.ChainID()), wallet.Bytes(), int64(number), block.Hash().Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	held, err := r.node.Client().BalanceAt(ctx, wallet, block.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Sign() == 0 {
+		return
+	}
+	k := ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: wallet}
+	equity := k
+	equity.Kind = ledger.OpeningBalance
+	hash := block.Hash()
+	if _, err := r.store.Post(ctx, &ledger.Journal{Kind: ledger.Opening, Key: "opening:" + wallet.Hex() + ":" + hash.Hex(), ChainID: r.node.ChainID(),
+		Block: &ledger.Block{Number: number, Hash: hash}, Legs: []ledger.Leg{{Account: k, Amount: held}, {Account: equity, Amount: new(big.Int).Neg(held)}}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tx makes a transaction of signer in txmanager, as the gateway would.
@@ -151,25 +188,22 @@ func (r *rig) drain(t *testing.T) {
 	}
 }
 
-// requireTiesOut fails t unless each dev wallet's books equal what the
-// chain moved since genesis.
+// requireTiesOut fails t unless each dev wallet's books, opened at
+// genesis, equal its balance on chain.
 func (r *rig) requireTiesOut(t *testing.T, what string) {
 	t.Helper()
 	ctx := context.Background()
-	for w, start := range r.start {
+	for w := range r.start {
 		now, err := r.node.Client().BalanceAt(ctx, w, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		booked, err := r.store.Balance(ctx, ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: w})
-		if errs.Is(err, errs.NotFound) {
-			booked, err = new(big.Int), nil // never booked
-		}
 		if err != nil {
 			t.Fatalf("%s: wallet %s: %v", what, w, err)
 		}
-		if moved := new(big.Int).Sub(now, start); booked.Cmp(moved) != 0 {
-			t.Errorf("%s: wallet %s: the chain moved %s, the books %s", what, w, moved, booked)
+		if booked.Cmp(now) != 0 {
+			t.Errorf("%s: wallet %s: the chain holds %s, the books %s", what, w, now, booked)
 		}
 	}
 }
@@ -234,8 +268,8 @@ func TestAReorgInTheSamePageAsItsConfirmation(t *testing.T) {
 	}
 	r.requireReversed(t, receipt)
 	booked, err := r.store.Balance(ctx, ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: a.Address})
-	if err != nil || booked.Sign() != 0 {
-		t.Errorf("the wallet after the confirmation and its reversal: %v %v, want 0", booked, err)
+	if err != nil || booked.Cmp(r.start[a.Address]) != 0 {
+		t.Errorf("the wallet after the confirmation and its reversal: %v %v, want its opening, %v", booked, err, r.start[a.Address])
 	}
 }
 
@@ -273,4 +307,52 @@ func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
 		t.Errorf("a journal from the undone settlement: %v", err)
 	}
 	r.requireTiesOut(t, "after the reorg event")
+}
+
+// A settlement moving a wallet the scanner has not opened waits for the
+// opening, the cursor held before it; once the wallet is opened at or
+// after the settlement's block, the opening holds the settlement and the
+// feed books nothing more of it for that wallet.
+func TestASettlementWaitsForItsWalletsOpening(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	fresh, stranger := r.node.Accounts()[2], r.node.Accounts()[5]
+	id := r.tx(t, fresh.Address, "early")
+	receipt := chaintest.Transfer(t, r.node, fresh.Key, stranger.Address, big.NewInt(5))
+	r.confirmed(t, id, receipt)
+	ctx := context.Background()
+	if n, err := r.c.Step(ctx); err != nil || n != 1 {
+		t.Fatalf("first step: %d events, %v; want the INIT, booked before the settlement waits", n, err)
+	}
+	if n, err := r.c.Step(ctx); !errs.Is(err, errs.Unavailable) || n != 0 {
+		t.Fatalf("step with an unopened wallet: %d events, %v; want it to wait", n, err)
+	}
+	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 1 {
+		t.Fatalf("cursor %d (%v) while waiting, want 1", c, err)
+	}
+	r.open(t, fresh.Address, receipt.BlockNumber.Uint64())
+	before := time.Now()
+	r.drain(t)
+	if _, _, err := r.store.Journal(ctx, ledger.TxKey(r.node.ChainID(), receipt.TxHash, receipt.BlockHash)); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a journal for a settlement the opening holds: %v", err)
+	}
+	held, err := r.node.Client().BalanceAt(ctx, fresh.Address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if booked := balanceOf(t, r, fresh.Address); booked.Cmp(held) != 0 {
+		t.Errorf("the wallet opened after its settlement: books %s, chain %s", booked, held)
+	}
+	if at, err := r.store.CaughtUp(ctx, consumer.Feed); err != nil || at.Before(before) {
+		t.Errorf("caught up at %v (%v), want after %v: the feed was read to its head", at, err, before)
+	}
+}
+
+func balanceOf(t *testing.T, r *rig, wallet common.Address) *big.Int {
+	t.Helper()
+	b, err := r.store.Balance(context.Background(), ledger.AccountKey{ChainID: r.node.ChainID(), Asset: ledger.Native, Kind: ledger.Wallet, Address: wallet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
