@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/booking"
@@ -71,6 +72,62 @@ func (c *Consumer) BooksAt(chainID uint64, addr common.Address, block uint64) bo
 type pageBooking struct {
 	keys    map[string]bool             // journals
 	signers map[postgres.WalletKey]bool // wallets it registers
+	settled map[settlementPin]settlementRead
+}
+
+// settlementPin names a transaction settled in a block.
+type settlementPin struct {
+	chainID uint64
+	hash    common.Hash
+	block   common.Hash
+}
+
+// settlementRead is what the chain said of one.
+type settlementRead struct {
+	s   *booking.Settled
+	err error
+}
+
+// readAhead bounds the settlements read from the chain at once.
+const readAhead = 8
+
+// prefetch reads every settlement of events from the chain, readAhead at
+// once: read one by one as they are booked, a replay would wait on the
+// node for each.
+func (c *Consumer) prefetch(ctx context.Context, events []components.Event) map[settlementPin]settlementRead {
+	pins := map[settlementPin]bool{}
+	for _, ev := range events {
+		if pin, ok := settlementOf(ev); ok && c.Readers[pin.chainID] != nil {
+			pins[pin] = true
+		}
+	}
+	out := make(map[settlementPin]settlementRead, len(pins))
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(readAhead)
+	for pin := range pins {
+		g.Go(func() error {
+			s, err := c.Readers[pin.chainID].Settled(ctx, pin.hash, pin.block)
+			mu.Lock()
+			defer mu.Unlock()
+			out[pin] = settlementRead{s: s, err: err}
+			return nil
+		})
+	}
+	_ = g.Wait() // each read keeps its own error
+	return out
+}
+
+// settlementOf is the settlement ev announces, if it announces one.
+func settlementOf(ev components.Event) (settlementPin, bool) {
+	if ev.Type != components.EventTxStateChanged {
+		return settlementPin{}, false
+	}
+	var d stateChanged
+	if json.Unmarshal(ev.Data, &d) != nil || !final(d.ToState, d.Reason) || d.Hash == nil || d.BlockHash == nil {
+		return settlementPin{}, false
+	}
+	return settlementPin{chainID: uint64(ev.ChainId), hash: *d.Hash, block: *d.BlockHash}, true
 }
 
 // unopened returns the first of addrs that is a wallet of chain not opened
@@ -153,7 +210,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	// the page is booked: a payment between two of them is internal.
 	// The registry in memory learns them once they are booked.
 	var signers []postgres.WalletKey
-	p := &pageBooking{keys: map[string]bool{}, signers: map[postgres.WalletKey]bool{}}
+	p := &pageBooking{keys: map[string]bool{}, signers: map[postgres.WalletKey]bool{}, settled: c.prefetch(ctx, page.Events)}
 	c.mu.Lock()
 	for _, ev := range page.Events {
 		w := postgres.WalletKey{ChainID: uint64(ev.ChainId), Address: common.HexToAddress(ev.Signer)}
@@ -297,18 +354,21 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, page *pa
 	chainID := uint64(ev.ChainId)
 	switch ev.Type {
 	case components.EventTxStateChanged:
-		var d stateChanged
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return nil, err
+		if err := json.Unmarshal(ev.Data, new(stateChanged)); err != nil {
+			return nil, err // a malformed event holds the feed
 		}
-		if !final(d.ToState, d.Reason) || d.Hash == nil || d.BlockHash == nil {
+		pin, ok := settlementOf(ev)
+		if !ok {
 			return nil, nil
 		}
-		reader, ok := c.Readers[chainID]
-		if !ok {
+		if c.Readers[chainID] == nil {
 			return nil, fmt.Errorf("no chain endpoint is configured for chain %d", chainID)
 		}
-		s, err := reader.Settled(ctx, *d.Hash, *d.BlockHash)
+		read, ok := page.settled[pin]
+		if !ok {
+			read.s, read.err = c.Readers[chainID].Settled(ctx, pin.hash, pin.block)
+		}
+		s, err := read.s, read.err
 		if err != nil {
 			return nil, err
 		}

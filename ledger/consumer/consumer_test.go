@@ -47,9 +47,11 @@ type rig struct {
 	start map[common.Address]*big.Int
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig { return newRigOn(t, anvil.Options{}) }
+
+func newRigOn(t testing.TB, opts anvil.Options) *rig {
 	t.Helper()
-	node := chaintest.Anvil(t, anvil.Options{})
+	node := chaintest.Anvil(t, opts)
 	pki := servicetest.PKI(t)
 	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
 	api, err := txmanagerapi.NewClientWithResponses(txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
@@ -74,7 +76,7 @@ func newRig(t *testing.T) *rig {
 // open opens wallet at block number, as the scanner does: its balance
 // there is booked as its opening, and its movements after it are the
 // ledger's to book.
-func (r *rig) open(t *testing.T, wallet common.Address, number uint64) {
+func (r *rig) open(t testing.TB, wallet common.Address, number uint64) {
 	t.Helper()
 	ctx := context.Background()
 	block, err := r.node.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(number))
@@ -173,7 +175,7 @@ func (r *rig) requireReversed(t *testing.T, receipt *types.Receipt) {
 }
 
 // drain steps the consumer until it has booked the whole feed.
-func (r *rig) drain(t *testing.T) {
+func (r *rig) drain(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
