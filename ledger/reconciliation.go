@@ -7,6 +7,18 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 )
 
+// The triggers of a reconciliation run.
+const (
+	TriggerSchedule = "schedule" // the reconciler's own interval
+	TriggerRequest  = "request"  // an operator asked for it
+)
+
+// The statuses of a reconciliation run.
+const (
+	RunComplete   = "complete"
+	RunIncomplete = "incomplete"
+)
+
 // ReconciliationRun is a reconciliation's stored report: the ledger's
 // balance of every (wallet, asset) of one chain, with every journal up to
 // a pinned block, against the chain's balance at that block.
@@ -19,12 +31,15 @@ type ReconciliationRun struct {
 	Trigger    string
 	StartedAt  time.Time
 	FinishedAt time.Time
-	// Status is "complete" when every wallet was compared, "incomplete"
-	// when some were deferred (see Item.Pending) or the run failed part
-	// way (Problem says why).
+	// Status is "complete" when every item was compared, "incomplete"
+	// when some were deferred (see Item.Pending) or could not be compared
+	// or booked (Problem says why, and each such item's Cause).
 	Status  string
 	Problem string
-	Items   []ReconciliationItem
+	// Differences counts the items whose difference is not zero; Deferred
+	// those not compared. Both are set when Items is not loaded.
+	Differences, Deferred int
+	Items                 []ReconciliationItem
 }
 
 // ReconciliationItem is one (wallet, asset) of a run.
@@ -32,16 +47,22 @@ type ReconciliationItem struct {
 	Address common.Address
 	Asset   string
 	// Ledger and Chain are the two balances at the pinned block; Difference
-	// is Chain - Ledger, booked to suspense when not zero.
+	// is Chain - Ledger, booked to suspense when not zero. Difference is
+	// nil when the item was not compared (deferred), and Chain too when the
+	// chain's balance could not be read.
 	Ledger, Chain, Difference *big.Int
-	// Cause explains a difference in words; "" when there is none.
+	// Cause explains a difference in words, or why the item was not
+	// compared or its difference not booked; "" when there is nothing to
+	// explain.
 	Cause string
 	// JournalID is the reconciliation journal that booked the difference
 	// to suspense; 0 when none was booked.
 	JournalID int64
 	// Pending are the wallet's transactions at or before the pinned block
-	// that the feed has not booked yet: the item is deferred, not compared,
-	// while they are younger than the grace period.
+	// that the feed has not booked: the item is deferred, not compared,
+	// while any is younger than the grace period; older, they are compared
+	// and named in the Cause. A transaction named by a complete run at an
+	// earlier block is not listed again.
 	Pending []common.Hash
 	// Negative flags a ledger balance below zero: the chain settled more
 	// than the books hold.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
@@ -166,37 +167,45 @@ func (w writtenJournals) claim(p *pendingPost) (int64, bool) {
 }
 
 // insertJournals writes the journals whose keys are free, with their
-// entries, in one transaction (contention retried), and returns them by
-// key. Of two journals with one key, the first is written.
+// entries, and returns them by key. Of two journals with one key, the
+// first is written. Missing accounts are made first, each committed on
+// its own (an account without entries changes no balance); the journals
+// and entries are then one statement, so a flush is one round trip to the
+// server and holds its balance rows only while the server works.
+// Contention is retried.
 func (s *Store) insertJournals(ctx context.Context, posts []*pendingPost) (writtenJournals, error) {
-	var out writtenJournals
-	var made map[ledger.AccountKey]int64
-	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
-		var err error
-		out, made, err = s.writeJournals(ctx, tx, posts)
-		return err
-	})
+	ids, made, err := s.accountIDs(ctx, s.pool, legsOf(posts))
 	if err != nil {
 		return nil, err
 	}
 	s.cacheAccounts(made)
-	return out, nil
+	var out writtenJournals
+	err = pg.Retrying(ctx, pg.TxOptions{}, func() error {
+		out, err = writeRows(ctx, s.pool, posts, ids)
+		return err
+	})
+	return out, err
 }
 
 // writeJournals writes, in tx, the journals whose keys are free, with
 // their accounts and entries; made are the accounts read or made in tx,
 // for cacheAccounts once it commits.
 func (s *Store) writeJournals(ctx context.Context, tx pgx.Tx, posts []*pendingPost) (written writtenJournals, made map[ledger.AccountKey]int64, err error) {
-	var legs []ledger.Leg
-	for _, p := range posts {
-		legs = append(legs, p.j.Legs...)
-	}
-	ids, made, err := s.accountIDs(ctx, tx, legs)
+	ids, made, err := s.accountIDs(ctx, tx, legsOf(posts))
 	if err != nil {
 		return nil, nil, err
 	}
 	written, err = writeRows(ctx, tx, posts, ids)
 	return written, made, err
+}
+
+// legsOf lists the legs of every posting.
+func legsOf(posts []*pendingPost) []ledger.Leg {
+	var legs []ledger.Leg
+	for _, p := range posts {
+		legs = append(legs, p.j.Legs...)
+	}
+	return legs
 }
 
 // cacheAccounts remembers account ids a committed transaction read or made.
@@ -206,9 +215,16 @@ func (s *Store) cacheAccounts(made map[ledger.AccountKey]int64) {
 	}
 }
 
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // accountIDs returns the id of every leg's account, making the missing
-// ones; fresh are those read or made in tx, to cache once it commits.
-func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (ids, fresh map[ledger.AccountKey]int64, err error) {
+// ones; fresh are those read or made through db, to cache once committed.
+func (s *Store) accountIDs(ctx context.Context, db querier, legs []ledger.Leg) (ids, fresh map[ledger.AccountKey]int64, err error) {
 	ids = make(map[ledger.AccountKey]int64, len(legs))
 	var missing []ledger.AccountKey
 	for _, l := range legs {
@@ -228,14 +244,14 @@ func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (i
 	}
 	// Insert what is new, then read them all: a concurrent insert of the
 	// same account commits first or waits, and either way it is read.
-	if _, err := tx.Exec(ctx, `
+	if _, err := db.Exec(ctx, `
 		INSERT INTO account (chain_id, asset, kind, address)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[])
 		ORDER BY 1, 2, 3, 4
 		ON CONFLICT DO NOTHING`, chains, assets, kinds, addrs); err != nil {
 		return nil, nil, fmt.Errorf("make accounts: %w", err)
 	}
-	rows, err := tx.Query(ctx, `
+	rows, err := db.Query(ctx, `
 		SELECT a.account_id, a.chain_id, a.asset, a.kind, a.address
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[]) AS k(chain_id, asset, kind, address)
 		JOIN account a USING (chain_id, asset, kind, address)`,
@@ -264,13 +280,19 @@ func (s *Store) accountIDs(ctx context.Context, tx pgx.Tx, legs []ledger.Leg) (i
 	return ids, fresh, nil
 }
 
-// writeRows writes, in tx, the journals whose keys are free and their
-// entries, in two statements.
-func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[ledger.AccountKey]int64) (writtenJournals, error) {
+// writeRows writes, through db, the journals whose keys are free and their
+// entries, in one statement. The entries sent are those of the first
+// posting of each key, the one the insert keeps; a journal not written
+// (its key was taken) takes none.
+func writeRows(ctx context.Context, db querier, posts []*pendingPost, ids map[ledger.AccountKey]int64) (writtenJournals, error) {
 	n := len(posts)
 	kinds, keys, statuses, memos := make([]string, n), make([]string, n), make([]*string, n), make([]string, n)
 	hashes, txHashes, blockHashes := make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	chains, blockNumbers, reverses := make([]int64, n), make([]*int64, n), make([]*int64, n)
+	var legKeys []string
+	var legAccounts []int64
+	var legAmounts []string
+	first := make(map[string]bool, n)
 	for i, p := range posts {
 		j := p.j
 		kinds[i], keys[i], hashes[i], chains[i], memos[i] = string(j.Kind), j.Key, p.hash[:], int64(j.ChainID), "{}"
@@ -289,16 +311,31 @@ func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[led
 		if j.Memo != nil {
 			memos[i] = string(j.Memo)
 		}
+		if first[j.Key] {
+			continue
+		}
+		first[j.Key] = true
+		for _, l := range j.Legs {
+			legKeys, legAccounts, legAmounts = append(legKeys, j.Key), append(legAccounts, ids[l.Account]), append(legAmounts, l.Amount.String())
+		}
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO journal (kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo)
-		SELECT kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo
-		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::jsonb[])
-			WITH ORDINALITY AS i(kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo, arrival)
-		ORDER BY idem_key, arrival
-		ON CONFLICT (idem_key) DO NOTHING
-		RETURNING idem_key, journal_id, payload_hash`,
-		kinds, keys, hashes, chains, txHashes, blockNumbers, blockHashes, statuses, reverses, memos)
+	rows, err := db.Query(ctx, `
+		WITH written AS (
+			INSERT INTO journal (kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo)
+			SELECT kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo
+			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::jsonb[])
+				WITH ORDINALITY AS i(kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo, arrival)
+			ORDER BY idem_key, arrival
+			ON CONFLICT (idem_key) DO NOTHING
+			RETURNING idem_key, journal_id, payload_hash
+		), entries AS (
+			INSERT INTO entry (journal_id, account_id, amount)
+			SELECT w.journal_id, l.account_id, l.amount
+			FROM unnest($11::text[], $12::bigint[], $13::numeric[]) AS l(idem_key, account_id, amount)
+			JOIN written w USING (idem_key)
+		)
+		SELECT idem_key, journal_id, payload_hash FROM written`,
+		kinds, keys, hashes, chains, txHashes, blockNumbers, blockHashes, statuses, reverses, memos, legKeys, legAccounts, legAmounts)
 	if err != nil {
 		return nil, err
 	}
@@ -315,26 +352,6 @@ func writeRows(ctx context.Context, tx pgx.Tx, posts []*pendingPost, ids map[led
 		written[key] = j
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	// Entries go to the first journal of each key written: the one the
-	// insert kept.
-	var journals, accounts []int64
-	var amounts []string
-	entered := make(map[string]bool, len(written))
-	for _, p := range posts {
-		w, ok := written[p.j.Key]
-		if !ok || entered[p.j.Key] {
-			continue
-		}
-		entered[p.j.Key] = true
-		for _, l := range p.j.Legs {
-			journals, accounts, amounts = append(journals, w.id), append(accounts, ids[l.Account]), append(amounts, l.Amount.String())
-		}
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO entry (journal_id, account_id, amount)
-		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::numeric[])`, journals, accounts, amounts); err != nil {
 		return nil, err
 	}
 	return written, nil

@@ -19,13 +19,19 @@ CREATE FUNCTION ledger_entries_in_open_journals() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    jid bigint;
+    id bigint;
 BEGIN
-    -- One primary-key lookup per journal: a join could scan all journals.
-    FOR jid IN SELECT DISTINCT journal_id FROM new_entries LOOP
-        IF NOT EXISTS (SELECT 1 FROM journal WHERE journal_id = jid AND txid = pg_current_xact_id()) THEN
-            RAISE EXCEPTION 'journal % is closed: entries are written with their journal, in its transaction', jid
+    -- A loop of primary-key lookups: a join could scan a whole table.
+    FOR id IN SELECT DISTINCT journal_id FROM new_entries LOOP
+        IF NOT EXISTS (SELECT 1 FROM journal WHERE journal_id = id AND txid = pg_current_xact_id()) THEN
+            RAISE EXCEPTION 'journal % is closed or does not exist: entries are written with their journal, in its transaction', id
                 USING ERRCODE = 'restrict_violation';
+        END IF;
+    END LOOP;
+    FOR id IN SELECT DISTINCT account_id FROM new_entries LOOP
+        IF NOT EXISTS (SELECT 1 FROM account WHERE account_id = id) THEN
+            RAISE EXCEPTION 'entry on account %, which does not exist', id
+                USING ERRCODE = 'foreign_key_violation';
         END IF;
     END LOOP;
     RETURN NULL;
@@ -41,9 +47,10 @@ DECLARE
 BEGIN
     SELECT sum(n), min(asset) FILTER (WHERE total <> 0), min(total) FILTER (WHERE total <> 0)
         INTO legs, off_asset, off_total
-        FROM (SELECT a.asset, count(*) AS n, sum(e.amount) AS total
-              FROM entry e JOIN account a USING (account_id)
-              WHERE e.journal_id = NEW.journal_id GROUP BY a.asset) per_asset;
+        FROM (SELECT asset, count(*) AS n, sum(amount) AS total
+              FROM (SELECT (SELECT a.asset FROM account a WHERE a.account_id = e.account_id) AS asset, e.amount
+                    FROM entry e WHERE e.journal_id = NEW.journal_id) journal_legs
+              GROUP BY asset) per_asset;
     IF coalesce(legs, 0) < 2 THEN
         RAISE EXCEPTION 'journal % has % entries: a journal moves an amount between at least two accounts', NEW.journal_id, coalesce(legs, 0)
             USING ERRCODE = 'check_violation';
@@ -75,6 +82,14 @@ BEGIN
         USING ERRCODE = 'restrict_violation';
 END $$;
 
+CREATE FUNCTION reconciliation_refuse_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'a reconciliation report is never changed: UPDATE on % is not allowed', TG_TABLE_NAME
+        USING ERRCODE = 'restrict_violation';
+END $$;
+
 CREATE TABLE account (
     account_id bigint NOT NULL,
     chain_id bigint NOT NULL,
@@ -85,7 +100,7 @@ CREATE TABLE account (
     CONSTRAINT account_address_check CHECK ((length(address) = 20)),
     CONSTRAINT account_asset_check CHECK (((asset = 'native'::text) OR (asset ~ '^0x[0-9a-f]{40}$'::text))),
     CONSTRAINT account_chain_id_check CHECK ((chain_id > 0)),
-    CONSTRAINT account_kind_check CHECK ((kind = ANY (ARRAY['wallet'::text, 'fee_expense'::text, 'counterparty'::text, 'in_transit'::text, 'suspense'::text, 'deposit_source'::text])))
+    CONSTRAINT account_kind_check CHECK ((kind = ANY (ARRAY['wallet'::text, 'fee_expense'::text, 'counterparty'::text, 'in_transit'::text, 'suspense'::text, 'deposit_source'::text, 'opening_balance'::text])))
 );
 
 ALTER TABLE account ALTER COLUMN account_id ADD GENERATED ALWAYS AS IDENTITY (
@@ -124,6 +139,7 @@ CREATE TABLE feed_cursor (
     feed text NOT NULL,
     seq bigint NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    caught_up_at timestamp with time zone,
     CONSTRAINT feed_cursor_feed_check CHECK (((length(feed) >= 1) AND (length(feed) <= 100))),
     CONSTRAINT feed_cursor_seq_check CHECK ((seq >= 0))
 );
@@ -149,7 +165,7 @@ CREATE TABLE journal (
     CONSTRAINT journal_check1 CHECK (((reverses IS NULL) OR (kind = 'reversal'::text))),
     CONSTRAINT journal_check2 CHECK (((kind <> 'reversal'::text) OR (reverses IS NOT NULL))),
     CONSTRAINT journal_idem_key_check CHECK (((length(idem_key) >= 1) AND (length(idem_key) <= 512))),
-    CONSTRAINT journal_kind_check CHECK ((kind = ANY (ARRAY['confirmed'::text, 'reverted'::text, 'reversal'::text, 'deposit'::text, 'reconciliation'::text, 'transit_out'::text, 'transit_in'::text]))),
+    CONSTRAINT journal_kind_check CHECK ((kind = ANY (ARRAY['confirmed'::text, 'reverted'::text, 'reversal'::text, 'deposit'::text, 'reconciliation'::text, 'transit_out'::text, 'transit_in'::text, 'opening'::text]))),
     CONSTRAINT journal_memo_check CHECK ((jsonb_typeof(memo) = 'object'::text)),
     CONSTRAINT journal_payload_hash_check CHECK ((length(payload_hash) = 32)),
     CONSTRAINT journal_status_check CHECK ((status = ANY (ARRAY['success'::text, 'reverted'::text]))),
@@ -165,6 +181,78 @@ ALTER TABLE journal ALTER COLUMN journal_id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE reconciliation_item (
+    run_id bigint NOT NULL,
+    address bytea NOT NULL,
+    asset text NOT NULL,
+    ledger_balance numeric(1000,0) NOT NULL,
+    chain_balance numeric(78,0),
+    difference numeric(1000,0),
+    cause text DEFAULT ''::text NOT NULL,
+    journal_id bigint,
+    pending bytea[] DEFAULT '{}'::bytea[] NOT NULL,
+    negative boolean NOT NULL,
+    CONSTRAINT reconciliation_item_address_check CHECK ((length(address) = 20)),
+    CONSTRAINT reconciliation_item_asset_check CHECK (((asset = 'native'::text) OR (asset ~ '^0x[0-9a-f]{40}$'::text))),
+    CONSTRAINT reconciliation_item_chain_balance_check CHECK (((chain_balance >= (0)::numeric) AND (chain_balance <= '115792089237316195423570985008687907853269984665640564039457584007913129639935'::numeric))),
+    CONSTRAINT reconciliation_item_check CHECK (((difference IS NULL) OR (chain_balance IS NOT NULL))),
+    CONSTRAINT reconciliation_item_check1 CHECK (((journal_id IS NULL) OR (difference <> (0)::numeric)))
+);
+
+CREATE TABLE reconciliation_run (
+    run_id bigint NOT NULL,
+    chain_id bigint NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash bytea NOT NULL,
+    trigger text NOT NULL,
+    status text NOT NULL,
+    problem text DEFAULT ''::text NOT NULL,
+    differences integer NOT NULL,
+    deferred integer NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    CONSTRAINT reconciliation_run_block_hash_check CHECK ((length(block_hash) = 32)),
+    CONSTRAINT reconciliation_run_block_number_check CHECK ((block_number >= 0)),
+    CONSTRAINT reconciliation_run_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT reconciliation_run_check CHECK ((finished_at >= started_at)),
+    CONSTRAINT reconciliation_run_check1 CHECK (((status = 'complete'::text) = (problem = ''::text))),
+    CONSTRAINT reconciliation_run_deferred_check CHECK ((deferred >= 0)),
+    CONSTRAINT reconciliation_run_differences_check CHECK ((differences >= 0)),
+    CONSTRAINT reconciliation_run_status_check CHECK ((status = ANY (ARRAY['complete'::text, 'incomplete'::text]))),
+    CONSTRAINT reconciliation_run_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'request'::text])))
+);
+
+ALTER TABLE reconciliation_run ALTER COLUMN run_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME reconciliation_run_run_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE scan_cursor (
+    chain_id bigint NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash bytea NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT scan_cursor_block_hash_check CHECK ((length(block_hash) = 32)),
+    CONSTRAINT scan_cursor_block_number_check CHECK ((block_number >= 0)),
+    CONSTRAINT scan_cursor_chain_id_check CHECK ((chain_id > 0))
+);
+
+CREATE TABLE scanned_block (
+    chain_id bigint NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash bytea NOT NULL,
+    parent_hash bytea NOT NULL,
+    scanned_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT scanned_block_block_hash_check CHECK ((length(block_hash) = 32)),
+    CONSTRAINT scanned_block_block_number_check CHECK ((block_number >= 0)),
+    CONSTRAINT scanned_block_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT scanned_block_parent_hash_check CHECK ((length(parent_hash) = 32))
+);
+
 CREATE TABLE schema_migrations (
     version bigint NOT NULL,
     name text NOT NULL,
@@ -177,9 +265,28 @@ CREATE TABLE wallet (
     address bytea NOT NULL,
     source text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    opened_block bigint,
+    opened_hash bytea,
     CONSTRAINT wallet_address_check CHECK ((length(address) = 20)),
     CONSTRAINT wallet_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT wallet_opened_block_check CHECK ((opened_block >= 0)),
+    CONSTRAINT wallet_opened_hash_check CHECK ((length(opened_hash) = 32)),
+    CONSTRAINT wallet_opened_whole CHECK (((opened_block IS NULL) = (opened_hash IS NULL))),
     CONSTRAINT wallet_source_check CHECK ((source = ANY (ARRAY['signer'::text, 'configured'::text])))
+);
+
+CREATE TABLE wallet_tx (
+    chain_id bigint NOT NULL,
+    tx_hash bytea NOT NULL,
+    block_hash bytea NOT NULL,
+    block_number bigint NOT NULL,
+    sender bytea NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT wallet_tx_block_hash_check CHECK ((length(block_hash) = 32)),
+    CONSTRAINT wallet_tx_block_number_check CHECK ((block_number >= 0)),
+    CONSTRAINT wallet_tx_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT wallet_tx_sender_check CHECK ((length(sender) = 20)),
+    CONSTRAINT wallet_tx_tx_hash_check CHECK ((length(tx_hash) = 32))
 );
 
 ALTER TABLE ONLY account
@@ -206,11 +313,26 @@ ALTER TABLE ONLY journal
 ALTER TABLE ONLY journal
     ADD CONSTRAINT journal_reverses_key UNIQUE (reverses);
 
+ALTER TABLE ONLY reconciliation_item
+    ADD CONSTRAINT reconciliation_item_pkey PRIMARY KEY (run_id, address, asset);
+
+ALTER TABLE ONLY reconciliation_run
+    ADD CONSTRAINT reconciliation_run_pkey PRIMARY KEY (run_id);
+
+ALTER TABLE ONLY scan_cursor
+    ADD CONSTRAINT scan_cursor_pkey PRIMARY KEY (chain_id);
+
+ALTER TABLE ONLY scanned_block
+    ADD CONSTRAINT scanned_block_pkey PRIMARY KEY (chain_id, block_number);
+
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
 ALTER TABLE ONLY wallet
     ADD CONSTRAINT wallet_pkey PRIMARY KEY (chain_id, address);
+
+ALTER TABLE ONLY wallet_tx
+    ADD CONSTRAINT wallet_tx_pkey PRIMARY KEY (chain_id, tx_hash, block_hash);
 
 CREATE INDEX entry_account_idx ON entry USING btree (account_id, entry_id);
 
@@ -219,6 +341,14 @@ CREATE INDEX entry_journal_idx ON entry USING btree (journal_id);
 CREATE INDEX journal_block_idx ON journal USING btree (chain_id, block_number) WHERE (block_number IS NOT NULL);
 
 CREATE INDEX journal_tx_idx ON journal USING btree (chain_id, tx_hash) WHERE (tx_hash IS NOT NULL);
+
+CREATE INDEX journal_unblocked_idx ON journal USING btree (chain_id) WHERE (block_number IS NULL);
+
+CREATE INDEX reconciliation_item_journal_idx ON reconciliation_item USING btree (journal_id) WHERE (journal_id IS NOT NULL);
+
+CREATE INDEX reconciliation_run_chain_idx ON reconciliation_run USING btree (chain_id, run_id DESC);
+
+CREATE INDEX wallet_tx_block_idx ON wallet_tx USING btree (chain_id, block_number);
 
 CREATE TRIGGER account_append_only BEFORE DELETE OR UPDATE ON account FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
 
@@ -244,14 +374,18 @@ CREATE CONSTRAINT TRIGGER journal_balances AFTER INSERT ON journal DEFERRABLE IN
 
 CREATE TRIGGER journal_no_truncate BEFORE TRUNCATE ON journal FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
+CREATE TRIGGER reconciliation_item_unchanged BEFORE UPDATE ON reconciliation_item FOR EACH ROW EXECUTE FUNCTION reconciliation_refuse_update();
+
+CREATE TRIGGER reconciliation_run_unchanged BEFORE UPDATE ON reconciliation_run FOR EACH ROW EXECUTE FUNCTION reconciliation_refuse_update();
+
 ALTER TABLE ONLY balance
     ADD CONSTRAINT balance_account_id_fkey FOREIGN KEY (account_id) REFERENCES account(account_id);
 
-ALTER TABLE ONLY entry
-    ADD CONSTRAINT entry_account_id_fkey FOREIGN KEY (account_id) REFERENCES account(account_id);
-
-ALTER TABLE ONLY entry
-    ADD CONSTRAINT entry_journal_id_fkey FOREIGN KEY (journal_id) REFERENCES journal(journal_id);
-
 ALTER TABLE ONLY journal
     ADD CONSTRAINT journal_reverses_fkey FOREIGN KEY (reverses) REFERENCES journal(journal_id);
+
+ALTER TABLE ONLY reconciliation_item
+    ADD CONSTRAINT reconciliation_item_journal_id_fkey FOREIGN KEY (journal_id) REFERENCES journal(journal_id);
+
+ALTER TABLE ONLY reconciliation_item
+    ADD CONSTRAINT reconciliation_item_run_id_fkey FOREIGN KEY (run_id) REFERENCES reconciliation_run(run_id) ON DELETE CASCADE;

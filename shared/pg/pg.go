@@ -99,6 +99,13 @@ type TxOptions struct {
 // (no side effects outside the transaction). Any other error from fn rolls
 // back and is returned unchanged.
 func InTx(ctx context.Context, db Beginner, opts TxOptions, fn func(pgx.Tx) error) error {
+	return Retrying(ctx, opts, func() error { return runTx(ctx, db, opts.TxOptions, fn) })
+}
+
+// Retrying runs fn, a transaction of its own (such as one statement in
+// autocommit), again on a serialization failure or a deadlock, as InTx
+// does; opts.TxOptions is not used.
+func Retrying(ctx context.Context, opts TxOptions, fn func() error) error {
 	attempts := opts.Attempts
 	if attempts <= 0 {
 		attempts = 5
@@ -106,7 +113,7 @@ func InTx(ctx context.Context, db Beginner, opts TxOptions, fn func(pgx.Tx) erro
 	backoff := 2 * time.Millisecond
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = runTx(ctx, db, opts.TxOptions, fn)
+		err = fn()
 		if err == nil || !Retryable(err) || attempt >= attempts {
 			break
 		}
