@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
 )
 
 // ChainRPCs are the ledger's own chain endpoints by chain id, from
@@ -70,4 +72,59 @@ func redact(raw string) string {
 		return u.Scheme + "://" + u.Host + "/…"
 	}
 	return "…"
+}
+
+// ChainAddresses are addresses by chain id, from
+// "31337=0xabc…,31337=0xdef…,1=0x123…": the tokens the ledger opens and
+// reconciles, or the wallets it books besides txmanager's signers.
+type ChainAddresses map[uint64][]common.Address
+
+// UnmarshalText parses id=address pairs, naming every bad one; an address
+// given twice for one chain is refused, as a sign of a mistaken list.
+func (c *ChainAddresses) UnmarshalText(text []byte) error {
+	out := ChainAddresses{}
+	seen := map[uint64]map[common.Address]bool{}
+	var problems []error
+	for item := range strings.SplitSeq(string(text), ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, raw, ok := strings.Cut(item, "=")
+		chainID, err := strconv.ParseUint(id, 10, 63)
+		if !ok || err != nil || chainID == 0 {
+			problems = append(problems, fmt.Errorf("%q: want CHAIN_ID=0xADDRESS", item))
+			continue
+		}
+		if !common.IsHexAddress(raw) || !strings.HasPrefix(raw, "0x") {
+			problems = append(problems, fmt.Errorf("chain %d: %q is not a 0x address of 40 hex digits", chainID, raw))
+			continue
+		}
+		addr := common.HexToAddress(raw)
+		if seen[chainID][addr] {
+			problems = append(problems, fmt.Errorf("chain %d: %s given twice", chainID, addr.Hex()))
+			continue
+		}
+		if seen[chainID] == nil {
+			seen[chainID] = map[common.Address]bool{}
+		}
+		seen[chainID][addr] = true
+		out[chainID] = append(out[chainID], addr)
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+	*c = out
+	return nil
+}
+
+// String lists the addresses as they are parsed, chains in order.
+func (c ChainAddresses) String() string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(c)) {
+		for _, a := range c[id] {
+			parts = append(parts, fmt.Sprintf("%d=%s", id, strings.ToLower(a.Hex())))
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -54,3 +54,21 @@ func TestChainRPCs(t *testing.T) {
 		}
 	}
 }
+
+func TestChainAddresses(t *testing.T) {
+	t.Parallel()
+	var c ledgerd.ChainAddresses
+	if err := c.UnmarshalText([]byte(" 31337=0x5FbDB2315678afecb367f032d93F642f64180aa3, 1=0x00000000000000000000000000000000000000a1,31337=0x00000000000000000000000000000000000000b2 ")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.String(), "1=0x00000000000000000000000000000000000000a1,31337=0x5fbdb2315678afecb367f032d93f642f64180aa3,31337=0x00000000000000000000000000000000000000b2"; got != want {
+		t.Errorf("parsed %q, want %q", got, want)
+	}
+	for _, bad := range []string{"0x5FbDB2315678afecb367f032d93F642f64180aa3", "0=0x00000000000000000000000000000000000000a1", "x=0x00", "5=0x123",
+		"5=5FbDB2315678afecb367f032d93F642f64180aa3", "5=0x00000000000000000000000000000000000000a1,5=0x00000000000000000000000000000000000000A1"} {
+		var c ledgerd.ChainAddresses
+		if err := c.UnmarshalText([]byte(bad)); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}

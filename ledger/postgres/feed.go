@@ -159,7 +159,19 @@ func moveCursor(ctx context.Context, tx pgx.Tx, feed string, from, to uint64) er
 	return nil
 }
 
+// addWallets registers the signers a page of the feed named.
 func addWallets(ctx context.Context, tx pgx.Tx, wallets []WalletKey) error {
+	return registerWallets(ctx, tx, wallets, "signer")
+}
+
+// AddWallets registers configured wallets: addresses the ledger books as
+// its own besides txmanager's signers (deposit addresses it watches). The
+// scanner opens them. A wallet registered already stays as it is.
+func (s *Store) AddWallets(ctx context.Context, wallets []WalletKey) error {
+	return registerWallets(ctx, s.pool, wallets, "configured")
+}
+
+func registerWallets(ctx context.Context, db querier, wallets []WalletKey, source string) error {
 	if len(wallets) == 0 {
 		return nil
 	}
@@ -167,10 +179,10 @@ func addWallets(ctx context.Context, tx pgx.Tx, wallets []WalletKey) error {
 	for i, w := range wallets {
 		chains[i], addrs[i] = int64(w.ChainID), w.Address.Bytes()
 	}
-	_, err := tx.Exec(ctx, `
+	_, err := db.Exec(ctx, `
 		INSERT INTO wallet (chain_id, address, source)
-		SELECT c, a, 'signer' FROM unnest($1::bigint[], $2::bytea[]) AS w(c, a) ORDER BY 1, 2
-		ON CONFLICT DO NOTHING`, chains, addrs)
+		SELECT c, a, $3 FROM unnest($1::bigint[], $2::bytea[]) AS w(c, a) ORDER BY 1, 2
+		ON CONFLICT DO NOTHING`, chains, addrs, source)
 	return err
 }
 

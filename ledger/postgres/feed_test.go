@@ -156,3 +156,35 @@ func TestAJournalReadsBackForItsReversal(t *testing.T) {
 		t.Errorf("an unknown key: %v, want not found", err)
 	}
 }
+
+// Configured wallets join the registry unopened, beside the signers; a
+// signer named again as configured stays a signer.
+func TestConfiguredWalletsJoinTheRegistry(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	if _, err := s.BookFeed(ctx, "txmanager", 0, 1, []postgres.WalletKey{{ChainID: chain, Address: hot}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // registering again changes nothing
+		if err := s.AddWallets(ctx, []postgres.WalletKey{{ChainID: chain, Address: hot}, {ChainID: chain, Address: bob}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT address, source FROM wallet ORDER BY address`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[common.Address]string{}
+	for rows.Next() {
+		var addr []byte
+		var source string
+		if err := rows.Scan(&addr, &source); err != nil {
+			t.Fatal(err)
+		}
+		got[common.BytesToAddress(addr)] = source
+	}
+	if len(got) != 2 || got[hot] != "signer" || got[bob] != "configured" {
+		t.Errorf("registry %v: want the signer kept and bob configured", got)
+	}
+}
