@@ -45,6 +45,10 @@ type Consumer struct {
 	// waits for new ones. Defaults 500 and 10 s.
 	PageSize int
 	Wait     time.Duration
+	// AfterBook, when set, runs right after a page's booking commits,
+	// before anything else: fault injection for the crash tests
+	// (ledgerd's TEST_CRASH_AFTER).
+	AfterBook func()
 
 	mu sync.Mutex
 	// wallets is the registry: each wallet's opening block, nil until the
@@ -265,6 +269,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	}
 	if _, err := c.Store.BookFeed(ctx, Feed, cursor, to, signers, journals); err != nil {
 		return 0, err
+	}
+	if c.AfterBook != nil {
+		c.AfterBook()
 	}
 	c.mu.Lock()
 	for _, w := range signers {

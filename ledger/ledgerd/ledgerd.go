@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/ethereum/go-ethereum/rpc"
@@ -34,6 +36,10 @@ type Config struct {
 	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
 	// ChainRPC is the ledger's own endpoint of each chain it books.
 	ChainRPC ChainRPCs `env:"CHAIN_RPC" required:"true"`
+	// TestCrashAfter is fault injection for the crash tests, never for
+	// production: "booked" kills the process with SIGKILL right after a
+	// page of the feed is booked.
+	TestCrashAfter string `env:"TEST_CRASH_AFTER"`
 }
 
 // Spec names ledgerd.
@@ -71,6 +77,17 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}})
 	c := &consumer.Consumer{Store: postgres.New(svc.DB, svc.Log), API: api, Readers: readers, Log: svc.Log}
+	switch cfg.TestCrashAfter {
+	case "":
+	case "booked":
+		c.AfterBook = func() {
+			// Like kill -9: no deferred function runs.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is asynchronous; nothing may run on
+		}
+	default:
+		return fmt.Errorf("TEST_CRASH_AFTER=%q: the only step is \"booked\"", cfg.TestCrashAfter)
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(ctx) })
