@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/chain"
+	"github.com/txfence/txfence/ledger/internal/retry"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/feed"
@@ -397,7 +398,7 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, page *pa
 		if page.keys[key] {
 			return nil, errBookFirst
 		}
-		id, j, err := c.Store.Journal(ctx, key)
+		id, j, err := c.Store.LiveJournal(ctx, key)
 		if errs.Is(err, errs.NotFound) {
 			return nil, nil // nothing was booked from that block
 		}
@@ -410,37 +411,11 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, page *pa
 }
 
 // Run books the feed until ctx ends. A failing step is retried with a
-// growing pause, up to a minute; a failure that lasts a minute is logged as
-// an alert, once, and a line says when the feed moves again.
+// growing pause, up to ten seconds; a failure that lasts a minute is an
+// alert (ledger/internal/retry).
 func (c *Consumer) Run(ctx context.Context) error {
-	log := c.log()
-	pause, failingSince, alerted := time.Duration(0), time.Time{}, false
-	for ctx.Err() == nil {
+	return retry.Run(ctx, c.log(), "booking the feed", func(ctx context.Context) error {
 		_, err := c.Step(ctx)
-		if err == nil {
-			if alerted {
-				log.Info("ledger: the feed is booked again", "stalled_for", time.Since(failingSince).Round(time.Second).String())
-			}
-			pause, failingSince, alerted = 0, time.Time{}, false
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		}
-		if !alerted && time.Since(failingSince) >= time.Minute {
-			log.Error("ledger: the feed has not been booked for a minute", "alert", true, "err", err)
-			alerted = true
-		} else {
-			log.Warn("ledger: booking the feed failed; retrying", "err", err)
-		}
-		pause = min(max(2*pause, 100*time.Millisecond), 10*time.Second)
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-	}
-	return nil
+		return err
+	})
 }

@@ -358,3 +358,33 @@ func balanceOf(t *testing.T, r *rig, wallet common.Address) *big.Int {
 	}
 	return b
 }
+
+// A block that leaves the chain and comes back (a fork flipping back and
+// forth): each return books the settlement again, each departure reverses
+// the booking that stands, and the books end equal to the chain, which
+// holds the transaction. (The node keeps the block: the feed alone says
+// it left and came back.)
+func TestABlockThatLeavesAndComesBackIsBookedOnceAtATime(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	a, stranger := r.node.Accounts()[0], r.node.Accounts()[5]
+	id := r.tx(t, a.Address, "flipping")
+	receipt := chaintest.Transfer(t, r.node, a.Key, stranger.Address, big.NewInt(31))
+	for range 3 {
+		r.confirmed(t, id, receipt)
+		r.drain(t)
+		r.requireTiesOut(t, "while the block is in the chain")
+		r.reorged(t, id, receipt)
+		r.drain(t)
+		if booked := balanceOf(t, r, a.Address); booked.Cmp(r.start[a.Address]) != 0 {
+			t.Fatalf("after the block left: the books hold %s, want the opening %s", booked, r.start[a.Address])
+		}
+	}
+	r.confirmed(t, id, receipt)
+	r.drain(t)
+	r.requireTiesOut(t, "after the block came back for good")
+	var journals int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM journal WHERE tx_hash = $1`, receipt.TxHash.Bytes()).Scan(&journals); err != nil || journals != 7 {
+		t.Errorf("%d journals of the transaction (%v), want 4 bookings and 3 reversals", journals, err)
+	}
+}

@@ -128,3 +128,39 @@ func (c ChainAddresses) String() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// ChainBlocks are block numbers by chain id, from "31337=0,1=21000000".
+type ChainBlocks map[uint64]uint64
+
+// UnmarshalText parses id=block pairs, naming every bad one.
+func (c *ChainBlocks) UnmarshalText(text []byte) error {
+	out := ChainBlocks{}
+	var problems []error
+	for item := range strings.SplitSeq(string(text), ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, raw, ok := strings.Cut(item, "=")
+		chainID, err := strconv.ParseUint(id, 10, 63)
+		if !ok || err != nil || chainID == 0 {
+			problems = append(problems, fmt.Errorf("%q: want CHAIN_ID=BLOCK", item))
+			continue
+		}
+		block, err := strconv.ParseUint(raw, 10, 63)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("chain %d: %q is not a block number", chainID, raw))
+			continue
+		}
+		if _, dup := out[chainID]; dup {
+			problems = append(problems, fmt.Errorf("chain %d: given twice", chainID))
+			continue
+		}
+		out[chainID] = block
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+	*c = out
+	return nil
+}

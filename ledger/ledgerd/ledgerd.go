@@ -8,7 +8,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/ledger/reconcile"
+	"github.com/txfence/txfence/ledger/scanner"
 	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/daemon"
@@ -36,6 +40,23 @@ type Config struct {
 	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
 	// ChainRPC is the ledger's own endpoint of each chain it books.
 	ChainRPC ChainRPCs `env:"CHAIN_RPC" required:"true"`
+	// Tokens are the ERC-20 contracts opened and reconciled for every
+	// wallet of a chain.
+	Tokens ChainAddresses `env:"TOKENS"`
+	// Wallets are addresses booked as wallets besides txmanager's signers.
+	Wallets ChainAddresses `env:"WALLETS"`
+	// ScanDepth keeps the deposit scanner that many blocks below the head;
+	// ScanFrom is where a chain's scanner starts on its very first start
+	// (default: the head less ScanDepth).
+	ScanDepth uint64      `env:"SCAN_DEPTH" default:"0"`
+	ScanFrom  ChainBlocks `env:"SCAN_FROM"`
+	// ReconcileDepth pins reconciliation that many blocks below the head
+	// (0: the node's finalized block); it runs every ReconcileInterval, and
+	// waits up to ReconcileGrace for a wallet's own transactions to be
+	// booked.
+	ReconcileDepth    uint64        `env:"RECONCILE_DEPTH" default:"0"`
+	ReconcileInterval time.Duration `env:"RECONCILE_INTERVAL" default:"10m"`
+	ReconcileGrace    time.Duration `env:"RECONCILE_GRACE" default:"10m"`
 	// TestCrashAfter is fault injection for the crash tests, never for
 	// production: "booked" kills the process with SIGKILL right after a
 	// page of the feed is booked.
@@ -59,14 +80,33 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	for setting, chains := range map[string][]uint64{"TOKENS": slices.Collect(maps.Keys(cfg.Tokens)),
+		"WALLETS": slices.Collect(maps.Keys(cfg.Wallets)), "SCAN_FROM": slices.Collect(maps.Keys(cfg.ScanFrom))} {
+		for _, id := range chains {
+			if _, ok := cfg.ChainRPC[id]; !ok {
+				return fmt.Errorf("%s names chain %d, which has no CHAIN_RPC endpoint", setting, id)
+			}
+		}
+	}
+	store := postgres.New(svc.DB, svc.Log)
+	var configured []postgres.WalletKey
+	for id, addrs := range cfg.Wallets {
+		for _, a := range addrs {
+			configured = append(configured, postgres.WalletKey{ChainID: id, Address: a})
+		}
+	}
+	if err := store.AddWallets(ctx, configured); err != nil {
+		return fmt.Errorf("register the configured wallets: %w", err)
+	}
 	readers := map[uint64]*chain.Reader{}
+	clients := map[uint64]*rpc.Client{}
 	for id, u := range cfg.ChainRPC {
 		client, err := rpc.DialContext(ctx, u)
 		if err != nil {
 			return fmt.Errorf("chain %d endpoint: %w", id, err)
 		}
 		defer client.Close()
-		readers[id] = chain.NewReader(client, id)
+		readers[id], clients[id] = chain.NewReader(client, id), client
 		svc.HTTP.AddReadyCheck(httpserver.Check{Name: fmt.Sprintf("chain %d", id), Fn: func(ctx context.Context) error {
 			var block string
 			return client.CallContext(ctx, &block, "eth_blockNumber")
@@ -76,7 +116,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_, err := feed.Read(ctx, api, 0, 1, 0)
 		return err
 	}})
-	c := &consumer.Consumer{Store: postgres.New(svc.DB, svc.Log), API: api, Readers: readers, Log: svc.Log}
+	c := &consumer.Consumer{Store: store, API: api, Readers: readers, Log: svc.Log}
 	switch cfg.TestCrashAfter {
 	case "":
 	case "booked":
@@ -89,8 +129,20 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("TEST_CRASH_AFTER=%q: the only step is \"booked\"", cfg.TestCrashAfter)
 	}
 
+	reconciler := &reconcile.Reconciler{Store: store, Chains: clients, Tokens: cfg.Tokens, Depth: cfg.ReconcileDepth,
+		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Feed: consumer.Feed, Log: svc.Log}
+
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(ctx) })
+	for id, client := range clients {
+		sc := &scanner.Scanner{Store: store, ChainID: id, RPC: client, Tokens: cfg.Tokens[id], Depth: cfg.ScanDepth,
+			Feed: consumer.Feed, Log: svc.Log.With("chain_id", id)}
+		if from, ok := cfg.ScanFrom[id]; ok {
+			sc.Start = &from
+		}
+		g.Go(func() error { return sc.Run(ctx) })
+	}
+	g.Go(func() error { return reconciler.Run(ctx) })
 	g.Go(func() error { return svc.Serve(ctx) })
 	return g.Wait()
 }

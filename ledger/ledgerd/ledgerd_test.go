@@ -72,3 +72,17 @@ func TestChainAddresses(t *testing.T) {
 		}
 	}
 }
+
+func TestChainBlocks(t *testing.T) {
+	t.Parallel()
+	var c ledgerd.ChainBlocks
+	if err := c.UnmarshalText([]byte("31337=0, 1=21000000")); err != nil || len(c) != 2 || c[31337] != 0 || c[1] != 21000000 {
+		t.Errorf("parsed %v, %v", map[uint64]uint64(c), err)
+	}
+	for _, bad := range []string{"5", "0=1", "5=-1", "5=x", "5=1,5=2"} {
+		var c ledgerd.ChainBlocks
+		if err := c.UnmarshalText([]byte(bad)); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pg"
 )
 
 // Cursor is the seq up to which feed's events are booked; 0 before any.
@@ -99,47 +98,24 @@ func (s *Store) BookFeed(ctx context.Context, feed string, from, to uint64, sign
 	if to < from {
 		return nil, fmt.Errorf("feed %s: cursor from %d back to %d", feed, from, to)
 	}
-	posts := make([]*pendingPost, len(journals))
-	for i, j := range journals {
-		if err := j.Validate(); err != nil {
-			return nil, errs.Wrap(errs.Invalid, "journal "+j.Key, err)
-		}
-		posts[i] = &pendingPost{j: j, hash: j.PayloadHash()}
+	posts, err := newPosts(journals)
+	if err != nil {
+		return nil, err
 	}
 	var out []Posted
-	var made map[ledger.AccountKey]int64
-	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
 		if err := moveCursor(ctx, tx, feed, from, to); err != nil {
 			return err
 		}
 		if err := addWallets(ctx, tx, signers); err != nil {
 			return err
 		}
-		written, fresh, err := s.writeJournals(ctx, tx, posts)
-		if err != nil {
-			return err
-		}
-		made = fresh
-		out = make([]Posted, len(posts))
-		for i, p := range posts {
-			if id, ok := written.claim(p); ok {
-				out[i] = Posted{JournalID: id, Created: true}
-				continue
-			}
-			if out[i], err = bookedIn(ctx, tx, p.j.Key, p.hash); err != nil {
-				return err
-			}
-		}
-		return nil
+		out, err = w.bookOnce(ctx, tx, posts)
+		return err
 	})
 	if err != nil {
-		var conflict *keyConflict
-		if errors.As(err, &conflict) {
-			return nil, s.classify(err, &ledger.Journal{Key: conflict.key})
-		}
 		return nil, err
 	}
-	s.cacheAccounts(made)
 	return out, nil
 }
 
@@ -184,6 +160,30 @@ func registerWallets(ctx context.Context, db querier, wallets []WalletKey, sourc
 		SELECT c, a, $3 FROM unnest($1::bigint[], $2::bytea[]) AS w(c, a) ORDER BY 1, 2
 		ON CONFLICT DO NOTHING`, chains, addrs, source)
 	return err
+}
+
+// LiveJournal reads the journal that books key's fact now: the one under
+// key, or, when that was reversed and its fact booked again (its block left
+// the chain and came back), the last such rebooking. What a reversal
+// negates. errs.NotFound when none is booked.
+func (s *Store) LiveJournal(ctx context.Context, key string) (int64, *ledger.Journal, error) {
+	id, j, err := s.Journal(ctx, key)
+	for err == nil {
+		var reversal int64
+		err = s.pool.QueryRow(ctx, `SELECT journal_id FROM journal WHERE reverses = $1`, id).Scan(&reversal)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return id, j, nil
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		rebooked, rj, rerr := s.Journal(ctx, RebookKey(key, reversal))
+		if errs.Is(rerr, errs.NotFound) {
+			return id, j, nil // reversed, not booked again: the reversal stands
+		}
+		id, j, err = rebooked, rj, rerr // rebookings are keyed by the original key
+	}
+	return 0, nil, err
 }
 
 // Journal reads the journal booked under key, with its legs: what a

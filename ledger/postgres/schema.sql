@@ -348,7 +348,11 @@ CREATE INDEX reconciliation_item_journal_idx ON reconciliation_item USING btree 
 
 CREATE INDEX reconciliation_run_chain_idx ON reconciliation_run USING btree (chain_id, run_id DESC);
 
+CREATE INDEX wallet_opened_idx ON wallet USING btree (chain_id, opened_block) WHERE (opened_block IS NOT NULL);
+
 CREATE INDEX wallet_tx_block_idx ON wallet_tx USING btree (chain_id, block_number);
+
+CREATE INDEX wallet_unopened_idx ON wallet USING btree (chain_id) WHERE (opened_block IS NULL);
 
 CREATE TRIGGER account_append_only BEFORE DELETE OR UPDATE ON account FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
 

@@ -11,6 +11,11 @@ ALTER TABLE wallet
     ADD COLUMN opened_hash  bytea  CHECK (length(opened_hash) = 32),
     ADD CONSTRAINT wallet_opened_whole CHECK ((opened_block IS NULL) = (opened_hash IS NULL));
 
+-- The scanner finds the wallets it has not opened yet, and a reorg those
+-- opened after its fork point, without reading the whole registry.
+CREATE INDEX wallet_unopened_idx ON wallet (chain_id) WHERE opened_block IS NULL;
+CREATE INDEX wallet_opened_idx ON wallet (chain_id, opened_block) WHERE opened_block IS NOT NULL;
+
 -- caught_up_at is when a read of the feed that began then found no more
 -- events than it returned: every event committed before it was booked.
 -- The scanner books a block only once the consumer has caught up after the
