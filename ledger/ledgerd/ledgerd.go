@@ -19,11 +19,13 @@ import (
 
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/consumer"
+	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
 	"github.com/txfence/txfence/ledger/scanner"
 	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
@@ -57,6 +59,10 @@ type Config struct {
 	ReconcileDepth    uint64        `env:"RECONCILE_DEPTH" default:"0"`
 	ReconcileInterval time.Duration `env:"RECONCILE_INTERVAL" default:"10m"`
 	ReconcileGrace    time.Duration `env:"RECONCILE_GRACE" default:"10m"`
+	// CursorKey signs the API's page cursors (a statement's carries its
+	// running balance). Nodes serving one gateway share it; unset, each
+	// start makes a random one, and cursors do not outlive the process.
+	CursorKey config.Secret `env:"CURSOR_KEY"`
 	// TestCrashAfter is fault injection for the crash tests, never for
 	// production: "booked" kills the process with SIGKILL right after a
 	// page of the feed is booked.
@@ -129,6 +135,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("TEST_CRASH_AFTER=%q: the only step is \"booked\"", cfg.TestCrashAfter)
 	}
 
+	if k := cfg.CursorKey.Reveal(); k != "" && len(k) < 32 {
+		return fmt.Errorf("CURSOR_KEY: %d characters, want at least 32", len(k))
+	}
+	var cursorKey []byte
+	if k := cfg.CursorKey.Reveal(); k != "" {
+		cursorKey = []byte(k)
+	}
+	httpapi.New(store, cursorKey).Mount(svc.HTTP.Router)
 	reconciler := &reconcile.Reconciler{Store: store, Chains: clients, Tokens: cfg.Tokens, Depth: cfg.ReconcileDepth,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Feed: consumer.Feed, Log: svc.Log}
 

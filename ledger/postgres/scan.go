@@ -380,4 +380,3 @@ func unreversedAfter(ctx context.Context, tx pgx.Tx, chainID uint64, number uint
 	}
 	return out, rows.Err()
 }
-

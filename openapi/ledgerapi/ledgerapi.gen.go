@@ -6,15 +6,538 @@ package ledgerapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/oapi-codegen/runtime"
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
+
+// Defines values for AccountKind.
+const (
+	AccountCounterparty   AccountKind = "counterparty"
+	AccountDepositSource  AccountKind = "deposit_source"
+	AccountFeeExpense     AccountKind = "fee_expense"
+	AccountInTransit      AccountKind = "in_transit"
+	AccountOpeningBalance AccountKind = "opening_balance"
+	AccountSuspense       AccountKind = "suspense"
+	AccountWallet         AccountKind = "wallet"
+)
+
+// Valid indicates whether the value is a known member of the AccountKind enum.
+func (e AccountKind) Valid() bool {
+	switch e {
+	case AccountCounterparty:
+		return true
+	case AccountDepositSource:
+		return true
+	case AccountFeeExpense:
+		return true
+	case AccountInTransit:
+		return true
+	case AccountOpeningBalance:
+		return true
+	case AccountSuspense:
+		return true
+	case AccountWallet:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JournalKind.
+const (
+	JournalConfirmed      JournalKind = "confirmed"
+	JournalDeposit        JournalKind = "deposit"
+	JournalOpening        JournalKind = "opening"
+	JournalReconciliation JournalKind = "reconciliation"
+	JournalReversal       JournalKind = "reversal"
+	JournalReverted       JournalKind = "reverted"
+	JournalTransitIn      JournalKind = "transit_in"
+	JournalTransitOut     JournalKind = "transit_out"
+)
+
+// Valid indicates whether the value is a known member of the JournalKind enum.
+func (e JournalKind) Valid() bool {
+	switch e {
+	case JournalConfirmed:
+		return true
+	case JournalDeposit:
+		return true
+	case JournalOpening:
+		return true
+	case JournalReconciliation:
+		return true
+	case JournalReversal:
+		return true
+	case JournalReverted:
+		return true
+	case JournalTransitIn:
+		return true
+	case JournalTransitOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReceiptStatus.
+const (
+	ReceiptReverted ReceiptStatus = "reverted"
+	ReceiptSuccess  ReceiptStatus = "success"
+)
+
+// Valid indicates whether the value is a known member of the ReceiptStatus enum.
+func (e ReceiptStatus) Valid() bool {
+	switch e {
+	case ReceiptReverted:
+		return true
+	case ReceiptSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Account defines model for Account.
+type Account struct {
+	// AccountId An account's id in the ledger.
+	//
+	// Example: 42
+	AccountId AccountId `json:"account_id"`
+
+	// Address The account's address, in lower case.
+	Address externalRef0.Address `json:"address"`
+
+	// AsOfBlock The `at_block` the balance is as of; absent for the current balance.
+	AsOfBlock *externalRef0.BlockNumber `json:"as_of_block,omitempty"`
+
+	// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+	//
+	// Example: native
+	Asset Asset `json:"asset"`
+
+	// Balance A balance, the sum of an account's entries: an integer as a decimal
+	// string, negative when more left the account than came in (a
+	// counterparty's, or a wallet's that the chain settled beyond what
+	// the books hold).
+	//
+	//
+	// Example: 2500000000000000000
+	Balance Balance `json:"balance"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Kind An account's role. `wallet`: an address whose keys txfence holds
+	// (or watches); `fee_expense`: what a wallet spent on gas;
+	// `counterparty`: an address a wallet paid or was paid by;
+	// `in_transit`: what left one chain and has not arrived on another;
+	// `suspense`: differences reconciliation found, until explained;
+	// `deposit_source`: an outside address that sent a wallet a deposit;
+	// `opening_balance`: the other side of a wallet's opening balance.
+	//
+	//
+	// Example: wallet
+	Kind AccountKind `json:"kind"`
+
+	// Version The current balance's version: it grows each time the
+	// balance moves, so an unchanged version is an unchanged
+	// balance. Absent with `as_of_block`.
+	Version *int64 `json:"version,omitempty"`
+}
+
+// AccountId An account's id in the ledger.
+//
+// Example: 42
+type AccountId = int64
+
+// AccountKind An account's role. `wallet`: an address whose keys txfence holds
+// (or watches); `fee_expense`: what a wallet spent on gas;
+// `counterparty`: an address a wallet paid or was paid by;
+// `in_transit`: what left one chain and has not arrived on another;
+// `suspense`: differences reconciliation found, until explained;
+// `deposit_source`: an outside address that sent a wallet a deposit;
+// `opening_balance`: the other side of a wallet's opening balance.
+//
+// Example: wallet
+type AccountKind string
+
+// AccountList defines model for AccountList.
+type AccountList struct {
+	Accounts []Account `json:"accounts"`
+
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string `json:"next_cursor"`
+}
+
+// AccountRef An account, without its balance.
+type AccountRef struct {
+	// AccountId An account's id in the ledger.
+	//
+	// Example: 42
+	AccountId AccountId `json:"account_id"`
+
+	// Address The account's address, in lower case.
+	Address externalRef0.Address `json:"address"`
+
+	// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+	//
+	// Example: native
+	Asset Asset `json:"asset"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Kind An account's role. `wallet`: an address whose keys txfence holds
+	// (or watches); `fee_expense`: what a wallet spent on gas;
+	// `counterparty`: an address a wallet paid or was paid by;
+	// `in_transit`: what left one chain and has not arrived on another;
+	// `suspense`: differences reconciliation found, until explained;
+	// `deposit_source`: an outside address that sent a wallet a deposit;
+	// `opening_balance`: the other side of a wallet's opening balance.
+	//
+	//
+	// Example: wallet
+	Kind AccountKind `json:"kind"`
+}
+
+// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+// a decimal string, negative when it takes from the account's
+// balance.
+//
+// Example: -1000000000000000000
+type Amount = string
+
+// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+//
+// Example: native
+type Asset = string
+
+// Balance A balance, the sum of an account's entries: an integer as a decimal
+// string, negative when more left the account than came in (a
+// counterparty's, or a wallet's that the chain settled beyond what
+// the books hold).
+//
+// Example: 2500000000000000000
+type Balance = string
+
+// EntryId An entry's id in the ledger; ids grow in the order entries are booked.
+//
+// Example: 5012
+type EntryId = int64
+
+// Journal defines model for Journal.
+type Journal struct {
+	// BlockHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	BlockHash *externalRef0.Hash `json:"block_hash,omitempty"`
+
+	// BlockNumber The block its fact was settled in; a reversal carries the reversed journal's.
+	BlockNumber *externalRef0.BlockNumber `json:"block_number,omitempty"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// CreatedAt When the journal was booked.
+	CreatedAt time.Time `json:"created_at"`
+
+	// Entries In the order they were booked; they sum to zero in each asset.
+	Entries []JournalEntry `json:"entries"`
+
+	// JournalId A journal's id in the ledger; ids grow in the order journals are booked.
+	//
+	// Example: 1007
+	JournalId JournalId `json:"journal_id"`
+
+	// Kind What a journal books. `confirmed`: a transaction of txfence's mined
+	// with status 1; `reverted`: one mined with status 0 (its fee only);
+	// `reversal`: the negation of a journal whose block left the chain;
+	// `deposit`: an inbound transfer the block scanner found;
+	// `reconciliation`: a difference with the chain, into suspense;
+	// `transit_out`, `transit_in`: a rebalancing's source and destination
+	// legs; `opening`: a wallet's chain balances when the ledger began
+	// booking it.
+	//
+	//
+	// Example: confirmed
+	Kind JournalKind `json:"kind"`
+
+	// Memo More about the journal (a reconciliation's cause); `{}` when there is nothing.
+	Memo map[string]interface{} `json:"memo"`
+
+	// ReversedBy The `reversal` journal that undid this one, when one did.
+	ReversedBy *JournalId `json:"reversed_by,omitempty"`
+
+	// Reverses For a `reversal`, the journal it undoes.
+	Reverses *JournalId `json:"reverses,omitempty"`
+
+	// Status A booked transaction receipt's status; absent when the journal's fact is not a transaction's.
+	Status *ReceiptStatus `json:"status,omitempty"`
+
+	// TxHash The transaction the journal books; absent when its fact is not one transaction's.
+	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
+}
+
+// JournalEntry One entry of a journal.
+type JournalEntry struct {
+	// Account An account, without its balance.
+	Account AccountRef `json:"account"`
+
+	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+	// a decimal string, negative when it takes from the account's
+	// balance.
+	//
+	//
+	// Example: -1000000000000000000
+	Amount Amount `json:"amount"`
+
+	// EntryId An entry's id in the ledger; ids grow in the order entries are booked.
+	//
+	// Example: 5012
+	EntryId EntryId `json:"entry_id"`
+}
+
+// JournalId A journal's id in the ledger; ids grow in the order journals are booked.
+//
+// Example: 1007
+type JournalId = int64
+
+// JournalKind What a journal books. `confirmed`: a transaction of txfence's mined
+// with status 1; `reverted`: one mined with status 0 (its fee only);
+// `reversal`: the negation of a journal whose block left the chain;
+// `deposit`: an inbound transfer the block scanner found;
+// `reconciliation`: a difference with the chain, into suspense;
+// `transit_out`, `transit_in`: a rebalancing's source and destination
+// legs; `opening`: a wallet's chain balances when the ledger began
+// booking it.
+//
+// Example: confirmed
+type JournalKind string
+
+// JournalList defines model for JournalList.
+type JournalList struct {
+	Journals []JournalSummary `json:"journals"`
+
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string `json:"next_cursor"`
+}
+
+// JournalSummary A journal, without its entries.
+type JournalSummary struct {
+	// BlockHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	BlockHash *externalRef0.Hash `json:"block_hash,omitempty"`
+
+	// BlockNumber The block its fact was settled in; a reversal carries the reversed journal's.
+	BlockNumber *externalRef0.BlockNumber `json:"block_number,omitempty"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// CreatedAt When the journal was booked.
+	CreatedAt time.Time `json:"created_at"`
+
+	// JournalId A journal's id in the ledger; ids grow in the order journals are booked.
+	//
+	// Example: 1007
+	JournalId JournalId `json:"journal_id"`
+
+	// Kind What a journal books. `confirmed`: a transaction of txfence's mined
+	// with status 1; `reverted`: one mined with status 0 (its fee only);
+	// `reversal`: the negation of a journal whose block left the chain;
+	// `deposit`: an inbound transfer the block scanner found;
+	// `reconciliation`: a difference with the chain, into suspense;
+	// `transit_out`, `transit_in`: a rebalancing's source and destination
+	// legs; `opening`: a wallet's chain balances when the ledger began
+	// booking it.
+	//
+	//
+	// Example: confirmed
+	Kind JournalKind `json:"kind"`
+
+	// Memo More about the journal (a reconciliation's cause); `{}` when there is nothing.
+	Memo map[string]interface{} `json:"memo"`
+
+	// ReversedBy The `reversal` journal that undid this one, when one did.
+	ReversedBy *JournalId `json:"reversed_by,omitempty"`
+
+	// Reverses For a `reversal`, the journal it undoes.
+	Reverses *JournalId `json:"reverses,omitempty"`
+
+	// Status A booked transaction receipt's status; absent when the journal's fact is not a transaction's.
+	Status *ReceiptStatus `json:"status,omitempty"`
+
+	// TxHash The transaction the journal books; absent when its fact is not one transaction's.
+	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
+}
+
+// ReceiptStatus A booked transaction receipt's status; absent when the journal's fact is not a transaction's.
+type ReceiptStatus string
+
+// Statement defines model for Statement.
+type Statement struct {
+	// AccountId An account's id in the ledger.
+	//
+	// Example: 42
+	AccountId AccountId `json:"account_id"`
+
+	// Entries Oldest first.
+	Entries []StatementEntry `json:"entries"`
+
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string `json:"next_cursor"`
+}
+
+// StatementEntry One entry of an account's statement, with its journal and the running balance.
+//
+// Example: {"amount":"-1000000000000000000","balance":"2500000000000000000","block_hash":"0x6f9b1e0a3d5c7e2f4a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e9f2a4b6c8d0e1f","block_number":1284,"entry_id":5012,"journal_id":1007,"journal_kind":"confirmed","tx_hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b"}
+type StatementEntry struct {
+	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+	// a decimal string, negative when it takes from the account's
+	// balance.
+	//
+	//
+	// Example: -1000000000000000000
+	Amount Amount `json:"amount"`
+
+	// Balance The account's balance after this entry (and every entry before it).
+	Balance Balance `json:"balance"`
+
+	// BlockHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	BlockHash *externalRef0.Hash `json:"block_hash,omitempty"`
+
+	// BlockNumber A block height.
+	//
+	// Example: 1284
+	BlockNumber *externalRef0.BlockNumber `json:"block_number,omitempty"`
+
+	// EntryId An entry's id in the ledger; ids grow in the order entries are booked.
+	//
+	// Example: 5012
+	EntryId EntryId `json:"entry_id"`
+
+	// JournalId A journal's id in the ledger; ids grow in the order journals are booked.
+	//
+	// Example: 1007
+	JournalId JournalId `json:"journal_id"`
+
+	// JournalKind What a journal books. `confirmed`: a transaction of txfence's mined
+	// with status 1; `reverted`: one mined with status 0 (its fee only);
+	// `reversal`: the negation of a journal whose block left the chain;
+	// `deposit`: an inbound transfer the block scanner found;
+	// `reconciliation`: a difference with the chain, into suspense;
+	// `transit_out`, `transit_in`: a rebalancing's source and destination
+	// legs; `opening`: a wallet's chain balances when the ledger began
+	// booking it.
+	//
+	//
+	// Example: confirmed
+	JournalKind JournalKind `json:"journal_kind"`
+
+	// Reverses For a `reversal` journal, the journal it undoes.
+	Reverses *JournalId `json:"reverses,omitempty"`
+
+	// TxHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
+}
+
+// AccountIdPath An account's id in the ledger.
+//
+// Example: 42
+type AccountIdPath = AccountId
+
+// AtBlock A block height.
+//
+// Example: 1284
+type AtBlock = externalRef0.BlockNumber
+
+// JournalIdPath A journal's id in the ledger; ids grow in the order journals are booked.
+//
+// Example: 1007
+type JournalIdPath = JournalId
+
+// ListAccountsParams defines parameters for ListAccounts.
+type ListAccountsParams struct {
+	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
+
+	// Address The account's address, in any letter case.
+	Address *externalRef0.Address `form:"address,omitempty" json:"address,omitempty"`
+	Kind    *AccountKind          `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// Asset `native`, or a token contract's address in any letter case.
+	Asset *string `form:"asset,omitempty" json:"asset,omitempty"`
+
+	// AtBlock Answer the balance as of this block: the sum of the account's
+	// entries in journals of blocks up to and including it. Without it,
+	// the current balance.
+	AtBlock *AtBlock `form:"at_block,omitempty" json:"at_block,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetAccountParams defines parameters for GetAccount.
+type GetAccountParams struct {
+	// AtBlock Answer the balance as of this block: the sum of the account's
+	// entries in journals of blocks up to and including it. Without it,
+	// the current balance.
+	AtBlock *AtBlock `form:"at_block,omitempty" json:"at_block,omitempty"`
+}
+
+// ListAccountEntriesParams defines parameters for ListAccountEntries.
+type ListAccountEntriesParams struct {
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListJournalsParams defines parameters for ListJournals.
+type ListJournalsParams struct {
+	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
+
+	// TxHash Journals of this transaction (confirmed, reverted, their reversals); needs `chain_id`.
+	TxHash *externalRef0.Hash `form:"tx_hash,omitempty" json:"tx_hash,omitempty"`
+	Kind   *JournalKind       `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -118,6 +641,59 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAccounts Accounts with their balances, by account id
+	//
+	// The accounts matching every filter given, in account id order, each
+	// with its current balance and version or, with `at_block`, its
+	// balance as of that block. The gateway lists a tenant's accounts by
+	// `chain_id` and `address`. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Corresponds with GET /v1/accounts (the `ListAccounts` operationId).
+	ListAccounts(ctx context.Context, params *ListAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAccount One account with its balance
+	//
+	// The account with its current balance and version or, with
+	// `at_block`, its balance as of that block. An unknown account is a
+	// `404`. Only the gateway may call it (mutual TLS identity
+	// `gateway`).
+	//
+	// Corresponds with GET /v1/accounts/{account_id} (the `GetAccount` operationId).
+	GetAccount(ctx context.Context, accountId AccountIdPath, params *GetAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAccountEntries An account's statement, oldest entry first
+	//
+	// The account's entries in the order they were booked, each with its
+	// journal and the account's running balance after it: the balance
+	// after the last entry of the last page is the account's balance. A
+	// reversal shows as an entry of a `reversal` journal that negates the
+	// entry it undoes. An unknown account is a `404`. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
+	ListAccountEntries(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJournals Journals, oldest first
+	//
+	// The journals matching every filter given, in the order they were
+	// booked, without their entries (`getJournal` has them). `tx_hash`
+	// needs `chain_id`. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Corresponds with GET /v1/journals (the `ListJournals` operationId).
+	ListJournals(ctx context.Context, params *ListJournalsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetJournal One journal with its entries
+	//
+	// The journal, its entries with their accounts spelled out, and, when
+	// a reversal undid it, the reversing journal's id (`reversed_by`).
+	// An unknown journal is a `404`. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
+	GetJournal(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth Liveness
@@ -169,6 +745,109 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadinessRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAccounts Accounts with their balances, by account id
+//
+// The accounts matching every filter given, in account id order, each
+// with its current balance and version or, with `at_block`, its
+// balance as of that block. The gateway lists a tenant's accounts by
+// `chain_id` and `address`. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Corresponds with GET /v1/accounts (the `ListAccounts` operationId).
+func (c *Client) ListAccounts(ctx context.Context, params *ListAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAccountsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAccount One account with its balance
+//
+// The account with its current balance and version or, with
+// `at_block`, its balance as of that block. An unknown account is a
+// `404`. Only the gateway may call it (mutual TLS identity
+// `gateway`).
+//
+// Corresponds with GET /v1/accounts/{account_id} (the `GetAccount` operationId).
+func (c *Client) GetAccount(ctx context.Context, accountId AccountIdPath, params *GetAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAccountRequest(c.Server, accountId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAccountEntries An account's statement, oldest entry first
+//
+// The account's entries in the order they were booked, each with its
+// journal and the account's running balance after it: the balance
+// after the last entry of the last page is the account's balance. A
+// reversal shows as an entry of a `reversal` journal that negates the
+// entry it undoes. An unknown account is a `404`. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
+func (c *Client) ListAccountEntries(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAccountEntriesRequest(c.Server, accountId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJournals Journals, oldest first
+//
+// The journals matching every filter given, in the order they were
+// booked, without their entries (`getJournal` has them). `tx_hash`
+// needs `chain_id`. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Corresponds with GET /v1/journals (the `ListJournals` operationId).
+func (c *Client) ListJournals(ctx context.Context, params *ListJournalsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJournalsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetJournal One journal with its entries
+//
+// The journal, its entries with their accounts spelled out, and, when
+// a reversal undid it, the reversing journal's id (`reversed_by`).
+// An unknown journal is a `404`. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
+func (c *Client) GetJournal(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJournalRequest(c.Server, journalId)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +922,402 @@ func NewGetReadinessRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAccountsRequest constructs an http.Request for the ListAccounts method
+func NewListAccountsRequest(server string, params *ListAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ChainId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", *params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Address != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "address", *params.Address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Asset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "asset", *params.Asset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AtBlock != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at_block", *params.AtBlock, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetAccountRequest constructs an http.Request for the GetAccount method
+func NewGetAccountRequest(server string, accountId AccountIdPath, params *GetAccountParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_id", accountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/accounts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AtBlock != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at_block", *params.AtBlock, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAccountEntriesRequest constructs an http.Request for the ListAccountEntries method
+func NewListAccountEntriesRequest(server string, accountId AccountIdPath, params *ListAccountEntriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_id", accountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/accounts/%s/entries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListJournalsRequest constructs an http.Request for the ListJournals method
+func NewListJournalsRequest(server string, params *ListJournalsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/journals")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ChainId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", *params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TxHash != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tx_hash", *params.TxHash, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetJournalRequest constructs an http.Request for the GetJournal method
+func NewGetJournalRequest(server string, journalId JournalIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "journal_id", journalId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/journals/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -338,6 +1413,69 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error)
+
+	// ListAccountsWithResponse Accounts with their balances, by account id
+	//
+	// The accounts matching every filter given, in account id order, each
+	// with its current balance and version or, with `at_block`, its
+	// balance as of that block. The gateway lists a tenant's accounts by
+	// `chain_id` and `address`. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/accounts (the `ListAccounts` operationId).
+	ListAccountsWithResponse(ctx context.Context, params *ListAccountsParams, reqEditors ...RequestEditorFn) (*ListAccountsResponse, error)
+
+	// GetAccountWithResponse One account with its balance
+	//
+	// The account with its current balance and version or, with
+	// `at_block`, its balance as of that block. An unknown account is a
+	// `404`. Only the gateway may call it (mutual TLS identity
+	// `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/accounts/{account_id} (the `GetAccount` operationId).
+	GetAccountWithResponse(ctx context.Context, accountId AccountIdPath, params *GetAccountParams, reqEditors ...RequestEditorFn) (*GetAccountResponse, error)
+
+	// ListAccountEntriesWithResponse An account's statement, oldest entry first
+	//
+	// The account's entries in the order they were booked, each with its
+	// journal and the account's running balance after it: the balance
+	// after the last entry of the last page is the account's balance. A
+	// reversal shows as an entry of a `reversal` journal that negates the
+	// entry it undoes. An unknown account is a `404`. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
+	ListAccountEntriesWithResponse(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*ListAccountEntriesResponse, error)
+
+	// ListJournalsWithResponse Journals, oldest first
+	//
+	// The journals matching every filter given, in the order they were
+	// booked, without their entries (`getJournal` has them). `tx_hash`
+	// needs `chain_id`. Only the gateway may call it (mutual TLS
+	// identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/journals (the `ListJournals` operationId).
+	ListJournalsWithResponse(ctx context.Context, params *ListJournalsParams, reqEditors ...RequestEditorFn) (*ListJournalsResponse, error)
+
+	// GetJournalWithResponse One journal with its entries
+	//
+	// The journal, its entries with their accounts spelled out, and, when
+	// a reversal undid it, the reversing journal's id (`reversed_by`).
+	// An unknown journal is a `404`. Only the gateway may call it (mutual
+	// TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
+	GetJournalWithResponse(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*GetJournalResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -491,6 +1629,246 @@ func (r GetReadinessResponse) ContentType() string {
 	return ""
 }
 
+type ListAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccountList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAccountsResponse) GetJSON200() *AccountList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAccountsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Account
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAccountResponse) GetJSON200() *Account {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetAccountResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAccountEntriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Statement
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAccountEntriesResponse) GetJSON200() *Statement {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAccountEntriesResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAccountEntriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAccountEntriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAccountEntriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAccountEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListJournalsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JournalList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJournalsResponse) GetJSON200() *JournalList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListJournalsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJournalsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJournalsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJournalsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJournalsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetJournalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Journal
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJournalResponse) GetJSON200() *Journal {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetJournalResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJournalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJournalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJournalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJournalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse Liveness
 //
 // Answers 200 while the process serves HTTP; checks no dependency.
@@ -542,6 +1920,99 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 		return nil, err
 	}
 	return ParseGetReadinessResponse(rsp)
+}
+
+// ListAccountsWithResponse Accounts with their balances, by account id
+//
+// The accounts matching every filter given, in account id order, each
+// with its current balance and version or, with `at_block`, its
+// balance as of that block. The gateway lists a tenant's accounts by
+// `chain_id` and `address`. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/accounts (the `ListAccounts` operationId).
+func (c *ClientWithResponses) ListAccountsWithResponse(ctx context.Context, params *ListAccountsParams, reqEditors ...RequestEditorFn) (*ListAccountsResponse, error) {
+	rsp, err := c.ListAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAccountsResponse(rsp)
+}
+
+// GetAccountWithResponse One account with its balance
+//
+// The account with its current balance and version or, with
+// `at_block`, its balance as of that block. An unknown account is a
+// `404`. Only the gateway may call it (mutual TLS identity
+// `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/accounts/{account_id} (the `GetAccount` operationId).
+func (c *ClientWithResponses) GetAccountWithResponse(ctx context.Context, accountId AccountIdPath, params *GetAccountParams, reqEditors ...RequestEditorFn) (*GetAccountResponse, error) {
+	rsp, err := c.GetAccount(ctx, accountId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAccountResponse(rsp)
+}
+
+// ListAccountEntriesWithResponse An account's statement, oldest entry first
+//
+// The account's entries in the order they were booked, each with its
+// journal and the account's running balance after it: the balance
+// after the last entry of the last page is the account's balance. A
+// reversal shows as an entry of a `reversal` journal that negates the
+// entry it undoes. An unknown account is a `404`. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
+func (c *ClientWithResponses) ListAccountEntriesWithResponse(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*ListAccountEntriesResponse, error) {
+	rsp, err := c.ListAccountEntries(ctx, accountId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAccountEntriesResponse(rsp)
+}
+
+// ListJournalsWithResponse Journals, oldest first
+//
+// The journals matching every filter given, in the order they were
+// booked, without their entries (`getJournal` has them). `tx_hash`
+// needs `chain_id`. Only the gateway may call it (mutual TLS
+// identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/journals (the `ListJournals` operationId).
+func (c *ClientWithResponses) ListJournalsWithResponse(ctx context.Context, params *ListJournalsParams, reqEditors ...RequestEditorFn) (*ListJournalsResponse, error) {
+	rsp, err := c.ListJournals(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJournalsResponse(rsp)
+}
+
+// GetJournalWithResponse One journal with its entries
+//
+// The journal, its entries with their accounts spelled out, and, when
+// a reversal undid it, the reversing journal's id (`reversed_by`).
+// An unknown journal is a `404`. Only the gateway may call it (mutual
+// TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
+func (c *ClientWithResponses) GetJournalWithResponse(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*GetJournalResponse, error) {
+	rsp, err := c.GetJournal(ctx, journalId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJournalResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -650,6 +2121,171 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 	return response, nil
 }
 
+// ParseListAccountsResponse parses an HTTP response from a ListAccountsWithResponse call
+func ParseListAccountsResponse(rsp *http.Response) (*ListAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccountList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetAccountResponse parses an HTTP response from a GetAccountWithResponse call
+func ParseGetAccountResponse(rsp *http.Response) (*GetAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Account
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAccountEntriesResponse parses an HTTP response from a ListAccountEntriesWithResponse call
+func ParseListAccountEntriesResponse(rsp *http.Response) (*ListAccountEntriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAccountEntriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Statement
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListJournalsResponse parses an HTTP response from a ListJournalsWithResponse call
+func ParseListJournalsResponse(rsp *http.Response) (*ListJournalsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJournalsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JournalList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetJournalResponse parses an HTTP response from a GetJournalWithResponse call
+func ParseGetJournalResponse(rsp *http.Response) (*GetJournalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJournalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Journal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness
@@ -661,6 +2297,21 @@ type ServerInterface interface {
 	// GetReadiness Readiness
 	// (GET /readyz)
 	GetReadiness(w http.ResponseWriter, r *http.Request)
+	// ListAccounts Accounts with their balances, by account id
+	// (GET /v1/accounts)
+	ListAccounts(w http.ResponseWriter, r *http.Request, params ListAccountsParams)
+	// GetAccount One account with its balance
+	// (GET /v1/accounts/{account_id})
+	GetAccount(w http.ResponseWriter, r *http.Request, accountId AccountIdPath, params GetAccountParams)
+	// ListAccountEntries An account's statement, oldest entry first
+	// (GET /v1/accounts/{account_id}/entries)
+	ListAccountEntries(w http.ResponseWriter, r *http.Request, accountId AccountIdPath, params ListAccountEntriesParams)
+	// ListJournals Journals, oldest first
+	// (GET /v1/journals)
+	ListJournals(w http.ResponseWriter, r *http.Request, params ListJournalsParams)
+	// GetJournal One journal with its entries
+	// (GET /v1/journals/{journal_id})
+	GetJournal(w http.ResponseWriter, r *http.Request, journalId JournalIdPath)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -682,6 +2333,36 @@ func (_ Unimplemented) GetMetrics(w http.ResponseWriter, r *http.Request) {
 // GetReadiness Readiness
 // (GET /readyz)
 func (_ Unimplemented) GetReadiness(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListAccounts Accounts with their balances, by account id
+// (GET /v1/accounts)
+func (_ Unimplemented) ListAccounts(w http.ResponseWriter, r *http.Request, params ListAccountsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetAccount One account with its balance
+// (GET /v1/accounts/{account_id})
+func (_ Unimplemented) GetAccount(w http.ResponseWriter, r *http.Request, accountId AccountIdPath, params GetAccountParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListAccountEntries An account's statement, oldest entry first
+// (GET /v1/accounts/{account_id}/entries)
+func (_ Unimplemented) ListAccountEntries(w http.ResponseWriter, r *http.Request, accountId AccountIdPath, params ListAccountEntriesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListJournals Journals, oldest first
+// (GET /v1/journals)
+func (_ Unimplemented) ListJournals(w http.ResponseWriter, r *http.Request, params ListJournalsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetJournal One journal with its entries
+// (GET /v1/journals/{journal_id})
+func (_ Unimplemented) GetJournal(w http.ResponseWriter, r *http.Request, journalId JournalIdPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -727,6 +2408,325 @@ func (siw *ServerInterfaceWrapper) GetReadiness(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReadiness(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListAccounts operation middleware
+func (siw *ServerInterfaceWrapper) ListAccounts(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAccountsParams
+
+	// ------------- Optional query parameter "chain_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "chain_id", r.URL.Query(), &params.ChainId, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "chain_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "address" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "address", r.URL.Query(), &params.Address, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "address"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "address", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "kind" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "kind", r.URL.Query(), &params.Kind, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "kind"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "asset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "asset", r.URL.Query(), &params.Asset, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "asset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "asset", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "at_block" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "at_block", r.URL.Query(), &params.AtBlock, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "at_block"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "at_block", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAccounts(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetAccount operation middleware
+func (siw *ServerInterfaceWrapper) GetAccount(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "account_id" -------------
+	var accountId AccountIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "account_id", chi.URLParam(r, "account_id"), &accountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "account_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetAccountParams
+
+	// ------------- Optional query parameter "at_block" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "at_block", r.URL.Query(), &params.AtBlock, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "at_block"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "at_block", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetAccount(w, r, accountId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListAccountEntries operation middleware
+func (siw *ServerInterfaceWrapper) ListAccountEntries(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "account_id" -------------
+	var accountId AccountIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "account_id", chi.URLParam(r, "account_id"), &accountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "account_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAccountEntriesParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAccountEntries(w, r, accountId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListJournals operation middleware
+func (siw *ServerInterfaceWrapper) ListJournals(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListJournalsParams
+
+	// ------------- Optional query parameter "chain_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "chain_id", r.URL.Query(), &params.ChainId, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "chain_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "tx_hash" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tx_hash", r.URL.Query(), &params.TxHash, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "tx_hash"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tx_hash", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "kind" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "kind", r.URL.Query(), &params.Kind, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "kind"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListJournals(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetJournal operation middleware
+func (siw *ServerInterfaceWrapper) GetJournal(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "journal_id" -------------
+	var journalId JournalIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "journal_id", chi.URLParam(r, "journal_id"), &journalId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "journal_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetJournal(w, r, journalId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -849,6 +2849,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/accounts", wrapper.ListAccounts)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/accounts/{account_id}", wrapper.GetAccount)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/accounts/{account_id}/entries", wrapper.ListAccountEntries)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/journals", wrapper.ListJournals)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/journals/{journal_id}", wrapper.GetJournal)
+	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealth)
 	})

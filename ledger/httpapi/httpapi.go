@@ -1,0 +1,316 @@
+// Package httpapi is ledgerd's internal HTTP API (openapi/ledger.yaml):
+// reading the books for the gateway. Accounts with their balances,
+// current or as of a block, an account's statement with its running
+// balance, and journals with their entries.
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/mtls"
+)
+
+// Caller is the identity the read routes admit: the gateway, which
+// answers tenants (scope ledger:read) and operators.
+const Caller = "gateway"
+
+// API serves the read routes.
+type API struct {
+	store   *postgres.Store
+	cursors cursors
+}
+
+// New returns the API over store. cursorKey authenticates the list
+// cursors it hands out; every ledgerd that serves the same callers needs
+// the same key, or a cursor one issued is refused by another. With no key,
+// New makes one up: the cursors then hold only until ledgerd restarts.
+func New(store *postgres.Store, cursorKey []byte) *API {
+	key := slices.Clone(cursorKey)
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key) // never fails (crypto/rand)
+	}
+	return &API{store: store, cursors: cursors{key: key}}
+}
+
+// Mount adds the routes to r, behind the gateway-only allowlist.
+func (a *API) Mount(r chi.Router) {
+	r.Group(func(r chi.Router) {
+		r.Use(mtls.Allow(Caller))
+		r.Get("/v1/accounts", a.listAccounts)
+		r.Get("/v1/accounts/{account_id}", a.getAccount)
+		r.Get("/v1/accounts/{account_id}/entries", a.listEntries)
+		r.Get("/v1/journals", a.listJournals)
+		r.Get("/v1/journals/{journal_id}", a.getJournal)
+	})
+}
+
+func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
+	p := newParams(r.URL.Query())
+	f := postgres.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
+	limit := p.limit()
+	scope := accountsScope(&f)
+	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
+		after, err := a.cursors.openID(accountsCursor, scope, s)
+		if err != nil {
+			p.fail("cursor", err)
+		}
+		f.After = after
+	}
+	if err := p.err(); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	f.Limit = limit + 1
+	accounts, err := a.store.Accounts(r.Context(), f)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var next *string
+	if len(accounts) > limit {
+		accounts = accounts[:limit]
+		next = new(a.cursors.sealID(accountsCursor, scope, accounts[limit-1].ID))
+	}
+	out := make([]accountJSON, len(accounts))
+	for i := range accounts {
+		out[i] = toAccount(&accounts[i])
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"accounts": out, "next_cursor": next})
+}
+
+// accountsScope ties a list's cursors to its filters.
+func accountsScope(f *postgres.AccountFilter) string {
+	addr, at := "", ""
+	if f.Address != nil {
+		addr = lowerHex(f.Address.Bytes())
+	}
+	if f.AtBlock != nil {
+		at = fmt.Sprint(*f.AtBlock)
+	}
+	return fmt.Sprintf("chain_id=%d&address=%s&kind=%s&asset=%s&at_block=%s", f.ChainID, addr, f.Kind, f.Asset, at)
+}
+
+func (a *API) getAccount(w http.ResponseWriter, r *http.Request) {
+	p := newParams(r.URL.Query())
+	id := p.id("account_id", chi.URLParam(r, "account_id"))
+	at := p.atBlock()
+	if err := p.err(); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	acct, err := a.store.Account(r.Context(), id, at)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, toAccount(&acct))
+}
+
+func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
+	p := newParams(r.URL.Query())
+	id := p.id("account_id", chi.URLParam(r, "account_id"))
+	limit := p.limit()
+	var pos postgres.StatementPosition
+	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
+		var err error
+		if pos, err = a.cursors.openPosition(id, s); err != nil {
+			p.fail("cursor", err)
+		}
+	}
+	if err := p.err(); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	lines, err := a.store.Statement(r.Context(), id, pos, limit+1)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var next *string
+	if len(lines) > limit {
+		lines = lines[:limit]
+		last := lines[limit-1]
+		next = new(a.cursors.sealPosition(id, postgres.StatementPosition{EntryID: last.EntryID, Balance: last.Balance}))
+	}
+	out := make([]statementEntryJSON, len(lines))
+	for i, l := range lines {
+		out[i] = statementEntryJSON{EntryID: l.EntryID, JournalID: l.JournalID, JournalKind: l.Kind, Reverses: nonZero(l.Reverses),
+			Amount: l.Amount.String(), Balance: l.Balance.String()}
+		out[i].TxHash, out[i].BlockNumber, out[i].BlockHash = txAndBlock(l.TxHash, l.Block)
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"account_id": id, "entries": out, "next_cursor": next})
+}
+
+func (a *API) listJournals(w http.ResponseWriter, r *http.Request) {
+	p := newParams(r.URL.Query())
+	f := postgres.JournalFilter{ChainID: p.chainID(), TxHash: p.hash("tx_hash"), Kind: p.journalKind()}
+	if f.TxHash != nil && !p.query.Has("chain_id") {
+		// journal_tx_idx is by chain, then hash: a hash alone would read
+		// every journal.
+		p.fail("tx_hash", errors.New("needs chain_id"))
+	}
+	limit := p.limit()
+	scope := journalsScope(&f)
+	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
+		after, err := a.cursors.openID(journalsCursor, scope, s)
+		if err != nil {
+			p.fail("cursor", err)
+		}
+		f.After = after
+	}
+	if err := p.err(); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	f.Limit = limit + 1
+	journals, err := a.store.Journals(r.Context(), f)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var next *string
+	if len(journals) > limit {
+		journals = journals[:limit]
+		next = new(a.cursors.sealID(journalsCursor, scope, journals[limit-1].ID))
+	}
+	out := make([]journalJSON, len(journals))
+	for i := range journals {
+		out[i] = toJournal(&journals[i])
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"journals": out, "next_cursor": next})
+}
+
+// journalsScope ties a list's cursors to its filters.
+func journalsScope(f *postgres.JournalFilter) string {
+	tx := ""
+	if f.TxHash != nil {
+		tx = lowerHex(f.TxHash.Bytes())
+	}
+	return fmt.Sprintf("chain_id=%d&tx_hash=%s&kind=%s", f.ChainID, tx, f.Kind)
+}
+
+func (a *API) getJournal(w http.ResponseWriter, r *http.Request) {
+	p := newParams(nil)
+	id := p.id("journal_id", chi.URLParam(r, "journal_id"))
+	if err := p.err(); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	j, err := a.store.JournalByID(r.Context(), id)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := toJournal(&j)
+	out.Entries = make([]journalEntryJSON, len(j.Entries))
+	for i, e := range j.Entries {
+		out.Entries[i] = journalEntryJSON{EntryID: e.ID, Account: toAccountRef(e.AccountID, e.Account), Amount: e.Amount.String()}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+// The documents of ledger.yaml. Amounts and balances are decimal
+// strings; addresses, assets and hashes lower-case hex.
+
+type accountRefJSON struct {
+	AccountID int64              `json:"account_id"`
+	ChainID   uint64             `json:"chain_id"`
+	Asset     string             `json:"asset"`
+	Kind      ledger.AccountKind `json:"kind"`
+	Address   string             `json:"address"`
+}
+
+type accountJSON struct {
+	accountRefJSON
+	Balance   string  `json:"balance"`
+	Version   *int64  `json:"version,omitempty"`
+	AsOfBlock *uint64 `json:"as_of_block,omitempty"`
+}
+
+func toAccountRef(id int64, k ledger.AccountKey) accountRefJSON {
+	return accountRefJSON{AccountID: id, ChainID: k.ChainID, Asset: k.Asset, Kind: k.Kind, Address: lowerHex(k.Address.Bytes())}
+}
+
+func toAccount(a *postgres.AccountBalance) accountJSON {
+	out := accountJSON{accountRefJSON: toAccountRef(a.ID, a.AccountKey), Balance: a.Balance.String(), AsOfBlock: a.AtBlock}
+	if a.AtBlock == nil {
+		out.Version = &a.Version
+	}
+	return out
+}
+
+type statementEntryJSON struct {
+	EntryID     int64              `json:"entry_id"`
+	JournalID   int64              `json:"journal_id"`
+	JournalKind ledger.JournalKind `json:"journal_kind"`
+	Reverses    *int64             `json:"reverses,omitempty"`
+	TxHash      *string            `json:"tx_hash,omitempty"`
+	BlockNumber *uint64            `json:"block_number,omitempty"`
+	BlockHash   *string            `json:"block_hash,omitempty"`
+	Amount      string             `json:"amount"`
+	Balance     string             `json:"balance"`
+}
+
+type journalJSON struct {
+	JournalID   int64              `json:"journal_id"`
+	Kind        ledger.JournalKind `json:"kind"`
+	ChainID     uint64             `json:"chain_id"`
+	TxHash      *string            `json:"tx_hash,omitempty"`
+	BlockNumber *uint64            `json:"block_number,omitempty"`
+	BlockHash   *string            `json:"block_hash,omitempty"`
+	Status      string             `json:"status,omitempty"`
+	Reverses    *int64             `json:"reverses,omitempty"`
+	ReversedBy  *int64             `json:"reversed_by,omitempty"`
+	Memo        json.RawMessage    `json:"memo"`
+	CreatedAt   time.Time          `json:"created_at"`
+	// Entries is set by getJournal only.
+	Entries []journalEntryJSON `json:"entries,omitempty"`
+}
+
+type journalEntryJSON struct {
+	EntryID int64          `json:"entry_id"`
+	Account accountRefJSON `json:"account"`
+	Amount  string         `json:"amount"`
+}
+
+func toJournal(j *postgres.BookedJournal) journalJSON {
+	memo := j.Memo
+	if len(memo) == 0 {
+		memo = json.RawMessage("{}")
+	}
+	out := journalJSON{JournalID: j.ID, Kind: j.Kind, ChainID: j.ChainID, Status: j.Status,
+		Reverses: nonZero(j.Reverses), ReversedBy: nonZero(j.ReversedBy), Memo: memo, CreatedAt: j.CreatedAt.UTC()}
+	out.TxHash, out.BlockNumber, out.BlockHash = txAndBlock(j.TxHash, j.Block)
+	return out
+}
+
+// txAndBlock spells a journal's transaction and block out.
+func txAndBlock(tx *common.Hash, b *ledger.Block) (txHash *string, number *uint64, blockHash *string) {
+	if tx != nil {
+		txHash = new(lowerHex(tx.Bytes()))
+	}
+	if b != nil {
+		number, blockHash = new(b.Number), new(lowerHex(b.Hash.Bytes()))
+	}
+	return txHash, number, blockHash
+}
+
+func nonZero(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}

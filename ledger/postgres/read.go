@@ -1,0 +1,549 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// The read side of the books: accounts with their balances, current or as
+// of a block, an account's statement, and journals. Accounts, journals and
+// entries never change once committed. The balances of a page are read
+// in one statement per chain (as of a block) or in all (current), so they
+// are of one moment and sum the entries of whole journals.
+
+// MaxPage bounds what one read returns: a list asks for its page size, and
+// one more row to learn whether another page follows.
+const MaxPage = 1001
+
+// AccountBalance is an account with its balance.
+type AccountBalance struct {
+	ID int64
+	ledger.AccountKey
+	// Balance is the current balance, or the balance as of AtBlock.
+	Balance *big.Int
+	// Version grows each time the current balance moves; 0 with AtBlock.
+	Version int64
+	// AtBlock is the block the balance is as of; nil for the current one.
+	AtBlock *uint64
+}
+
+// AccountFilter selects accounts: each field set must match.
+type AccountFilter struct {
+	ChainID uint64
+	Address *common.Address
+	Kind    ledger.AccountKind
+	Asset   string
+	// AtBlock asks for balances as of that block instead of the current
+	// ones.
+	AtBlock *uint64
+	// After is the last account id of the previous page; 0 for the first.
+	After int64
+	Limit int
+}
+
+// accountColumns are an account's key, as scanAccount reads it.
+const accountColumns = `a.account_id, a.chain_id, a.asset, a.kind, a.address`
+
+// accountsSQL lists the accounts a filter selects, with their current
+// balances.
+const accountsSQL = `
+	SELECT ` + accountColumns + `, coalesce(b.amount, 0)::text, coalesce(b.version, 0)
+	FROM account a LEFT JOIN balance b USING (account_id)
+	WHERE a.account_id > $1
+		AND ($2::bigint IS NULL OR a.chain_id = $2)
+		AND ($3::bytea IS NULL OR a.address = $3)
+		AND ($4::text IS NULL OR a.kind = $4)
+		AND ($5::text IS NULL OR a.asset = $5)
+	ORDER BY a.account_id
+	LIMIT $6`
+
+// balancesAtSQL is the balance of accounts $3, all of chain $1, as of
+// block $2: the sum of their entries in journals of blocks up to it (a
+// journal without a block counts at none). Reading one costs what it
+// reads, so it reads the least of three (fewer than 1,000 journals are
+// few: a literal, so that even a generic plan knows a scan under that
+// LIMIT is short):
+//   - few journals after the block (journal_block_idx, and
+//     journal_unblocked_idx for those without one): the current balance
+//     less what they moved;
+//   - else few journals up to the block: what they moved;
+//   - else, with many journals either side, it answers NULL, and
+//     ownBalancesAtSQL sums the account's own entries.
+//
+// One statement, so one snapshot: the counts that choose the way and the
+// sums agree, and a LIMIT under a count below it cuts nothing. The way not
+// chosen is not run (one-time filters), and the entries of few journals
+// are read journal by journal (LATERAL, OFFSET 0 keeps it a nested loop
+// of entry_journal_idx lookups whatever the plan). Its estimated cost
+// stays below jit_above_cost: JIT compiling a plan costs tens of
+// milliseconds, more than running it.
+const balancesAtSQL = `
+	WITH counts AS MATERIALIZED (
+		SELECT
+			(SELECT count(*) FROM (SELECT FROM journal WHERE chain_id = $1 AND block_number > $2 LIMIT 1000) l) AS later,
+			(SELECT count(*) FROM (SELECT FROM journal WHERE chain_id = $1 AND block_number <= $2 LIMIT 1000) e) AS earlier
+	), later AS (
+		SELECT e.account_id, sum(e.amount) AS amount
+		FROM (
+			(SELECT journal_id FROM journal
+			WHERE chain_id = $1 AND block_number > $2 AND (SELECT later FROM counts) < 1000
+			ORDER BY block_number LIMIT 1000)
+		UNION ALL
+			(SELECT journal_id FROM journal
+			WHERE chain_id = $1 AND block_number IS NULL AND (SELECT later FROM counts) < 1000)
+		) j, LATERAL (SELECT account_id, amount FROM entry WHERE entry.journal_id = j.journal_id OFFSET 0) e
+		WHERE e.account_id = ANY ($3::bigint[])
+		GROUP BY e.account_id
+	), earlier AS (
+		SELECT e.account_id, sum(e.amount) AS amount
+		FROM (
+			SELECT journal_id FROM journal
+			WHERE chain_id = $1 AND block_number <= $2 AND (SELECT later >= 1000 AND earlier < 1000 FROM counts)
+			ORDER BY block_number LIMIT 1000
+		) j, LATERAL (SELECT account_id, amount FROM entry WHERE entry.journal_id = j.journal_id OFFSET 0) e
+		WHERE e.account_id = ANY ($3::bigint[])
+		GROUP BY e.account_id
+	)
+	SELECT a.account_id, (CASE
+		WHEN c.later < 1000 THEN coalesce((SELECT b.amount FROM balance b WHERE b.account_id = a.account_id), 0) - coalesce(l.amount, 0)
+		WHEN c.earlier < 1000 THEN coalesce(r.amount, 0)
+		END)::text
+	FROM unnest($3::bigint[]) AS a(account_id) CROSS JOIN counts c
+		LEFT JOIN later l USING (account_id)
+		LEFT JOIN earlier r USING (account_id)`
+
+// ownBalancesAtSQL is the balance of accounts $1 as of block $2, from each
+// account's own entries (entry_account_idx), each looked up in its
+// journal: what balancesAtSQL leaves when many journals lie either side
+// of the block. It costs the accounts' entries: for a hot wallet in the
+// middle of a long history, hundreds of thousands.
+const ownBalancesAtSQL = `
+	SELECT a.account_id, coalesce((
+		SELECT sum(e.amount) FROM entry e,
+			LATERAL (SELECT block_number FROM journal WHERE journal.journal_id = e.journal_id OFFSET 0) j
+		WHERE e.account_id = a.account_id AND j.block_number <= $2), 0)::text
+	FROM unnest($1::bigint[]) AS a(account_id)`
+
+// Accounts lists the accounts f selects, by account id, with their
+// balances.
+func (s *Store) Accounts(ctx context.Context, f AccountFilter) ([]AccountBalance, error) {
+	if f.Limit < 1 || f.Limit > MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, MaxPage)
+	}
+	chain, err := chainArg(f.ChainID)
+	if err != nil {
+		return nil, err
+	}
+	var addr []byte
+	if f.Address != nil {
+		addr = f.Address.Bytes()
+	}
+	var kind, asset *string
+	if f.Kind != "" {
+		kind = new(string(f.Kind))
+	}
+	if f.Asset != "" {
+		asset = new(f.Asset)
+	}
+	// The filters are optional: the query is planned for the values it is
+	// given (QueryExecModeExec, an unnamed statement), never with a
+	// generic plan that would have to serve every combination.
+	rows, err := s.pool.Query(ctx, accountsSQL, pgx.QueryExecModeExec, f.After, chain, addr, kind, asset, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("read accounts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountBalance, error) { return scanAccount(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read accounts: %w", err)
+	}
+	if f.AtBlock != nil {
+		if err := s.balancesAt(ctx, out, *f.AtBlock); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Account is one account with its current balance, or with atBlock its
+// balance as of that block; errs.NotFound when there is none.
+func (s *Store) Account(ctx context.Context, id int64, atBlock *uint64) (AccountBalance, error) {
+	a, err := scanAccount(s.pool.QueryRow(ctx, `
+		SELECT `+accountColumns+`, coalesce(b.amount, 0)::text, coalesce(b.version, 0)
+		FROM account a LEFT JOIN balance b USING (account_id)
+		WHERE a.account_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AccountBalance{}, errs.Errorf(errs.NotFound, "no account %d", id)
+	}
+	if err != nil {
+		return AccountBalance{}, fmt.Errorf("read account %d: %w", id, err)
+	}
+	if atBlock != nil {
+		accounts := []AccountBalance{a}
+		if err := s.balancesAt(ctx, accounts, *atBlock); err != nil {
+			return AccountBalance{}, err
+		}
+		a = accounts[0]
+	}
+	return a, nil
+}
+
+// balancesAt replaces the current balances of accounts by their balances
+// as of block at, one query per chain.
+func (s *Store) balancesAt(ctx context.Context, accounts []AccountBalance, at uint64) error {
+	if at > 1<<63-1 {
+		return errs.Errorf(errs.Invalid, "block %d: beyond any block the ledger stores", at)
+	}
+	byChain := map[uint64][]int64{}
+	for _, a := range accounts {
+		byChain[a.ChainID] = append(byChain[a.ChainID], a.ID)
+	}
+	balances := make(map[int64]*big.Int, len(accounts))
+	var own []int64
+	read := func(db querier, sql string, args ...any) error {
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("read balances at block %d: %w", at, err)
+		}
+		var id int64
+		var amount *string
+		_, err = pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
+			if amount == nil {
+				own = append(own, id)
+				return nil
+			}
+			v, err := parseInt(*amount)
+			balances[id] = v
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read balances at block %d: %w", at, err)
+		}
+		return nil
+	}
+	for chain, ids := range byChain {
+		if err := read(s.pool, balancesAtSQL, int64(chain), int64(at), ids); err != nil {
+			return err
+		}
+	}
+	if len(own) > 0 {
+		// A plan over many entries is costed above jit_above_cost, and JIT
+		// compiling it costs more than it saves for any but the hottest
+		// wallets.
+		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+				return err
+			}
+			return read(tx, ownBalancesAtSQL, own, int64(at))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for i := range accounts {
+		a := &accounts[i]
+		if a.Balance = balances[a.ID]; a.Balance == nil {
+			return fmt.Errorf("read balances at block %d: account %d missing", at, a.ID)
+		}
+		a.Version, a.AtBlock = 0, &at
+	}
+	return nil
+}
+
+// chainArg is a chain filter as the database stores chain ids: nil for
+// none.
+func chainArg(id uint64) (*int64, error) {
+	switch {
+	case id == 0:
+		return nil, nil
+	case id > 1<<63-1:
+		return nil, errs.Errorf(errs.Invalid, "chain_id %d: beyond any chain the ledger stores", id)
+	}
+	return new(int64(id)), nil
+}
+
+func scanAccount(row pgx.Row) (AccountBalance, error) {
+	var a AccountBalance
+	var chain int64
+	var kind, balance string
+	var addr []byte
+	if err := row.Scan(&a.ID, &chain, &a.Asset, &kind, &addr, &balance, &a.Version); err != nil {
+		return AccountBalance{}, err
+	}
+	a.ChainID, a.Kind, a.Address = uint64(chain), ledger.AccountKind(kind), common.BytesToAddress(addr)
+	var err error
+	if a.Balance, err = parseInt(balance); err != nil {
+		return AccountBalance{}, err
+	}
+	return a, nil
+}
+
+// StatementLine is one entry of an account's statement.
+type StatementLine struct {
+	EntryID   int64
+	JournalID int64
+	Kind      ledger.JournalKind
+	// Reverses is the journal a reversal undoes; 0 otherwise.
+	Reverses int64
+	TxHash   *common.Hash
+	Block    *ledger.Block
+	Amount   *big.Int
+	// Balance is the account's balance after this entry.
+	Balance *big.Int
+}
+
+// StatementPosition is where a page of a statement starts: after entry
+// EntryID, whose running balance was Balance. The zero position is the
+// start.
+type StatementPosition struct {
+	EntryID int64
+	Balance *big.Int
+}
+
+// Statement returns up to limit entries of the account after pos, oldest
+// first, each with the account's running balance after it; errs.NotFound
+// when there is no such account.
+//
+// The running balance starts from the one pos carries, so a page costs
+// its own entries whatever the account's history (entry_account_idx, in
+// entry id order): pos must be a position a previous page ended at, which
+// the caller keeps from being forged (the API authenticates its cursors).
+//
+// Entry ids are taken as a posting writes, before it commits, so two
+// postings of the account that overlap can commit out of id order: a page
+// read between their commits ends past an entry that is not visible yet,
+// and the pages after it never show that entry (a statement read again
+// from the start does, as does the balance). A gap-free order needs the
+// schema to number an account's entries at commit, or under its balance
+// row's lock.
+func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPosition, limit int) ([]StatementLine, error) {
+	if limit < 1 || limit > MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", limit, MaxPage)
+	}
+	start := "0"
+	if pos.Balance != nil {
+		start = pos.Balance.String()
+	}
+	// The inner query orders by the whole index key, so that even a
+	// generic plan walks entry_account_idx from the position on.
+	rows, err := s.pool.Query(ctx, `
+		SELECT e.entry_id, e.journal_id, j.kind, j.reverses, j.tx_hash, j.block_number, j.block_hash, e.amount::text,
+			($3::numeric + sum(e.amount) OVER (ORDER BY e.entry_id))::text
+		FROM (SELECT entry_id, journal_id, amount FROM entry
+			WHERE account_id = $1 AND entry_id > $2
+			ORDER BY account_id, entry_id
+			LIMIT $4) e
+		JOIN journal j USING (journal_id)
+		ORDER BY e.entry_id`, accountID, pos.EntryID, start, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read account %d's statement: %w", accountID, err)
+	}
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatementLine, error) {
+		var l StatementLine
+		var kind, amount, balance string
+		var reverses, number *int64
+		var txHash, blockHash []byte
+		if err := row.Scan(&l.EntryID, &l.JournalID, &kind, &reverses, &txHash, &number, &blockHash, &amount, &balance); err != nil {
+			return StatementLine{}, err
+		}
+		l.Kind, l.TxHash, l.Block = ledger.JournalKind(kind), hashOf(txHash), blockOf(number, blockHash)
+		if reverses != nil {
+			l.Reverses = *reverses
+		}
+		var err error
+		if l.Amount, err = parseInt(amount); err != nil {
+			return StatementLine{}, err
+		}
+		l.Balance, err = parseInt(balance)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read account %d's statement: %w", accountID, err)
+	}
+	if len(lines) == 0 {
+		// An empty page: the end of the statement, or no account.
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM account WHERE account_id = $1)`, accountID).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("read account %d: %w", accountID, err)
+		}
+		if !exists {
+			return nil, errs.Errorf(errs.NotFound, "no account %d", accountID)
+		}
+	}
+	return lines, nil
+}
+
+// BookedJournal is a journal as the ledger booked it.
+type BookedJournal struct {
+	ID      int64
+	Kind    ledger.JournalKind
+	ChainID uint64
+	TxHash  *common.Hash
+	Block   *ledger.Block
+	// Status is the receipt's, "success" or "reverted"; "" when the fact
+	// is not a transaction's.
+	Status string
+	// Reverses is the journal a reversal undoes; ReversedBy the reversal
+	// that undid this one. 0 for none.
+	Reverses, ReversedBy int64
+	// Memo is a JSON object, {} when there is nothing to say.
+	Memo      json.RawMessage
+	CreatedAt time.Time
+	// Entries are the journal's entries, in booking order; JournalByID
+	// reads them, Journals does not.
+	Entries []BookedEntry
+}
+
+// BookedEntry is one entry of a journal.
+type BookedEntry struct {
+	ID        int64
+	AccountID int64
+	Account   ledger.AccountKey
+	Amount    *big.Int
+}
+
+// JournalFilter selects journals: each field set must match.
+type JournalFilter struct {
+	ChainID uint64
+	TxHash  *common.Hash
+	Kind    ledger.JournalKind
+	// After is the last journal id of the previous page; 0 for the first.
+	After int64
+	Limit int
+}
+
+// journalColumns are what scanJournal reads; r is the journal's reversal.
+const journalColumns = `j.journal_id, j.kind, j.chain_id, j.tx_hash, j.block_number, j.block_hash,
+	coalesce(j.status, ''), j.reverses, r.journal_id, j.memo, j.created_at`
+
+// JournalByID is journal id with its entries; errs.NotFound when there is
+// none.
+func (s *Store) JournalByID(ctx context.Context, id int64) (BookedJournal, error) {
+	j, err := scanJournal(s.pool.QueryRow(ctx, `
+		SELECT `+journalColumns+`
+		FROM journal j LEFT JOIN journal r ON r.reverses = j.journal_id
+		WHERE j.journal_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return BookedJournal{}, errs.Errorf(errs.NotFound, "no journal %d", id)
+	}
+	if err != nil {
+		return BookedJournal{}, fmt.Errorf("read journal %d: %w", id, err)
+	}
+	// A journal's entries were committed with it and never change, so
+	// reading them apart from it sees them all.
+	rows, err := s.pool.Query(ctx, `
+		SELECT e.entry_id, `+accountColumns+`, e.amount::text
+		FROM entry e JOIN account a USING (account_id)
+		WHERE e.journal_id = $1
+		ORDER BY e.entry_id`, id)
+	if err != nil {
+		return BookedJournal{}, fmt.Errorf("read journal %d's entries: %w", id, err)
+	}
+	j.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (BookedEntry, error) {
+		var e BookedEntry
+		var chain int64
+		var kind, amount string
+		var addr []byte
+		if err := row.Scan(&e.ID, &e.AccountID, &chain, &e.Account.Asset, &kind, &addr, &amount); err != nil {
+			return BookedEntry{}, err
+		}
+		e.Account.ChainID, e.Account.Kind, e.Account.Address = uint64(chain), ledger.AccountKind(kind), common.BytesToAddress(addr)
+		var err error
+		e.Amount, err = parseInt(amount)
+		return e, err
+	})
+	if err != nil {
+		return BookedJournal{}, fmt.Errorf("read journal %d's entries: %w", id, err)
+	}
+	return j, nil
+}
+
+// Journals lists the journals f selects, oldest first, without their
+// entries.
+func (s *Store) Journals(ctx context.Context, f JournalFilter) ([]BookedJournal, error) {
+	if f.Limit < 1 || f.Limit > MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, MaxPage)
+	}
+	chain, err := chainArg(f.ChainID)
+	if err != nil {
+		return nil, err
+	}
+	var txHash []byte
+	if f.TxHash != nil {
+		txHash = f.TxHash.Bytes()
+	}
+	var kind *string
+	if f.Kind != "" {
+		kind = new(string(f.Kind))
+	}
+	// Planned for the filters given, as Accounts is.
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+journalColumns+`
+		FROM journal j LEFT JOIN journal r ON r.reverses = j.journal_id
+		WHERE j.journal_id > $1
+			AND ($2::bigint IS NULL OR j.chain_id = $2)
+			AND ($3::bytea IS NULL OR j.tx_hash = $3)
+			AND ($4::text IS NULL OR j.kind = $4)
+		ORDER BY j.journal_id
+		LIMIT $5`, pgx.QueryExecModeExec, f.After, chain, txHash, kind, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("read journals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BookedJournal, error) { return scanJournal(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read journals: %w", err)
+	}
+	return out, nil
+}
+
+func scanJournal(row pgx.Row) (BookedJournal, error) {
+	var j BookedJournal
+	var chain int64
+	var kind string
+	var number, reverses, reversedBy *int64
+	var txHash, blockHash, memo []byte
+	if err := row.Scan(&j.ID, &kind, &chain, &txHash, &number, &blockHash, &j.Status, &reverses, &reversedBy, &memo, &j.CreatedAt); err != nil {
+		return BookedJournal{}, err
+	}
+	j.Kind, j.ChainID, j.TxHash, j.Block, j.Memo = ledger.JournalKind(kind), uint64(chain), hashOf(txHash), blockOf(number, blockHash), memo
+	if reverses != nil {
+		j.Reverses = *reverses
+	}
+	if reversedBy != nil {
+		j.ReversedBy = *reversedBy
+	}
+	return j, nil
+}
+
+func hashOf(b []byte) *common.Hash {
+	if b == nil {
+		return nil
+	}
+	h := common.BytesToHash(b)
+	return &h
+}
+
+func blockOf(number *int64, hash []byte) *ledger.Block {
+	if number == nil {
+		return nil
+	}
+	return &ledger.Block{Number: uint64(*number), Hash: common.BytesToHash(hash)}
+}
+
+// parseInt reads an integer the database wrote as text.
+func parseInt(s string) (*big.Int, error) {
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return nil, fmt.Errorf("amount %q: not an integer", s)
+	}
+	return v, nil
+}

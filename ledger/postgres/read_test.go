@@ -1,0 +1,454 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// blockHash is the hash the tests give block n.
+func blockHash(n uint64) common.Hash {
+	return sha256.Sum256(binary.BigEndian.AppendUint64([]byte("block"), n))
+}
+
+// inBlock sets j's transaction and block: the transaction is named after
+// j's key.
+func inBlock(j *ledger.Journal, n uint64) *ledger.Journal {
+	tx := common.Hash(sha256.Sum256([]byte(j.Key)))
+	j.TxHash, j.Block = &tx, &ledger.Block{Number: n, Hash: blockHash(n)}
+	return j
+}
+
+// reversal is the journal that undoes j, booked as id: its legs negated,
+// in j's block.
+func reversal(id int64, j *ledger.Journal) *ledger.Journal {
+	legs := make([]ledger.Leg, len(j.Legs))
+	for i, l := range j.Legs {
+		legs[i] = ledger.Leg{Account: l.Account, Amount: new(big.Int).Neg(l.Amount)}
+	}
+	return &ledger.Journal{Kind: ledger.Reversal, Key: ledger.ReversalKey(id), ChainID: j.ChainID, TxHash: j.TxHash,
+		Block: j.Block, Status: j.Status, Reverses: id, Legs: legs}
+}
+
+func post(t testing.TB, s *postgres.Store, j *ledger.Journal) int64 {
+	t.Helper()
+	p, err := s.Post(context.Background(), j)
+	if err != nil {
+		t.Fatalf("post %s: %v", j.Key, err)
+	}
+	return p.JournalID
+}
+
+// seed books journals journals straight into the tables, fast: each moves
+// pairs amounts from the native wallet of hot to one of counterparties
+// counterparty accounts (addresses 0x…01 up), in blocks from firstBlock
+// on, perBlock journals a block. Their keys start with prefix.
+func seed(t testing.TB, pool *pgxpool.Pool, prefix string, journals, pairs, counterparties, firstBlock, perBlock int) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO account (chain_id, asset, kind, address) VALUES ($1, 'native', 'wallet', $2)
+			ON CONFLICT DO NOTHING`, chain, hot.Bytes()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO account (chain_id, asset, kind, address)
+			SELECT $1, 'native', 'counterparty', decode(lpad(to_hex(i), 40, '0'), 'hex') FROM generate_series(1, $2::int) i
+			ON CONFLICT DO NOTHING`, chain, counterparties); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO journal (kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status)
+			SELECT 'confirmed', $1 || i, sha256(($1 || i)::bytea), $2, sha256(('tx' || $1 || i)::bytea), n, sha256(('block' || n)::bytea), 'success'
+			FROM generate_series(0, $3::int - 1) i, LATERAL (SELECT $4::bigint + i / $5::int AS n) b`,
+			prefix, chain, journals, firstBlock, perBlock); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+			WITH wallet AS (SELECT account_id FROM account WHERE chain_id = $1 AND kind = 'wallet' AND asset = 'native' AND address = $2),
+				others AS (SELECT array_agg(account_id ORDER BY address) AS ids FROM account
+					WHERE chain_id = $1 AND kind = 'counterparty' AND asset = 'native'
+						AND address IN (SELECT decode(lpad(to_hex(i), 40, '0'), 'hex') FROM generate_series(1, $4::int) i))
+			INSERT INTO entry (journal_id, account_id, amount)
+			SELECT j.journal_id, leg.account_id, leg.amount
+			FROM journal j CROSS JOIN generate_series(0, $5::int - 1) k CROSS JOIN wallet CROSS JOIN others,
+				LATERAL (SELECT (j.journal_id * $5::int + k) % $4::int AS c) pick,
+				LATERAL (VALUES (wallet.account_id, -(pick.c + 1)), (others.ids[pick.c + 1], pick.c + 1)) AS leg(account_id, amount)
+			WHERE j.idem_key LIKE $3 || '%'
+			ORDER BY j.journal_id, k`, chain, hot.Bytes(), prefix, counterparties, pairs)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("seed %d journals: %v", journals, err)
+	}
+}
+
+func accountID(t testing.TB, pool *pgxpool.Pool, k ledger.AccountKey) int64 {
+	t.Helper()
+	var id int64
+	err := pool.QueryRow(context.Background(), `SELECT account_id FROM account WHERE chain_id = $1 AND asset = $2 AND kind = $3 AND address = $4`,
+		int64(k.ChainID), k.Asset, string(k.Kind), k.Address.Bytes()).Scan(&id)
+	if err != nil {
+		t.Fatalf("account %s: %v", k, err)
+	}
+	return id
+}
+
+// TestBalancesAsOfABlock reads balances as of blocks between, before and
+// after the journals, backwards from the current balance while few
+// journals follow the block and forwards over the journals up to it once
+// many do, with a reversal and a journal without a block.
+func TestBalancesAsOfABlock(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	wallet, fee, cp := acct(ledger.Wallet, ledger.Native, hot), acct(ledger.FeeExpense, ledger.Native, hot), acct(ledger.Counterparty, ledger.Native, bob)
+	first := post(t, s, inBlock(transfer("tx-5", hot, bob, 100, 1), 5))
+	post(t, s, inBlock(transfer("tx-9", hot, bob, 50, 2), 9))
+	// A journal without a block counts in the current balance, at no block.
+	post(t, s, transfer("no-block", hot, bob, 7, 1))
+	id := accountID(t, pool, wallet)
+
+	check := func(when string) {
+		t.Helper()
+		for at, want := range map[uint64][3]int64{ // wallet, fee expense, counterparty
+			0: {0, 0, 0}, 4: {0, 0, 0}, 5: {-101, 1, 100}, 7: {-101, 1, 100}, 9: {-153, 3, 150}, 1 << 62: {-153, 3, 150},
+		} {
+			got, err := s.Accounts(ctx, postgres.AccountFilter{ChainID: chain, AtBlock: &at, Limit: 100})
+			if err != nil {
+				t.Fatalf("%s: accounts at %d: %v", when, at, err)
+			}
+			byKey := map[ledger.AccountKey]string{}
+			for _, a := range got {
+				if a.AtBlock == nil || *a.AtBlock != at || a.Version != 0 {
+					t.Errorf("%s: at %d: %+v, want as of the block and no version", when, at, a)
+				}
+				byKey[a.AccountKey] = a.Balance.String()
+			}
+			for i, k := range []ledger.AccountKey{wallet, fee, cp} {
+				if byKey[k] != fmt.Sprint(want[i]) {
+					t.Errorf("%s: %s at block %d: %s, want %d", when, k, at, byKey[k], want[i])
+				}
+			}
+			one, err := s.Account(ctx, id, &at)
+			if err != nil || one.Balance.Int64() != want[0] || one.ID != id || one.AccountKey != wallet {
+				t.Errorf("%s: account %d at %d: %+v %v, want %d", when, id, at, one, err, want[0])
+			}
+		}
+	}
+	check("few journals after the blocks")
+
+	// Undone: the reversal carries the block of the journal it reverses.
+	post(t, s, reversal(first, inBlock(transfer("tx-5", hot, bob, 100, 1), 5)))
+	// Enough journals in later blocks that balances as of block 99 and
+	// before are summed forwards.
+	seed(t, pool, "later-", 1200, 1, 3, 100, 1)
+	for at, want := range map[uint64]int64{4: 0, 5: 0, 9: -52, 99: -52} {
+		for name, read := range map[string]func() (postgres.AccountBalance, error){
+			"Account": func() (postgres.AccountBalance, error) { return s.Account(ctx, id, &at) },
+			"Accounts": func() (postgres.AccountBalance, error) {
+				return onlyAccount(s.Accounts(ctx, postgres.AccountFilter{Address: &hot, Kind: ledger.Wallet, AtBlock: &at, Limit: 2}))
+			},
+		} {
+			if got, err := read(); err != nil || got.Balance.Int64() != want {
+				t.Errorf("%s: the wallet at block %d after the reversal: %v %v, want %d", name, at, got.Balance, err, want)
+			}
+		}
+	}
+	cur, err := s.Account(ctx, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := balance(t, s, wallet); cur.Balance.Cmp(want) != 0 || cur.Version == 0 || cur.AtBlock != nil {
+		t.Errorf("current: %+v, want balance %s with a version", cur, want)
+	}
+	if _, err := s.Account(ctx, id+1_000_000, nil); !errs.Is(err, errs.NotFound) {
+		t.Errorf("an unknown account: %v, want not found", err)
+	}
+	if _, err := s.Account(ctx, id+1_000_000, new(uint64(5))); !errs.Is(err, errs.NotFound) {
+		t.Errorf("an unknown account at a block: %v, want not found", err)
+	}
+}
+
+func onlyAccount(as []postgres.AccountBalance, err error) (postgres.AccountBalance, error) {
+	if err == nil && len(as) != 1 {
+		err = fmt.Errorf("%d accounts, want 1", len(as))
+	}
+	if err != nil {
+		return postgres.AccountBalance{Balance: new(big.Int)}, err
+	}
+	return as[0], nil
+}
+
+func TestAccountFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	s, _ := books(t)
+	ctx := context.Background()
+	post(t, s, inBlock(transfer("tx-1", hot, bob, 10, 1), 1))
+	tok := &ledger.Journal{Kind: ledger.Deposit, Key: "deposit-1", ChainID: chain, Legs: []ledger.Leg{
+		leg(acct(ledger.Wallet, token, hot), 5), leg(acct(ledger.DepositSource, token, bob), -5)}}
+	post(t, s, inBlock(tok, 2))
+	other := inBlock(transfer("tx-other-chain", hot, bob, 3, 1), 3)
+	other.ChainID = 1
+	for i := range other.Legs {
+		other.Legs[i].Account.ChainID = 1
+	}
+	post(t, s, other)
+
+	count := func(f postgres.AccountFilter) int {
+		t.Helper()
+		f.Limit = 100
+		got, err := s.Accounts(ctx, f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		for _, a := range got {
+			if (f.ChainID != 0 && a.ChainID != f.ChainID) || (f.Address != nil && a.Address != *f.Address) ||
+				(f.Kind != "" && a.Kind != f.Kind) || (f.Asset != "" && a.Asset != f.Asset) {
+				t.Errorf("%+v answered %+v", f, a)
+			}
+		}
+		return len(got)
+	}
+	for _, c := range []struct {
+		f    postgres.AccountFilter
+		want int
+	}{
+		{postgres.AccountFilter{}, 8},
+		{postgres.AccountFilter{ChainID: chain}, 5},
+		{postgres.AccountFilter{ChainID: chain, Address: &hot}, 3},
+		{postgres.AccountFilter{Address: &hot}, 5},
+		{postgres.AccountFilter{Address: &bob, Kind: ledger.DepositSource}, 1},
+		{postgres.AccountFilter{Asset: token}, 2},
+		{postgres.AccountFilter{ChainID: 1, Kind: ledger.Wallet}, 1},
+		{postgres.AccountFilter{ChainID: 5}, 0},
+		{postgres.AccountFilter{Address: &hot, AtBlock: new(uint64(1))}, 5},
+	} {
+		if got := count(c.f); got != c.want {
+			t.Errorf("%+v: %d accounts, want %d", c.f, got, c.want)
+		}
+	}
+
+	var all []postgres.AccountBalance
+	for f := (postgres.AccountFilter{Limit: 2}); ; {
+		page, err := s.Accounts(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		all = append(all, page...)
+		f.After = page[len(page)-1].ID
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].ID <= all[i-1].ID {
+			t.Errorf("page order: %d after %d", all[i].ID, all[i-1].ID)
+		}
+	}
+	if len(all) != 8 {
+		t.Errorf("paged through %d accounts, want 8", len(all))
+	}
+	if _, err := s.Accounts(ctx, postgres.AccountFilter{Limit: 0}); !errs.Is(err, errs.Invalid) {
+		t.Errorf("limit 0: %v, want invalid", err)
+	}
+}
+
+// TestStatementPagesCarryTheRunningBalance reads a statement in pages,
+// each starting from where the previous ended: the running balance goes
+// entry by entry to the account's balance, and a reversal is among the
+// entries.
+func TestStatementPagesCarryTheRunningBalance(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	wallet := acct(ledger.Wallet, ledger.Native, hot)
+	var reversed int64
+	var undone *ledger.Journal
+	for i := range 23 {
+		j := inBlock(transfer(fmt.Sprintf("tx-%d", i), hot, bob, int64(100+i), int64(1+i%3)), uint64(10+i))
+		id := post(t, s, j)
+		if i == 11 {
+			reversed, undone = id, j
+		}
+	}
+	rev := post(t, s, reversal(reversed, undone))
+	id := accountID(t, pool, wallet)
+
+	var lines []postgres.StatementLine
+	pos := postgres.StatementPosition{}
+	pages := 0
+	for {
+		page, err := s.Statement(ctx, id, pos, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		pages++
+		lines = append(lines, page...)
+		last := page[len(page)-1]
+		pos = postgres.StatementPosition{EntryID: last.EntryID, Balance: last.Balance}
+	}
+	if len(lines) != 2*24 || pages != 10 {
+		t.Fatalf("%d entries in %d pages, want 48 in 10", len(lines), pages)
+	}
+	running := new(big.Int)
+	sawReversal := 0
+	for i, l := range lines {
+		running.Add(running, l.Amount)
+		if l.Balance.Cmp(running) != 0 {
+			t.Errorf("entry %d (%d): running balance %s, want %s", i, l.EntryID, l.Balance, running)
+		}
+		if i > 0 && l.EntryID <= lines[i-1].EntryID {
+			t.Errorf("entry %d after entry %d", l.EntryID, lines[i-1].EntryID)
+		}
+		if l.Block == nil || l.TxHash == nil || l.Block.Hash != blockHash(l.Block.Number) {
+			t.Errorf("entry %d: block %+v, tx %v", l.EntryID, l.Block, l.TxHash)
+		}
+		if l.Kind == ledger.Reversal {
+			sawReversal++
+			if l.JournalID != rev || l.Reverses != reversed || l.Block.Number != 21 {
+				t.Errorf("reversal entry %+v, want journal %d reversing %d in block 21", l, rev, reversed)
+			}
+		}
+	}
+	if sawReversal != 2 {
+		t.Errorf("%d reversal entries, want the wallet's 2", sawReversal)
+	}
+	if want := balance(t, s, wallet); running.Cmp(want) != 0 {
+		t.Errorf("the statement ends at %s, the balance is %s", running, want)
+	}
+	if _, err := s.Statement(ctx, id+1_000_000, postgres.StatementPosition{}, 5); !errs.Is(err, errs.NotFound) {
+		t.Errorf("an unknown account's statement: %v, want not found", err)
+	}
+}
+
+func TestJournalsReadBack(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	j := inBlock(transfer("tx-1", hot, bob, 1000, 21), 7)
+	id := post(t, s, j)
+	rev := post(t, s, reversal(id, j))
+	dep := &ledger.Journal{Kind: ledger.Deposit, Key: "deposit-1", ChainID: chain, Memo: []byte(`{"from": "scanner"}`), Legs: []ledger.Leg{
+		leg(acct(ledger.Wallet, token, hot), 5), leg(acct(ledger.DepositSource, token, bob), -5)}}
+	depID := post(t, s, dep)
+
+	got, err := s.JournalByID(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id || got.Kind != ledger.Confirmed || got.ChainID != chain || *got.TxHash != *j.TxHash || *got.Block != *j.Block ||
+		got.Status != "success" || got.Reverses != 0 || got.ReversedBy != rev || string(got.Memo) != "{}" || got.CreatedAt.IsZero() {
+		t.Errorf("journal %d: %+v", id, got)
+	}
+	if len(got.Entries) != len(j.Legs) {
+		t.Fatalf("%d entries, want %d", len(got.Entries), len(j.Legs))
+	}
+	for i, e := range got.Entries {
+		if e.Account != j.Legs[i].Account || e.Amount.Cmp(j.Legs[i].Amount) != 0 || e.AccountID != accountID(t, pool, e.Account) {
+			t.Errorf("entry %d: %+v, want %+v", i, e, j.Legs[i])
+		}
+	}
+	r, err := s.JournalByID(ctx, rev)
+	if err != nil || r.Kind != ledger.Reversal || r.Reverses != id || r.ReversedBy != 0 || *r.Block != *j.Block || len(r.Entries) != 4 ||
+		r.Entries[0].Amount.Cmp(new(big.Int).Neg(j.Legs[0].Amount)) != 0 {
+		t.Errorf("reversal %d: %+v %v", rev, r, err)
+	}
+	d, err := s.JournalByID(ctx, depID)
+	if err != nil || d.TxHash != nil || d.Block != nil || d.Status != "" || string(d.Memo) != `{"from": "scanner"}` {
+		t.Errorf("deposit %d: %+v %v", depID, d, err)
+	}
+	if _, err := s.JournalByID(ctx, depID+1000); !errs.Is(err, errs.NotFound) {
+		t.Errorf("an unknown journal: %v, want not found", err)
+	}
+
+	ids := func(f postgres.JournalFilter) []int64 {
+		t.Helper()
+		if f.Limit == 0 {
+			f.Limit = 100
+		}
+		js, err := s.Journals(ctx, f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		out := []int64{}
+		for _, j := range js {
+			if j.Entries != nil {
+				t.Errorf("the list read journal %d's entries", j.ID)
+			}
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	other := common.HexToHash("0x01")
+	for _, c := range []struct {
+		f    postgres.JournalFilter
+		want []int64
+	}{
+		{postgres.JournalFilter{}, []int64{id, rev, depID}},
+		{postgres.JournalFilter{ChainID: chain, TxHash: j.TxHash}, []int64{id, rev}},
+		{postgres.JournalFilter{ChainID: chain, TxHash: &other}, []int64{}},
+		{postgres.JournalFilter{Kind: ledger.Reversal}, []int64{rev}},
+		{postgres.JournalFilter{ChainID: 1}, []int64{}},
+		{postgres.JournalFilter{After: id, Limit: 1}, []int64{rev}},
+		{postgres.JournalFilter{After: rev}, []int64{depID}},
+	} {
+		if got := ids(c.f); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%+v: %v, want %v", c.f, got, c.want)
+		}
+	}
+}
+
+// TestBalancesAsOfAgreeWithTheirEntries compares balances as of blocks
+// all over a history with the plain sum of each account's entries up to
+// the block, so that each of the three ways of reading one is checked:
+// few journals after the block, few up to it, and many either side.
+func TestBalancesAsOfAgreeWithTheirEntries(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	seed(t, pool, "early-", 1500, 2, 3, 1, 10) // blocks 1 to 150
+	undone := inBlock(transfer("tx-50", hot, bob, 1000, 21), 50)
+	post(t, s, reversal(post(t, s, undone), undone))
+	post(t, s, inBlock(transfer("tx-151", hot, bob, 77, 3), 151))
+	post(t, s, transfer("no-block", hot, bob, 5, 1))
+	seed(t, pool, "late-", 1500, 2, 3, 200, 10) // blocks 200 to 349
+
+	all, err := s.Accounts(ctx, postgres.AccountFilter{Limit: 100})
+	if err != nil || len(all) != 6 {
+		t.Fatalf("%d accounts %v, want 6", len(all), err)
+	}
+	for _, at := range []uint64{0, 1, 40, 50, 99, 100, 151, 160, 199, 200, 250, 340, 349, 10_000} {
+		got, err := s.Accounts(ctx, postgres.AccountFilter{AtBlock: &at, Limit: 100})
+		if err != nil || len(got) != len(all) {
+			t.Fatalf("accounts at %d: %d %v", at, len(got), err)
+		}
+		for _, a := range got {
+			var want string
+			if err := pool.QueryRow(ctx, `
+				SELECT coalesce(sum(e.amount), 0)::text FROM entry e JOIN journal j USING (journal_id)
+				WHERE e.account_id = $1 AND j.block_number <= $2`, a.ID, int64(at)).Scan(&want); err != nil {
+				t.Fatal(err)
+			}
+			one, err := s.Account(ctx, a.ID, &at)
+			if a.Balance.String() != want || err != nil || one.Balance.String() != want {
+				t.Errorf("%s at block %d: %s in the list, %s alone (%v), want %s", a.AccountKey, at, a.Balance, one.Balance, err, want)
+			}
+		}
+	}
+}
