@@ -29,6 +29,9 @@ const (
 	accountsCursor cursorKind = 'a'
 	entriesCursor  cursorKind = 'e'
 	journalsCursor cursorKind = 'j'
+	// reconciliationsCursor pages runs newest first: its id is the last
+	// run shown, and the next page holds older ones.
+	reconciliationsCursor cursorKind = 'r'
 )
 
 const (

@@ -28,8 +28,16 @@ const Caller = "gateway"
 
 // API serves the read routes.
 type API struct {
-	store   *postgres.Store
-	cursors cursors
+	store      *postgres.Store
+	cursors    cursors
+	reconciler Reconciler
+}
+
+// ReconcileWith serves on-demand reconciliation with r; without it,
+// createReconciliation answers 503. The stored runs are served either way.
+func (a *API) ReconcileWith(r Reconciler) *API {
+	a.reconciler = r
+	return a
 }
 
 // New returns the API over store. cursorKey authenticates the list
@@ -54,6 +62,9 @@ func (a *API) Mount(r chi.Router) {
 		r.Get("/v1/accounts/{account_id}/entries", a.listEntries)
 		r.Get("/v1/journals", a.listJournals)
 		r.Get("/v1/journals/{journal_id}", a.getJournal)
+		r.Post("/v1/reconciliations", a.createReconciliation)
+		r.Get("/v1/reconciliations", a.listReconciliations)
+		r.Get("/v1/reconciliations/{run_id}", a.getReconciliation)
 	})
 }
 

@@ -54,10 +54,16 @@ type api struct {
 
 func start(t *testing.T) *api {
 	t.Helper()
+	return startWith(t, func(store *postgres.Store) *httpapi.API { return httpapi.New(store, nil) })
+}
+
+// startWith serves the API newAPI makes on the store.
+func startWith(t *testing.T, newAPI func(*postgres.Store) *httpapi.API) *api {
+	t.Helper()
 	pki := servicetest.PKI(t)
 	store, pool := ledgertest.Store(t)
 	srv := httpserver.New(httpserver.Options{Service: "ledger"})
-	httpapi.New(store, nil).Mount(srv.Router)
+	newAPI(store).Mount(srv.Router)
 	src, err := mtls.Load(devcert.Files(pki, "ledger"), mtls.Options{})
 	if err != nil {
 		t.Fatal(err)

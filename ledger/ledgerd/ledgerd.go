@@ -142,9 +142,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if k := cfg.CursorKey.Reveal(); k != "" {
 		cursorKey = []byte(k)
 	}
-	httpapi.New(store, cursorKey).Mount(svc.HTTP.Router)
 	reconciler := &reconcile.Reconciler{Store: store, Chains: clients, Tokens: cfg.Tokens, Depth: cfg.ReconcileDepth,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Feed: consumer.Feed, Log: svc.Log}
+	httpapi.New(store, cursorKey).ReconcileWith(reconciler).Mount(svc.HTTP.Router)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(ctx) })

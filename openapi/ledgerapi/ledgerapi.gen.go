@@ -4,6 +4,7 @@
 package ledgerapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,6 +101,42 @@ func (e ReceiptStatus) Valid() bool {
 	case ReceiptReverted:
 		return true
 	case ReceiptSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReconciliationRunStatus.
+const (
+	Complete   ReconciliationRunStatus = "complete"
+	Incomplete ReconciliationRunStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the ReconciliationRunStatus enum.
+func (e ReconciliationRunStatus) Valid() bool {
+	switch e {
+	case Complete:
+		return true
+	case Incomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReconciliationRunTrigger.
+const (
+	Request  ReconciliationRunTrigger = "request"
+	Schedule ReconciliationRunTrigger = "schedule"
+)
+
+// Valid indicates whether the value is a known member of the ReconciliationRunTrigger enum.
+func (e ReconciliationRunTrigger) Valid() bool {
+	switch e {
+	case Request:
+		return true
+	case Schedule:
 		return true
 	default:
 		return false
@@ -396,6 +433,126 @@ type JournalSummary struct {
 // ReceiptStatus A booked transaction receipt's status; absent when the journal's fact is not a transaction's.
 type ReceiptStatus string
 
+// ReconciliationItem defines model for ReconciliationItem.
+type ReconciliationItem struct {
+	// Address A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	Address externalRef0.Address `json:"address"`
+
+	// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+	//
+	// Example: native
+	Asset Asset `json:"asset"`
+
+	// Cause What explains a difference, in words (the README's
+	// reconciliation runbook says what to do about each), or why
+	// the item was not compared or booked; empty when there is
+	// nothing to explain.
+	Cause string `json:"cause"`
+
+	// ChainBalance The chain's balance at the pinned block; null when it could not be read.
+	ChainBalance *Balance `json:"chain_balance"`
+
+	// Difference `chain_balance` minus `ledger_balance`; null when the item was not compared.
+	Difference *Balance `json:"difference"`
+
+	// JournalId The reconciliation journal that booked the difference to suspense; null when none was.
+	JournalId *JournalId `json:"journal_id"`
+
+	// LedgerBalance A balance, the sum of an account's entries: an integer as a decimal
+	// string, negative when more left the account than came in (a
+	// counterparty's, or a wallet's that the chain settled beyond what
+	// the books hold).
+	//
+	//
+	// Example: 2500000000000000000
+	LedgerBalance Balance `json:"ledger_balance"`
+
+	// Negative The ledger balance is below zero.
+	Negative bool `json:"negative"`
+
+	// Pending The wallet's own transactions at or before the block that the
+	// ledger has not booked: the item waits for them (deferred) while
+	// they are recent, and names them in its cause after.
+	Pending []externalRef0.Hash `json:"pending"`
+}
+
+// ReconciliationList defines model for ReconciliationList.
+type ReconciliationList struct {
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string             `json:"next_cursor"`
+	Runs       []ReconciliationRun `json:"runs"`
+}
+
+// ReconciliationRequest defines model for ReconciliationRequest.
+type ReconciliationRequest struct {
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+}
+
+// ReconciliationRun defines model for ReconciliationRun.
+type ReconciliationRun struct {
+	// BlockHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	BlockHash externalRef0.Hash `json:"block_hash"`
+
+	// BlockNumber A block height.
+	//
+	// Example: 1284
+	BlockNumber externalRef0.BlockNumber `json:"block_number"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Deferred Items not compared.
+	Deferred int `json:"deferred"`
+
+	// Differences Items whose difference is not zero.
+	Differences int       `json:"differences"`
+	FinishedAt  time.Time `json:"finished_at"`
+
+	// Items Every (wallet, asset) of the run; only in `getReconciliation` and `createReconciliation`.
+	Items *[]ReconciliationItem `json:"items,omitempty"`
+
+	// Problem Why the run is incomplete; empty when it is complete.
+	Problem string `json:"problem"`
+
+	// RunId A reconciliation run's id; ids grow with time.
+	//
+	// Example: 12
+	RunId     ReconciliationRunId `json:"run_id"`
+	StartedAt time.Time           `json:"started_at"`
+
+	// Status `complete`: every item was compared; `incomplete`: some were
+	// deferred or could not be compared or booked (`problem` says
+	// why, and each such item's `cause`).
+	Status ReconciliationRunStatus `json:"status"`
+
+	// Trigger `schedule`: the ledger's own interval; `request`: asked for through the API.
+	Trigger ReconciliationRunTrigger `json:"trigger"`
+}
+
+// ReconciliationRunStatus `complete`: every item was compared; `incomplete`: some were
+// deferred or could not be compared or booked (`problem` says
+// why, and each such item's `cause`).
+type ReconciliationRunStatus string
+
+// ReconciliationRunTrigger `schedule`: the ledger's own interval; `request`: asked for through the API.
+type ReconciliationRunTrigger string
+
+// ReconciliationRunId A reconciliation run's id; ids grow with time.
+//
+// Example: 12
+type ReconciliationRunId = int64
+
 // Statement defines model for Statement.
 type Statement struct {
 	// AccountId An account's id in the ledger.
@@ -538,6 +695,20 @@ type ListJournalsParams struct {
 	// Limit The most items to return in one page.
 	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
+
+// ListReconciliationsParams defines parameters for ListReconciliations.
+type ListReconciliationsParams struct {
+	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateReconciliationJSONRequestBody defines body for CreateReconciliation for application/json ContentType.
+type CreateReconciliationJSONRequestBody = ReconciliationRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -694,6 +865,65 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
 	GetJournal(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReconciliations Reconciliation runs, newest first
+	//
+	// Stored runs, newest first, without their items
+	// (`getReconciliation` has them). Only the gateway may call it
+	// (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /v1/reconciliations (the `ListReconciliations` operationId).
+	ListReconciliations(ctx context.Context, params *ListReconciliationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReconciliationWithBody Reconcile a chain now
+	//
+	// Runs a reconciliation of the chain at once (it also runs on a
+	// schedule): pins a block (the node's finalized block, or the head
+	// less the configured depth) by hash, compares every opened wallet's
+	// balance in each asset with the chain's at that block, books each
+	// difference to the wallet's `suspense` account with its cause, and
+	// stores and answers the report.
+	//
+	// `503` when the books are not complete up to the pinned block (the
+	// scanner or the feed is behind: the problem says which; try again
+	// later); `409` when a later block has been reconciled already;
+	// `404` when the chain is not one the ledger books. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+	CreateReconciliationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReconciliation Reconcile a chain now
+	//
+	// Runs a reconciliation of the chain at once (it also runs on a
+	// schedule): pins a block (the node's finalized block, or the head
+	// less the configured depth) by hash, compares every opened wallet's
+	// balance in each asset with the chain's at that block, books each
+	// difference to the wallet's `suspense` account with its cause, and
+	// stores and answers the report.
+	//
+	// `503` when the books are not complete up to the pinned block (the
+	// scanner or the feed is behind: the problem says which; try again
+	// later); `409` when a later block has been reconciled already;
+	// `404` when the chain is not one the ledger books. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+	CreateReconciliation(ctx context.Context, body CreateReconciliationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetReconciliation One reconciliation run with every item
+	//
+	// The run's report: each (wallet, asset) compared, with both
+	// balances, the difference, its cause and the journal that booked it
+	// to suspense. An unknown run is a `404`. Only the gateway may call
+	// it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
+	GetReconciliation(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth Liveness
@@ -848,6 +1078,105 @@ func (c *Client) ListJournals(ctx context.Context, params *ListJournalsParams, r
 // Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
 func (c *Client) GetJournal(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJournalRequest(c.Server, journalId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReconciliations Reconciliation runs, newest first
+//
+// Stored runs, newest first, without their items
+// (`getReconciliation` has them). Only the gateway may call it
+// (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /v1/reconciliations (the `ListReconciliations` operationId).
+func (c *Client) ListReconciliations(ctx context.Context, params *ListReconciliationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReconciliationsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReconciliationWithBody Reconcile a chain now
+//
+// Runs a reconciliation of the chain at once (it also runs on a
+// schedule): pins a block (the node's finalized block, or the head
+// less the configured depth) by hash, compares every opened wallet's
+// balance in each asset with the chain's at that block, books each
+// difference to the wallet's `suspense` account with its cause, and
+// stores and answers the report.
+//
+// `503` when the books are not complete up to the pinned block (the
+// scanner or the feed is behind: the problem says which; try again
+// later); `409` when a later block has been reconciled already;
+// `404` when the chain is not one the ledger books. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+func (c *Client) CreateReconciliationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReconciliationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReconciliation Reconcile a chain now
+//
+// Runs a reconciliation of the chain at once (it also runs on a
+// schedule): pins a block (the node's finalized block, or the head
+// less the configured depth) by hash, compares every opened wallet's
+// balance in each asset with the chain's at that block, books each
+// difference to the wallet's `suspense` account with its cause, and
+// stores and answers the report.
+//
+// `503` when the books are not complete up to the pinned block (the
+// scanner or the feed is behind: the problem says which; try again
+// later); `409` when a later block has been reconciled already;
+// `404` when the chain is not one the ledger books. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+func (c *Client) CreateReconciliation(ctx context.Context, body CreateReconciliationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReconciliationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetReconciliation One reconciliation run with every item
+//
+// The run's report: each (wallet, asset) compared, with both
+// balances, the difference, its cause and the journal that booked it
+// to suspense. An unknown run is a `404`. Only the gateway may call
+// it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
+func (c *Client) GetReconciliation(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReconciliationRequest(c.Server, runId)
 	if err != nil {
 		return nil, err
 	}
@@ -1335,6 +1664,158 @@ func NewGetJournalRequest(server string, journalId JournalIdPath) (*http.Request
 	return req, nil
 }
 
+// NewListReconciliationsRequest constructs an http.Request for the ListReconciliations method
+func NewListReconciliationsRequest(server string, params *ListReconciliationsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reconciliations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ChainId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", *params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateReconciliationRequest calls the generic CreateReconciliation builder with application/json body
+func NewCreateReconciliationRequest(server string, body CreateReconciliationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateReconciliationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateReconciliationRequestWithBody constructs an http.Request for the CreateReconciliation method, with any body, and a specified content type
+func NewCreateReconciliationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reconciliations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetReconciliationRequest constructs an http.Request for the GetReconciliation method
+func NewGetReconciliationRequest(server string, runId ReconciliationRunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "run_id", runId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reconciliations/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1476,6 +1957,69 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/journals/{journal_id} (the `GetJournal` operationId).
 	GetJournalWithResponse(ctx context.Context, journalId JournalIdPath, reqEditors ...RequestEditorFn) (*GetJournalResponse, error)
+
+	// ListReconciliationsWithResponse Reconciliation runs, newest first
+	//
+	// Stored runs, newest first, without their items
+	// (`getReconciliation` has them). Only the gateway may call it
+	// (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/reconciliations (the `ListReconciliations` operationId).
+	ListReconciliationsWithResponse(ctx context.Context, params *ListReconciliationsParams, reqEditors ...RequestEditorFn) (*ListReconciliationsResponse, error)
+
+	// CreateReconciliationWithBodyWithResponse Reconcile a chain now
+	//
+	// Runs a reconciliation of the chain at once (it also runs on a
+	// schedule): pins a block (the node's finalized block, or the head
+	// less the configured depth) by hash, compares every opened wallet's
+	// balance in each asset with the chain's at that block, books each
+	// difference to the wallet's `suspense` account with its cause, and
+	// stores and answers the report.
+	//
+	// `503` when the books are not complete up to the pinned block (the
+	// scanner or the feed is behind: the problem says which; try again
+	// later); `409` when a later block has been reconciled already;
+	// `404` when the chain is not one the ledger books. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+	CreateReconciliationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReconciliationResponse, error)
+
+	// CreateReconciliationWithResponse Reconcile a chain now
+	//
+	// Runs a reconciliation of the chain at once (it also runs on a
+	// schedule): pins a block (the node's finalized block, or the head
+	// less the configured depth) by hash, compares every opened wallet's
+	// balance in each asset with the chain's at that block, books each
+	// difference to the wallet's `suspense` account with its cause, and
+	// stores and answers the report.
+	//
+	// `503` when the books are not complete up to the pinned block (the
+	// scanner or the feed is behind: the problem says which; try again
+	// later); `409` when a later block has been reconciled already;
+	// `404` when the chain is not one the ledger books. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+	CreateReconciliationWithResponse(ctx context.Context, body CreateReconciliationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReconciliationResponse, error)
+
+	// GetReconciliationWithResponse One reconciliation run with every item
+	//
+	// The run's report: each (wallet, asset) compared, with both
+	// balances, the difference, its cause and the journal that booked it
+	// to suspense. An unknown run is a `404`. Only the gateway may call
+	// it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
+	GetReconciliationWithResponse(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*GetReconciliationResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -1869,6 +2413,150 @@ func (r GetJournalResponse) ContentType() string {
 	return ""
 }
 
+type ListReconciliationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReconciliationList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReconciliationsResponse) GetJSON200() *ReconciliationList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListReconciliationsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReconciliationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReconciliationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReconciliationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReconciliationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateReconciliationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ReconciliationRun
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateReconciliationResponse) GetJSON201() *ReconciliationRun {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateReconciliationResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateReconciliationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateReconciliationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateReconciliationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateReconciliationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetReconciliationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReconciliationRun
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetReconciliationResponse) GetJSON200() *ReconciliationRun {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetReconciliationResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReconciliationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReconciliationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReconciliationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReconciliationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse Liveness
 //
 // Answers 200 while the process serves HTTP; checks no dependency.
@@ -2013,6 +2701,93 @@ func (c *ClientWithResponses) GetJournalWithResponse(ctx context.Context, journa
 		return nil, err
 	}
 	return ParseGetJournalResponse(rsp)
+}
+
+// ListReconciliationsWithResponse Reconciliation runs, newest first
+//
+// Stored runs, newest first, without their items
+// (`getReconciliation` has them). Only the gateway may call it
+// (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/reconciliations (the `ListReconciliations` operationId).
+func (c *ClientWithResponses) ListReconciliationsWithResponse(ctx context.Context, params *ListReconciliationsParams, reqEditors ...RequestEditorFn) (*ListReconciliationsResponse, error) {
+	rsp, err := c.ListReconciliations(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReconciliationsResponse(rsp)
+}
+
+// CreateReconciliationWithBodyWithResponse Reconcile a chain now
+//
+// Runs a reconciliation of the chain at once (it also runs on a
+// schedule): pins a block (the node's finalized block, or the head
+// less the configured depth) by hash, compares every opened wallet's
+// balance in each asset with the chain's at that block, books each
+// difference to the wallet's `suspense` account with its cause, and
+// stores and answers the report.
+//
+// `503` when the books are not complete up to the pinned block (the
+// scanner or the feed is behind: the problem says which; try again
+// later); `409` when a later block has been reconciled already;
+// `404` when the chain is not one the ledger books. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+func (c *ClientWithResponses) CreateReconciliationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReconciliationResponse, error) {
+	rsp, err := c.CreateReconciliationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReconciliationResponse(rsp)
+}
+
+// CreateReconciliationWithResponse Reconcile a chain now
+//
+// Runs a reconciliation of the chain at once (it also runs on a
+// schedule): pins a block (the node's finalized block, or the head
+// less the configured depth) by hash, compares every opened wallet's
+// balance in each asset with the chain's at that block, books each
+// difference to the wallet's `suspense` account with its cause, and
+// stores and answers the report.
+//
+// `503` when the books are not complete up to the pinned block (the
+// scanner or the feed is behind: the problem says which; try again
+// later); `409` when a later block has been reconciled already;
+// `404` when the chain is not one the ledger books. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/reconciliations (the `CreateReconciliation` operationId).
+func (c *ClientWithResponses) CreateReconciliationWithResponse(ctx context.Context, body CreateReconciliationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReconciliationResponse, error) {
+	rsp, err := c.CreateReconciliation(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReconciliationResponse(rsp)
+}
+
+// GetReconciliationWithResponse One reconciliation run with every item
+//
+// The run's report: each (wallet, asset) compared, with both
+// balances, the difference, its cause and the journal that booked it
+// to suspense. An unknown run is a `404`. Only the gateway may call
+// it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
+func (c *ClientWithResponses) GetReconciliationWithResponse(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*GetReconciliationResponse, error) {
+	rsp, err := c.GetReconciliation(ctx, runId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReconciliationResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -2286,6 +3061,105 @@ func ParseGetJournalResponse(rsp *http.Response) (*GetJournalResponse, error) {
 	return response, nil
 }
 
+// ParseListReconciliationsResponse parses an HTTP response from a ListReconciliationsWithResponse call
+func ParseListReconciliationsResponse(rsp *http.Response) (*ListReconciliationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReconciliationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReconciliationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateReconciliationResponse parses an HTTP response from a CreateReconciliationWithResponse call
+func ParseCreateReconciliationResponse(rsp *http.Response) (*CreateReconciliationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateReconciliationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ReconciliationRun
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetReconciliationResponse parses an HTTP response from a GetReconciliationWithResponse call
+func ParseGetReconciliationResponse(rsp *http.Response) (*GetReconciliationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReconciliationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReconciliationRun
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness
@@ -2312,6 +3186,15 @@ type ServerInterface interface {
 	// GetJournal One journal with its entries
 	// (GET /v1/journals/{journal_id})
 	GetJournal(w http.ResponseWriter, r *http.Request, journalId JournalIdPath)
+	// ListReconciliations Reconciliation runs, newest first
+	// (GET /v1/reconciliations)
+	ListReconciliations(w http.ResponseWriter, r *http.Request, params ListReconciliationsParams)
+	// CreateReconciliation Reconcile a chain now
+	// (POST /v1/reconciliations)
+	CreateReconciliation(w http.ResponseWriter, r *http.Request)
+	// GetReconciliation One reconciliation run with every item
+	// (GET /v1/reconciliations/{run_id})
+	GetReconciliation(w http.ResponseWriter, r *http.Request, runId ReconciliationRunId)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -2363,6 +3246,24 @@ func (_ Unimplemented) ListJournals(w http.ResponseWriter, r *http.Request, para
 // GetJournal One journal with its entries
 // (GET /v1/journals/{journal_id})
 func (_ Unimplemented) GetJournal(w http.ResponseWriter, r *http.Request, journalId JournalIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListReconciliations Reconciliation runs, newest first
+// (GET /v1/reconciliations)
+func (_ Unimplemented) ListReconciliations(w http.ResponseWriter, r *http.Request, params ListReconciliationsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateReconciliation Reconcile a chain now
+// (POST /v1/reconciliations)
+func (_ Unimplemented) CreateReconciliation(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetReconciliation One reconciliation run with every item
+// (GET /v1/reconciliations/{run_id})
+func (_ Unimplemented) GetReconciliation(w http.ResponseWriter, r *http.Request, runId ReconciliationRunId) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2736,6 +3637,105 @@ func (siw *ServerInterfaceWrapper) GetJournal(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// ListReconciliations operation middleware
+func (siw *ServerInterfaceWrapper) ListReconciliations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListReconciliationsParams
+
+	// ------------- Optional query parameter "chain_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "chain_id", r.URL.Query(), &params.ChainId, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "chain_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListReconciliations(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateReconciliation operation middleware
+func (siw *ServerInterfaceWrapper) CreateReconciliation(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateReconciliation(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetReconciliation operation middleware
+func (siw *ServerInterfaceWrapper) GetReconciliation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "run_id" -------------
+	var runId ReconciliationRunId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run_id", chi.URLParam(r, "run_id"), &runId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "run_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetReconciliation(w, r, runId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -2863,6 +3863,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/journals/{journal_id}", wrapper.GetJournal)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/reconciliations", wrapper.ListReconciliations)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/reconciliations", wrapper.CreateReconciliation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/reconciliations/{run_id}", wrapper.GetReconciliation)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealth)
