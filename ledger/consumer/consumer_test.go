@@ -388,3 +388,111 @@ func TestABlockThatLeavesAndComesBackIsBookedOnceAtATime(t *testing.T) {
 		t.Errorf("%d journals of the transaction (%v), want 4 bookings and 3 reversals", journals, err)
 	}
 }
+
+// toggle is a contract whose call with no data succeeds until someone
+// calls it with data, after which it reverts:
+//
+//	if calldatasize { sstore(0, 1); stop }; if sload(0) { revert }; stop
+const toggle = "0x3615600b576001600055005b60005415601757600080fd5b00"
+
+// A transaction confirmed with status 1 whose block leaves the chain and
+// which is included again, where it now reverts: the first booking is
+// reversed and the re-inclusion books the fee alone, from its own receipt;
+// the books equal the chain after each.
+func TestAReinclusionThatRevertsBooksItsFeeOnly(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	a, flipper := r.node.Accounts()[0], r.node.Accounts()[5]
+	target := common.HexToAddress("0x00000000000000000000000000000000000c0de1")
+	if err := r.node.RPC().CallContext(ctx, nil, "anvil_setCode", target, toggle); err != nil {
+		t.Fatal(err)
+	}
+	id := r.tx(t, a.Address, "flip")
+	nonce, err := r.node.Client().PendingNonceAt(ctx, a.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := chaintest.SignCall(t, r.node, a.Key, chaintest.Call{To: &target, Value: big.NewInt(777), Gas: 60_000}, nonce)
+	if err := r.node.Client().SendTransaction(ctx, signed); err != nil {
+		t.Fatal(err)
+	}
+	first := chaintest.WaitReceipt(t, r.node, signed.Hash())
+	if first.Status != types.ReceiptStatusSuccessful {
+		t.Fatal("the call reverted before the flip")
+	}
+	r.confirmed(t, id, first)
+	r.drain(t)
+	r.requireTiesOut(t, "confirmed with status 1")
+
+	// The block leaves the chain; the flag flips; the same signed
+	// transaction is included again, and reverts.
+	if err := r.node.Reorg(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	chaintest.SendCall(t, r.node, flipper.Key, chaintest.Call{To: &target, Data: []byte{1}, Gas: 60_000})
+	if err := r.node.Client().SendTransaction(ctx, signed); err != nil {
+		t.Fatal(err)
+	}
+	again := chaintest.WaitReceipt(t, r.node, signed.Hash())
+	if again.Status != types.ReceiptStatusFailed || again.BlockHash == first.BlockHash {
+		t.Fatalf("re-included with status %d in block %s (first %s): want a revert in another block", again.Status, again.BlockHash, first.BlockHash)
+	}
+	r.reorged(t, id, first)
+	r.confirmed(t, id, again) // REVERTED, from the receipt's status
+	r.drain(t)
+	r.requireTiesOut(t, "re-included with status 0")
+	r.requireReversed(t, first)
+	_, j, err := r.store.Journal(ctx, ledger.TxKey(r.node.ChainID(), again.TxHash, again.BlockHash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Kind != ledger.Reverted || j.Status != "reverted" || len(j.Legs) != 2 {
+		t.Errorf("the re-inclusion booked %s (%s) with %d legs, want its fee alone as reverted", j.Kind, j.Status, len(j.Legs))
+	}
+}
+
+// A transaction re-included after a reorg at a higher base fee: the
+// reversal undoes the first fee, the new receipt's fee is booked, and the
+// books equal the chain.
+func TestAReinclusionAtAnotherFeeBooksTheNewFee(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	a, stranger := r.node.Accounts()[0], r.node.Accounts()[5]
+	id := r.tx(t, a.Address, "refee")
+	nonce, err := r.node.Client().PendingNonceAt(ctx, a.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := chaintest.SignTransfer(t, r.node, a.Key, stranger.Address, big.NewInt(1000), nonce)
+	if err := r.node.Client().SendTransaction(ctx, signed); err != nil {
+		t.Fatal(err)
+	}
+	first := chaintest.WaitReceipt(t, r.node, signed.Hash())
+	r.confirmed(t, id, first)
+	r.drain(t)
+	r.requireTiesOut(t, "confirmed")
+
+	if err := r.node.Reorg(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The fee cap is twice the base fee it was signed at: a higher base
+	// fee, within it, changes the price paid.
+	higher := new(big.Int).Add(first.EffectiveGasPrice, big.NewInt(1_000_000))
+	if err := r.node.SetNextBlockBaseFee(ctx, higher); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.node.Client().SendTransaction(ctx, signed); err != nil {
+		t.Fatal(err)
+	}
+	again := chaintest.WaitReceipt(t, r.node, signed.Hash())
+	if again.EffectiveGasPrice.Cmp(first.EffectiveGasPrice) == 0 || again.Status != types.ReceiptStatusSuccessful {
+		t.Fatalf("re-included at price %s (first %s), status %d: want another price", again.EffectiveGasPrice, first.EffectiveGasPrice, again.Status)
+	}
+	r.reorged(t, id, first)
+	r.confirmed(t, id, again)
+	r.drain(t)
+	r.requireTiesOut(t, "re-included at another fee")
+	r.requireReversed(t, first)
+}
