@@ -71,35 +71,57 @@ func (a *API) Mount(r chi.Router) {
 func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
 	p := newParams(r.URL.Query())
 	f := postgres.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
+	writeIDPage(a, w, r, p, idList[postgres.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
+		read: func(after int64, limit int) ([]postgres.AccountBalance, error) {
+			f.After, f.Limit = after, limit
+			return a.store.Accounts(r.Context(), f)
+		},
+		id: func(v *postgres.AccountBalance) int64 { return v.ID }, shape: toAccount})
+}
+
+// idList is a list paged by id: its cursor carries the id of the last
+// item shown, and read answers up to limit items after it.
+type idList[T, J any] struct {
+	kind  cursorKind
+	scope string
+	name  string // the member holding the items
+	read  func(after int64, limit int) ([]T, error)
+	id    func(*T) int64
+	shape func(*T) J
+}
+
+// writeIDPage answers a page of l: the request's cursor opened (a bad one
+// is one more problem with the request's parameters), one item more than
+// the limit read to tell whether another page follows, and the page
+// written with its next cursor.
+func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *params, l idList[T, J]) {
 	limit := p.limit()
-	scope := accountsScope(&f)
+	var after int64
 	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
-		after, err := a.cursors.openID(accountsCursor, scope, s)
-		if err != nil {
+		var err error
+		if after, err = a.cursors.openID(l.kind, l.scope, s); err != nil {
 			p.fail("cursor", err)
 		}
-		f.After = after
 	}
 	if err := p.err(); err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	f.Limit = limit + 1
-	accounts, err := a.store.Accounts(r.Context(), f)
+	items, err := l.read(after, limit+1)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
 	var next *string
-	if len(accounts) > limit {
-		accounts = accounts[:limit]
-		next = new(a.cursors.sealID(accountsCursor, scope, accounts[limit-1].ID))
+	if len(items) > limit {
+		items = items[:limit]
+		next = new(a.cursors.sealID(l.kind, l.scope, l.id(&items[limit-1])))
 	}
-	out := make([]accountJSON, len(accounts))
-	for i := range accounts {
-		out[i] = toAccount(&accounts[i])
+	out := make([]J, len(items))
+	for i := range items {
+		out[i] = l.shape(&items[i])
 	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"accounts": out, "next_cursor": next})
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{l.name: out, "next_cursor": next})
 }
 
 // accountsScope ties a list's cursors to its filters.
@@ -173,35 +195,12 @@ func (a *API) listJournals(w http.ResponseWriter, r *http.Request) {
 		// every journal.
 		p.fail("tx_hash", errors.New("needs chain_id"))
 	}
-	limit := p.limit()
-	scope := journalsScope(&f)
-	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
-		after, err := a.cursors.openID(journalsCursor, scope, s)
-		if err != nil {
-			p.fail("cursor", err)
-		}
-		f.After = after
-	}
-	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	f.Limit = limit + 1
-	journals, err := a.store.Journals(r.Context(), f)
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	var next *string
-	if len(journals) > limit {
-		journals = journals[:limit]
-		next = new(a.cursors.sealID(journalsCursor, scope, journals[limit-1].ID))
-	}
-	out := make([]journalJSON, len(journals))
-	for i := range journals {
-		out[i] = toJournal(&journals[i])
-	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"journals": out, "next_cursor": next})
+	writeIDPage(a, w, r, p, idList[postgres.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
+		read: func(after int64, limit int) ([]postgres.BookedJournal, error) {
+			f.After, f.Limit = after, limit
+			return a.store.Journals(r.Context(), f)
+		},
+		id: func(v *postgres.BookedJournal) int64 { return v.ID }, shape: toJournal})
 }
 
 // journalsScope ties a list's cursors to its filters.

@@ -53,34 +53,15 @@ func (a *API) createReconciliation(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listReconciliations(w http.ResponseWriter, r *http.Request) {
 	p := newParams(r.URL.Query())
-	chainID, limit := p.chainID(), p.limit()
-	scope := fmt.Sprintf("chain_id=%d", chainID)
-	var before int64
-	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
-		var err error
-		if before, err = a.cursors.openID(reconciliationsCursor, scope, s); err != nil {
-			p.fail("cursor", err)
-		}
-	}
-	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	runs, err := a.store.ReconciliationRuns(r.Context(), chainID, before, limit+1)
-	if err != nil {
-		httpserver.Error(w, r, err)
-		return
-	}
-	var next *string
-	if len(runs) > limit {
-		runs = runs[:limit]
-		next = new(a.cursors.sealID(reconciliationsCursor, scope, runs[limit-1].ID))
-	}
-	out := make([]runJSON, len(runs))
-	for i := range runs {
-		out[i] = toRun(&runs[i], false)
-	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"runs": out, "next_cursor": next})
+	chainID := p.chainID()
+	// Newest first: the cursor's id is the last run shown, and the next
+	// page holds older ones.
+	writeIDPage(a, w, r, p, idList[ledger.ReconciliationRun, runJSON]{kind: reconciliationsCursor, scope: fmt.Sprintf("chain_id=%d", chainID), name: "runs",
+		read: func(before int64, limit int) ([]ledger.ReconciliationRun, error) {
+			return a.store.ReconciliationRuns(r.Context(), chainID, before, limit)
+		},
+		id:    func(v *ledger.ReconciliationRun) int64 { return v.ID },
+		shape: func(v *ledger.ReconciliationRun) runJSON { return toRun(v, false) }})
 }
 
 func (a *API) getReconciliation(w http.ResponseWriter, r *http.Request) {

@@ -208,6 +208,8 @@ func TestReconciliationBadInput(t *testing.T) {
 		{"an unknown run", "GET", "/v1/reconciliations/12345", "", "", 404, "12345"},
 		{"a forged cursor", "GET", "/v1/reconciliations?cursor=AAAA", "", "", 400, "cursor"},
 		{"a limit out of range", "GET", "/v1/reconciliations?limit=0", "", "", 400, "limit"},
+		{"a limit past the largest page", "GET", "/v1/reconciliations?limit=1001", "", "", 400, "limit"},
+		{"the largest page", "GET", "/v1/reconciliations?limit=1000", "", "", 200, `"runs":[]`},
 		{"a chain id out of range", "GET", "/v1/reconciliations?chain_id=-1", "", "", 400, "chain_id"},
 	} {
 		code, b := r.send(t, "gateway", c.method, c.path, c.contentType, c.body)

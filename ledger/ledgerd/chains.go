@@ -20,6 +20,32 @@ type ChainRPCs map[uint64]string
 // UnmarshalText parses id=url pairs, naming every bad one.
 func (c *ChainRPCs) UnmarshalText(text []byte) error {
 	out := ChainRPCs{}
+	err := parseChainPairs(text, "URL", redact, func(chainID uint64, raw string) error {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
+			return fmt.Errorf("chain %d: %q is not an http(s) or ws(s) URL", chainID, redact(raw))
+		}
+		if _, dup := out[chainID]; dup {
+			return fmt.Errorf("chain %d: given twice", chainID)
+		}
+		out[chainID] = raw
+		return nil
+	})
+	if err == nil && len(out) == 0 {
+		err = errors.New("no chain endpoint")
+	}
+	if err != nil {
+		return err
+	}
+	*c = out
+	return nil
+}
+
+// parseChainPairs calls value for each CHAIN_ID=VALUE item of a
+// comma-separated list, and joins every problem, the malformed items'
+// included; show hides what an item must not reveal in an error (an
+// endpoint's key).
+func parseChainPairs(text []byte, what string, show func(string) string, value func(chainID uint64, raw string) error) error {
 	var problems []error
 	for item := range strings.SplitSeq(string(text), ",") {
 		item = strings.TrimSpace(item)
@@ -29,29 +55,18 @@ func (c *ChainRPCs) UnmarshalText(text []byte) error {
 		id, raw, ok := strings.Cut(item, "=")
 		chainID, err := strconv.ParseUint(id, 10, 63)
 		if !ok || err != nil || chainID == 0 {
-			problems = append(problems, fmt.Errorf("%q: want CHAIN_ID=URL", redact(item)))
+			problems = append(problems, fmt.Errorf("%q: want CHAIN_ID=%s", show(item), what))
 			continue
 		}
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
-			problems = append(problems, fmt.Errorf("chain %d: %q is not an http(s) or ws(s) URL", chainID, redact(raw)))
-			continue
+		if err := value(chainID, raw); err != nil {
+			problems = append(problems, err)
 		}
-		if _, dup := out[chainID]; dup {
-			problems = append(problems, fmt.Errorf("chain %d: given twice", chainID))
-			continue
-		}
-		out[chainID] = raw
 	}
-	if len(out) == 0 && len(problems) == 0 {
-		problems = append(problems, errors.New("no chain endpoint"))
-	}
-	if err := errors.Join(problems...); err != nil {
-		return err
-	}
-	*c = out
-	return nil
+	return errors.Join(problems...)
 }
+
+// shown shows an item as it is.
+func shown(s string) string { return s }
 
 // String shows the endpoints without their paths and queries, where
 // providers put API keys.
@@ -83,35 +98,18 @@ type ChainAddresses map[uint64][]common.Address
 // given twice for one chain is refused, as a sign of a mistaken list.
 func (c *ChainAddresses) UnmarshalText(text []byte) error {
 	out := ChainAddresses{}
-	seen := map[uint64]map[common.Address]bool{}
-	var problems []error
-	for item := range strings.SplitSeq(string(text), ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		id, raw, ok := strings.Cut(item, "=")
-		chainID, err := strconv.ParseUint(id, 10, 63)
-		if !ok || err != nil || chainID == 0 {
-			problems = append(problems, fmt.Errorf("%q: want CHAIN_ID=0xADDRESS", item))
-			continue
-		}
+	err := parseChainPairs(text, "0xADDRESS", shown, func(chainID uint64, raw string) error {
 		if !common.IsHexAddress(raw) || !strings.HasPrefix(raw, "0x") {
-			problems = append(problems, fmt.Errorf("chain %d: %q is not a 0x address of 40 hex digits", chainID, raw))
-			continue
+			return fmt.Errorf("chain %d: %q is not a 0x address of 40 hex digits", chainID, raw)
 		}
 		addr := common.HexToAddress(raw)
-		if seen[chainID][addr] {
-			problems = append(problems, fmt.Errorf("chain %d: %s given twice", chainID, addr.Hex()))
-			continue
+		if slices.Contains(out[chainID], addr) {
+			return fmt.Errorf("chain %d: %s given twice", chainID, addr.Hex())
 		}
-		if seen[chainID] == nil {
-			seen[chainID] = map[common.Address]bool{}
-		}
-		seen[chainID][addr] = true
 		out[chainID] = append(out[chainID], addr)
-	}
-	if err := errors.Join(problems...); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	*c = out
@@ -135,30 +133,18 @@ type ChainBlocks map[uint64]uint64
 // UnmarshalText parses id=block pairs, naming every bad one.
 func (c *ChainBlocks) UnmarshalText(text []byte) error {
 	out := ChainBlocks{}
-	var problems []error
-	for item := range strings.SplitSeq(string(text), ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		id, raw, ok := strings.Cut(item, "=")
-		chainID, err := strconv.ParseUint(id, 10, 63)
-		if !ok || err != nil || chainID == 0 {
-			problems = append(problems, fmt.Errorf("%q: want CHAIN_ID=BLOCK", item))
-			continue
-		}
+	err := parseChainPairs(text, "BLOCK", shown, func(chainID uint64, raw string) error {
 		block, err := strconv.ParseUint(raw, 10, 63)
 		if err != nil {
-			problems = append(problems, fmt.Errorf("chain %d: %q is not a block number", chainID, raw))
-			continue
+			return fmt.Errorf("chain %d: %q is not a block number", chainID, raw)
 		}
 		if _, dup := out[chainID]; dup {
-			problems = append(problems, fmt.Errorf("chain %d: given twice", chainID))
-			continue
+			return fmt.Errorf("chain %d: given twice", chainID)
 		}
 		out[chainID] = block
-	}
-	if err := errors.Join(problems...); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	*c = out

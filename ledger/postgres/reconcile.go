@@ -339,8 +339,9 @@ func numeric(v *big.Int) pgtype.Numeric {
 	return pgtype.Numeric{Int: new(big.Int).Set(v), Valid: true}
 }
 
-// MaxRunsPage bounds a page of ReconciliationRuns.
-const MaxRunsPage = 1000
+// MaxRunsPage bounds a page of ReconciliationRuns: the API's largest
+// page, and the one more it reads to tell whether another follows.
+const MaxRunsPage = 1001
 
 // ReconciliationRuns lists stored runs, newest first, without their
 // items: of chain chainID, or of every chain when it is 0; those before
