@@ -1,18 +1,12 @@
 package ledgerd_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/big"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,12 +75,12 @@ func TestKill9NeverBooksTwiceNorSkips(t *testing.T) {
 	var pageRun time.Duration // the longest start and page
 	for run := range killCrashPages {
 		start := time.Now()
-		p := startKilled(t, r.bin, crash)
-		p.waitKilled(t, 30*time.Second)
+		p := servicetest.StartKilled(t, r.bin, crash)
+		p.WaitKilled(t, 30*time.Second)
 		pageRun = max(pageRun, time.Since(start))
 		now := r.requireBookedUpTo(t, fmt.Sprintf("crash run %d", run+1))
 		if want := min(cursor+killPage, r.last); now != want {
-			t.Fatalf("crash run %d moved the cursor from %d to %d, want one page, to %d\n%s", run+1, cursor, now, want, p.out.String())
+			t.Fatalf("crash run %d moved the cursor from %d to %d, want one page, to %d\n%s", run+1, cursor, now, want, p.Output())
 		}
 		t.Logf("crash run %d booked events %d to %d and died by SIGKILL", run+1, cursor+1, now)
 		cursor = now
@@ -105,16 +99,14 @@ func TestKill9NeverBooksTwiceNorSkips(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for kill := range killRandomKills {
 		delay := time.Duration(rng.Int64N(int64(3 * pageRun)))
-		p := startKilled(t, r.bin, r.env)
+		p := servicetest.StartKilled(t, r.bin, r.env)
 		select {
-		case err := <-p.done:
-			t.Fatalf("ledgerd exited on its own before kill %d: %v\n%s", kill+1, err, p.out.String())
+		case <-p.Done():
+			t.Fatalf("ledgerd exited on its own before kill %d: %v\n%s", kill+1, p.Err(), p.Output())
 		case <-time.After(delay):
 		}
-		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		p.waitKilled(t, 10*time.Second)
+		p.Kill()
+		p.WaitKilled(t, 10*time.Second)
 		now := r.requireBookedUpTo(t, fmt.Sprintf("kill %d", kill+1))
 		if now < cursor {
 			t.Fatalf("kill %d: the cursor went back from %d to %d", kill+1, cursor, now)
@@ -485,77 +477,4 @@ func (r *killRig) requireBookedUpTo(t *testing.T, when string) uint64 {
 		t.Fatalf("%s: %d settlements booked wrongly or not at all", when, problems)
 	}
 	return cursor
-}
-
-// killedProcess is a ledgerd process the test expects to die by SIGKILL.
-// Unlike servicetest.StartProcess, starting it does not wait for it to
-// listen: it may be dead before it does.
-type killedProcess struct {
-	cmd  *exec.Cmd
-	out  *killOutput
-	done chan error
-}
-
-func startKilled(t *testing.T, bin string, env map[string]string) *killedProcess {
-	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	p := &killedProcess{cmd: cmd, out: &killOutput{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case err := <-p.done:
-			p.done <- err
-		default: // the test failed before it died
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-	return p
-}
-
-// waitKilled waits for the process to end, and fails t unless SIGKILL
-// ended it.
-func (p *killedProcess) waitKilled(t *testing.T, within time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatalf("ledgerd exited with %v, want killed by SIGKILL\n%s", err, p.out.String())
-		}
-		if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("ledgerd ended with %v, want killed by SIGKILL\n%s", err, p.out.String())
-		}
-	case <-time.After(within):
-		t.Fatalf("ledgerd did not die within %s\n%s", within, p.out.String())
-	}
-}
-
-// killOutput is a process's output, written by os/exec's copier and read
-// by the test.
-type killOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *killOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *killOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
 }

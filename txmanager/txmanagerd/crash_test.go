@@ -1,19 +1,13 @@
 package txmanagerd_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,7 +103,7 @@ func TestCrashAfterEachWriteAheadStepResumesWithTheSameNonceAndHash(t *testing.T
 			}
 
 			crashing := startCrashingNode(t, c, "node-0", tc.step)
-			crashing.waitKilled(t, time.Minute)
+			crashing.WaitKilled(t, time.Minute)
 
 			// What the crash left durable.
 			atCrash := r.txs(t)
@@ -527,74 +521,9 @@ func (r *crashRig) requireOnlyOursOnChain(t *testing.T, stored map[common.Hash]s
 	}
 }
 
-// crashingNode is a txmanagerd process that is to kill itself at a fault
-// injection point. Unlike servicetest.StartProcess it does not wait for
-// the process to listen: it may be gone before it logs that it does.
-type crashingNode struct {
-	out  crashOutput
-	done chan error
-}
-
-func startCrashingNode(t *testing.T, c *cluster, name string, step worker.Step) *crashingNode {
+// startCrashingNode starts a txmanagerd process that is to kill itself at
+// step, a fault injection point.
+func startCrashingNode(t *testing.T, c *cluster, name string, step worker.Step) *servicetest.Killed {
 	t.Helper()
-	cmd := exec.Command(c.bin)
-	cmd.Env = os.Environ()
-	for k, v := range servicetest.Merge(c.env(name), map[string]string{txmanagerd.Spec.EnvPrefix + "TEST_CRASH_AFTER": string(step)}) {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	n := &crashingNode{done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = &n.out, &n.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { n.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case err := <-n.done:
-			n.done <- err
-		default: // it never crashed: the test has failed already
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-n.done
-		}
-	})
-	return n
-}
-
-// waitKilled waits for the process to end and fails t unless SIGKILL
-// ended it.
-func (n *crashingNode) waitKilled(t *testing.T, within time.Duration) {
-	t.Helper()
-	select {
-	case err := <-n.done:
-		n.done <- err
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatalf("txmanagerd exited with %v, want killed by SIGKILL\n%s", err, n.out.String())
-		}
-		if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("txmanagerd ended with %v, want killed by SIGKILL\n%s", err, n.out.String())
-		}
-	case <-time.After(within):
-		t.Fatalf("txmanagerd did not crash within %s\n%s", within, n.out.String())
-	}
-}
-
-// crashOutput is a process's output, written by os/exec's copier and read
-// by the test.
-type crashOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *crashOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *crashOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
+	return servicetest.StartKilled(t, c.bin, servicetest.Merge(c.env(name), map[string]string{txmanagerd.Spec.EnvPrefix + "TEST_CRASH_AFTER": string(step)}))
 }
