@@ -21,6 +21,7 @@ import (
 	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
 // BenchmarkReplay prints how fast an empty ledger books a feed of 100,000
@@ -135,34 +136,9 @@ func seedFeed(b *testing.B, r *rig, settled []settledTransfer) {
 			ids[start+i] = res.Tx.ID
 		}
 	}
-	var txIDs []uuid.UUID
-	var kinds, payloads []string
-	add := func(id uuid.UUID, typ, payload string) {
-		txIDs, kinds, payloads = append(txIDs, id), append(kinds, typ), append(payloads, payload)
-	}
+	var events []txmanagertest.Event
 	for i, s := range settled {
-		rc := s.receipt
-		where := fmt.Sprintf(`"hash": %q, "block_number": %d, "block_hash": %q`, rc.TxHash.Hex(), rc.BlockNumber.Uint64(), rc.BlockHash.Hex())
-		for _, step := range [][2]string{{"INIT", "SIMULATED"}, {"SIMULATED", "ALLOCATED"}, {"ALLOCATED", "SIGNED"}, {"SIGNED", "BROADCASTED"}} {
-			add(ids[i], txmanager.EventStateChanged, fmt.Sprintf(`{"from_state": %q, "to_state": %q}`, step[0], step[1]))
-		}
-		add(ids[i], txmanager.EventAttempt, fmt.Sprintf(`{"attempt": 1, "hash": %q}`, rc.TxHash.Hex()))
-		add(ids[i], txmanager.EventConfirmation, fmt.Sprintf(`{%s, "confirmations": 1, "receipt_status": 1}`, where))
-		add(ids[i], txmanager.EventStateChanged, fmt.Sprintf(`{"from_state": "BROADCASTED", "to_state": "CONFIRMED", %s}`, where))
+		events = append(events, txmanagertest.SettlementEvents(ids[i], s.receipt)...)
 	}
-	if _, err := r.txm.Pool.Exec(ctx, `
-		INSERT INTO event (tx_id, type, payload)
-		SELECT id, typ, payload::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS e(id, typ, payload),
-			(SELECT pg_advisory_xact_lock_shared($4)) AS writing`, txIDs, kinds, payloads, int64(eventBarrier)); err != nil {
-		b.Fatal(err)
-	}
-	for {
-		n, err := r.txm.Store.Sequence(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-	}
+	r.txm.WriteEvents(b, events...)
 }

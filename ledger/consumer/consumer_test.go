@@ -2,7 +2,6 @@ package consumer_test
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"math/big"
 	"sync"
@@ -30,11 +29,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// eventBarrier is txmanager's lock between event writers and its
-// sequencer (txmanager/postgres): the test writes events as its follower
-// does.
-const eventBarrier = 0x7466_6576_656e_7473
 
 // rig is a real txmanager feed over mutual TLS, a real anvil, and the
 // ledger's store and consumer.
@@ -121,24 +115,7 @@ func (r *rig) tx(t *testing.T, signer common.Address, requestID string) uuid.UUI
 // event writes an event of tx into txmanager's feed and numbers it.
 func (r *rig) event(t *testing.T, id uuid.UUID, typ string, data any) {
 	t.Helper()
-	ctx := context.Background()
-	payload, err := json.Marshal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.txm.Pool.Exec(ctx, `INSERT INTO event (tx_id, type, payload)
-		SELECT $1, $2, $3::jsonb FROM (SELECT pg_advisory_xact_lock_shared($4)) AS writing`, id, typ, string(payload), int64(eventBarrier)); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		n, err := r.txm.Store.Sequence(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-	}
+	r.txm.WriteEvents(t, txmanagertest.Event{TxID: id, Type: typ, Payload: data})
 }
 
 // confirmed writes the event of id ending CONFIRMED (or REVERTED) in the

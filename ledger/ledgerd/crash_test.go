@@ -44,10 +44,6 @@ const (
 	// killRandomKills is how many processes the random phase kills
 	// after a random delay, wherever they are.
 	killRandomKills = 12
-	// killEventBarrier is txmanager's lock between event writers and its
-	// sequencer (txmanager/postgres): the test writes events as its
-	// follower does.
-	killEventBarrier = 0x7466_6576_656e_7473
 	// killPage is the consumer's page of events, which ledgerd does not
 	// configure.
 	killPage = 500
@@ -354,40 +350,11 @@ func (r *killRig) seedFeed(t *testing.T, sent []killSent) {
 		}
 		ids[i] = res.Tx.ID
 	}
-	var txIDs []uuid.UUID
-	var kinds, payloads []string
-	add := func(id uuid.UUID, typ, payload string) {
-		txIDs, kinds, payloads = append(txIDs, id), append(kinds, typ), append(payloads, payload)
-	}
+	var events []txmanagertest.Event
 	for i, s := range sent {
-		rc := s.receipt
-		where := fmt.Sprintf(`"hash": %q, "block_number": %d, "block_hash": %q`, rc.TxHash.Hex(), rc.BlockNumber.Uint64(), rc.BlockHash.Hex())
-		for _, step := range [][2]string{{"INIT", "SIMULATED"}, {"SIMULATED", "ALLOCATED"}, {"ALLOCATED", "SIGNED"}, {"SIGNED", "BROADCASTED"}} {
-			add(ids[i], txmanager.EventStateChanged, fmt.Sprintf(`{"from_state": %q, "to_state": %q}`, step[0], step[1]))
-		}
-		add(ids[i], txmanager.EventAttempt, fmt.Sprintf(`{"attempt": 1, "hash": %q}`, rc.TxHash.Hex()))
-		add(ids[i], txmanager.EventConfirmation, fmt.Sprintf(`{%s, "confirmations": 1, "receipt_status": %d}`, where, rc.Status))
-		to := "CONFIRMED"
-		if rc.Status == types.ReceiptStatusFailed {
-			to = "REVERTED"
-		}
-		add(ids[i], txmanager.EventStateChanged, fmt.Sprintf(`{"from_state": "BROADCASTED", "to_state": %q, %s}`, to, where))
+		events = append(events, txmanagertest.SettlementEvents(ids[i], s.receipt)...)
 	}
-	if _, err := r.txm.Pool.Exec(ctx, `
-		INSERT INTO event (tx_id, type, payload)
-		SELECT id, typ, payload::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS e(id, typ, payload),
-			(SELECT pg_advisory_xact_lock_shared($4)) AS writing`, txIDs, kinds, payloads, int64(killEventBarrier)); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		n, err := r.txm.Store.Sequence(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-	}
+	r.txm.WriteEvents(t, events...)
 
 	// What the feed says, as numbered: each settlement's seq.
 	if err := r.txm.Pool.QueryRow(ctx, `SELECT last_seq FROM event_sequence`).Scan(&r.last); err != nil {

@@ -78,7 +78,11 @@ func writeEvents(ctx context.Context, tx pgx.Tx, typ string, ids []uuid.UUID, pa
 // committed or rolled back, and no new one can be written until it lets
 // go. Only transactions that write events take part: a long transaction
 // elsewhere in the cluster (another database, a report) delays nothing.
-const eventBarrier = 0x7466_6576_656e_7473 // "tfevents"
+const eventBarrier = EventBarrier
+
+// EventBarrier is eventBarrier's value, for tests (txmanagertest) that
+// write events into the feed as the follower does, holding it shared.
+const EventBarrier = 0x7466_6576_656e_7473 // "tfevents"
 
 // sequencerWait bounds how long the sequencer waits for in-flight writers
 // (and so how long new writers may queue behind it); a writer frozen in

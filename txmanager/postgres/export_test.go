@@ -1,9 +1,5 @@
 package postgres
 
-// EventBarrier is the advisory lock event writers hold shared, for tests
-// that write events by hand.
-const EventBarrier = eventBarrier
-
 // HoldCreates keeps every create queued until release: a test can then
 // gather a batch of the creates it wants. queued reports how many wait.
 func HoldCreates(s *Store) (queued func() int, release func()) {
