@@ -52,6 +52,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/txfence/txfence/ledger v0.0.0
 	github.com/txfence/txfence/openapi v0.0.0
 	github.com/txfence/txfence/txmanager v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -76,3 +77,5 @@ replace github.com/txfence/txfence/openapi => ../openapi
 replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
 
 replace github.com/txfence/txfence/mev-router => ../mev-router
+
+replace github.com/txfence/txfence/ledger => ../ledger

@@ -422,11 +422,18 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 	if svc.identity == "ledger" {
 		env["TXMANAGER_URL"] = "https://" + s.internalAddr(serviceIndex("txmanager"))
 		env["CHAIN_RPC"] = strconv.FormatUint(s.chain.ChainID(), 10) + "=" + s.chain.URL()
+		// anvil finalizes nothing until 64 blocks are built on a block:
+		// reconciliation pins a recent block instead, deeper than
+		// txmanager's 2 confirmations (a transaction at or before the
+		// pinned block is booked once txmanager confirms it). The scanner
+		// follows the head (SCAN_DEPTH's default, 0).
+		env["RECONCILE_DEPTH"] = "6"
 	}
 	if svc.identity == "gateway" {
 		env["REDIS_URL"] = s.redisURL
 		env["PUBLIC_ADDR"] = s.cfg.GatewayAddr
 		env["TXMANAGER_URL"] = "https://" + s.internalAddr(serviceIndex("txmanager"))
+		env["LEDGER_URL"] = "https://" + s.internalAddr(serviceIndex("ledger"))
 		// Webhook receivers in development listen on this machine.
 		env["WEBHOOK_ALLOW_INSECURE_URLS"] = "true"
 		env["WEBHOOK_BACKOFF_BASE"] = "1s"

@@ -1,7 +1,8 @@
 // Package api is gatewayd's public HTTP API (openapi/gateway.yaml): API
 // keys, tenants and scopes, rate limits, request validation against the
 // spec, and the handlers, which check what the caller may see and pass
-// the work to txmanager over mutual TLS.
+// the work to txmanager (and reads of the books to the ledger) over
+// mutual TLS.
 package api
 
 import (
@@ -27,6 +28,8 @@ const maxBody = 320 << 10
 type Config struct {
 	Store     *postgres.Store
 	TxManager *remote.TxManager
+	// Ledger serves the ledger routes; nil answers them 503.
+	Ledger *remote.Ledger
 	// Limits counts each key's requests against Limit; nil serves
 	// without limits.
 	Limits Limiter
@@ -100,6 +103,7 @@ func (a *API) Mount(r chi.Router) {
 		r.With(need(postgres.ScopeTxRead)).Get("/events", a.streamEvents)
 
 		r.Route("/webhooks", a.mountWebhooks)
+		r.Route("/ledger", a.mountLedger)
 
 		r.With(need(postgres.ScopeAdmin)).Post("/keys", a.createKey)
 		r.With(need(postgres.ScopeAdmin)).Get("/keys", a.listKeys)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/shared/pgtest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
@@ -374,14 +375,15 @@ func broadcastStuck(t *testing.T, st *postgres.Store, f txmanager.Fence, id uuid
 }
 
 // TestConsole drives the console in a real browser against the real
-// public API (and txmanager's real API behind it): sign-in, the signer's
-// status, pending approvals, a timeline, an approval signed in the browser
-// and verified here with the signer's own code, a rejection, a cancel, a
-// fee bump, the scope and tenant boundaries, and sign-out.
+// public API (and txmanager's and the ledger's real APIs behind it):
+// sign-in, the signer's status, pending approvals, a timeline, an approval
+// signed in the browser and verified here with the signer's own code, a
+// rejection, a cancel, a fee bump, a wallet's balances and statement, the
+// scope and tenant boundaries, and sign-out.
 func TestConsole(t *testing.T) {
 	exe := chromiumPath(t)
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Mount: console.Mount})
+	g := gatewaytest.Start(t, gatewaytest.Options{Mount: console.Mount, Ledger: true})
 	ctx := context.Background()
 	st := g.TxM.Store
 
@@ -429,6 +431,23 @@ func TestConsole(t *testing.T) {
 	}
 	bob := common.HexToAddress(gatewaytest.Bob)
 	approveReq := &signer.Request{TxID: toApprove.TxID, ChainID: 31337, From: signerA, Type: signer.DynamicFee, To: &bob, Value: big.NewInt(1000)}
+
+	// The ledger's books of signer A: an opening balance of 5 ETH, a
+	// payment of 1.5 ETH and 25 of 0.01 ETH, each with 21000 gwei of gas,
+	// so 53 statement entries (more than the view's page of 50), and a
+	// token deposit.
+	const gas = 21_000 * 1_000_000_000
+	opening := g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
+		gatewaytest.Leg(ledger.Wallet, ledger.Native, gatewaytest.SignerA, 5e18),
+		gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, gatewaytest.SignerA, -5e18))
+	g.Ledger.Transfer(t, "payment", gatewaytest.SignerA, gatewaytest.Bob, 15e17, gas, 7)
+	for i := range 25 {
+		g.Ledger.Transfer(t, fmt.Sprintf("small-%d", i), gatewaytest.SignerA, gatewaytest.Bob, 1e16, gas, uint64(8+i))
+	}
+	const walletToken = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
+	g.Ledger.Book(t, ledger.Deposit, "token-deposit", 40,
+		gatewaytest.Leg(ledger.Wallet, walletToken, gatewaytest.SignerA, 5), gatewaytest.Leg(ledger.DepositSource, walletToken, gatewaytest.Bob, -5))
+	const walletBalance = "3.249454 ETH" // 5 - 1.5 - 25 × 0.01 - 26 × 0.000021
 
 	b := startBrowser(t, exe)
 	// The watcher must see what the page reports, or its silence below
@@ -603,12 +622,48 @@ func TestConsole(t *testing.T) {
 		b.screenshot("console-overview")
 	})
 
+	t.Run("wallets", func(t *testing.T) {
+		b.click(`#nav a[data-route="wallets"]`)
+		b.waitText(`#wallet-balances tr[data-asset="native"] td.balance`, walletBalance)
+		if got := eval[string](b, `document.querySelector("#wallets-signer").value`); !strings.EqualFold(got, "31337:"+gatewaytest.SignerA) {
+			t.Errorf("the view shows signer %q, want A's", got)
+		}
+		b.waitText(fmt.Sprintf(`#wallet-balances tr[data-asset="%s"] td.balance`, walletToken), "5")
+		// The native wallet's statement, oldest first, a page of 50 and
+		// then the rest: the last running balance is the balance.
+		first := fmt.Sprintf(`#wallet-statement tbody tr[data-journal="%d"]`, opening)
+		b.waitText(first+" td.balance", "5 ETH")
+		b.waitText(first, "opening")
+		rows := `document.querySelectorAll("#wallet-statement tbody tr[data-entry]").length`
+		if n := eval[int](b, rows); n != 50 {
+			t.Errorf("the first page shows %d entries, want 50", n)
+		}
+		b.click("#wallet-statement-more button")
+		b.waitText(`#wallet-statement tbody tr[data-entry]:nth-child(53) td.balance`, walletBalance)
+		if n := eval[int](b, rows); n != 53 {
+			t.Errorf("after the next page, %d entries, want 53", n)
+		}
+		b.waitText(`#wallet-statement tbody tr[data-entry]:nth-child(51) td.amount`, "-")
+		if w := eval[int](b, `document.documentElement.scrollWidth`); w > 1280 {
+			t.Errorf("the wallets view is %d px wide, wider than the 1280 px window", w)
+		}
+		b.screenshot("console-wallets")
+
+		// As of block 1: the opening balance alone.
+		b.do("ask for block 1", chromedp.SetValue(chromedp.CSS("#wallets-at-block"), "1"))
+		b.click("#wallets-show")
+		b.waitText(`#wallet-balances tr[data-asset="native"]`, "as of block 1")
+		b.waitText(`#wallet-balances tr[data-asset="native"] td.balance`, "5 ETH")
+	})
+
 	t.Run("missing scope", func(t *testing.T) {
 		b.signOut()
 		b.signIn(g.AcmeRead)
 		b.waitText("#who-warn", "admin")
 		b.waitText(`#signers .problem[data-status="403"]`, "admin scope")
 		b.waitText(`#approvals .problem[data-status="403"]`, "approvals scope")
+		b.click(`#nav a[data-route="wallets"]`)
+		b.waitText(`#wallet-balances .problem[data-status="403"]`, "ledger:read scope")
 	})
 
 	t.Run("another tenant", func(t *testing.T) {
@@ -635,6 +690,15 @@ func TestConsole(t *testing.T) {
 		b.waitText(`#main .problem[data-status="404"]`, "Not found")
 		if strings.Contains(b.text("#main"), gatewaytest.SignerA) {
 			t.Error("globex's page shows acme's signer")
+		}
+		// Its wallets: its own signer, with nothing booked; acme's signer
+		// named in the route is not found.
+		b.click(`#nav a[data-route="wallets"]`)
+		b.waitText(`#wallet-balances td.empty`, "booked nothing")
+		eval[string](b, `location.hash = "#/wallets/31337:`+gatewaytest.SignerA+`"`)
+		b.waitText(`#wallet-balances .problem[data-status="404"]`, "Not found")
+		if strings.Contains(b.text("#main"), walletBalance) || eval[int](b, `document.querySelectorAll("#wallet-statement tr[data-entry]").length`) != 0 {
+			t.Error("globex's wallets view shows acme's books")
 		}
 	})
 

@@ -3,7 +3,8 @@
 // (owner node, fencing token, next nonce, open transactions), stuck
 // transactions and pending approvals, reads a transaction's timeline, and
 // approves (signing in the browser with the approver's own key), rejects,
-// cancels, resends or bumps.
+// cancels, resends or bumps. The Wallets page reads the ledger's books of
+// a signer: its wallet balance in each asset and a wallet's statement.
 //
 // The page is static HTML, CSS and JavaScript modules, embedded in the
 // binary and built without any step or package: it calls the public API

@@ -38,6 +38,9 @@ type Config struct {
 	Public   PublicListener `envprefix:"PUBLIC_"`
 	// TxManagerURL is txmanagerd's internal listener (mutual TLS).
 	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
+	// LedgerURL is ledgerd's internal listener (mutual TLS), which the
+	// ledger routes read; without it they answer 503.
+	LedgerURL string `env:"LEDGER_URL"`
 	// KeyCacheTTL is how long an authenticated key is reused without a
 	// database lookup: a revoked key stops working on other nodes within it.
 	KeyCacheTTL time.Duration `env:"KEY_CACHE_TTL" default:"5s"`
@@ -147,6 +150,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}})
 
+	// The ledger is optional and left out of readiness: the gateway
+	// without it still sends and follows transactions, and only the
+	// ledger routes answer 503.
+	var ledger *remote.Ledger
+	if cfg.LedgerURL != "" {
+		if ledger, err = remote.NewLedger(cfg.LedgerURL, httpclient.New(svc.TLS.ClientConfig("ledger"), httpclient.Options{})); err != nil {
+			return err
+		}
+	}
+
 	var publicTLS *tls.Config
 	if cfg.Public.TLSCertFile != "" {
 		if publicTLS, err = mtls.PublicServerConfig(cfg.Public.TLSCertFile, cfg.Public.TLSKeyFile, mtls.Options{Logger: svc.Log}); err != nil {
@@ -161,7 +174,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	public := svc.HTTP.PublicRouter()
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Limits: limits, Limit: cfg.RateLimit.Limit(), Webhooks: dispatcher,
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(), Webhooks: dispatcher,
 		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done()})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/gateway/gatewayd"
+	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/redistest"
@@ -163,5 +164,52 @@ func TestBootstrapMakesAWorkingAdminKey(t *testing.T) {
 	}
 	if _, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--signer", "31337:nope"}, e); err == nil {
 		t.Error("bootstrap with a malformed signer and no tenant succeeded")
+	}
+}
+
+// TestLedgerURL: with TXFENCE_GATEWAY_LEDGER_URL the ledger routes read
+// the ledger over mutual TLS as the gateway; without it they answer 503,
+// saying the ledger is not configured, and the gateway is still ready.
+func TestLedgerURL(t *testing.T) {
+	t.Parallel()
+	pki := servicetest.PKI(t)
+	books := gatewaytest.ServeLedger(t, pki)
+	const signer = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+	books.Transfer(t, "tx-1", signer, gatewaytest.Bob, 1000, 21, 5)
+	e := env(t, pki, redistest.URL(t), map[string]string{gatewayd.Spec.EnvPrefix + "LEDGER_URL": books.URL})
+	servicetest.MigrateTwice(t, gatewayd.Run, e)
+	out, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--tenant", "acme", "--signer", "31337:" + signer}, e)
+	if err != nil {
+		t.Fatalf("bootstrap: %v\n%s", err, out)
+	}
+	token := strings.TrimSpace(out)
+	withLedger := servicetest.Start(t, gatewayd.Run, nil, e, "public")
+	without := map[string]string{}
+	for k, v := range e {
+		if k != gatewayd.Spec.EnvPrefix+"LEDGER_URL" {
+			without[k] = v
+		}
+	}
+	noLedger := servicetest.Start(t, gatewayd.Run, nil, without, "public")
+
+	balances := func(svc *servicetest.Service) (int, string) {
+		req, _ := http.NewRequest("GET", svc.URL("public")+"/api/v1/ledger/accounts?chain_id=31337&address="+signer, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := balances(withLedger); code != http.StatusOK || !strings.Contains(body, `"balance":"-1021"`) {
+		t.Errorf("with LEDGER_URL: %d %s\n%s", code, body, withLedger.Logs())
+	}
+	if code, body := balances(noLedger); code != http.StatusServiceUnavailable || !strings.Contains(body, "the ledger is not configured") {
+		t.Errorf("without LEDGER_URL: %d %s", code, body)
+	}
+	if code := get(t, http.DefaultClient, noLedger.URL("public")+"/readyz"); code != http.StatusOK {
+		t.Errorf("readyz without a ledger: %d\n%s", code, noLedger.Logs())
 	}
 }

@@ -1,7 +1,9 @@
 // Package gatewaytest runs the gateway's public API in-process for tests:
-// txmanager's real internal API on its own database behind it, the
-// gateway's own database, and two tenants with a signer and keys each.
-// Every exchange is checked against openapi/gateway.yaml.
+// txmanager's real internal API on its own database behind it (and, when
+// asked, the ledger's real read API on its own), the gateway's own
+// database, and two tenants with a signer and keys each. Every exchange
+// is checked against openapi/gateway.yaml, and the ledger's against
+// openapi/ledger.yaml.
 package gatewaytest
 
 import (
@@ -46,6 +48,9 @@ type Gateway struct {
 	TxM   *txmanagertest.Server
 	// PKI holds the test's certificates (servicetest.PKI).
 	PKI string
+	// Ledger is the ledger behind the gateway, with Options.Ledger; nil
+	// otherwise, and the ledger routes answer 503.
+	Ledger *Ledger
 	// Keys: acme's admin (every scope) and read-only (tx:read) keys,
 	// globex's admin.
 	Acme, AcmeRead, Globex   string
@@ -60,6 +65,9 @@ type Options struct {
 	// Webhooks, when set, runs a webhook dispatcher with these options
 	// (AllowInsecureURLs is forced on: receivers are on loopback).
 	Webhooks *webhook.Options
+	// Ledger serves the ledger's read API, on a fresh ledger store, for
+	// the gateway's ledger routes.
+	Ledger bool
 	// Mount adds more routes beside the API (the operator console).
 	Mount func(chi.Router)
 	// Unchecked leaves out the check of every exchange against the spec,
@@ -95,7 +103,15 @@ func Start(t testing.TB, opts Options) *Gateway {
 		t.Cleanup(func() { stop(); <-stopped })
 		hooks = d
 	}
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Limits: opts.Limits, Limit: opts.Limit, Webhooks: hooks,
+	var books *Ledger
+	var ledgerClient *remote.Ledger
+	if opts.Ledger {
+		books = ServeLedger(t, pki)
+		if ledgerClient, err = remote.NewLedger(books.URL, servicetest.Client(t, pki, "gateway", "ledger")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, Webhooks: hooks,
 		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +139,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 
-	g := &Gateway{URL: ts.URL, Store: store, TxM: txm, PKI: pki}
+	g := &Gateway{URL: ts.URL, Store: store, TxM: txm, PKI: pki, Ledger: books}
 	g.AcmeTenant, g.Acme = g.Tenant(t, "acme", SignerA)
 	g.GlobexTenant, g.Globex = g.Tenant(t, "globex", SignerB)
 	g.AcmeRead = g.Key(t, g.AcmeTenant, "reader", []postgres.Scope{postgres.ScopeTxRead}, nil)

@@ -1,9 +1,9 @@
-// Package remote is the gateway's side of txmanagerd's internal API,
-// called over mutual TLS as identity "gateway". It wraps the client
-// generated from openapi/txmanager.yaml, so the calls follow the spec by
-// construction, and turns problem documents back into error kinds
-// (shared/errs), so that txmanager's 404 or 409 reaches the gateway's
-// client as the same kind.
+// Package remote is the gateway's side of the internal APIs it calls over
+// mutual TLS as identity "gateway": txmanagerd's and ledgerd's. It wraps
+// the clients generated from openapi/txmanager.yaml and
+// openapi/ledger.yaml, so the calls follow the specs by construction, and
+// turns problem documents back into error kinds (shared/errs), so that a
+// service's 404 or 409 reaches the gateway's client as the same kind.
 package remote
 
 import (

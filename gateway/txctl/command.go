@@ -32,7 +32,8 @@ type command struct {
 }
 
 // The groups of txctl help, in order.
-var groups = []string{"Transactions", "Approvals", "Operations (scope admin)", "Webhooks (scope webhooks)", "API keys", "txctl"}
+var groups = []string{"Transactions", "Approvals", "Operations (scope admin)", "Webhooks (scope webhooks)", "Ledger (scope ledger:read)",
+	"API keys", "txctl"}
 
 // commands is every command; init fills it, since help refers to it.
 var commands []*command
@@ -42,6 +43,7 @@ func init() {
 	commands = append(commands, approvalCommands()...)
 	commands = append(commands, operatorCommands()...)
 	commands = append(commands, webhookCommands()...)
+	commands = append(commands, ledgerCommands()...)
 	commands = append(commands, keyCommands()...)
 	// run answers help and version itself, before any flag is parsed:
 	// they need no key and no server.
@@ -54,7 +56,7 @@ func init() {
 }
 
 // lookup finds the command args start with: one word, or two for the
-// webhooks and keys families.
+// webhooks, ledger and keys families.
 func lookup(args []string) (*command, []string, error) {
 	name := args[0]
 	family := isFamily(name)

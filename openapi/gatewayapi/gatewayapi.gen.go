@@ -19,6 +19,87 @@ import (
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
 
+// Defines values for LedgerAccountKind.
+const (
+	LedgerFeeExpense     LedgerAccountKind = "fee_expense"
+	LedgerInTransit      LedgerAccountKind = "in_transit"
+	LedgerOpeningBalance LedgerAccountKind = "opening_balance"
+	LedgerSuspense       LedgerAccountKind = "suspense"
+	LedgerWallet         LedgerAccountKind = "wallet"
+)
+
+// Valid indicates whether the value is a known member of the LedgerAccountKind enum.
+func (e LedgerAccountKind) Valid() bool {
+	switch e {
+	case LedgerFeeExpense:
+		return true
+	case LedgerInTransit:
+		return true
+	case LedgerOpeningBalance:
+		return true
+	case LedgerSuspense:
+		return true
+	case LedgerWallet:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LedgerJournalStatus.
+const (
+	LedgerReceiptReverted LedgerJournalStatus = "reverted"
+	LedgerReceiptSuccess  LedgerJournalStatus = "success"
+)
+
+// Valid indicates whether the value is a known member of the LedgerJournalStatus enum.
+func (e LedgerJournalStatus) Valid() bool {
+	switch e {
+	case LedgerReceiptReverted:
+		return true
+	case LedgerReceiptSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LedgerJournalKind.
+const (
+	LedgerConfirmed      LedgerJournalKind = "confirmed"
+	LedgerDeposit        LedgerJournalKind = "deposit"
+	LedgerOpening        LedgerJournalKind = "opening"
+	LedgerReconciliation LedgerJournalKind = "reconciliation"
+	LedgerReversal       LedgerJournalKind = "reversal"
+	LedgerReverted       LedgerJournalKind = "reverted"
+	LedgerTransitIn      LedgerJournalKind = "transit_in"
+	LedgerTransitOut     LedgerJournalKind = "transit_out"
+)
+
+// Valid indicates whether the value is a known member of the LedgerJournalKind enum.
+func (e LedgerJournalKind) Valid() bool {
+	switch e {
+	case LedgerConfirmed:
+		return true
+	case LedgerDeposit:
+		return true
+	case LedgerOpening:
+		return true
+	case LedgerReconciliation:
+		return true
+	case LedgerReversal:
+		return true
+	case LedgerReverted:
+		return true
+	case LedgerTransitIn:
+		return true
+	case LedgerTransitOut:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin      Scope = "admin"
@@ -160,6 +241,299 @@ type KeyCreated struct {
 // KeyList defines model for KeyList.
 type KeyList struct {
 	Keys []Key `json:"keys"`
+}
+
+// LedgerAccount defines model for LedgerAccount.
+type LedgerAccount struct {
+	// AccountId An account's id in the ledger.
+	//
+	// Example: 42
+	AccountId LedgerAccountId `json:"account_id"`
+
+	// Address The signer, in lower case.
+	Address externalRef0.Address `json:"address"`
+
+	// AsOfBlock The `at_block` the balance is as of; absent for the current balance.
+	AsOfBlock *externalRef0.BlockNumber `json:"as_of_block,omitempty"`
+
+	// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+	//
+	// Example: native
+	Asset LedgerAsset `json:"asset"`
+
+	// Balance A balance, the sum of an account's entries: an integer as a decimal
+	// string (wei, or the token's smallest unit), negative when more left
+	// the account than the books hold.
+	//
+	//
+	// Example: 2500000000000000000
+	Balance LedgerBalance `json:"balance"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Kind An account's role, of those a tenant sees. `wallet`: what the
+	// signer holds; `fee_expense`: what it spent on gas; `suspense`:
+	// differences reconciliation found, until explained; `in_transit`:
+	// what it sent to another chain that has not arrived;
+	// `opening_balance`: the other side of its opening balance (what it
+	// held on chain when the ledger began booking it).
+	//
+	//
+	// Example: wallet
+	Kind LedgerAccountKind `json:"kind"`
+
+	// Version The current balance's version: it grows each time the
+	// balance moves, so an unchanged version is an unchanged
+	// balance. Absent with `as_of_block`.
+	Version *int64 `json:"version,omitempty"`
+}
+
+// LedgerAccountId An account's id in the ledger.
+//
+// Example: 42
+type LedgerAccountId = int64
+
+// LedgerAccountKind An account's role, of those a tenant sees. `wallet`: what the
+// signer holds; `fee_expense`: what it spent on gas; `suspense`:
+// differences reconciliation found, until explained; `in_transit`:
+// what it sent to another chain that has not arrived;
+// `opening_balance`: the other side of its opening balance (what it
+// held on chain when the ledger began booking it).
+//
+// Example: wallet
+type LedgerAccountKind string
+
+// LedgerAccountList defines model for LedgerAccountList.
+type LedgerAccountList struct {
+	Accounts []LedgerAccount `json:"accounts"`
+
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string `json:"next_cursor"`
+}
+
+// LedgerAccountRef An account, without its balance.
+type LedgerAccountRef struct {
+	// AccountId An account's id in the ledger.
+	//
+	// Example: 42
+	AccountId LedgerAccountId `json:"account_id"`
+
+	// Address The signer, in lower case.
+	Address externalRef0.Address `json:"address"`
+
+	// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+	//
+	// Example: native
+	Asset LedgerAsset `json:"asset"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// Kind An account's role, of those a tenant sees. `wallet`: what the
+	// signer holds; `fee_expense`: what it spent on gas; `suspense`:
+	// differences reconciliation found, until explained; `in_transit`:
+	// what it sent to another chain that has not arrived;
+	// `opening_balance`: the other side of its opening balance (what it
+	// held on chain when the ledger began booking it).
+	//
+	//
+	// Example: wallet
+	Kind LedgerAccountKind `json:"kind"`
+}
+
+// LedgerAmount An entry's amount: a non-zero integer of magnitude below 2^256 as
+// a decimal string (wei, or the token's smallest unit), negative
+// when it takes from the account's balance.
+//
+// Example: -1000000000000000000
+type LedgerAmount = string
+
+// LedgerAsset `native` (the chain's own currency) or a token contract's lower-case address.
+//
+// Example: native
+type LedgerAsset = string
+
+// LedgerBalance A balance, the sum of an account's entries: an integer as a decimal
+// string (wei, or the token's smallest unit), negative when more left
+// the account than the books hold.
+//
+// Example: 2500000000000000000
+type LedgerBalance = string
+
+// LedgerEntryId An entry's id in the ledger; ids grow in the order entries are booked.
+//
+// Example: 5012
+type LedgerEntryId = int64
+
+// LedgerJournal defines model for LedgerJournal.
+type LedgerJournal struct {
+	// BlockHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	BlockHash *externalRef0.Hash `json:"block_hash,omitempty"`
+
+	// BlockNumber The block its fact was settled in; a reversal carries the reversed journal's.
+	BlockNumber *externalRef0.BlockNumber `json:"block_number,omitempty"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// CreatedAt When the journal was booked.
+	CreatedAt time.Time `json:"created_at"`
+
+	// Entries The journal's entries on the tenant's accounts, in the order they were booked.
+	Entries []LedgerJournalEntry `json:"entries"`
+
+	// JournalId A journal's id in the ledger; ids grow in the order journals are booked.
+	//
+	// Example: 1007
+	JournalId LedgerJournalId `json:"journal_id"`
+
+	// Kind What a journal books. `confirmed`: a transaction mined with status
+	// 1; `reverted`: one mined with status 0 (its fee only); `reversal`:
+	// the negation of a journal whose block left the chain; `deposit`:
+	// an inbound transfer; `reconciliation`: a difference with the
+	// chain, into suspense; `transit_out`, `transit_in`: a rebalancing's
+	// source and destination legs; `opening`: a wallet's chain balances
+	// when the ledger began booking it.
+	//
+	//
+	// Example: confirmed
+	Kind LedgerJournalKind `json:"kind"`
+
+	// Memo More about the journal (a reconciliation's cause); `{}` when there is nothing.
+	Memo map[string]interface{} `json:"memo"`
+
+	// ReversedBy The `reversal` journal that undid this one, when one did.
+	ReversedBy *LedgerJournalId `json:"reversed_by,omitempty"`
+
+	// Reverses For a `reversal`, the journal it undoes.
+	Reverses *LedgerJournalId `json:"reverses,omitempty"`
+
+	// Status The booked receipt's status; absent when the journal's fact is not a transaction's.
+	Status *LedgerJournalStatus `json:"status,omitempty"`
+
+	// TxHash The transaction the journal books; absent when its fact is not one transaction's.
+	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
+}
+
+// LedgerJournalStatus The booked receipt's status; absent when the journal's fact is not a transaction's.
+type LedgerJournalStatus string
+
+// LedgerJournalEntry One entry of a journal.
+type LedgerJournalEntry struct {
+	// Account An account, without its balance.
+	Account LedgerAccountRef `json:"account"`
+
+	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+	// a decimal string (wei, or the token's smallest unit), negative
+	// when it takes from the account's balance.
+	//
+	//
+	// Example: -1000000000000000000
+	Amount LedgerAmount `json:"amount"`
+
+	// EntryId An entry's id in the ledger; ids grow in the order entries are booked.
+	//
+	// Example: 5012
+	EntryId LedgerEntryId `json:"entry_id"`
+}
+
+// LedgerJournalId A journal's id in the ledger; ids grow in the order journals are booked.
+//
+// Example: 1007
+type LedgerJournalId = int64
+
+// LedgerJournalKind What a journal books. `confirmed`: a transaction mined with status
+// 1; `reverted`: one mined with status 0 (its fee only); `reversal`:
+// the negation of a journal whose block left the chain; `deposit`:
+// an inbound transfer; `reconciliation`: a difference with the
+// chain, into suspense; `transit_out`, `transit_in`: a rebalancing's
+// source and destination legs; `opening`: a wallet's chain balances
+// when the ledger began booking it.
+//
+// Example: confirmed
+type LedgerJournalKind string
+
+// LedgerStatement defines model for LedgerStatement.
+type LedgerStatement struct {
+	// AccountId An account's id in the ledger.
+	//
+	// Example: 42
+	AccountId LedgerAccountId `json:"account_id"`
+
+	// Entries Oldest first.
+	Entries []LedgerStatementEntry `json:"entries"`
+
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string `json:"next_cursor"`
+}
+
+// LedgerStatementEntry One entry of an account's statement, with its journal and the running balance.
+//
+// Example: {"amount":"-1000000000000000000","balance":"2500000000000000000","block_hash":"0x6f9b1e0a3d5c7e2f4a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e9f2a4b6c8d0e1f","block_number":1284,"entry_id":5012,"journal_id":1007,"journal_kind":"confirmed","tx_hash":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b"}
+type LedgerStatementEntry struct {
+	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+	// a decimal string (wei, or the token's smallest unit), negative
+	// when it takes from the account's balance.
+	//
+	//
+	// Example: -1000000000000000000
+	Amount LedgerAmount `json:"amount"`
+
+	// Balance The account's balance after this entry (and every entry before it).
+	Balance LedgerBalance `json:"balance"`
+
+	// BlockHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	BlockHash *externalRef0.Hash `json:"block_hash,omitempty"`
+
+	// BlockNumber A block height.
+	//
+	// Example: 1284
+	BlockNumber *externalRef0.BlockNumber `json:"block_number,omitempty"`
+
+	// EntryId An entry's id in the ledger; ids grow in the order entries are booked.
+	//
+	// Example: 5012
+	EntryId LedgerEntryId `json:"entry_id"`
+
+	// JournalId A journal's id in the ledger; ids grow in the order journals are booked.
+	//
+	// Example: 1007
+	JournalId LedgerJournalId `json:"journal_id"`
+
+	// JournalKind What a journal books. `confirmed`: a transaction mined with status
+	// 1; `reverted`: one mined with status 0 (its fee only); `reversal`:
+	// the negation of a journal whose block left the chain; `deposit`:
+	// an inbound transfer; `reconciliation`: a difference with the
+	// chain, into suspense; `transit_out`, `transit_in`: a rebalancing's
+	// source and destination legs; `opening`: a wallet's chain balances
+	// when the ledger began booking it.
+	//
+	//
+	// Example: confirmed
+	JournalKind LedgerJournalKind `json:"journal_kind"`
+
+	// Reverses For a `reversal` journal, the journal it undoes.
+	Reverses *LedgerJournalId `json:"reverses,omitempty"`
+
+	// TxHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
 }
 
 // Me defines model for Me.
@@ -415,6 +789,16 @@ type WebhookUpdateRequest struct {
 // Example: order-2025-01-15-000042
 type IdempotencyKey = RequestIdValue
 
+// LedgerAccountIdPath An account's id in the ledger.
+//
+// Example: 42
+type LedgerAccountIdPath = LedgerAccountId
+
+// LedgerAtBlock A block height.
+//
+// Example: 1284
+type LedgerAtBlock = externalRef0.BlockNumber
+
 // TxIdPath defines model for TxIdPath.
 type TxIdPath = openapi_types.UUID
 
@@ -443,6 +827,48 @@ type StreamEventsParams struct {
 
 	// LastEventID The `id` (seq) of the last event received.
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// ListLedgerAccountsParams defines parameters for ListLedgerAccounts.
+type ListLedgerAccountsParams struct {
+	ChainId externalRef0.ChainId `form:"chain_id" json:"chain_id"`
+
+	// Address The signer, in any letter case.
+	Address externalRef0.Address `form:"address" json:"address"`
+
+	// Kind The accounts' role; `wallet` when absent.
+	Kind *LedgerAccountKind `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// Asset `native`, or a token contract's address in any letter case.
+	Asset *string `form:"asset,omitempty" json:"asset,omitempty"`
+
+	// AtBlock Answer the balance as of this block: the sum of the account's
+	// entries in journals of blocks up to and including it. Without it,
+	// the current balance.
+	AtBlock *LedgerAtBlock `form:"at_block,omitempty" json:"at_block,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetLedgerAccountParams defines parameters for GetLedgerAccount.
+type GetLedgerAccountParams struct {
+	// AtBlock Answer the balance as of this block: the sum of the account's
+	// entries in journals of blocks up to and including it. Without it,
+	// the current balance.
+	AtBlock *LedgerAtBlock `form:"at_block,omitempty" json:"at_block,omitempty"`
+}
+
+// ListLedgerAccountEntriesParams defines parameters for ListLedgerAccountEntries.
+type ListLedgerAccountEntriesParams struct {
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListTxParams defines parameters for ListTx.
@@ -664,6 +1090,55 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/keys/{key_id} (the `RevokeKey` operationId).
 	RevokeKey(ctx context.Context, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLedgerAccounts A signer's ledger accounts with their balances
+	//
+	// The accounts of one of the tenant's signers on one chain in one
+	// role (`kind`, `wallet` by default: what the signer holds, one
+	// account per asset), in account id order, each with its current
+	// balance and `version` or, with `at_block`, its balance as of that
+	// block. A signer that is not the tenant's, or that the key may not
+	// use, is a `404`. `next_cursor` comes from the ledger as it is:
+	// pass it back unchanged with the same filters. Scope `ledger:read`.
+	//
+	// Corresponds with GET /api/v1/ledger/accounts (the `ListLedgerAccounts` operationId).
+	ListLedgerAccounts(ctx context.Context, params *ListLedgerAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLedgerAccount One ledger account with its balance
+	//
+	// The account with its current balance and `version` or, with
+	// `at_block`, its balance as of that block. An account that is not
+	// one of the tenant's (see "Ledger" above) is a `404`, exactly as an
+	// unknown one. Scope `ledger:read`.
+	//
+	// Corresponds with GET /api/v1/ledger/accounts/{account_id} (the `GetLedgerAccount` operationId).
+	GetLedgerAccount(ctx context.Context, accountId LedgerAccountIdPath, params *GetLedgerAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLedgerAccountEntries An account's statement, oldest entry first
+	//
+	// The account's entries in the order they were booked, each with its
+	// journal and the account's running balance after it: the balance
+	// after the last entry of the last page is the account's balance. A
+	// reversal (its block left the chain) shows as an entry of a
+	// `reversal` journal that negates the entry it undoes. Paginated
+	// with the ledger's cursor, passed on unchanged. An account that is
+	// not one of the tenant's is a `404`. Scope `ledger:read`.
+	//
+	// Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
+	ListLedgerAccountEntries(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLedgerJournal One journal, with its entries on the tenant's accounts
+	//
+	// A booked fact (a confirmed or reverted transaction, a deposit, a
+	// reversal, a reconciliation difference, an opening balance) with
+	// its entries on the tenant's accounts. The journal's other entries
+	// (a counterparty's side, or another tenant's wallet) are left out,
+	// so the entries shown need not sum to zero. A journal that moves
+	// none of the tenant's accounts is a `404`, exactly as an unknown
+	// one. Scope `ledger:read`.
+	//
+	// Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
+	GetLedgerJournal(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMe The key making the call
 	//
@@ -1111,6 +1586,95 @@ func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, r
 // Corresponds with DELETE /api/v1/keys/{key_id} (the `RevokeKey` operationId).
 func (c *Client) RevokeKey(ctx context.Context, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeKeyRequest(c.Server, keyId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLedgerAccounts A signer's ledger accounts with their balances
+//
+// The accounts of one of the tenant's signers on one chain in one
+// role (`kind`, `wallet` by default: what the signer holds, one
+// account per asset), in account id order, each with its current
+// balance and `version` or, with `at_block`, its balance as of that
+// block. A signer that is not the tenant's, or that the key may not
+// use, is a `404`. `next_cursor` comes from the ledger as it is:
+// pass it back unchanged with the same filters. Scope `ledger:read`.
+//
+// Corresponds with GET /api/v1/ledger/accounts (the `ListLedgerAccounts` operationId).
+func (c *Client) ListLedgerAccounts(ctx context.Context, params *ListLedgerAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLedgerAccountsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLedgerAccount One ledger account with its balance
+//
+// The account with its current balance and `version` or, with
+// `at_block`, its balance as of that block. An account that is not
+// one of the tenant's (see "Ledger" above) is a `404`, exactly as an
+// unknown one. Scope `ledger:read`.
+//
+// Corresponds with GET /api/v1/ledger/accounts/{account_id} (the `GetLedgerAccount` operationId).
+func (c *Client) GetLedgerAccount(ctx context.Context, accountId LedgerAccountIdPath, params *GetLedgerAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerAccountRequest(c.Server, accountId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLedgerAccountEntries An account's statement, oldest entry first
+//
+// The account's entries in the order they were booked, each with its
+// journal and the account's running balance after it: the balance
+// after the last entry of the last page is the account's balance. A
+// reversal (its block left the chain) shows as an entry of a
+// `reversal` journal that negates the entry it undoes. Paginated
+// with the ledger's cursor, passed on unchanged. An account that is
+// not one of the tenant's is a `404`. Scope `ledger:read`.
+//
+// Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
+func (c *Client) ListLedgerAccountEntries(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLedgerAccountEntriesRequest(c.Server, accountId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLedgerJournal One journal, with its entries on the tenant's accounts
+//
+// A booked fact (a confirmed or reverted transaction, a deposit, a
+// reversal, a reconciliation difference, an opening balance) with
+// its entries on the tenant's accounts. The journal's other entries
+// (a counterparty's side, or another tenant's wallet) are left out,
+// so the entries shown need not sum to zero. A journal that moves
+// none of the tenant's accounts is a `404`, exactly as an unknown
+// one. Scope `ledger:read`.
+//
+// Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
+func (c *Client) GetLedgerJournal(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerJournalRequest(c.Server, journalId)
 	if err != nil {
 		return nil, err
 	}
@@ -2039,6 +2603,292 @@ func NewRevokeKeyRequest(server string, keyId openapi_types.UUID) (*http.Request
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLedgerAccountsRequest constructs an http.Request for the ListLedgerAccounts method
+func NewListLedgerAccountsRequest(server string, params *ListLedgerAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "address", params.Address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Asset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "asset", *params.Asset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AtBlock != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at_block", *params.AtBlock, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLedgerAccountRequest constructs an http.Request for the GetLedgerAccount method
+func NewGetLedgerAccountRequest(server string, accountId LedgerAccountIdPath, params *GetLedgerAccountParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_id", accountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/accounts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AtBlock != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at_block", *params.AtBlock, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLedgerAccountEntriesRequest constructs an http.Request for the ListLedgerAccountEntries method
+func NewListLedgerAccountEntriesRequest(server string, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_id", accountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/accounts/%s/entries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLedgerJournalRequest constructs an http.Request for the GetLedgerJournal method
+func NewGetLedgerJournalRequest(server string, journalId LedgerJournalId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "journal_id", journalId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/journals/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3277,6 +4127,63 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/keys/{key_id} (the `RevokeKey` operationId).
 	RevokeKeyWithResponse(ctx context.Context, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error)
 
+	// ListLedgerAccountsWithResponse A signer's ledger accounts with their balances
+	//
+	// The accounts of one of the tenant's signers on one chain in one
+	// role (`kind`, `wallet` by default: what the signer holds, one
+	// account per asset), in account id order, each with its current
+	// balance and `version` or, with `at_block`, its balance as of that
+	// block. A signer that is not the tenant's, or that the key may not
+	// use, is a `404`. `next_cursor` comes from the ledger as it is:
+	// pass it back unchanged with the same filters. Scope `ledger:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/accounts (the `ListLedgerAccounts` operationId).
+	ListLedgerAccountsWithResponse(ctx context.Context, params *ListLedgerAccountsParams, reqEditors ...RequestEditorFn) (*ListLedgerAccountsResponse, error)
+
+	// GetLedgerAccountWithResponse One ledger account with its balance
+	//
+	// The account with its current balance and `version` or, with
+	// `at_block`, its balance as of that block. An account that is not
+	// one of the tenant's (see "Ledger" above) is a `404`, exactly as an
+	// unknown one. Scope `ledger:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/accounts/{account_id} (the `GetLedgerAccount` operationId).
+	GetLedgerAccountWithResponse(ctx context.Context, accountId LedgerAccountIdPath, params *GetLedgerAccountParams, reqEditors ...RequestEditorFn) (*GetLedgerAccountResponse, error)
+
+	// ListLedgerAccountEntriesWithResponse An account's statement, oldest entry first
+	//
+	// The account's entries in the order they were booked, each with its
+	// journal and the account's running balance after it: the balance
+	// after the last entry of the last page is the account's balance. A
+	// reversal (its block left the chain) shows as an entry of a
+	// `reversal` journal that negates the entry it undoes. Paginated
+	// with the ledger's cursor, passed on unchanged. An account that is
+	// not one of the tenant's is a `404`. Scope `ledger:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
+	ListLedgerAccountEntriesWithResponse(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*ListLedgerAccountEntriesResponse, error)
+
+	// GetLedgerJournalWithResponse One journal, with its entries on the tenant's accounts
+	//
+	// A booked fact (a confirmed or reverted transaction, a deposit, a
+	// reversal, a reconciliation difference, an opening balance) with
+	// its entries on the tenant's accounts. The journal's other entries
+	// (a counterparty's side, or another tenant's wallet) are left out,
+	// so the entries shown need not sum to zero. A journal that moves
+	// none of the tenant's accounts is a `404`, exactly as an unknown
+	// one. Scope `ledger:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
+	GetLedgerJournalWithResponse(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*GetLedgerJournalResponse, error)
+
 	// GetMeWithResponse The key making the call
 	//
 	// Its tenant, name, scopes and signers; any valid key may ask. The console signs in with it.
@@ -3870,6 +4777,198 @@ func (r RevokeKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListLedgerAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAccountList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLedgerAccountsResponse) GetJSON200() *LedgerAccountList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListLedgerAccountsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLedgerAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLedgerAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLedgerAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLedgerAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetLedgerAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAccount
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLedgerAccountResponse) GetJSON200() *LedgerAccount {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetLedgerAccountResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListLedgerAccountEntriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerStatement
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLedgerAccountEntriesResponse) GetJSON200() *LedgerStatement {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListLedgerAccountEntriesResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLedgerAccountEntriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLedgerAccountEntriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLedgerAccountEntriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLedgerAccountEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetLedgerJournalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerJournal
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLedgerJournalResponse) GetJSON200() *LedgerJournal {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerJournalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerJournalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerJournalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerJournalResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5148,6 +6247,87 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyId o
 	return ParseRevokeKeyResponse(rsp)
 }
 
+// ListLedgerAccountsWithResponse A signer's ledger accounts with their balances
+//
+// The accounts of one of the tenant's signers on one chain in one
+// role (`kind`, `wallet` by default: what the signer holds, one
+// account per asset), in account id order, each with its current
+// balance and `version` or, with `at_block`, its balance as of that
+// block. A signer that is not the tenant's, or that the key may not
+// use, is a `404`. `next_cursor` comes from the ledger as it is:
+// pass it back unchanged with the same filters. Scope `ledger:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/accounts (the `ListLedgerAccounts` operationId).
+func (c *ClientWithResponses) ListLedgerAccountsWithResponse(ctx context.Context, params *ListLedgerAccountsParams, reqEditors ...RequestEditorFn) (*ListLedgerAccountsResponse, error) {
+	rsp, err := c.ListLedgerAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLedgerAccountsResponse(rsp)
+}
+
+// GetLedgerAccountWithResponse One ledger account with its balance
+//
+// The account with its current balance and `version` or, with
+// `at_block`, its balance as of that block. An account that is not
+// one of the tenant's (see "Ledger" above) is a `404`, exactly as an
+// unknown one. Scope `ledger:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/accounts/{account_id} (the `GetLedgerAccount` operationId).
+func (c *ClientWithResponses) GetLedgerAccountWithResponse(ctx context.Context, accountId LedgerAccountIdPath, params *GetLedgerAccountParams, reqEditors ...RequestEditorFn) (*GetLedgerAccountResponse, error) {
+	rsp, err := c.GetLedgerAccount(ctx, accountId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerAccountResponse(rsp)
+}
+
+// ListLedgerAccountEntriesWithResponse An account's statement, oldest entry first
+//
+// The account's entries in the order they were booked, each with its
+// journal and the account's running balance after it: the balance
+// after the last entry of the last page is the account's balance. A
+// reversal (its block left the chain) shows as an entry of a
+// `reversal` journal that negates the entry it undoes. Paginated
+// with the ledger's cursor, passed on unchanged. An account that is
+// not one of the tenant's is a `404`. Scope `ledger:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
+func (c *ClientWithResponses) ListLedgerAccountEntriesWithResponse(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*ListLedgerAccountEntriesResponse, error) {
+	rsp, err := c.ListLedgerAccountEntries(ctx, accountId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLedgerAccountEntriesResponse(rsp)
+}
+
+// GetLedgerJournalWithResponse One journal, with its entries on the tenant's accounts
+//
+// A booked fact (a confirmed or reverted transaction, a deposit, a
+// reversal, a reconciliation difference, an opening balance) with
+// its entries on the tenant's accounts. The journal's other entries
+// (a counterparty's side, or another tenant's wallet) are left out,
+// so the entries shown need not sum to zero. A journal that moves
+// none of the tenant's accounts is a `404`, exactly as an unknown
+// one. Scope `ledger:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
+func (c *ClientWithResponses) GetLedgerJournalWithResponse(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*GetLedgerJournalResponse, error) {
+	rsp, err := c.GetLedgerJournal(ctx, journalId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerJournalResponse(rsp)
+}
+
 // GetMeWithResponse The key making the call
 //
 // Its tenant, name, scopes and signers; any valid key may ask. The console signs in with it.
@@ -5846,6 +7026,138 @@ func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Key
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListLedgerAccountsResponse parses an HTTP response from a ListLedgerAccountsWithResponse call
+func ParseListLedgerAccountsResponse(rsp *http.Response) (*ListLedgerAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLedgerAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAccountList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetLedgerAccountResponse parses an HTTP response from a GetLedgerAccountWithResponse call
+func ParseGetLedgerAccountResponse(rsp *http.Response) (*GetLedgerAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAccount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListLedgerAccountEntriesResponse parses an HTTP response from a ListLedgerAccountEntriesWithResponse call
+func ParseListLedgerAccountEntriesResponse(rsp *http.Response) (*ListLedgerAccountEntriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLedgerAccountEntriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerStatement
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetLedgerJournalResponse parses an HTTP response from a GetLedgerJournalWithResponse call
+func ParseGetLedgerJournalResponse(rsp *http.Response) (*GetLedgerJournalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerJournalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerJournal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ export function units(value, decimals) {
   } catch {
     return String(value);
   }
+  if (v < 0n) return `-${units((-v).toString(), decimals)}`;
   const base = 10n ** BigInt(decimals);
   const whole = v / base;
   let frac = (v % base).toString().padStart(decimals, '0').replace(/0+$/, '');

@@ -1,6 +1,7 @@
 // The console's shell: sign-in and sign-out, the header, and a hash router
-// (#/, #/tx, #/tx/<id>) so that every page is one static document and a
-// link to a transaction works after a reload.
+// (#/, #/tx, #/tx/<id>, #/wallets, #/wallets/<chain_id>:<address>) so that
+// every page is one static document and a link to a transaction works
+// after a reload.
 
 import { apiKey, clearApiKey, get, onUnauthorized, problemBox, setApiKey } from './api.js';
 import { forgetApprover } from './approval.js';
@@ -9,10 +10,11 @@ import { clearFlash } from './ui.js';
 import * as overview from './views/overview.js';
 import * as txs from './views/txs.js';
 import * as txView from './views/tx.js';
+import * as wallets from './views/wallets.js';
 
 // The scopes the console's pages use; a key without one of them still
 // signs in, and the header says what it cannot do.
-const consoleScopes = ['admin', 'approvals', 'tx:read', 'tx:write'];
+const consoleScopes = ['admin', 'approvals', 'tx:read', 'tx:write', 'ledger:read'];
 
 let me = null; // GET /me of the signed-in key
 let generation = 0; // bumped on every render, so late answers of a left page are dropped
@@ -23,6 +25,8 @@ function parseRoute() {
   const m = /^\/tx\/([^/?#]+)$/.exec(path);
   if (m) return { view: txView, name: 'tx', id: decodeURIComponent(m[1]) };
   if (path === '/tx') return { view: txs, name: 'txs' };
+  const w = /^\/wallets(?:\/([^/?#]+))?$/.exec(path);
+  if (w) return { view: wallets, name: 'wallets', id: w[1] ? decodeURIComponent(w[1]) : undefined };
   return { view: overview, name: 'overview' };
 }
 

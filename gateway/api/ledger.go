@@ -1,0 +1,245 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/remote"
+	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/ledgerapi"
+	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/httpserver"
+)
+
+// tenantKinds are the account kinds a tenant sees of its signers: the
+// roles that are the signer's own. Counterparty and deposit source
+// accounts are keyed by an outside address and sum up what every wallet,
+// any tenant's, exchanged with it, so no tenant sees them, even when the
+// address is one of its signers.
+var tenantKinds = map[ledgerapi.AccountKind]bool{
+	ledgerapi.AccountWallet:         true,
+	ledgerapi.AccountFeeExpense:     true,
+	ledgerapi.AccountSuspense:       true,
+	ledgerapi.AccountInTransit:      true,
+	ledgerapi.AccountOpeningBalance: true,
+}
+
+// seesAccount reports whether the caller may see a ledger account: one of
+// its signers' own, on the signer's chain, of a signer the key may use.
+func (p *principal) seesAccount(a remote.AccountRef) bool {
+	return tenantKinds[a.Kind] && common.IsHexAddress(a.Address) &&
+		p.mayUse(postgres.SignerRef{ChainID: a.ChainID, Address: common.HexToAddress(a.Address)})
+}
+
+func (a *API) mountLedger(r chi.Router) {
+	r.Use(need(postgres.ScopeLedgerRead), a.requireLedger)
+	r.Get("/accounts", a.listLedgerAccounts)
+	r.Get("/accounts/{account_id}", a.getLedgerAccount)
+	r.Get("/accounts/{account_id}/entries", a.ledgerStatement)
+	r.Get("/journals/{journal_id}", a.getLedgerJournal)
+}
+
+// requireLedger answers 503 on a gateway configured without a ledger.
+func (a *API) requireLedger(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.cfg.Ledger == nil {
+			httpserver.Error(w, r, errs.E(errs.Unavailable, "the ledger is not configured on this gateway"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// listLedgerAccounts lists one signer's accounts of one kind. The ledger
+// filters by the signer and the kind, so its page and its cursor pass on
+// unchanged; each account is still checked, so that a ledger answering
+// more than it was asked shows a tenant nothing of another's.
+func (a *API) listLedgerAccounts(w http.ResponseWriter, r *http.Request) {
+	p := caller(r.Context())
+	q := r.URL.Query()
+	// The spec has checked every parameter's form.
+	chainID, _ := strconv.ParseInt(q.Get("chain_id"), 10, 64)
+	signer := postgres.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(q.Get("address"))}
+	if !p.mayUse(signer) {
+		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
+		return
+	}
+	kind := ledgerapi.AccountWallet
+	if v := q.Get("kind"); v != "" {
+		kind = ledgerapi.AccountKind(v)
+	}
+	address := q.Get("address")
+	params := ledgerapi.ListAccountsParams{ChainId: &chainID, Address: &address, Kind: &kind}
+	if v := q.Get("asset"); v != "" {
+		params.Asset = &v
+	}
+	var err error
+	if params.AtBlock, err = atBlockParam(r); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	if params.Cursor, params.Limit, err = pageParams(r); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	body, err := a.cfg.Ledger.Accounts(r.Context(), params)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var page struct {
+		Accounts []remote.AccountRef `json:"accounts"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		httpserver.Error(w, r, fmt.Errorf("list accounts: ledgerd's answer: %w", err))
+		return
+	}
+	for _, acct := range page.Accounts {
+		if !p.seesAccount(acct) {
+			httpserver.Error(w, r, fmt.Errorf("list accounts of %s (%s): ledgerd answered account %d, of %d:%s (%s)",
+				signer, kind, acct.ID, acct.ChainID, acct.Address, acct.Kind))
+			return
+		}
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+func (a *API) getLedgerAccount(w http.ResponseWriter, r *http.Request) {
+	at, err := atBlockParam(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	acct, err := a.ownedAccount(r, at)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, acct.JSON)
+}
+
+func (a *API) ledgerStatement(w http.ResponseWriter, r *http.Request) {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	acct, err := a.ownedAccount(r, nil)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	body, err := a.cfg.Ledger.Statement(r.Context(), acct.Ref.ID, ledgerapi.ListAccountEntriesParams{Cursor: cursor, Limit: limit})
+	if errs.Is(err, errs.NotFound) {
+		err = errs.Errorf(errs.NotFound, "no account %d", acct.Ref.ID)
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+// ownedAccount reads the {account_id} of the path, with its balance now or
+// as of at, when the caller may see it; any other account is NotFound,
+// worded exactly as an unknown one.
+func (a *API) ownedAccount(r *http.Request, at *int64) (remote.Account, error) {
+	id, err := idParam(r, "account_id")
+	if err != nil {
+		return remote.Account{}, err
+	}
+	acct, err := a.cfg.Ledger.Account(r.Context(), id, at)
+	if err == nil && !caller(r.Context()).seesAccount(acct.Ref) {
+		err = errs.E(errs.NotFound, "")
+	}
+	if errs.Is(err, errs.NotFound) {
+		return remote.Account{}, errs.Errorf(errs.NotFound, "no account %d", id)
+	}
+	return acct, err
+}
+
+// getLedgerJournal answers a journal that moves one of the caller's
+// accounts, with only its entries on them: the others are another
+// party's books.
+func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
+	id, err := idParam(r, "journal_id")
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	notFound := errs.Errorf(errs.NotFound, "no journal %d", id)
+	j, err := a.cfg.Ledger.Journal(r.Context(), id)
+	if errs.Is(err, errs.NotFound) {
+		err = notFound
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	p := caller(r.Context())
+	shown := []json.RawMessage{}
+	for _, e := range j.Entries {
+		if e.Account.ChainID == j.ChainID && p.seesAccount(e.Account) {
+			shown = append(shown, e.JSON)
+		}
+	}
+	if len(shown) == 0 {
+		httpserver.Error(w, r, notFound)
+		return
+	}
+	entries, err := json.Marshal(shown)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	j.Fields["entries"] = entries
+	httpserver.WriteJSON(w, http.StatusOK, j.Fields)
+}
+
+// idParam reads a ledger id of the path (the spec has checked its form).
+func idParam(r *http.Request, name string) (int64, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, name), 10, 64)
+	if err != nil || id < 1 {
+		return 0, errs.InvalidFields(name+" is not a ledger id", errs.FieldError{Pointer: name, Detail: "a positive integer"})
+	}
+	return id, nil
+}
+
+// atBlockParam reads at_block, nil when absent.
+func atBlockParam(r *http.Request) (*int64, error) {
+	v := r.URL.Query().Get("at_block")
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, errs.InvalidFields("at_block is not a block number", errs.FieldError{Pointer: "at_block", Detail: "a block number"})
+	}
+	return &n, nil
+}
+
+// pageParams reads cursor and limit, nil when absent. The cursor is the
+// ledger's, passed on as the client sent it.
+func pageParams(r *http.Request) (*components.Cursor, *components.Limit, error) {
+	q := r.URL.Query()
+	var cursor *components.Cursor
+	if v := q.Get("cursor"); v != "" {
+		cursor = &v
+	}
+	var limit *components.Limit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return nil, nil, errs.InvalidFields("limit is not a number", errs.FieldError{Pointer: "limit", Detail: err.Error()})
+		}
+		l := components.Limit(n)
+		limit = &l
+	}
+	return cursor, limit, nil
+}

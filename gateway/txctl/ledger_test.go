@@ -1,0 +1,93 @@
+package txctl_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/ledger"
+)
+
+// TestLedger runs the ledger commands against the real API and a real
+// ledger: balances now and as of a block, by kind, a statement across
+// pages, a journal with the tenant's entries only, --json that follows
+// the spec, and how usage errors, another tenant's accounts and a key
+// without ledger:read end.
+func TestLedger(t *testing.T) {
+	t.Parallel()
+	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
+		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
+	payment := g.Ledger.Transfer(t, "a-to-bob", signerA, bob, 1000, 21, 5)
+
+	out := mustRun(t, g.URL, g.Acme, "ledger", "balances", "31337", signerA).stdout
+	rows := lines(out)
+	if len(rows) != 2 || !strings.HasPrefix(rows[0], "ACCOUNT_ID") || !strings.Contains(rows[1], " wallet ") ||
+		!strings.Contains(rows[1], " native ") || !strings.Contains(rows[1], " 8979 ") || !strings.Contains(rows[1], "now (version") {
+		t.Fatalf("ledger balances:\n%s", out)
+	}
+	walletID := strings.Fields(rows[1])[0]
+	if out := mustRun(t, g.URL, g.Acme, "ledger", "balances", "31337", signerA, "--at-block", "4").stdout; !strings.Contains(out, " 10000 ") || !strings.Contains(out, "block 4") {
+		t.Errorf("ledger balances --at-block 4:\n%s", out)
+	}
+	if out := mustRun(t, g.URL, g.Acme, "ledger", "balances", "31337", signerA, "--kind", "fee_expense").stdout; !strings.Contains(out, " fee_expense ") || !strings.Contains(out, " 21 ") {
+		t.Errorf("ledger balances --kind fee_expense:\n%s", out)
+	}
+	asJSON := mustRun(t, g.URL, g.Acme, "--json", "ledger", "balances", "31337", signerA).stdout
+	conforms(t, asJSON, "/api/v1/ledger/accounts", "GET", 200, "")
+
+	// The statement a page of one at a time, with --all.
+	out = mustRun(t, g.URL, g.Acme, "ledger", "statement", walletID, "--limit", "1", "--all").stdout
+	rows = lines(out)
+	cells := func(i int) []string { return strings.Fields(rows[i]) }
+	if len(rows) != 4 || cells(0)[0] != "ENTRY_ID" || strings.Join(cells(1)[5:], " ") != "10000 10000" ||
+		cells(3)[1] != fmt.Sprint(payment) || cells(3)[6] != "8979" {
+		t.Errorf("ledger statement --all:\n%s", out)
+	}
+	first := mustRun(t, g.URL, g.Acme, "ledger", "statement", walletID, "--limit", "1").stdout
+	if !strings.Contains(first, "more: --cursor ") {
+		t.Errorf("a first page without --all does not say how to go on:\n%s", first)
+	}
+	pages := lines(mustRun(t, g.URL, g.Acme, "--json", "ledger", "statement", walletID, "--limit", "2", "--all").stdout)
+	if len(pages) != 2 {
+		t.Errorf("--json --all printed %d pages, want 2", len(pages))
+	}
+	for _, p := range pages {
+		conforms(t, p, "/api/v1/ledger/accounts/{account_id}/entries", "GET", 200, "")
+	}
+
+	journal := mustRun(t, g.URL, g.Acme, "ledger", "journal", fmt.Sprint(payment)).stdout
+	if field(t, journal, "kind") != "confirmed" || field(t, journal, "status") != "success" || field(t, journal, "block_number") != "5" ||
+		strings.Contains(journal, "counterparty") || strings.Count(journal, strings.ToLower(signerA)) != 3 {
+		t.Errorf("ledger journal:\n%s", journal)
+	}
+	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "ledger", "journal", fmt.Sprint(payment)).stdout, "/api/v1/ledger/journals/{journal_id}", "GET", 200, "")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ledger", "balances", "31337"}, "ledger balances takes"},
+		{[]string{"ledger", "balances", "main", signerA}, `"main" is not a chain id`},
+		{[]string{"ledger", "balances", "31337", signerA, "--kind", "counterparty"}, `--kind "counterparty": want one of wallet`},
+		{[]string{"ledger", "balances", "31337", signerA, "--at-block", "-1"}, "--at-block -1"},
+		{[]string{"ledger", "statement", "0"}, `"0" is not a ledger account id`},
+		{[]string{"ledger", "journal", "latest"}, `"latest" is not a ledger journal id`},
+		{[]string{"ledger", "audit"}, `unknown command "ledger audit"`},
+	} {
+		if r := txctlRun(t, g.URL, g.Acme, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("txctl %s: exit %d %s, want 2 and %q", strings.Join(c.args, " "), r.code, r.stderr, c.want)
+		}
+	}
+	// Another tenant's books are not found; a key without the scope is
+	// forbidden.
+	for _, args := range [][]string{{"ledger", "balances", "31337", signerA}, {"ledger", "statement", walletID}, {"ledger", "journal", fmt.Sprint(payment)}} {
+		if r := txctlRun(t, g.URL, g.Globex, args...); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
+			t.Errorf("globex: txctl %s: exit %d %s", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if r := txctlRun(t, g.URL, g.AcmeRead, "ledger", "balances", "31337", signerA); r.code != 1 || !strings.Contains(r.stderr, "Forbidden") {
+		t.Errorf("a tx:read key: exit %d %s", r.code, r.stderr)
+	}
+}
