@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/rpc"
@@ -36,9 +37,10 @@ func startReconciling(t *testing.T) *reconciling {
 	node := chaintest.Anvil(t, anvil.Options{})
 	a := startWith(t, func(store *postgres.Store) *httpapi.API {
 		// Depth 1: the block below the head, so that a movement mined in
-		// the last block but one is compared.
+		// the last block but one is compared. A run the books are not
+		// ready for is refused after a short wait.
 		return httpapi.New(store, nil).ReconcileWith(&reconcile.Reconciler{Store: store,
-			Chains: map[uint64]*rpc.Client{node.ChainID(): node.RPC()}, Depth: 1, Grace: reconcile.NoGrace})
+			Chains: map[uint64]*rpc.Client{node.ChainID(): node.RPC()}, Depth: 1, Grace: reconcile.NoGrace, Wait: 100 * time.Millisecond})
 	})
 	r := &reconciling{api: a, node: node, wallet: node.Accounts()[0].Address}
 	ctx := context.Background()

@@ -142,15 +142,24 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if k := cfg.CursorKey.Reveal(); k != "" {
 		cursorKey = []byte(k)
 	}
+	// The scanner and the reconciler wait for the consumer to book the
+	// feed up to its head as it was when they read a block.
+	feedHead := func(ctx context.Context) (uint64, error) {
+		page, err := feed.Read(ctx, api, 0, 1, 0)
+		if err != nil || page.HeadSeq == nil {
+			return 0, err
+		}
+		return uint64(*page.HeadSeq), nil
+	}
 	reconciler := &reconcile.Reconciler{Store: store, Chains: clients, Tokens: cfg.Tokens, Depth: cfg.ReconcileDepth,
-		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Feed: consumer.Feed, Log: svc.Log}
+		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, FeedHead: feedHead, Feed: consumer.Feed, Log: svc.Log}
 	httpapi.New(store, cursorKey).ReconcileWith(reconciler).Mount(svc.HTTP.Router)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(ctx) })
 	for id, client := range clients {
 		sc := &scanner.Scanner{Store: store, ChainID: id, RPC: client, Tokens: cfg.Tokens[id], Depth: cfg.ScanDepth,
-			Feed: consumer.Feed, Log: svc.Log.With("chain_id", id)}
+			FeedHead: feedHead, Feed: consumer.Feed, Log: svc.Log.With("chain_id", id)}
 		if from, ok := cfg.ScanFrom[id]; ok {
 			sc.Start = &from
 		}

@@ -84,17 +84,18 @@ func (r *Reconciliation) ScannedHash(ctx context.Context, number uint64) (common
 	return common.BytesToHash(hash), true, nil
 }
 
-// CaughtUp is Store.CaughtUp, read in the reconciliation's transaction.
-func (r *Reconciliation) CaughtUp(ctx context.Context, feed string) (time.Time, error) {
-	var at *time.Time
-	err := r.tx.QueryRow(ctx, `SELECT caught_up_at FROM feed_cursor WHERE feed = $1`, feed).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && at == nil) {
-		return time.Time{}, nil
+// FeedCursor is Store.Cursor, read in the reconciliation's transaction:
+// the seq up to which the feed is booked.
+func (r *Reconciliation) FeedCursor(ctx context.Context, feed string) (uint64, error) {
+	var seq int64
+	err := r.tx.QueryRow(ctx, `SELECT seq FROM feed_cursor WHERE feed = $1`, feed).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("read feed %s's cursor: %w", feed, err)
+		return 0, fmt.Errorf("read feed %s's cursor: %w", feed, err)
 	}
-	return *at, nil
+	return uint64(seq), nil
 }
 
 // NewestRun is the chain's newest stored run, or with complete its newest

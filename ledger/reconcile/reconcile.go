@@ -16,6 +16,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ import (
 
 // Defaults of a Reconciler.
 const (
+	DefaultWait     = 15 * time.Second
 	DefaultGrace    = 10 * time.Minute
 	DefaultInterval = 10 * time.Minute
 	// NoGrace, as a Reconciler's Grace, compares a wallet at once even
@@ -74,9 +76,16 @@ type Reconciler struct {
 	Grace time.Duration
 	// Interval is the schedule of Run; 0 is DefaultInterval.
 	Interval time.Duration
-	// Feed, when set, is the event feed (txmanager's) that must have
-	// caught up since the block was pinned.
-	Feed string
+	// FeedHead, when set, reads the head of the feed the consumer books
+	// (txmanager's), and Feed names the consumer's cursor: a run waits
+	// until the consumer has booked the feed up to the head read just
+	// after the block was pinned, by when txmanager has reported every
+	// settlement in the block it will report.
+	FeedHead func(ctx context.Context) (uint64, error)
+	Feed     string
+	// Wait is how long a run waits at its pinned block for the scanner and
+	// the feed to book it before it is refused; 0 is DefaultWait.
+	Wait time.Duration
 	Log  *slog.Logger
 }
 
@@ -125,10 +134,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, chainID uint64, trigger stri
 	if err != nil {
 		return nil, err
 	}
-	// Events committed before this moment must be booked: the block
-	// exists by now, and so does every settlement in it that txmanager
-	// has reported.
-	pinnedAt := time.Now()
+	// Events numbered by now must be booked: the block exists by now, and
+	// so does every settlement in it that txmanager has reported.
+	var feedHead uint64
+	if r.FeedHead != nil {
+		if feedHead, err = r.FeedHead(ctx); err != nil {
+			return nil, errs.Wrap(errs.Unavailable, fmt.Sprintf("chain %d: read the feed's head", chainID), err)
+		}
+	}
+	// The scanner and the feed book the block within a poll or two: the
+	// run waits for them at the pinned block, up to Wait.
+	waitUntil := time.Now().Add(cmp.Or(max(r.Wait, 0), DefaultWait))
 	// The chain's balances are read outside the database transaction,
 	// which may not sit idle for long (DB_IDLE_IN_TX_TIMEOUT): a first
 	// transaction checks the books and names the holdings, the node is
@@ -138,12 +154,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, chainID uint64, trigger stri
 	var run *ledger.ReconciliationRun
 	for attempt := 1; ; attempt++ {
 		err = r.Store.Reconcile(ctx, chainID, func(tx *postgres.Reconciliation) error {
-			if err := r.complete(ctx, tx, chainID, block, pinnedAt); err != nil {
+			if err := r.complete(ctx, tx, chainID, block, feedHead); err != nil {
 				return err
 			}
 			run = &ledger.ReconciliationRun{ChainID: chainID, Block: block, Trigger: trigger, StartedAt: started}
 			return r.reconcile(ctx, tx, run, read)
 		})
+		if errors.Is(err, ErrIncomplete) && time.Now().Before(waitUntil) {
+			attempt--
+			select {
+			case <-ctx.Done():
+				return nil, errors.Join(err, ctx.Err())
+			case <-time.After(completeEvery):
+			}
+			continue
+		}
 		var missing *unread
 		if !errors.As(err, &missing) {
 			break
@@ -173,8 +198,11 @@ func (u *unread) Error() string { return fmt.Sprintf("%d chain balances to read"
 // maxReads bounds the rounds of reading the chain in one run.
 const maxReads = 3
 
+// completeEvery is how often a run waiting at its block checks the books.
+const completeEvery = 200 * time.Millisecond
+
 // complete refuses a run whose books are not complete up to block.
-func (r *Reconciler) complete(ctx context.Context, tx *postgres.Reconciliation, chainID uint64, block ledger.Block, pinnedAt time.Time) error {
+func (r *Reconciler) complete(ctx context.Context, tx *postgres.Reconciliation, chainID uint64, block ledger.Block, feedHead uint64) error {
 	behind := func(format string, args ...any) error {
 		return errs.Wrap(errs.Unavailable, fmt.Sprintf("chain %d: ", chainID)+fmt.Sprintf(format, args...), ErrIncomplete)
 	}
@@ -195,17 +223,14 @@ func (r *Reconciler) complete(ctx context.Context, tx *postgres.Reconciliation, 
 	} else if ok && hash != block.Hash {
 		return behind("the block scanner booked block %d as %s, the node has %s: the scanner has not followed a reorganisation yet", block.Number, hash, block.Hash)
 	}
-	if r.Feed != "" {
-		at, err := tx.CaughtUp(ctx, r.Feed)
+	if r.FeedHead != nil {
+		booked, err := tx.FeedCursor(ctx, r.Feed)
 		if err != nil {
 			return err
 		}
-		if at.IsZero() {
-			return behind("the %s feed has never been read to its end", r.Feed)
-		}
-		if at.Before(pinnedAt) {
-			return behind("the %s feed was last read to its end at %s, before block %d was pinned at %s: settlements in it may not be booked yet",
-				r.Feed, at.UTC().Format(time.RFC3339Nano), block.Number, pinnedAt.UTC().Format(time.RFC3339Nano))
+		if booked < feedHead {
+			return behind("the %s feed is booked up to event %d, behind its head %d when block %d was pinned: settlements in the block may not be booked yet",
+				r.Feed, booked, feedHead, block.Number)
 		}
 	}
 	newest, err := tx.NewestRun(ctx, false)

@@ -60,8 +60,19 @@ func newRig(t *testing.T) *rig {
 
 // reconciler reconciles the rig's chain in store, one block below the head.
 func (r *rig) reconciler(store *postgres.Store) *reconcile.Reconciler {
-	return &reconcile.Reconciler{Store: store, Chains: map[uint64]*rpc.Client{r.chain: r.node.RPC()}, Depth: 1,
+	// Wait: the shortest, so that a refusal comes at once.
+	return &reconcile.Reconciler{Store: store, Chains: map[uint64]*rpc.Client{r.chain: r.node.RPC()}, Depth: 1, Wait: time.Nanosecond,
 		Log: slog.New(slog.NewJSONHandler(r.logs, nil))}
+}
+
+// feedBookedTo sets the feed consumer's cursor, as if it had booked the
+// feed up to seq.
+func (r *rig) feedBookedTo(t *testing.T, feed string, seq uint64) {
+	t.Helper()
+	if _, err := r.pool.Exec(context.Background(), `INSERT INTO feed_cursor (feed, seq) VALUES ($1, $2)
+		ON CONFLICT (feed) DO UPDATE SET seq = $2`, feed, int64(seq)); err != nil {
+		t.Error(err)
+	}
 }
 
 func (r *rig) head(t *testing.T) ledger.Block {
@@ -439,17 +450,14 @@ func TestIncompleteBooksAreRefused(t *testing.T) {
 	r.scanned(t, r.head(t))
 
 	rec := r.reconciler(r.store)
-	rec.Feed = "txmanager"
-	refused(rec, "the txmanager feed has never been read to its end")
-	if err := r.store.MarkCaughtUp(ctx, rec.Feed, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	refused(rec, "before block "+fmt.Sprint(pinned.Number)+" was pinned")
-	// A consumer whose read began after the pin has booked every event
-	// committed before it.
-	if err := r.store.MarkCaughtUp(ctx, rec.Feed, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	// The feed's head as txmanager would answer it: 12 events numbered.
+	rec.Feed, rec.FeedHead = "txmanager", func(context.Context) (uint64, error) { return 12, nil }
+	refused(rec, "booked up to event 0, behind its head 12 when block "+fmt.Sprint(pinned.Number)+" was pinned")
+	r.feedBookedTo(t, rec.Feed, 11)
+	refused(rec, "booked up to event 11, behind its head 12")
+	// The consumer books the rest while the run waits at its block.
+	rec.Wait = time.Minute
+	go r.feedBookedTo(t, rec.Feed, 12)
 	if run := r.reconcile(t, rec); run.Block != pinned || run.Differences != 1 {
 		t.Errorf("run %+v: want the difference found once the books are complete", run)
 	}

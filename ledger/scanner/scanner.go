@@ -68,10 +68,16 @@ type Scanner struct {
 	Depth uint64
 	// Start is the block of the first start; nil for the head less Depth.
 	Start *uint64
-	// Feed is the feed consumer's cursor name (consumer.Feed): a block is
-	// booked only once the consumer has caught up after the scanner read
-	// it. "" books at once, for a ledger without a consumer.
-	Feed string
+	// FeedHead reads the head of the feed the consumer books (the highest
+	// seq txmanager has numbered), and Feed names the consumer's cursor
+	// (consumer.Feed): a block is booked only once the consumer's cursor
+	// has reached the head read just after the scanner read the block.
+	// Every signer with a transaction in the block has its first event
+	// (written before its transaction could be signed) at or below that
+	// head, so it is a wallet by then. nil books at once, for a ledger
+	// without a consumer.
+	FeedHead func(ctx context.Context) (uint64, error)
+	Feed     string
 	// Poll is the pause when there is nothing to scan; default 1 s.
 	Poll time.Duration
 	// Window is how many scanned blocks are kept to find a fork point;
@@ -87,10 +93,12 @@ type Scanner struct {
 	logCalls *logCalls
 }
 
-// fetched is a block and when the scanner first read it.
+// fetched is a block, when the scanner first read it, and the feed's head
+// then.
 type fetched struct {
 	block
-	seenAt time.Time
+	seenAt   time.Time
+	feedHead uint64
 }
 
 func (s *Scanner) log() *slog.Logger {
@@ -243,6 +251,12 @@ func (s *Scanner) readAhead(ctx context.Context, cursor ledger.Block) (forked bo
 		return false, err
 	}
 	seenAt := time.Now()
+	var head uint64
+	if s.FeedHead != nil {
+		if head, err = s.FeedHead(ctx); err != nil {
+			return false, fmt.Errorf("read the feed's head: %w", err)
+		}
+	}
 	parent := cursor.Hash
 	if len(s.pending) > 0 {
 		parent = s.pending[len(s.pending)-1].Hash
@@ -257,34 +271,31 @@ func (s *Scanner) readAhead(ctx context.Context, cursor ledger.Block) (forked bo
 			s.pending = nil
 			return false, nil
 		}
-		s.pending = append(s.pending, fetched{block: b, seenAt: seenAt})
+		s.pending = append(s.pending, fetched{block: b, seenAt: seenAt, feedHead: head})
 		parent = b.Hash
 	}
 	return false, nil
 }
 
-// admitted is how many pending blocks may be booked: with a Feed, those
-// read before the consumer last caught up. A signer is a wallet once the
-// consumer books its first event, which is written before its transaction
-// can be mined; a block read before the consumer caught up holds no
-// transaction of a signer the registry lacks.
+// admitted is how many pending blocks may be booked: with a FeedHead,
+// those whose feed head the consumer's cursor has reached.
 func (s *Scanner) admitted(ctx context.Context) (int, error) {
 	n := min(len(s.pending), batchBlocks)
-	if s.Feed == "" || n == 0 {
+	if s.FeedHead == nil || n == 0 {
 		return n, nil
 	}
-	caughtUp, err := s.Store.CaughtUp(ctx, s.Feed)
+	booked, err := s.Store.Cursor(ctx, s.Feed)
 	if err != nil {
 		return 0, err
 	}
 	ready := 0
-	for ready < n && !s.pending[ready].seenAt.After(caughtUp) {
+	for ready < n && s.pending[ready].feedHead <= booked {
 		ready++
 	}
 	switch waited := time.Since(s.pending[0].seenAt); {
 	case ready == 0 && waited >= gateAlertAfter && !s.gateAlerted:
 		s.log().Error("ledger: the scanner has waited a minute for the feed consumer to catch up", "alert", true,
-			"feed", s.Feed, "block_number", s.pending[0].Number, "caught_up_at", caughtUp)
+			"feed", s.Feed, "block_number", s.pending[0].Number, "feed_head", s.pending[0].feedHead, "booked_to", booked)
 		s.gateAlerted = true
 	case ready > 0 && s.gateAlerted:
 		s.log().Info("ledger: the feed consumer caught up; scanning again", "feed", s.Feed, "waited", waited.Round(time.Second).String())

@@ -456,7 +456,10 @@ func TestABlockWaitsForTheFeedToCatchUp(t *testing.T) {
 	r := newRig(t)
 	r.register(t, r.walletAddrs()...)
 	sc := r.scanner(t)
-	sc.Feed = "txmanager"
+	// The feed's head as txmanager would answer it: 7 events numbered.
+	var head atomic.Uint64
+	head.Store(7)
+	sc.Feed, sc.FeedHead = "txmanager", func(context.Context) (uint64, error) { return head.Load(), nil }
 	ctx := context.Background()
 	if _, err := sc.Step(ctx); err != nil { // the first start opens the wallets, feed or not
 		t.Fatal(err)
@@ -467,11 +470,10 @@ func TestABlockWaitsForTheFeedToCatchUp(t *testing.T) {
 	if unopened, err := r.store.UnopenedWallets(ctx, r.chainID()); err != nil || len(unopened) != 0 {
 		t.Fatalf("unopened %v %v", unopened, err)
 	}
-	before := time.Now()
 	paid := chaintest.Transfer(t, r.node, r.outsider[0].Key, r.wallets[0].Address, big.NewInt(5))
-	if err := r.store.MarkCaughtUp(ctx, sc.Feed, before); err != nil {
-		t.Fatal(err)
-	}
+	// The consumer has booked up to 6: not yet the head read with the
+	// deposit's block.
+	r.feedBookedTo(t, sc.Feed, 6)
 	for range 3 {
 		if n, err := sc.Step(ctx); err != nil || n != 0 {
 			t.Fatalf("step before the feed caught up: %d blocks, %v", n, err)
@@ -480,13 +482,22 @@ func TestABlockWaitsForTheFeedToCatchUp(t *testing.T) {
 	if r.depositOf(t, paid) != nil {
 		t.Fatal("booked before the feed caught up")
 	}
-	if err := r.store.MarkCaughtUp(ctx, sc.Feed, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	head.Store(9) // later blocks wait for more; the deposit's block does not
+	r.feedBookedTo(t, sc.Feed, 7)
 	if n, err := sc.Step(ctx); err != nil || n != 1 {
 		t.Fatalf("step after the feed caught up: %d blocks, %v; want the deposit's", n, err)
 	}
 	requireLegs(t, r.depositOf(t, paid), ledger.Native, ledger.DepositSource, r.outsider[0].Address, r.wallets[0].Address, big.NewInt(5))
+}
+
+// feedBookedTo sets the feed consumer's cursor, as if it had booked the
+// feed up to seq.
+func (r *rig) feedBookedTo(t *testing.T, feed string, seq uint64) {
+	t.Helper()
+	if _, err := r.pool.Exec(context.Background(), `INSERT INTO feed_cursor (feed, seq) VALUES ($1, $2)
+		ON CONFLICT (feed) DO UPDATE SET seq = $2`, feed, int64(seq)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // deposits sends n deposits from outsiders to the wallets, one a block.
