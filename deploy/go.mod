@@ -60,6 +60,7 @@ require (
 	github.com/ethereum/go-ethereum v1.17.10
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
+	github.com/txfence/txfence/ledger v0.0.0
 	github.com/txfence/txfence/mev-router v0.0.0
 	github.com/txfence/txfence/shared v0.0.0
 	github.com/txfence/txfence/signer-zonec v0.0.0
@@ -72,3 +73,5 @@ replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
 replace github.com/txfence/txfence/mev-router => ../mev-router
 
 replace github.com/txfence/txfence/openapi => ../openapi
+
+replace github.com/txfence/txfence/ledger => ../ledger

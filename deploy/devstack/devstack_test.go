@@ -109,6 +109,10 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		hashes := requireEndToEnd(t, fmt.Sprintf("http://127.0.0.1:%d", gatewayPort), strings.TrimSpace(string(adminKey)))
 		// The ledger books both from the feed, reading the chain itself.
 		requireBooked(t, databaseURL(t, admin, prefix+"ledger"), hashes)
+		// Deposits, a token, a revert and a reorg: the ledger ties out
+		// with the chain, and finds what moved without a transaction.
+		requireReconciled(t, fmt.Sprintf("http://127.0.0.1:%d", gatewayPort), strings.TrimSpace(string(adminKey)),
+			fmt.Sprintf("https://127.0.0.1:%d", basePort+3), servicetest.Client(t, certs, "gateway", "ledger"), state)
 
 		cancel()
 		select {
