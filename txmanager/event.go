@@ -1,6 +1,7 @@
 package txmanager
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -56,6 +57,60 @@ type StateChanged struct {
 	// stops waiting for them; Approver is who rejected it.
 	Approvers []string `json:"approvers,omitempty"`
 	Approver  string   `json:"approver,omitempty"`
+	// DependsOn and TransitID are on the INIT event only, from the
+	// intent: the transaction it waits for, and the transfer between
+	// chains its metadata names (see TransitIDOf). The ledger links the
+	// two transactions of a transfer by them.
+	DependsOn *uuid.UUID `json:"depends_on,omitempty"`
+	TransitID string     `json:"transit_id,omitempty"`
+}
+
+// InitEvent is the data of the INIT event that reports in's acceptance.
+func InitEvent(in *Intent) StateChanged {
+	return StateChanged{ToState: StateInit, DependsOn: in.DependsOn, TransitID: TransitIDOf(in.Metadata)}
+}
+
+// MaxTransitIDLen bounds a transit id.
+const MaxTransitIDLen = 128
+
+// TransitIDOf is the transit id metadata names: the string member
+// "transit_id" of the object, when it is 1 to MaxTransitIDLen characters
+// of [A-Za-z0-9._:-]. A client marks the source and the destination
+// transactions of a transfer between chains with the same one (the
+// destination depending on the source). Anything else is no transit id:
+// metadata is the client's own, and txmanager accepts it as it is.
+func TransitIDOf(metadata json.RawMessage) string {
+	// Most metadata names no transit: skip decoding it. A member name
+	// spelled with escapes still gets decoded.
+	if !bytes.Contains(metadata, []byte("transit_id")) && !bytes.Contains(metadata, []byte(`\u`)) {
+		return ""
+	}
+	// A map, not a struct: encoding/json matches struct fields ignoring
+	// case, and "Transit_ID" is not the member meant.
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(metadata, &obj) != nil {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(obj["transit_id"], &id) != nil || !ValidTransitID(id) {
+		return ""
+	}
+	return id
+}
+
+// ValidTransitID reports whether id is a well-formed transit id.
+func ValidTransitID(id string) bool {
+	if id == "" || len(id) > MaxTransitIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Confirmation is the data of a tx.confirmation event: the mined

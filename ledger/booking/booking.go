@@ -6,6 +6,7 @@ package booking
 
 import (
 	"math/big"
+	"slices"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -66,9 +67,15 @@ func (s *Settled) Fee() *big.Int {
 // booked: a fee paid by a sender that is not (yet) a booked wallet is no
 // expense of ours. It returns nil when nothing moved a wallet.
 func Journal(s *Settled, wallets Wallets) *ledger.Journal {
+	b, kind, status := build(s, wallets)
+	return b.journal(s, kind, status)
+}
+
+// build collects the legs Journal books for s, and its kind and status.
+func build(s *Settled, wallets Wallets) (b *builder, kind ledger.JournalKind, status string) {
 	r := s.Receipt
-	b := builder{chainID: s.ChainID, block: r.BlockNumber.Uint64(), wallets: wallets}
-	kind, status := ledger.Confirmed, "success"
+	b = &builder{chainID: s.ChainID, block: r.BlockNumber.Uint64(), wallets: wallets}
+	kind, status = ledger.Confirmed, "success"
 	if r.Status != types.ReceiptStatusSuccessful {
 		kind, status = ledger.Reverted, "reverted"
 	}
@@ -82,12 +89,7 @@ func Journal(s *Settled, wallets Wallets) *ledger.Journal {
 			b.transferLog(l)
 		}
 	}
-	if len(b.legs) == 0 {
-		return nil
-	}
-	hash, block := r.TxHash, ledger.Block{Number: r.BlockNumber.Uint64(), Hash: r.BlockHash}
-	return &ledger.Journal{Kind: kind, Key: ledger.TxKey(s.ChainID, hash, block.Hash), ChainID: s.ChainID,
-		TxHash: &hash, Block: &block, Status: status, Legs: b.legs}
+	return b, kind, status
 }
 
 // Reverse is the reversal of journal id, j: its legs negated, so that a
@@ -142,6 +144,18 @@ func (b *builder) party(asset string, addr common.Address) ledger.AccountKey {
 		return b.account(ledger.Wallet, asset, addr)
 	}
 	return b.account(ledger.Counterparty, asset, addr)
+}
+
+// journal is the journal of s's settlement with the legs collected; nil
+// when there are none.
+func (b *builder) journal(s *Settled, kind ledger.JournalKind, status string) *ledger.Journal {
+	if len(b.legs) == 0 {
+		return nil
+	}
+	r := s.Receipt
+	hash, block := r.TxHash, ledger.Block{Number: r.BlockNumber.Uint64(), Hash: r.BlockHash}
+	return &ledger.Journal{Kind: kind, Key: ledger.TxKey(s.ChainID, hash, block.Hash), ChainID: s.ChainID,
+		TxHash: &hash, Block: &block, Status: status, Legs: slices.Clone(b.legs)}
 }
 
 // move books amount of asset from one account to another; nothing for a

@@ -2,9 +2,11 @@
 // ends CONFIRMED, REVERTED or CANCELLED by a mined cancel is read from the
 // ledger's own chain endpoint, pinned to the block the event names, and
 // booked by the booking rules; a tx.reorged event for a booked block books
-// the reversal. Each page of events is booked in one transaction with the
-// feed's cursor (postgres.Store.BookFeed), so a crash anywhere books
-// nothing twice and skips nothing.
+// the reversal. The two transactions of a transfer between chains, which
+// their INIT events link by a transit id, are booked through in_transit
+// accounts (transit.go). Each page of events is booked in one transaction
+// with the feed's cursor (postgres.Store.BookFeed), so a crash anywhere
+// books nothing twice and skips nothing.
 package consumer
 
 import (
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/txfence/txfence/ledger"
@@ -75,9 +78,10 @@ func (c *Consumer) BooksAt(chainID uint64, addr common.Address, block uint64) bo
 
 // pageBooking is what a page being booked has made so far.
 type pageBooking struct {
-	keys    map[string]bool             // journals
-	signers map[postgres.WalletKey]bool // wallets it registers
-	settled map[settlementPin]settlementRead
+	keys     map[string]bool             // journals
+	signers  map[postgres.WalletKey]bool // wallets it registers
+	settled  map[settlementPin]settlementRead
+	transits *transitPage
 }
 
 // settlementPin names a transaction settled in a block.
@@ -216,6 +220,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	// The registry in memory learns them once they are booked.
 	var signers []postgres.WalletKey
 	p := &pageBooking{keys: map[string]bool{}, signers: map[postgres.WalletKey]bool{}, settled: c.prefetch(ctx, page.Events)}
+	if p.transits, err = c.loadTransits(ctx, page.Events); err != nil {
+		return 0, err
+	}
 	c.mu.Lock()
 	for _, ev := range page.Events {
 		w := postgres.WalletKey{ChainID: uint64(ev.ChainId), Address: common.HexToAddress(ev.Signer)}
@@ -229,7 +236,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	var journals []*ledger.Journal
 	to := cursor
 	for _, ev := range page.Events {
-		j, err := c.journalFor(ctx, ev, p)
+		b, err := c.bookingFor(ctx, ev, p)
 		if err == errBookFirst {
 			atHead = false
 			break // the page is booked up to here; the next Step goes on
@@ -259,16 +266,20 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("event %d (%s of tx %s): %w", ev.Seq, ev.Type, ev.TxId, err)
 		}
-		if j != nil {
+		for _, j := range b.journals {
 			journals = append(journals, j)
 			p.keys[j.Key] = true
+		}
+		if b.transit != nil {
+			p.transits.put(b.transit)
 		}
 		to = uint64(ev.Seq)
 	}
 	if to == cursor {
 		return 0, nil
 	}
-	if _, err := c.Store.BookFeed(ctx, Feed, cursor, to, signers, journals); err != nil {
+	if _, err := c.Store.BookFeed(ctx, &postgres.FeedBooking{Feed: Feed, From: cursor, To: to, Signers: signers, Journals: journals,
+		Transits: p.transits.written()}); err != nil {
 		return 0, err
 	}
 	if c.AfterBook != nil {
@@ -338,11 +349,20 @@ func (w *waitOpening) Error() string {
 // stateChanged and reorged are the parts of the events' data the ledger
 // reads.
 type stateChanged struct {
+	FromState string       `json:"from_state"`
 	ToState   string       `json:"to_state"`
 	Reason    string       `json:"reason"`
 	Hash      *common.Hash `json:"hash"`
 	BlockHash *common.Hash `json:"block_hash"`
+	// DependsOn and TransitID are on the INIT event: they link the two
+	// ends of a transfer between chains.
+	DependsOn *uuid.UUID `json:"depends_on"`
+	TransitID string     `json:"transit_id"`
 }
+
+// accepted reports whether d is the INIT event reporting a transaction's
+// acceptance.
+func (d *stateChanged) accepted() bool { return d.FromState == "" && d.ToState == "INIT" }
 
 type reorged struct {
 	Hash      common.Hash `json:"hash"`
@@ -356,21 +376,42 @@ func final(state, reason string) bool {
 	return state == "CONFIRMED" || state == "REVERTED" || (state == "CANCELLED" && reason == "cancel_mined")
 }
 
-// journalFor is what ev books: a settled transaction's journal, a
-// reversal, or nil.
-func (c *Consumer) journalFor(ctx context.Context, ev components.Event, page *pageBooking) (*ledger.Journal, error) {
+// eventBooking is what an event books: journals, and the transit it links
+// or moves, as it leaves it.
+type eventBooking struct {
+	journals []*ledger.Journal
+	transit  *postgres.TransitWrite
+}
+
+// book is an eventBooking of journal j, or of nothing when j is nil.
+func book(j *ledger.Journal) eventBooking {
+	if j == nil {
+		return eventBooking{}
+	}
+	return eventBooking{journals: []*ledger.Journal{j}}
+}
+
+// bookingFor is what ev books: a settled transaction's journal, a
+// reversal, and what they do to a transit; or nothing. It changes no state
+// of page: the caller keeps what it returns once the event is sure to be
+// booked with the page.
+func (c *Consumer) bookingFor(ctx context.Context, ev components.Event, page *pageBooking) (eventBooking, error) {
 	chainID := uint64(ev.ChainId)
 	switch ev.Type {
 	case components.EventTxStateChanged:
-		if err := json.Unmarshal(ev.Data, new(stateChanged)); err != nil {
-			return nil, err // a malformed event holds the feed
+		var d stateChanged
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return eventBooking{}, err // a malformed event holds the feed
+		}
+		if d.accepted() {
+			return c.link(ev, &d, page), nil
 		}
 		pin, ok := settlementOf(ev)
 		if !ok {
-			return nil, nil
+			return eventBooking{}, nil
 		}
 		if c.Readers[chainID] == nil {
-			return nil, fmt.Errorf("no chain endpoint is configured for chain %d", chainID)
+			return eventBooking{}, fmt.Errorf("no chain endpoint is configured for chain %d", chainID)
 		}
 		read, ok := page.settled[pin]
 		if !ok {
@@ -378,36 +419,43 @@ func (c *Consumer) journalFor(ctx context.Context, ev components.Event, page *pa
 		}
 		s, err := read.s, read.err
 		if err != nil {
-			return nil, err
+			return eventBooking{}, err
 		}
 		if w, ok, err := c.unopened(ctx, chainID, s.Parties(), page); err != nil || ok {
 			if err == nil {
 				err = &waitOpening{chainID: chainID, wallet: w}
 			}
-			return nil, err
+			return eventBooking{}, err
 		}
-		return booking.Journal(s, c), nil
+		if t := page.transits.ofTx(ev.TxId); t != nil && d.ToState == "CONFIRMED" {
+			return c.bookEnd(ev, s, t), nil
+		}
+		return book(booking.Journal(s, c)), nil
 	case components.EventTxReorged:
 		var d reorged
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return nil, err
+			return eventBooking{}, err
 		}
 		// The reason is not in a reorg's data; a booked journal says what
 		// was final.
 		key := ledger.TxKey(chainID, d.Hash, d.BlockHash)
 		if page.keys[key] {
-			return nil, errBookFirst
+			return eventBooking{}, errBookFirst
 		}
 		id, j, err := c.Store.LiveJournal(ctx, key)
 		if errs.Is(err, errs.NotFound) {
-			return nil, nil // nothing was booked from that block
+			return eventBooking{}, nil // nothing was booked from that block
 		}
 		if err != nil {
-			return nil, err
+			return eventBooking{}, err
 		}
-		return booking.Reverse(id, j), nil
+		b := book(booking.Reverse(id, j))
+		if t := page.transits.ofTx(ev.TxId); t != nil {
+			return c.reopen(ctx, ev, id, t, b)
+		}
+		return b, nil
 	}
-	return nil, nil
+	return eventBooking{}, nil
 }
 
 // Run books the feed until ctx ends. A failing step is retried with a

@@ -23,6 +23,7 @@ import (
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
 	"github.com/txfence/txfence/ledger/scanner"
+	"github.com/txfence/txfence/ledger/transit"
 	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/config"
@@ -59,6 +60,9 @@ type Config struct {
 	ReconcileDepth    uint64        `env:"RECONCILE_DEPTH" default:"0"`
 	ReconcileInterval time.Duration `env:"RECONCILE_INTERVAL" default:"10m"`
 	ReconcileGrace    time.Duration `env:"RECONCILE_GRACE" default:"10m"`
+	// TransitAlertAge is how long a transfer between chains may stay open
+	// (one end booked) before an alert.
+	TransitAlertAge time.Duration `env:"TRANSIT_ALERT_AGE" default:"1h"`
 	// CursorKey signs the API's page cursors (a statement's carries its
 	// running balance). Nodes serving one gateway share it; unset, each
 	// start makes a random one, and cursors do not outlive the process.
@@ -166,6 +170,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		g.Go(func() error { return sc.Run(ctx) })
 	}
 	g.Go(func() error { return reconciler.Run(ctx) })
+	g.Go(func() error { return (&transit.Watch{Store: store, Age: cfg.TransitAlertAge, Log: svc.Log}).Run(ctx) })
 	g.Go(func() error { return svc.Serve(ctx) })
 	return g.Wait()
 }

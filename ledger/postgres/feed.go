@@ -86,32 +86,52 @@ func (s *Store) Wallets(ctx context.Context) ([]Wallet, error) {
 	})
 }
 
-// BookFeed books what a run of feed's events produced, in one
+// FeedBooking is what a run of a feed's events produced, booked by
+// BookFeed.
+type FeedBooking struct {
+	Feed string
+	// From is the feed's cursor as stored; To the seq of the run's last
+	// event.
+	From, To uint64
+	// Signers are the signers the events named: wallets from then on.
+	Signers  []WalletKey
+	Journals []*ledger.Journal
+	// Transits are the transits the events linked or moved, each as the
+	// run leaves it.
+	Transits []TransitWrite
+}
+
+// BookFeed books what a run of b.Feed's events produced, in one
 // transaction: the signers they named join the wallets, the journals are
-// booked (one already booked is a replay, as in Post), and feed's cursor
-// moves from from to to. from must be the cursor as stored; otherwise
-// another consumer has moved it, and nothing is booked (errs.Conflict). A
-// journal whose key holds another fact fails the whole run, the cursor
-// unmoved (errs.Conflict, and an alert): the feed stops there rather than
-// book past a contradiction.
-func (s *Store) BookFeed(ctx context.Context, feed string, from, to uint64, signers []WalletKey, journals []*ledger.Journal) ([]Posted, error) {
-	if to < from {
-		return nil, fmt.Errorf("feed %s: cursor from %d back to %d", feed, from, to)
+// booked (one already booked is a replay, as in Post), the transits are
+// written, and the feed's cursor moves from b.From to b.To. b.From must be
+// the cursor as stored; otherwise another consumer has moved it, and
+// nothing is booked (errs.Conflict). A journal whose key holds another
+// fact fails the whole run, the cursor unmoved (errs.Conflict, and an
+// alert): the feed stops there rather than book past a contradiction.
+func (s *Store) BookFeed(ctx context.Context, b *FeedBooking) ([]Posted, error) {
+	if b.To < b.From {
+		return nil, fmt.Errorf("feed %s: cursor from %d back to %d", b.Feed, b.From, b.To)
 	}
-	posts, err := newPosts(journals)
+	posts, err := newPosts(b.Journals)
 	if err != nil {
+		return nil, err
+	}
+	if err := validTransitWrites(b); err != nil {
 		return nil, err
 	}
 	var out []Posted
 	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
-		if err := moveCursor(ctx, tx, feed, from, to); err != nil {
+		if err := moveCursor(ctx, tx, b.Feed, b.From, b.To); err != nil {
 			return err
 		}
-		if err := addWallets(ctx, tx, signers); err != nil {
+		if err := addWallets(ctx, tx, b.Signers); err != nil {
 			return err
 		}
-		out, err = w.bookOnce(ctx, tx, posts)
-		return err
+		if out, err = w.bookOnce(ctx, tx, posts); err != nil {
+			return err
+		}
+		return writeTransits(ctx, tx, b, out)
 	})
 	if err != nil {
 		return nil, err

@@ -260,6 +260,77 @@ CREATE TABLE schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE transit (
+    transit_id text NOT NULL,
+    seq bigint NOT NULL,
+    status text NOT NULL,
+    source_tx_id uuid NOT NULL,
+    source_chain_id bigint NOT NULL,
+    source_wallet bytea NOT NULL,
+    source_journal_id bigint,
+    source_tx_hash bytea,
+    source_block_hash bytea,
+    source_asset text,
+    source_amount amount,
+    bridge bytea,
+    destination_tx_id uuid,
+    destination_chain_id bigint,
+    destination_wallet bytea,
+    destination_journal_id bigint,
+    destination_tx_hash bytea,
+    destination_block_hash bytea,
+    destination_asset text,
+    destination_amount amount,
+    bridge_fee amount,
+    fee_journal_id bigint,
+    fee_negative boolean GENERATED ALWAYS AS (((bridge_fee)::numeric < (0)::numeric)) STORED,
+    opened_at timestamp with time zone,
+    completed_at timestamp with time zone,
+    alerted_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT transit_alerted CHECK (((alerted_at IS NULL) OR (status = 'open'::text))),
+    CONSTRAINT transit_bridge_check CHECK ((length(bridge) = 20)),
+    CONSTRAINT transit_completed CHECK (((status = 'completed'::text) = (completed_at IS NOT NULL))),
+    CONSTRAINT transit_destination_amount_check CHECK (((destination_amount)::numeric > (0)::numeric)),
+    CONSTRAINT transit_destination_asset_check CHECK (((destination_asset = 'native'::text) OR (destination_asset ~ '^0x[0-9a-f]{40}$'::text))),
+    CONSTRAINT transit_destination_block_hash_check CHECK ((length(destination_block_hash) = 32)),
+    CONSTRAINT transit_destination_booked_linked CHECK (((destination_journal_id IS NULL) OR (destination_tx_id IS NOT NULL))),
+    CONSTRAINT transit_destination_booked_whole CHECK ((num_nulls(destination_journal_id, destination_tx_hash, destination_block_hash, destination_asset, destination_amount) = ANY (ARRAY[0, 5]))),
+    CONSTRAINT transit_destination_chain_id_check CHECK ((destination_chain_id > 0)),
+    CONSTRAINT transit_destination_linked_whole CHECK ((num_nulls(destination_tx_id, destination_chain_id, destination_wallet) = ANY (ARRAY[0, 3]))),
+    CONSTRAINT transit_destination_tx_hash_check CHECK ((length(destination_tx_hash) = 32)),
+    CONSTRAINT transit_destination_wallet_check CHECK ((length(destination_wallet) = 20)),
+    CONSTRAINT transit_fee_amount CHECK (((bridge_fee IS NULL) OR ((bridge_fee)::numeric = ((source_amount)::numeric - (destination_amount)::numeric)))),
+    CONSTRAINT transit_fee_journal CHECK (((bridge_fee IS NULL) OR (((bridge_fee)::numeric = (0)::numeric) = (fee_journal_id IS NULL)))),
+    CONSTRAINT transit_fee_when_completed CHECK (((status = 'completed'::text) = (bridge_fee IS NOT NULL))),
+    CONSTRAINT transit_opened CHECK (((status = 'pending'::text) = (opened_at IS NULL))),
+    CONSTRAINT transit_source_amount_check CHECK (((source_amount)::numeric > (0)::numeric)),
+    CONSTRAINT transit_source_asset_check CHECK (((source_asset = 'native'::text) OR (source_asset ~ '^0x[0-9a-f]{40}$'::text))),
+    CONSTRAINT transit_source_block_hash_check CHECK ((length(source_block_hash) = 32)),
+    CONSTRAINT transit_source_booked_whole CHECK ((num_nulls(source_journal_id, source_tx_hash, source_block_hash, source_asset, source_amount, bridge) = ANY (ARRAY[0, 6]))),
+    CONSTRAINT transit_source_chain_id_check CHECK ((source_chain_id > 0)),
+    CONSTRAINT transit_source_tx_hash_check CHECK ((length(source_tx_hash) = 32)),
+    CONSTRAINT transit_source_wallet_check CHECK ((length(source_wallet) = 20)),
+    CONSTRAINT transit_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'open'::text, 'completed'::text]))),
+    CONSTRAINT transit_status_follows_ends CHECK ((status =
+CASE
+    WHEN ((source_journal_id IS NOT NULL) AND (destination_journal_id IS NOT NULL)) THEN 'completed'::text
+    WHEN ((source_journal_id IS NULL) AND (destination_journal_id IS NULL)) THEN 'pending'::text
+    ELSE 'open'::text
+END)),
+    CONSTRAINT transit_transit_id_check CHECK ((transit_id ~ '^[A-Za-z0-9._:-]{1,128}$'::text))
+);
+
+ALTER TABLE transit ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME transit_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE wallet (
     chain_id bigint NOT NULL,
     address bytea NOT NULL,
@@ -328,6 +399,18 @@ ALTER TABLE ONLY scanned_block
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_destination_tx_id_key UNIQUE (destination_tx_id);
+
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_pkey PRIMARY KEY (transit_id);
+
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_seq_key UNIQUE (seq);
+
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_source_tx_id_key UNIQUE (source_tx_id);
+
 ALTER TABLE ONLY wallet
     ADD CONSTRAINT wallet_pkey PRIMARY KEY (chain_id, address);
 
@@ -347,6 +430,10 @@ CREATE INDEX journal_unblocked_idx ON journal USING btree (chain_id) WHERE (bloc
 CREATE INDEX reconciliation_item_journal_idx ON reconciliation_item USING btree (journal_id) WHERE (journal_id IS NOT NULL);
 
 CREATE INDEX reconciliation_run_chain_idx ON reconciliation_run USING btree (chain_id, run_id DESC);
+
+CREATE INDEX transit_open_idx ON transit USING btree (opened_at) WHERE (status = 'open'::text);
+
+CREATE INDEX transit_status_idx ON transit USING btree (status, seq);
 
 CREATE INDEX wallet_opened_idx ON wallet USING btree (chain_id, opened_block) WHERE (opened_block IS NOT NULL);
 
@@ -393,3 +480,12 @@ ALTER TABLE ONLY reconciliation_item
 
 ALTER TABLE ONLY reconciliation_item
     ADD CONSTRAINT reconciliation_item_run_id_fkey FOREIGN KEY (run_id) REFERENCES reconciliation_run(run_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_destination_journal_id_fkey FOREIGN KEY (destination_journal_id) REFERENCES journal(journal_id);
+
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_fee_journal_id_fkey FOREIGN KEY (fee_journal_id) REFERENCES journal(journal_id);
+
+ALTER TABLE ONLY transit
+    ADD CONSTRAINT transit_source_journal_id_fkey FOREIGN KEY (source_journal_id) REFERENCES journal(journal_id);

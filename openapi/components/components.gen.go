@@ -1286,6 +1286,10 @@ type TxStateChangedData struct {
 	// BlockNumber On the way to CONFIRMED, REVERTED or CANCELLED (`cancel_mined`), the block holding the receipt.
 	BlockNumber *int64 `json:"block_number,omitempty"`
 
+	// DependsOn On the INIT event only: the transaction this one waits for (the
+	// intent's `depends_on`), which must be CONFIRMED first.
+	DependsOn *TxId `json:"depends_on,omitempty"`
+
 	// FromState The state before the change; absent on the INIT event that reports acceptance.
 	FromState *TxState `json:"from_state,omitempty"`
 
@@ -1345,6 +1349,21 @@ type TxStateChangedData struct {
 	// - CANCELLED: cancelled by request before signing, or an authorized cancel was mined instead
 	//   of the original.
 	ToState TxState `json:"to_state"`
+
+	// TransitId On the INIT event only: the transfer between chains the
+	// transaction belongs to, from the string member `transit_id` of
+	// the intent's `metadata` when it is 1 to 128 characters of
+	// `[A-Za-z0-9._:-]` (otherwise absent; the metadata is accepted
+	// as it is). A client marks a transfer's source transaction (on
+	// the chain funds leave) and its destination transaction (on the
+	// chain they arrive, created with `depends_on` the source) with
+	// the same id; the ledger books the source into an `in_transit`
+	// account and the destination out of one, and the difference as
+	// the bridge's fee.
+	//
+	//
+	// Example: rebalance:2025-01-15.7
+	TransitId *string `json:"transit_id,omitempty"`
 }
 
 // TxStateChangedEvent An `Event` of type `tx.state_changed`.

@@ -117,6 +117,7 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 	n := len(creates)
 	var (
 		ids, requestIDs, values, routes, metadatas = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads                                   = make([]string, n)
 		chains                                     = make([]int64, n)
 		signers, hashes, tos, datas                = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 		gases                                      = make([]*int64, n)
@@ -131,17 +132,21 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 			d := in.DependsOn.String()
 			dependsOn[i] = &d
 		}
-	}
-	payload, err := json.Marshal(txmanager.StateChanged{ToState: txmanager.StateInit})
-	if err != nil {
-		return nil, err
+		// The INIT event carries what links a transaction to others (its
+		// dependency, a transfer's transit id): the ledger books a
+		// transfer between chains by them.
+		payload, err := json.Marshal(txmanager.InitEvent(in))
+		if err != nil {
+			return nil, err
+		}
+		payloads[i] = string(payload)
 	}
 	rows, err := s.pool.Query(ctx, `
 		WITH input AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::text[], $5::bytea[], $6::bytea[], $7::numeric[],
-				$8::bytea[], $9::bigint[], $10::numeric[], $11::numeric[], $12::text[], $13::uuid[], $14::jsonb[])
+				$8::bytea[], $9::bigint[], $10::numeric[], $11::numeric[], $12::text[], $13::uuid[], $14::jsonb[], $16::jsonb[])
 				WITH ORDINALITY AS i(tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
-					max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, arrival)),
+					max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, payload, arrival)),
 		created AS (
 			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
 				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
@@ -152,10 +157,10 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 			RETURNING `+txColumns+`),
 		event AS (
 			INSERT INTO event (tx_id, type, payload)
-			SELECT created.tx_id, $15, $16 FROM created, (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
+			SELECT created.tx_id, $15, input.payload FROM created JOIN input USING (tx_id), (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
 		SELECT * FROM created`,
 		ids, chains, signers, requestIDs, hashes, tos, values, datas, gases, maxFees, maxTips, routes, dependsOn, metadatas,
-		txmanager.EventStateChanged, payload, int64(eventBarrier))
+		txmanager.EventStateChanged, payloads, int64(eventBarrier))
 	if err != nil {
 		return nil, err
 	}

@@ -235,3 +235,57 @@ func TestTwoNodesBatchTheSameRequestIDs(t *testing.T) {
 		t.Errorf("%d transactions, want %d", got, n)
 	}
 }
+
+// The INIT event of each create, in a batch or alone, carries what links
+// its transaction to others: its dependency, and the transit id its
+// metadata names (a transfer between chains, which the ledger books by
+// them); a create that names neither carries neither.
+func TestTheInitEventLinksATransfer(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 8)
+	source := intent("source", 1)
+	source.Metadata = json.RawMessage(`{"transit_id": "rebalance:2025-01-15.7", "desk": 7}`)
+	src, _, err := s.Create(ctx(t), source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	destination := intent("destination", 2)
+	destination.DependsOn, destination.Metadata = &src.ID, json.RawMessage(`{"transit_id": "rebalance:2025-01-15.7"}`)
+	plain, dependent := intent("plain", 3), intent("dependent", 4)
+	dependent.DependsOn = &src.ID
+	badID := intent("bad-id", 5)
+	badID.Metadata = json.RawMessage(`{"transit_id": "not a transit id"}`)
+	out := gather(t, s, []*txmanager.Intent{destination, plain, dependent, badID})
+	for _, o := range out {
+		if o.err != nil || !o.created {
+			t.Fatalf("create %s: created=%v %v", o.in.RequestID, o.created, o.err)
+		}
+	}
+	srcID := src.ID.String()
+	want := map[uuid.UUID]map[string]any{
+		src.ID:       {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7"},
+		out[0].tx.ID: {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7", "depends_on": srcID},
+		out[1].tx.ID: {"to_state": "INIT"},
+		out[2].tx.ID: {"to_state": "INIT", "depends_on": srcID},
+		out[3].tx.ID: {"to_state": "INIT"},
+	}
+	rows, err := pool.Query(ctx(t), `SELECT tx_id, payload FROM event WHERE type = 'tx.state_changed'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uuid.UUID]map[string]any{}
+	for rows.Next() {
+		var id uuid.UUID
+		var payload map[string]any
+		if err := rows.Scan(&id, &payload); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = payload
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("INIT events\n%v\nwant\n%v", got, want)
+	}
+}

@@ -1,0 +1,343 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// Transits: transfers between chains (see ledger.Transit), written by the
+// feed consumer with the page of the feed that links or books them
+// (FeedBooking.Transits), and read by the API and the age alert.
+
+// TransitWrite is a transit as a run of the feed leaves it. The journals
+// of its parts that the run books itself are named by pointer, each one of
+// the FeedBooking's Journals, since their ids are known only once booked;
+// nil keeps the Transit's id.
+type TransitWrite struct {
+	ledger.Transit
+	SourceJournal, DestinationJournal, FeeJournal *ledger.Journal
+}
+
+// validTransitWrites names the first transit b would write inconsistently:
+// the database refuses the same, in less helpful words.
+func validTransitWrites(b *FeedBooking) error {
+	booked := make(map[*ledger.Journal]bool, len(b.Journals))
+	for _, j := range b.Journals {
+		booked[j] = true
+	}
+	for _, w := range b.Transits {
+		t := &w.Transit
+		var problems []error
+		add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+		if !ledger.ValidTransitID(t.ID) {
+			add("id: 1 to %d characters of [A-Za-z0-9._:-]", ledger.MaxTransitIDLen)
+		}
+		if t.Status != t.StatusOf() {
+			add("status %q, but its booked ends make it %q", t.Status, t.StatusOf())
+		}
+		for name, j := range map[string]*ledger.Journal{"source": w.SourceJournal, "destination": w.DestinationJournal, "fee": w.FeeJournal} {
+			if j != nil && !booked[j] {
+				add("%s journal %q: not one of the run's journals", name, j.Key)
+			}
+		}
+		for name, e := range map[string]struct {
+			end     *ledger.TransitEnd
+			journal *ledger.Journal
+		}{"source": {&t.Source, w.SourceJournal}, "destination": {&t.Destination, w.DestinationJournal}} {
+			if e.end.Booked() != (e.end.JournalID != 0 || e.journal != nil) {
+				add("%s: an amount and a journal, or neither", name)
+			}
+		}
+		if t.Source.Booked() != (t.Bridge != nil) {
+			add("bridge: known once the source is booked, and only then")
+		}
+		completed := t.Status == ledger.TransitCompleted
+		if completed != (t.BridgeFee != nil) {
+			add("bridge fee: set once completed, and only then")
+		}
+		if t.BridgeFee != nil && (t.BridgeFee.Sign() == 0) != (t.FeeJournalID == 0 && w.FeeJournal == nil) {
+			add("bridge fee %s: a journal unless it is zero", t.BridgeFee)
+		}
+		if len(problems) > 0 {
+			return errs.Wrap(errs.Invalid, "transit "+t.ID, errors.Join(problems...))
+		}
+	}
+	return nil
+}
+
+// writeTransits writes b's transits in tx, once its journals are booked
+// (posted[i] is b.Journals[i]'s outcome). Status changes set the times:
+// opened_at when value goes into transit (leaving pending, or re-opening
+// after completion), completed_at on completion, and the age alert's mark
+// is cleared when the transit leaves the opening it was raised for.
+func writeTransits(ctx context.Context, tx pgx.Tx, b *FeedBooking, posted []Posted) error {
+	if len(b.Transits) == 0 {
+		return nil
+	}
+	ids := make(map[*ledger.Journal]int64, len(b.Journals))
+	for i, j := range b.Journals {
+		ids[j] = posted[i].JournalID
+	}
+	journal := func(id int64, j *ledger.Journal) *int64 {
+		if j != nil {
+			id = ids[j]
+		}
+		if id == 0 {
+			return nil
+		}
+		return &id
+	}
+	for _, w := range b.Transits {
+		t := &w.Transit
+		src, dst := &t.Source, &t.Destination
+		var dstTx *string
+		var dstChain *int64
+		var dstWallet []byte
+		if dst.TxID != uuid.Nil {
+			dstTx, dstChain, dstWallet = new(dst.TxID.String()), new(int64(dst.ChainID)), dst.Wallet.Bytes()
+		}
+		var bridge []byte
+		if t.Bridge != nil {
+			bridge = t.Bridge.Bytes()
+		}
+		var feeJournal *int64
+		if t.BridgeFee != nil {
+			feeJournal = journal(t.FeeJournalID, w.FeeJournal)
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO transit AS t (transit_id, status,
+				source_tx_id, source_chain_id, source_wallet, source_journal_id, source_tx_hash, source_block_hash, source_asset, source_amount, bridge,
+				destination_tx_id, destination_chain_id, destination_wallet, destination_journal_id, destination_tx_hash, destination_block_hash,
+				destination_asset, destination_amount, bridge_fee, fee_journal_id, opened_at, completed_at)
+			VALUES ($1, $2::text, $3::uuid, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12::uuid, $13, $14, $15, $16, $17, $18, $19::numeric,
+				$20::numeric, $21, CASE WHEN $2::text <> 'pending' THEN now() END, CASE WHEN $2::text = 'completed' THEN now() END)
+			ON CONFLICT (transit_id) DO UPDATE SET
+				status = EXCLUDED.status,
+				source_journal_id = EXCLUDED.source_journal_id, source_tx_hash = EXCLUDED.source_tx_hash,
+				source_block_hash = EXCLUDED.source_block_hash, source_asset = EXCLUDED.source_asset,
+				source_amount = EXCLUDED.source_amount, bridge = EXCLUDED.bridge,
+				destination_tx_id = EXCLUDED.destination_tx_id, destination_chain_id = EXCLUDED.destination_chain_id,
+				destination_wallet = EXCLUDED.destination_wallet, destination_journal_id = EXCLUDED.destination_journal_id,
+				destination_tx_hash = EXCLUDED.destination_tx_hash, destination_block_hash = EXCLUDED.destination_block_hash,
+				destination_asset = EXCLUDED.destination_asset, destination_amount = EXCLUDED.destination_amount,
+				bridge_fee = EXCLUDED.bridge_fee, fee_journal_id = EXCLUDED.fee_journal_id,
+				opened_at = CASE WHEN EXCLUDED.status = 'pending' THEN NULL
+				                 WHEN EXCLUDED.status <> t.status AND t.status <> 'open' THEN now()
+				                 ELSE t.opened_at END,
+				completed_at = CASE WHEN EXCLUDED.status <> 'completed' THEN NULL
+				                    WHEN t.status = 'completed' THEN t.completed_at
+				                    ELSE now() END,
+				alerted_at = CASE WHEN EXCLUDED.status = 'open' AND t.status = 'open' THEN t.alerted_at END,
+				updated_at = now()
+			WHERE t.source_tx_id = EXCLUDED.source_tx_id`,
+			t.ID, string(t.Status), src.TxID.String(), int64(src.ChainID), src.Wallet.Bytes(),
+			journal(src.JournalID, w.SourceJournal), hashBytes(src.TxHash), hashBytes(src.BlockHash), optText(src.Asset), optAmount(src.Amount), bridge,
+			dstTx, dstChain, dstWallet, journal(dst.JournalID, w.DestinationJournal), hashBytes(dst.TxHash), hashBytes(dst.BlockHash),
+			optText(dst.Asset), optAmount(dst.Amount), optAmount(t.BridgeFee), feeJournal)
+		if err != nil {
+			return fmt.Errorf("write transit %s: %w", t.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return errs.Errorf(errs.Conflict, "transit %s: stored with another source than transaction %s", t.ID, src.TxID)
+		}
+	}
+	return nil
+}
+
+func hashBytes(h *common.Hash) []byte {
+	if h == nil {
+		return nil
+	}
+	return h.Bytes()
+}
+
+func optText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optAmount(v *big.Int) *string {
+	if v == nil {
+		return nil
+	}
+	return new(v.String())
+}
+
+// transitColumns are what scanTransit reads.
+const transitColumns = `transit_id, seq, status,
+	source_tx_id, source_chain_id, source_wallet, source_journal_id, source_tx_hash, source_block_hash, source_asset, source_amount::text, bridge,
+	destination_tx_id, destination_chain_id, destination_wallet, destination_journal_id, destination_tx_hash, destination_block_hash,
+	destination_asset, destination_amount::text, bridge_fee::text, fee_journal_id, opened_at, completed_at, alerted_at, updated_at`
+
+func scanTransit(row pgx.CollectableRow) (ledger.Transit, error) {
+	var t ledger.Transit
+	var status string
+	var srcChain int64
+	var srcWallet, srcTxHash, srcBlockHash, bridge, dstWallet, dstTxHash, dstBlockHash []byte
+	var srcJournal, dstChain, dstJournal, feeJournal *int64
+	var srcAsset, srcAmount, dstAsset, dstAmount, fee *string
+	var dstTx *uuid.UUID
+	if err := row.Scan(&t.ID, &t.Seq, &status,
+		&t.Source.TxID, &srcChain, &srcWallet, &srcJournal, &srcTxHash, &srcBlockHash, &srcAsset, &srcAmount, &bridge,
+		&dstTx, &dstChain, &dstWallet, &dstJournal, &dstTxHash, &dstBlockHash, &dstAsset, &dstAmount, &fee, &feeJournal,
+		&t.OpenedAt, &t.CompletedAt, &t.AlertedAt, &t.UpdatedAt); err != nil {
+		return t, err
+	}
+	t.Status, t.Source.ChainID, t.Source.Wallet = ledger.TransitStatus(status), uint64(srcChain), common.BytesToAddress(srcWallet)
+	t.Source.TxHash, t.Source.BlockHash = hashOf(srcTxHash), hashOf(srcBlockHash)
+	if dstTx != nil {
+		t.Destination.TxID, t.Destination.ChainID, t.Destination.Wallet = *dstTx, uint64(*dstChain), common.BytesToAddress(dstWallet)
+	}
+	t.Destination.TxHash, t.Destination.BlockHash = hashOf(dstTxHash), hashOf(dstBlockHash)
+	if bridge != nil {
+		t.Bridge = new(common.BytesToAddress(bridge))
+	}
+	for _, f := range []struct {
+		id  *int64
+		out *int64
+	}{{srcJournal, &t.Source.JournalID}, {dstJournal, &t.Destination.JournalID}, {feeJournal, &t.FeeJournalID}} {
+		if f.id != nil {
+			*f.out = *f.id
+		}
+	}
+	if srcAsset != nil {
+		t.Source.Asset = *srcAsset
+	}
+	if dstAsset != nil {
+		t.Destination.Asset = *dstAsset
+	}
+	var err error
+	if t.Source.Amount, err = parseOptionalInt(srcAmount); err != nil {
+		return t, err
+	}
+	if t.Destination.Amount, err = parseOptionalInt(dstAmount); err != nil {
+		return t, err
+	}
+	t.BridgeFee, err = parseOptionalInt(fee)
+	return t, err
+}
+
+// TransitsOf reads the transits named by ids, and those whose source or
+// destination is one of txs: what a page of the feed may link or move.
+func (s *Store) TransitsOf(ctx context.Context, txs []uuid.UUID, ids []string) ([]ledger.Transit, error) {
+	if len(txs) == 0 && len(ids) == 0 {
+		return nil, nil
+	}
+	txIDs := make([]string, len(txs))
+	for i, id := range txs {
+		txIDs[i] = id.String()
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+transitColumns+` FROM transit
+		WHERE transit_id = ANY($1::text[]) OR source_tx_id = ANY($2::uuid[]) OR destination_tx_id = ANY($2::uuid[])`,
+		slices.Compact(slices.Sorted(slices.Values(ids))), txIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read transits: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanTransit)
+	if err != nil {
+		return nil, fmt.Errorf("read transits: %w", err)
+	}
+	return out, nil
+}
+
+// Transit reads transit id; errs.NotFound when there is none.
+func (s *Store) Transit(ctx context.Context, id string) (ledger.Transit, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+transitColumns+` FROM transit WHERE transit_id = $1`, id)
+	if err != nil {
+		return ledger.Transit{}, fmt.Errorf("read transit %s: %w", id, err)
+	}
+	t, err := pgx.CollectExactlyOneRow(rows, scanTransit)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Transit{}, errs.Errorf(errs.NotFound, "no transit %q", id)
+	}
+	if err != nil {
+		return ledger.Transit{}, fmt.Errorf("read transit %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TransitFilter selects transits: each field set must match.
+type TransitFilter struct {
+	Status ledger.TransitStatus
+	// ChainID matches a transit's source chain or its destination's.
+	ChainID uint64
+	// Before is the Seq of the previous page's last transit; 0 for the
+	// newest.
+	Before int64
+	Limit  int
+}
+
+// Transits lists the transits f selects, newest first.
+func (s *Store) Transits(ctx context.Context, f TransitFilter) ([]ledger.Transit, error) {
+	if f.Limit < 1 || f.Limit > MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, MaxPage)
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, errs.Errorf(errs.Invalid, "status %q: pending, open or completed", f.Status)
+	}
+	if f.Before < 0 {
+		return nil, errs.Errorf(errs.Invalid, "before %d: a transit's seq", f.Before)
+	}
+	chain, err := chainArg(f.ChainID)
+	if err != nil {
+		return nil, err
+	}
+	before := f.Before
+	if before == 0 {
+		before = math.MaxInt64
+	}
+	var status *string
+	if f.Status != "" {
+		status = new(string(f.Status))
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+transitColumns+` FROM transit
+		WHERE seq < $1
+			AND ($2::text IS NULL OR status = $2)
+			AND ($3::bigint IS NULL OR source_chain_id = $3 OR destination_chain_id = $3)
+		ORDER BY seq DESC
+		LIMIT $4`, pgx.QueryExecModeExec, before, status, chain, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list transits: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanTransit)
+	if err != nil {
+		return nil, fmt.Errorf("list transits: %w", err)
+	}
+	return out, nil
+}
+
+// AlertTransits marks the open transits opened before openedBefore and not
+// alerted in their current opening as alerted at now, and returns them:
+// each opening is returned once, whichever node asks. (A transit that
+// completes and re-opens is an opening anew.)
+func (s *Store) AlertTransits(ctx context.Context, openedBefore, now time.Time) ([]ledger.Transit, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE transit SET alerted_at = $2
+		WHERE status = 'open' AND opened_at < $1 AND alerted_at IS NULL
+		RETURNING `+transitColumns, openedBefore, now)
+	if err != nil {
+		return nil, fmt.Errorf("mark overdue transits: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanTransit)
+	if err != nil {
+		return nil, fmt.Errorf("mark overdue transits: %w", err)
+	}
+	slices.SortFunc(out, func(a, b ledger.Transit) int { return a.OpenedAt.Compare(*b.OpenedAt) })
+	return out, nil
+}
