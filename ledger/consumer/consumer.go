@@ -203,17 +203,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if wait <= 0 {
 		wait = 10 * time.Second
 	}
-	readAt := time.Now()
 	page, err := feed.Read(ctx, c.API, cursor, size, wait)
-	if err != nil {
+	if err != nil || len(page.Events) == 0 {
 		return 0, err
-	}
-	// A read that found fewer events than it could take saw every event
-	// committed before it began: once they are booked, the feed is caught
-	// up to then (the scanner waits for that; see postgres.MarkCaughtUp).
-	atHead := len(page.Events) < size
-	if len(page.Events) == 0 {
-		return 0, c.Store.MarkCaughtUp(ctx, Feed, readAt)
 	}
 	// Every signer is a wallet from its first event on, before anything of
 	// the page is booked: a payment between two of them is internal.
@@ -238,13 +230,11 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	for _, ev := range page.Events {
 		b, err := c.bookingFor(ctx, ev, p)
 		if err == errBookFirst {
-			atHead = false
 			break // the page is booked up to here; the next Step goes on
 		}
 		var wait *waitOpening
 		if errors.As(err, &wait) {
 			if to > cursor {
-				atHead = false
 				break // book what comes before; the next Step waits
 			}
 			return 0, errs.Wrap(errs.Unavailable, fmt.Sprintf("event %d", ev.Seq), err)
@@ -292,11 +282,6 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 	}
 	c.mu.Unlock()
-	if atHead {
-		if err := c.Store.MarkCaughtUp(ctx, Feed, readAt); err != nil {
-			return 0, err
-		}
-	}
 	return int(to - cursor), nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
@@ -22,27 +21,6 @@ func (s *Store) Cursor(ctx context.Context, feed string) (uint64, error) {
 		return 0, nil
 	}
 	return uint64(seq), err
-}
-
-// MarkCaughtUp records that a read of feed which began at at found no
-// more events than it returned: every event committed before at is booked.
-// It never moves the mark back.
-func (s *Store) MarkCaughtUp(ctx context.Context, feed string, at time.Time) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO feed_cursor (feed, seq, caught_up_at) VALUES ($1, 0, $2)
-		ON CONFLICT (feed) DO UPDATE SET caught_up_at = greatest(feed_cursor.caught_up_at, EXCLUDED.caught_up_at)`, feed, at)
-	return err
-}
-
-// CaughtUp is the last MarkCaughtUp of feed: every event committed before
-// it is booked. Zero when feed has never caught up.
-func (s *Store) CaughtUp(ctx context.Context, feed string) (time.Time, error) {
-	var at *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT caught_up_at FROM feed_cursor WHERE feed = $1`, feed).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) || at == nil {
-		return time.Time{}, nil
-	}
-	return *at, err
 }
 
 // WalletKey names a wallet: an address of one chain whose movements the

@@ -139,7 +139,6 @@ CREATE TABLE feed_cursor (
     feed text NOT NULL,
     seq bigint NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    caught_up_at timestamp with time zone,
     CONSTRAINT feed_cursor_feed_check CHECK (((length(feed) >= 1) AND (length(feed) <= 100))),
     CONSTRAINT feed_cursor_seq_check CHECK ((seq >= 0))
 );

@@ -16,13 +16,6 @@ ALTER TABLE wallet
 CREATE INDEX wallet_unopened_idx ON wallet (chain_id) WHERE opened_block IS NULL;
 CREATE INDEX wallet_opened_idx ON wallet (chain_id, opened_block) WHERE opened_block IS NOT NULL;
 
--- caught_up_at is when a read of the feed that began then found no more
--- events than it returned: every event committed before it was booked.
--- The scanner books a block only once the consumer has caught up after the
--- block was seen, so that every signer with a transaction in it is a
--- wallet by then.
-ALTER TABLE feed_cursor ADD COLUMN caught_up_at timestamptz;
-
 -- The opening balance account holds the other side of wallet openings.
 ALTER TABLE account DROP CONSTRAINT account_kind_check;
 ALTER TABLE account ADD CONSTRAINT account_kind_check
