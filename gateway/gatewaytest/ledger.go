@@ -15,11 +15,6 @@ import (
 	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	ledgerpg "github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/openapi"
-	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/devcert"
-	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
 )
 
 // Ledger is the ledger's read API as ledgerd serves it (mutual TLS, the
@@ -40,18 +35,8 @@ func (l *Ledger) Stop() { l.srv.Close() }
 // openapi/ledger.yaml.
 func ServeLedger(t testing.TB, pki string) *Ledger {
 	t.Helper()
-	store, pool := ledgertest.Store(t)
-	srv := httpserver.New(httpserver.Options{Service: "ledger"})
-	httpapi.New(store, nil).Mount(srv.Router)
-	src, err := mtls.Load(devcert.Files(pki, "ledger"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.Ledger, srv))
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	return &Ledger{URL: ts.URL, Store: store, Pool: pool, srv: ts}
+	a := ledgertest.ServeAPI(t, pki, func(store *ledgerpg.Store) *httpapi.API { return httpapi.New(store, nil) })
+	return &Ledger{URL: a.URL, Store: a.Store, Pool: a.Pool, srv: a.Server}
 }
 
 // Leg is an entry of amount on addr's account of kind in asset (ledger.Native

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -22,13 +21,8 @@ import (
 	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/ledgerapi"
-	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
 )
@@ -61,18 +55,8 @@ func start(t *testing.T) *api {
 func startWith(t *testing.T, newAPI func(*postgres.Store) *httpapi.API) *api {
 	t.Helper()
 	pki := servicetest.PKI(t)
-	store, pool := ledgertest.Store(t)
-	srv := httpserver.New(httpserver.Options{Service: "ledger"})
-	newAPI(store).Mount(srv.Router)
-	src, err := mtls.Load(devcert.Files(pki, "ledger"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.Ledger, srv))
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	return &api{url: ts.URL, pki: pki, store: store, pool: pool}
+	served := ledgertest.ServeAPI(t, pki, newAPI)
+	return &api{url: served.URL, pki: pki, store: served.Store, pool: served.Pool}
 }
 
 func (a *api) get(t *testing.T, as, path string) (int, []byte) {
