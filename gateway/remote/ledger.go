@@ -133,11 +133,11 @@ func (l *Ledger) Journal(ctx context.Context, id int64) (Journal, error) {
 	}
 	j := Journal{ChainID: uint64(resp.JSON200.ChainId)}
 	var entries []json.RawMessage
-	if err := json.Unmarshal(body, &j.Fields); err == nil {
-		err = json.Unmarshal(j.Fields["entries"], &entries)
-	}
-	if err != nil {
+	if err := json.Unmarshal(body, &j.Fields); err != nil {
 		return Journal{}, fmt.Errorf("get journal: ledgerd's answer: %w", err)
+	}
+	if err := json.Unmarshal(j.Fields["entries"], &entries); err != nil {
+		return Journal{}, fmt.Errorf("get journal: ledgerd's answer, its entries: %w", err)
 	}
 	for _, raw := range entries {
 		var e struct {
