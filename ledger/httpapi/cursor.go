@@ -15,19 +15,24 @@ import (
 // pages, its position in the list, and an HMAC-SHA256 over those and the
 // list's scope (its filters, or its account) under the API's key.
 //
-// A statement's cursor carries the running balance after the page's last
-// entry, which the next page starts from, so that a page costs its own
-// entries and not the account's history. The MAC keeps a caller from
-// forging that balance, which the next page would answer as the ledger's,
-// and ties each cursor to the list that issued it: another account's
-// cursor, or one issued for other filters, is refused like garbage.
+// A statement's cursor carries where the page's last entry is (its balance
+// version and entry id) and the running balance after it, which the next
+// page starts from, so that a page costs its own entries and not the
+// account's history. The MAC keeps a caller from forging that balance,
+// which the next page would answer as the ledger's, and ties each cursor
+// to the list that issued it: another account's cursor, or one issued for
+// other filters, is refused like garbage.
 
 // cursorKind names the list a cursor pages.
 type cursorKind byte
 
 const (
 	accountsCursor cursorKind = 'a'
-	entriesCursor  cursorKind = 'e'
+	// entriesCursor pages a statement by balance version, then entry id.
+	// Statements before migration 0006 were paged by entry id alone, with
+	// kind 'e': such a cursor is refused like garbage (its caller reads
+	// the statement again from the start), never read as a version.
+	entriesCursor  cursorKind = 's'
 	journalsCursor cursorKind = 'j'
 	// reconciliationsCursor pages runs newest first: its id is the last
 	// run shown, and the next page holds older ones.
@@ -107,7 +112,8 @@ func statementScope(accountID int64) string {
 
 // sealPosition is the cursor of an account's statement after pos.
 func (c cursors) sealPosition(accountID int64, pos postgres.StatementPosition) string {
-	b := binary.BigEndian.AppendUint64(nil, uint64(pos.EntryID))
+	b := binary.BigEndian.AppendUint64(nil, uint64(pos.Version))
+	b = binary.BigEndian.AppendUint64(b, uint64(pos.EntryID))
 	sign := byte(0)
 	if pos.Balance.Sign() < 0 {
 		sign = 1
@@ -120,11 +126,15 @@ func (c cursors) sealPosition(accountID int64, pos postgres.StatementPosition) s
 // openPosition is the position a cursor of sealPosition carries.
 func (c cursors) openPosition(accountID int64, s string) (postgres.StatementPosition, error) {
 	b, err := c.open(entriesCursor, statementScope(accountID), s)
-	if err != nil || len(b) < 9 || len(b) > 9+maxMagnitude || b[8] > 1 {
+	if err != nil || len(b) < 17 || len(b) > 17+maxMagnitude || b[16] > 1 {
 		return postgres.StatementPosition{}, errCursor
 	}
-	pos := postgres.StatementPosition{EntryID: int64(binary.BigEndian.Uint64(b)), Balance: new(big.Int).SetBytes(b[9:])}
-	if b[8] == 1 {
+	pos := postgres.StatementPosition{
+		Version: int64(binary.BigEndian.Uint64(b)),
+		EntryID: int64(binary.BigEndian.Uint64(b[8:])),
+		Balance: new(big.Int).SetBytes(b[17:]),
+	}
+	if b[16] == 1 {
 		pos.Balance.Neg(pos.Balance)
 	}
 	return pos, nil

@@ -176,7 +176,7 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 	if len(lines) > limit {
 		lines = lines[:limit]
 		last := lines[limit-1]
-		next = new(a.cursors.sealPosition(id, postgres.StatementPosition{EntryID: last.EntryID, Balance: last.Balance}))
+		next = new(a.cursors.sealPosition(id, postgres.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}))
 	}
 	out := make([]statementEntryJSON, len(lines))
 	for i, l := range lines {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math/big"
 	"regexp"
 	"strings"
@@ -120,11 +121,12 @@ var testCursors = cursors{key: []byte("the key of the tests' cursors")}
 // position opens as itself for its account only, and any change to it is
 // refused.
 func FuzzParseCursor(f *testing.F) {
-	f.Add("", int64(1), int64(7), []byte{0x12, 0x34}, false, 0)
-	f.Add("garbage", int64(9), int64(1<<62), []byte{}, true, 3)
-	f.Add(testCursors.sealID(accountsCursor, "", 5), int64(42), int64(1), make([]byte, 40), true, 20)
-	f.Add(strings.Repeat("A", 600), int64(1), int64(1), []byte{1}, false, 1)
-	f.Fuzz(func(t *testing.T, raw string, account, entry int64, magnitude []byte, negative bool, flip int) {
+	f.Add("", int64(1), int64(3), int64(7), []byte{0x12, 0x34}, false, 0)
+	f.Add("garbage", int64(9), int64(1<<62), int64(1<<62), []byte{}, true, 3)
+	f.Add(testCursors.sealID(accountsCursor, "", 5), int64(42), int64(1), int64(1), make([]byte, 40), true, 20)
+	f.Add(strings.Repeat("A", 600), int64(1), int64(0), int64(1), []byte{1}, false, 1)
+	f.Add(oldStatementCursor(42, 7, big.NewInt(-5)), int64(42), int64(2), int64(7), []byte{5}, true, 9)
+	f.Fuzz(func(t *testing.T, raw string, account, version, entry int64, magnitude []byte, negative bool, flip int) {
 		// Anything at all: refused, unless it is a cursor this key sealed.
 		if pos, err := testCursors.openPosition(account, raw); err == nil && testCursors.sealPosition(account, pos) != raw {
 			t.Fatalf("%q opened as %+v, which this key did not seal", raw, pos)
@@ -140,13 +142,16 @@ func FuzzParseCursor(f *testing.F) {
 		if negative {
 			balance.Neg(balance)
 		}
-		sealed := testCursors.sealPosition(account, postgres.StatementPosition{EntryID: entry, Balance: balance})
+		sealed := testCursors.sealPosition(account, postgres.StatementPosition{Version: version, EntryID: entry, Balance: balance})
 		if len(sealed) > maxCursor {
 			t.Fatalf("a cursor of %d characters: longer than components.yaml admits", len(sealed))
 		}
 		pos, err := testCursors.openPosition(account, sealed)
-		if err != nil || pos.EntryID != entry || pos.Balance.Cmp(balance) != 0 {
-			t.Fatalf("sealed %d %s, opened %+v %v", entry, balance, pos, err)
+		if err != nil || pos.Version != version || pos.EntryID != entry || pos.Balance.Cmp(balance) != 0 {
+			t.Fatalf("sealed %d %d %s, opened %+v %v", version, entry, balance, pos, err)
+		}
+		if _, err := testCursors.openPosition(account, oldStatementCursor(account, entry, balance)); err == nil {
+			t.Fatal("a statement cursor paged by entry id alone opened")
 		}
 		if _, err := testCursors.openPosition(account+1, sealed); err == nil {
 			t.Fatal("a statement's cursor opened for another account")
@@ -164,4 +169,16 @@ func FuzzParseCursor(f *testing.F) {
 			t.Fatalf("byte %d of the cursor changed, and it still opened", i)
 		}
 	})
+}
+
+// oldStatementCursor is a statement cursor as ledgerd sealed them before
+// statements were paged by balance version: kind 'e', the entry id and the
+// balance.
+func oldStatementCursor(account, entry int64, balance *big.Int) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(entry))
+	sign := byte(0)
+	if balance.Sign() < 0 {
+		sign = 1
+	}
+	return testCursors.seal('e', statementScope(account), append(append(b, sign), balance.Bytes()...))
 }

@@ -289,7 +289,10 @@ func scanAccount(row pgx.Row) (AccountBalance, error) {
 
 // StatementLine is one entry of an account's statement.
 type StatementLine struct {
-	EntryID   int64
+	EntryID int64
+	// Version is the account's balance version the entry's posting made:
+	// a statement is in version order, then entry id order.
+	Version   int64
 	JournalID int64
 	Kind      ledger.JournalKind
 	// Reverses is the journal a reversal undoes; 0 otherwise.
@@ -302,48 +305,84 @@ type StatementLine struct {
 }
 
 // StatementPosition is where a page of a statement starts: after entry
-// EntryID, whose running balance was Balance. The zero position is the
-// start.
+// EntryID of version Version, whose running balance was Balance. The zero
+// position is the start.
 type StatementPosition struct {
+	Version int64
 	EntryID int64
 	Balance *big.Int
 }
 
-// Statement returns up to limit entries of the account after pos, oldest
-// first, each with the account's running balance after it; errs.NotFound
-// when there is no such account.
+// statementSQL is a page of account $1's statement after entry $3 of
+// version $2, with running balances from $4: up to $5 entries, in the
+// order of the movements (0007) that booked them, then of entry ids.
+//
+// A movement's entries are the account's entries in its id range whose
+// journal its transaction wrote. Each movement is read through
+// entry_account_idx from its first entry, or from the position for the
+// movement the previous page ended in, in id order, so a page costs its
+// own entries whatever the account's history and however large a
+// movement is (a bulk booking makes one of thousands of entries). The
+// journal is looked up per entry (OFFSET 0 keeps it a primary-key lookup
+// whatever the plan). No page needs more than $5 + 1 movements (each
+// has an entry, and the first may have none left) nor more than $5
+// entries of one: the limits bound a page's cost even under a plan that
+// sorts all it reads.
+const statementSQL = `
+	SELECT l.version, l.entry_id, l.journal_id, l.kind, l.reverses, l.tx_hash, l.block_number, l.block_hash, l.amount::text,
+		($4::numeric + sum(l.amount) OVER (ORDER BY l.version, l.entry_id))::text
+	FROM (
+		SELECT m.version, e.*
+		FROM (SELECT version, txid, first_entry_id, last_entry_id FROM movement
+			WHERE account_id = $1 AND version >= $2
+			ORDER BY account_id, version
+			LIMIT $5 + 1) m,
+		LATERAL (
+			SELECT e.entry_id, e.journal_id, e.amount, j.kind, j.reverses, j.tx_hash, j.block_number, j.block_hash
+			FROM (SELECT entry_id, journal_id, amount FROM entry
+				WHERE account_id = $1
+					AND entry_id >= greatest(m.first_entry_id, CASE WHEN m.version = $2 THEN $3 + 1 END)
+					AND entry_id <= m.last_entry_id
+				ORDER BY account_id, entry_id) e,
+			LATERAL (SELECT kind, reverses, tx_hash, block_number, block_hash FROM journal
+				WHERE journal_id = e.journal_id AND txid = m.txid OFFSET 0) j
+			ORDER BY e.entry_id
+			LIMIT $5) e
+		ORDER BY m.version, e.entry_id
+		LIMIT $5) l
+	ORDER BY l.version, l.entry_id`
+
+// Statement returns up to limit entries of the account after pos, in the
+// order they became visible, each with the account's running balance
+// after it; errs.NotFound when there is no such account.
 //
 // The running balance starts from the one pos carries, so a page costs
-// its own entries whatever the account's history (entry_account_idx, in
-// entry id order): pos must be a position a previous page ended at, which
-// the caller keeps from being forged (the API authenticates its cursors).
+// its own entries whatever the account's history: pos must be a position
+// a previous page ended at, which the caller keeps from being forged (the
+// API authenticates its cursors).
 //
-// Entry ids are taken as a posting writes, before it commits, so two
-// postings of the account that overlap can commit out of id order: a page
-// read between their commits ends past an entry that is not visible yet,
-// and the pages after it never show that entry (a statement read again
-// from the start does, as does the balance). A gap-free order needs the
-// schema to number an account's entries at commit, or under its balance
-// row's lock.
+// Entry ids are taken before a posting commits, so they do not order an
+// account's entries as they become visible; the balance versions of its
+// movements do (0007_statement_order.sql): an account's versions commit
+// in order and without gaps, so a page that shows a version has every
+// version before it, and the next page resumes after it without skipping
+// an entry that was not visible yet or showing one twice. Should a page
+// find a version missing all the same, it answers errs.Unavailable rather
+// than go past it.
 func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPosition, limit int) ([]StatementLine, error) {
 	if limit < 1 || limit > MaxPage {
 		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", limit, MaxPage)
+	}
+	if pos.Version < 0 || pos.EntryID < 0 || pos.Version == 0 && pos.EntryID != 0 {
+		// An entry id alone is a position before 0007, which would page
+		// from the start again.
+		return nil, errs.Errorf(errs.Invalid, "statement position %d/%d: not one a page ended at", pos.Version, pos.EntryID)
 	}
 	start := "0"
 	if pos.Balance != nil {
 		start = pos.Balance.String()
 	}
-	// The inner query orders by the whole index key, so that even a
-	// generic plan walks entry_account_idx from the position on.
-	rows, err := s.pool.Query(ctx, `
-		SELECT e.entry_id, e.journal_id, j.kind, j.reverses, j.tx_hash, j.block_number, j.block_hash, e.amount::text,
-			($3::numeric + sum(e.amount) OVER (ORDER BY e.entry_id))::text
-		FROM (SELECT entry_id, journal_id, amount FROM entry
-			WHERE account_id = $1 AND entry_id > $2
-			ORDER BY account_id, entry_id
-			LIMIT $4) e
-		JOIN journal j USING (journal_id)
-		ORDER BY e.entry_id`, accountID, pos.EntryID, start, limit)
+	rows, err := s.pool.Query(ctx, statementSQL, accountID, pos.Version, pos.EntryID, start, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read account %d's statement: %w", accountID, err)
 	}
@@ -352,7 +391,7 @@ func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPos
 		var kind, amount, balance string
 		var reverses, number *int64
 		var txHash, blockHash []byte
-		if err := row.Scan(&l.EntryID, &l.JournalID, &kind, &reverses, &txHash, &number, &blockHash, &amount, &balance); err != nil {
+		if err := row.Scan(&l.Version, &l.EntryID, &l.JournalID, &kind, &reverses, &txHash, &number, &blockHash, &amount, &balance); err != nil {
 			return StatementLine{}, err
 		}
 		l.Kind, l.TxHash, l.Block = ledger.JournalKind(kind), hashOf(txHash), blockOf(number, blockHash)
@@ -369,6 +408,9 @@ func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPos
 	if err != nil {
 		return nil, fmt.Errorf("read account %d's statement: %w", accountID, err)
 	}
+	if err := s.checkVersions(accountID, pos, lines); err != nil {
+		return nil, err
+	}
 	if len(lines) == 0 {
 		// An empty page: the end of the statement, or no account.
 		var exists bool
@@ -380,6 +422,26 @@ func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPos
 		}
 	}
 	return lines, nil
+}
+
+// checkVersions makes sure a page skipped no version: each version it
+// shows is the one it resumes in, or the one after the version before.
+// Every movement has an entry, so a version without a line is a movement
+// the page could not see, which commit order rules out (0007); were it to
+// happen, the page would leave that movement's entries behind for good.
+// The account's first version is not checked: it is 1, or where the
+// backfill of 0007 started an older account.
+func (s *Store) checkVersions(accountID int64, pos StatementPosition, lines []StatementLine) error {
+	prev := pos.Version
+	for i, l := range lines {
+		if (i > 0 || pos.Version > 0) && l.Version != prev && l.Version != prev+1 {
+			s.log.Error("ledger: a statement page found a version of an account missing", "alert", true,
+				"account_id", accountID, "after_version", prev, "version", l.Version)
+			return errs.Errorf(errs.Unavailable, "account %d's statement: version %d follows %d, the versions between are not visible: try again", accountID, l.Version, prev)
+		}
+		prev = l.Version
+	}
+	return nil
 }
 
 // BookedJournal is a journal as the ledger booked it.

@@ -3,11 +3,14 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/postgres"
@@ -22,8 +25,10 @@ import (
 // block (50 journals after it: backwards from the current balance), an old
 // one (500 journals up to it: forwards over them) and one in the middle
 // (10,000 journals either side: over the wallet's own 250,000 entries up
-// to it), and a statement page deep in the wallet's history. Seeding is
-// timed too (seed-s).
+// to it), and statement pages deep in the history of the wallet (2,000
+// movements, a block's journals each, of 250 entries) and of a
+// counterparty (about 500 movements of one entry, the most a page of 100
+// crosses). Seeding is timed too (seed-s).
 func BenchmarkBalanceRead(b *testing.B) {
 	const (
 		journals = 20_000
@@ -38,16 +43,28 @@ func BenchmarkBalanceRead(b *testing.B) {
 	seeded := time.Since(began)
 	// What autovacuum does for a ledger that has run a while: statistics
 	// for the planner, and the visibility map for index-only scans.
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE account, journal, entry, balance`); err != nil {
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE account, journal, entry, balance, movement`); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("seeded %d entries in %s (and vacuumed in %s)", journals*pairs*2, seeded.Round(time.Millisecond), (time.Since(began) - seeded).Round(time.Millisecond))
+	var entries, versions int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM entry), (SELECT count(*) FROM movement)`).Scan(&entries, &versions); err != nil || entries != journals*pairs*2 {
+		b.Fatalf("seeded %d entries (%v), want %d", entries, err, journals*pairs*2)
+	}
+	b.Logf("seeded %d entries in %d movements in %s (and vacuumed in %s)", entries, versions, seeded.Round(time.Millisecond), (time.Since(began) - seeded).Round(time.Millisecond))
 	id := accountID(b, pool, acct(ledger.Wallet, ledger.Native, hot))
-	deep := postgres.StatementPosition{}
-	if err := pool.QueryRow(ctx, `SELECT entry_id FROM entry WHERE account_id = $1 ORDER BY entry_id OFFSET 400000 LIMIT 1`, id).Scan(&deep.EntryID); err != nil {
-		b.Fatal(err)
+	cp := accountID(b, pool, acct(ledger.Counterparty, ledger.Native, common.BigToAddress(big.NewInt(7))))
+	// 80% into each statement; any balance to start from: the cost is the
+	// same.
+	deep := func(id int64) postgres.StatementPosition {
+		pos := postgres.StatementPosition{Balance: big.NewInt(1)}
+		if err := pool.QueryRow(ctx, `
+			SELECT version, first_entry_id FROM movement WHERE account_id = $1
+			ORDER BY version OFFSET (SELECT count(*) * 4 / 5 FROM movement WHERE account_id = $1) LIMIT 1`, id).Scan(&pos.Version, &pos.EntryID); err != nil {
+			b.Fatal(err)
+		}
+		return pos
 	}
-	deep.Balance = balance(b, s, acct(ledger.Wallet, ledger.Native, hot)) // any start: the cost is the same
+	deepWallet, deepCounterparty := deep(id), deep(cp)
 
 	for _, c := range []struct {
 		name string
@@ -57,7 +74,8 @@ func BenchmarkBalanceRead(b *testing.B) {
 		{"at_block=head-5", func() error { _, err := s.Account(ctx, id, new(uint64(blocks-5))); return err }},
 		{"at_block=old", func() error { _, err := s.Account(ctx, id, new(uint64(blocks/40))); return err }},
 		{"at_block=middle", func() error { _, err := s.Account(ctx, id, new(uint64(blocks/2))); return err }},
-		{"statement_page=100", func() error { _, err := s.Statement(ctx, id, deep, 101); return err }},
+		{"statement_page=100", func() error { _, err := s.Statement(ctx, id, deepWallet, 101); return err }},
+		{"statement_page=100,counterparty", func() error { _, err := s.Statement(ctx, cp, deepCounterparty, 101); return err }},
 	} {
 		for _, readers := range []int{4, 16} {
 			b.Run(fmt.Sprintf("%s/readers=%d", c.name, readers), func(b *testing.B) {

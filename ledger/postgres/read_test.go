@@ -5,16 +5,25 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/pg"
+	"github.com/txfence/txfence/shared/pgtest"
 )
 
 // blockHash is the hash the tests give block n.
@@ -53,10 +62,16 @@ func post(t testing.TB, s *postgres.Store, j *ledger.Journal) int64 {
 // seed books journals journals straight into the tables, fast: each moves
 // pairs amounts from the native wallet of hot to one of counterparties
 // counterparty accounts (addresses 0x…01 up), in blocks from firstBlock
-// on, perBlock journals a block. Their keys start with prefix.
+// on, perBlock journals a block. Their keys start with prefix. The
+// entries of each block are one statement, as a batch of postings books
+// them: a movement, a balance version, of each account they move. A
+// transaction books 50 blocks: more would make chains of versions of each
+// balance row, which no one can prune before it commits.
 func seed(t testing.TB, pool *pgxpool.Pool, prefix string, journals, pairs, counterparties, firstBlock, perBlock int) {
 	t.Helper()
 	ctx := context.Background()
+	var wallet int64
+	var others []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO account (chain_id, asset, kind, address) VALUES ($1, 'native', 'wallet', $2)
@@ -69,27 +84,34 @@ func seed(t testing.TB, pool *pgxpool.Pool, prefix string, journals, pairs, coun
 			ON CONFLICT DO NOTHING`, chain, counterparties); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
+		return tx.QueryRow(ctx, `
+			SELECT (SELECT account_id FROM account WHERE chain_id = $1 AND kind = 'wallet' AND asset = 'native' AND address = $2),
+				(SELECT array_agg(account_id ORDER BY address) FROM account
+				WHERE chain_id = $1 AND kind = 'counterparty' AND asset = 'native'
+					AND address IN (SELECT decode(lpad(to_hex(i), 40, '0'), 'hex') FROM generate_series(1, $3::int) i))`,
+			chain, hot.Bytes(), counterparties).Scan(&wallet, &others)
+	})
+	const blocksATx = 50
+	for first := 0; err == nil && first < journals; first += blocksATx * perBlock {
+		last := min(first+blocksATx*perBlock, journals) - 1
+		var b pgx.Batch
+		b.Queue(`
 			INSERT INTO journal (kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status)
 			SELECT 'confirmed', $1 || i, sha256(($1 || i)::bytea), $2, sha256(('tx' || $1 || i)::bytea), n, sha256(('block' || n)::bytea), 'success'
-			FROM generate_series(0, $3::int - 1) i, LATERAL (SELECT $4::bigint + i / $5::int AS n) b`,
-			prefix, chain, journals, firstBlock, perBlock); err != nil {
-			return err
+			FROM generate_series($3::int, $4::int) i, LATERAL (SELECT $5::bigint + i / $6::int AS n) b`,
+			prefix, chain, first, last, firstBlock, perBlock)
+		for n := firstBlock + first/perBlock; n <= firstBlock+last/perBlock; n++ {
+			b.Queue(`
+				INSERT INTO entry (journal_id, account_id, amount)
+				SELECT j.journal_id, leg.account_id, leg.amount
+				FROM journal j CROSS JOIN generate_series(0, $4::int - 1) k,
+					LATERAL (SELECT (j.journal_id * $4::int + k) % cardinality($3::bigint[]) AS c) pick,
+					LATERAL (VALUES ($2::bigint, -(pick.c + 1)), (($3::bigint[])[pick.c + 1], pick.c + 1)) AS leg(account_id, amount)
+				WHERE j.chain_id = $1 AND j.block_number = $5 AND j.idem_key LIKE $6 || '%'
+				ORDER BY j.journal_id, k`, chain, wallet, others, pairs, n, prefix)
 		}
-		_, err := tx.Exec(ctx, `
-			WITH wallet AS (SELECT account_id FROM account WHERE chain_id = $1 AND kind = 'wallet' AND asset = 'native' AND address = $2),
-				others AS (SELECT array_agg(account_id ORDER BY address) AS ids FROM account
-					WHERE chain_id = $1 AND kind = 'counterparty' AND asset = 'native'
-						AND address IN (SELECT decode(lpad(to_hex(i), 40, '0'), 'hex') FROM generate_series(1, $4::int) i))
-			INSERT INTO entry (journal_id, account_id, amount)
-			SELECT j.journal_id, leg.account_id, leg.amount
-			FROM journal j CROSS JOIN generate_series(0, $5::int - 1) k CROSS JOIN wallet CROSS JOIN others,
-				LATERAL (SELECT (j.journal_id * $5::int + k) % $4::int AS c) pick,
-				LATERAL (VALUES (wallet.account_id, -(pick.c + 1)), (others.ids[pick.c + 1], pick.c + 1)) AS leg(account_id, amount)
-			WHERE j.idem_key LIKE $3 || '%'
-			ORDER BY j.journal_id, k`, chain, hot.Bytes(), prefix, counterparties, pairs)
-		return err
-	})
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, &b).Close() })
+	}
 	if err != nil {
 		t.Fatalf("seed %d journals: %v", journals, err)
 	}
@@ -300,8 +322,7 @@ func TestStatementPagesCarryTheRunningBalance(t *testing.T) {
 		}
 		pages++
 		lines = append(lines, page...)
-		last := page[len(page)-1]
-		pos = postgres.StatementPosition{EntryID: last.EntryID, Balance: last.Balance}
+		pos = positionAfter(page)
 	}
 	if len(lines) != 2*24 || pages != 10 {
 		t.Fatalf("%d entries in %d pages, want 48 in 10", len(lines), pages)
@@ -334,6 +355,11 @@ func TestStatementPagesCarryTheRunningBalance(t *testing.T) {
 	}
 	if _, err := s.Statement(ctx, id+1_000_000, postgres.StatementPosition{}, 5); !errs.Is(err, errs.NotFound) {
 		t.Errorf("an unknown account's statement: %v, want not found", err)
+	}
+	for _, pos := range []postgres.StatementPosition{{EntryID: lines[3].EntryID, Balance: lines[3].Balance}, {Version: -1}, {Version: 1, EntryID: -1}} {
+		if _, err := s.Statement(ctx, id, pos, 5); !errs.Is(err, errs.Invalid) {
+			t.Errorf("a statement after %+v: %v, want invalid", pos, err)
+		}
 	}
 }
 
@@ -449,6 +475,428 @@ func TestBalancesAsOfAgreeWithTheirEntries(t *testing.T) {
 			if a.Balance.String() != want || err != nil || one.Balance.String() != want {
 				t.Errorf("%s at block %d: %s in the list, %s alone (%v), want %s", a.AccountKey, at, a.Balance, one.Balance, err, want)
 			}
+		}
+	}
+}
+
+// statementFrom reads account id's statement from pos to its end, limit
+// entries a page, and returns its lines and the position after them.
+func statementFrom(t testing.TB, s *postgres.Store, id int64, pos postgres.StatementPosition, limit int) ([]postgres.StatementLine, postgres.StatementPosition) {
+	t.Helper()
+	var lines []postgres.StatementLine
+	for {
+		page, err := s.Statement(context.Background(), id, pos, limit)
+		if err != nil {
+			t.Fatalf("account %d's statement after %+v: %v", id, pos, err)
+		}
+		if len(page) == 0 {
+			return lines, pos
+		}
+		lines = append(lines, page...)
+		pos = positionAfter(page)
+	}
+}
+
+// positionAfter is where the page after page starts.
+func positionAfter(page []postgres.StatementLine) postgres.StatementPosition {
+	last := page[len(page)-1]
+	return postgres.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}
+}
+
+// entriesByID is a page of account id's statement as it was read before
+// 0007: its entries after entry after, in id order.
+func entriesByID(t testing.TB, pool *pgxpool.Pool, id, after int64) []int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT entry_id FROM entry WHERE account_id = $1 AND entry_id > $2 ORDER BY entry_id`, id, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// requireWholeStatement checks that lines are account id's statement from
+// its start: every entry of the account once, the running balance entry
+// by entry up to the account's balance, and versions without gaps up to
+// the balance's.
+func requireWholeStatement(t testing.TB, s *postgres.Store, pool *pgxpool.Pool, id int64, lines []postgres.StatementLine) {
+	t.Helper()
+	var shown []int64
+	running := new(big.Int)
+	for i, l := range lines {
+		shown = append(shown, l.EntryID)
+		running.Add(running, l.Amount)
+		if l.Balance.Cmp(running) != 0 {
+			t.Errorf("account %d, line %d (entry %d): running balance %s, want %s", id, i, l.EntryID, l.Balance, running)
+		}
+		if i > 0 {
+			prev := lines[i-1]
+			if l.Version != prev.Version && l.Version != prev.Version+1 || l.Version == prev.Version && l.EntryID <= prev.EntryID {
+				t.Errorf("account %d, line %d: version %d entry %d after version %d entry %d", id, i, l.Version, l.EntryID, prev.Version, prev.EntryID)
+			}
+		}
+	}
+	slices.Sort(shown)
+	if want := entriesByID(t, pool, id, 0); !slices.Equal(shown, want) {
+		t.Errorf("account %d's statement shows entries %v, want each of %v once", id, shown, want)
+	}
+	a, err := s.Account(context.Background(), id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Balance.Cmp(running) != 0 {
+		t.Errorf("account %d's statement ends at %s, its balance is %s", id, running, a.Balance)
+	}
+	if len(lines) > 0 && lines[len(lines)-1].Version != a.Version {
+		t.Errorf("account %d's statement ends at version %d, its balance is at %d", id, lines[len(lines)-1].Version, a.Version)
+	}
+}
+
+// TestStatementShowsEntriesCommittedOutOfIDOrder reads a statement
+// between the commits of two postings of one account that commit out of
+// entry id order: the first takes its entry ids and is held before its
+// statement reaches the balance (as a batch of postings is while it
+// writes), the second takes later ids and commits, a page is read, the
+// first commits, and the next page is read. Paged by entry id, as before
+// 0007, the statement skips the first posting's entry for good; paged by
+// version, it shows every entry once.
+func TestStatementShowsEntriesCommittedOutOfIDOrder(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	wallet := acct(ledger.Wallet, ledger.Native, hot)
+	post(t, s, transfer("first", hot, bob, 10, 1))
+	id, cp := accountID(t, pool, wallet), accountID(t, pool, acct(ledger.Counterparty, ledger.Native, bob))
+
+	lines, pos := statementFrom(t, s, id, postgres.StatementPosition{}, 100)
+	byID := entriesByID(t, pool, id, 0)
+
+	// held waits on an advisory lock this test holds, between taking its
+	// entry ids and reaching the balance.
+	hold, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	var key int64
+	if err := hold.QueryRow(ctx, `SELECT hashtextextended(current_schema(), 0)`).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	first, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			if _, err := hold.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	held := make(chan error, 1)
+	waiting := false // for held
+	defer func() {
+		// Should the test end early: the held statement ends before its
+		// transaction does (a no-op once committed).
+		unlock()
+		if waiting {
+			<-held
+		}
+		_ = first.Rollback(ctx)
+	}()
+	var pid int32
+	var journal int64
+	if err := first.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.QueryRow(ctx, `
+		INSERT INTO journal (kind, idem_key, payload_hash, chain_id) VALUES ('deposit', 'held', sha256('held'), $1)
+		RETURNING journal_id`, chain).Scan(&journal); err != nil {
+		t.Fatal(err)
+	}
+	waiting = true
+	go func() {
+		// The count reads every entry inserted, so the ids are taken before
+		// the lock is asked for.
+		_, err := first.Exec(ctx, `
+			WITH e AS (INSERT INTO entry (journal_id, account_id, amount) VALUES ($1, $2, -5), ($1, $3, 5) RETURNING entry_id)
+			SELECT pg_advisory_xact_lock($4) FROM (SELECT count(*) FROM e) taken`, journal, id, cp, key)
+		held <- err
+	}()
+	waitForAdvisoryLock(t, pool, pid)
+
+	post(t, s, transfer("second", hot, bob, 20, 2))
+	page, pos := statementFrom(t, s, id, pos, 100)
+	lines = append(lines, page...)
+	byID = append(byID, entriesByID(t, pool, id, byID[len(byID)-1])...)
+
+	unlock()
+	waiting = false
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, _ = statementFrom(t, s, id, pos, 100)
+	lines = append(lines, page...)
+	byID = append(byID, entriesByID(t, pool, id, byID[len(byID)-1])...)
+
+	var heldEntry int64
+	if err := pool.QueryRow(ctx, `SELECT entry_id FROM entry WHERE journal_id = $1 AND account_id = $2`, journal, id).Scan(&heldEntry); err != nil {
+		t.Fatal(err)
+	}
+	all := entriesByID(t, pool, id, 0)
+	if all[len(all)-1] < heldEntry {
+		t.Fatalf("the held posting's entry %d is the last of %v: the second posting took no later id", heldEntry, all)
+	}
+	if want := slices.DeleteFunc(slices.Clone(all), func(e int64) bool { return e == heldEntry }); !slices.Equal(byID, want) {
+		t.Errorf("paged by entry id: %v, want all of %v but the held entry %d, which it skips", byID, all, heldEntry)
+	}
+	if len(page) != 1 || page[0].EntryID != heldEntry {
+		t.Errorf("the page after the held posting committed: %+v, want its entry %d", page, heldEntry)
+	}
+	requireWholeStatement(t, s, pool, id, lines)
+}
+
+// waitForAdvisoryLock waits until session pid waits for an advisory lock.
+func waitForAdvisoryLock(t *testing.T, pool *pgxpool.Pool, pid int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting bool
+		if err := pool.QueryRow(context.Background(), `
+			SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d does not wait for the advisory lock", pid)
+		}
+		<-tick.C
+	}
+}
+
+// TestStatementReadWhilePosting pages a hot wallet's statement over and
+// over while many writers post to it, their postings sharing flushes that
+// commit out of entry id order: the pages show every entry once, and the
+// running balance ends at the balance. So do the statements of the
+// counterparties, read once the postings are done.
+func TestStatementReadWhilePosting(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	const writers, each = 8, 40
+	wallet := acct(ledger.Wallet, ledger.Native, hot)
+	post(t, s, transfer("open", hot, bob, 1, 1))
+	id := accountID(t, pool, wallet)
+
+	var wg sync.WaitGroup
+	failed := make(chan error, writers*each)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				counterparty := common.BigToAddress(big.NewInt(int64(1 + i%5)))
+				if _, err := s.Post(ctx, transfer(fmt.Sprintf("w%d-%d", w, i), hot, counterparty, int64(10+i), int64(1+w))); err != nil {
+					failed <- err
+				}
+			}
+		})
+	}
+	posted := make(chan struct{})
+	go func() { wg.Wait(); close(posted) }()
+
+	var lines []postgres.StatementLine
+	pos := postgres.StatementPosition{}
+	pages := 0
+	for {
+		// Once every posting has committed, an empty page is the end.
+		done := false
+		select {
+		case <-posted:
+			done = true
+		default:
+		}
+		page, err := s.Statement(ctx, id, pos, 7)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		pages++
+		if len(page) == 0 {
+			if done {
+				break
+			}
+			continue
+		}
+		lines = append(lines, page...)
+		pos = positionAfter(page)
+	}
+	close(failed)
+	for err := range failed {
+		t.Errorf("post: %v", err)
+	}
+	if want := 2 * (1 + writers*each); len(lines) != want {
+		t.Errorf("%d lines, want %d", len(lines), want)
+	}
+	backwards := 0
+	for i := 1; i < len(lines); i++ {
+		if lines[i].EntryID < lines[i-1].EntryID {
+			backwards++
+		}
+	}
+	t.Logf("%d pages; %d entries follow one with a later id", pages, backwards)
+	requireWholeStatement(t, s, pool, id, lines)
+	for i := range 5 {
+		cp := accountID(t, pool, acct(ledger.Counterparty, ledger.Native, common.BigToAddress(big.NewInt(int64(1+i)))))
+		got, _ := statementFrom(t, s, cp, postgres.StatementPosition{}, 9)
+		requireWholeStatement(t, s, pool, cp, got)
+	}
+}
+
+// migrationsUpTo is the ledger's migrations up to version last.
+func migrationsUpTo(t testing.TB, last int64) *pg.Migrations {
+	t.Helper()
+	files := fstest.MapFS{}
+	for _, m := range postgres.Migrations.List()[:last] {
+		files[fmt.Sprintf("%04d_%s.sql", m.Version, m.Name)] = &fstest.MapFile{Data: []byte(m.SQL)}
+	}
+	ms, err := pg.LoadMigrations(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// TestStatementOfBooksKeptBefore0007 books journals on the schema before
+// 0007, concurrently (postings share transactions) and in a transaction
+// that moves the wallet in two statements, then migrates: each account's
+// statement shows every entry once, its versions end at the balance's,
+// which the migration left as it was, and postings after it follow on.
+func TestStatementOfBooksKeptBefore0007(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	if _, err := migrationsUpTo(t, 6).Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ledgertest.RequireConservation(t, pool) })
+	s := postgres.New(pool, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 20 {
+				j := transfer(fmt.Sprintf("w%d-%d", w, i), hot, common.BigToAddress(big.NewInt(int64(1+(w+i)%3))), int64(100+i), int64(1+w))
+				if _, err := s.Post(ctx, j); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	walletID := accountID(t, pool, acct(ledger.Wallet, ledger.Native, hot))
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, key := range []string{"by-hand-1", "by-hand-2"} {
+			if _, err := tx.Exec(ctx, `
+				WITH j AS (INSERT INTO journal (kind, idem_key, payload_hash, chain_id) VALUES ('deposit', $1, sha256(convert_to($1, 'UTF8')), $2) RETURNING journal_id)
+				INSERT INTO entry (journal_id, account_id, amount)
+				SELECT journal_id, a, v FROM j, (VALUES ($3::bigint, 3), ($4::bigint, -3)) AS l(a, v)`,
+				key, chain, walletID, accountID(t, pool, acct(ledger.Counterparty, ledger.Native, common.BigToAddress(big.NewInt(1))))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Accounts(ctx, postgres.AccountFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	var txids int64
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT j.txid) FROM entry e JOIN journal j USING (journal_id) WHERE e.account_id = $1`, walletID).Scan(&txids); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range before {
+		lines, _ := statementFrom(t, s, a.ID, postgres.StatementPosition{}, 4)
+		requireWholeStatement(t, s, pool, a.ID, lines)
+		after, err := s.Account(ctx, a.ID, nil)
+		if err != nil || after.Version != a.Version || after.Balance.Cmp(a.Balance) != 0 {
+			t.Errorf("account %d after the migration: %+v %v, want %+v", a.ID, after, err, a)
+		}
+		// One movement per transaction, numbered down from the version:
+		// the wallet's two statements of one transaction are one.
+		if a.ID == walletID && (lines[0].Version != a.Version-txids+1 || lines[0].Version < 2) {
+			t.Errorf("the wallet's statement starts at version %d, its version is %d over %d transactions", lines[0].Version, a.Version, txids)
+		}
+	}
+
+	_, pos := statementFrom(t, s, walletID, postgres.StatementPosition{}, 1000)
+	post(t, s, transfer("after", hot, bob, 5, 1))
+	lines, _ := statementFrom(t, s, walletID, pos, 1000)
+	if len(lines) != 2 || lines[0].Version != pos.Version+1 || lines[1].Version != pos.Version+1 {
+		t.Errorf("the wallet's statement after the migration: %+v, want the new posting's 2 entries at version %d", lines, pos.Version+1)
+	}
+}
+
+// TestMovementsAreTheTriggersAlone: movements are written by the trigger
+// that moves balances, and never changed. A version missing all the same
+// stops the statement before it with errs.Unavailable.
+func TestMovementsAreTheTriggersAlone(t *testing.T) {
+	t.Parallel()
+	s, pool := books(t)
+	ctx := context.Background()
+	for i := range 3 {
+		post(t, s, transfer(fmt.Sprintf("tx-%d", i), hot, bob, 10, 1))
+	}
+	id := accountID(t, pool, acct(ledger.Wallet, ledger.Native, hot))
+	for _, c := range []struct{ stmt, want string }{
+		{`INSERT INTO movement (account_id, version, txid, first_entry_id, last_entry_id) VALUES ($1, 4, pg_current_xact_id(), 1, 1)`, "movements are written only by entries"},
+		{`UPDATE movement SET version = version + 10 WHERE account_id = $1`, "append-only"},
+		{`DELETE FROM movement WHERE account_id = $1`, "append-only"},
+		{`TRUNCATE movement`, "append-only"},
+	} {
+		args := []any{id}
+		if c.stmt == `TRUNCATE movement` {
+			args = nil
+		}
+		if _, err := pool.Exec(ctx, c.stmt, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", c.stmt, err, c.want)
+		}
+	}
+	lines, _ := statementFrom(t, s, id, postgres.StatementPosition{}, 100)
+	requireWholeStatement(t, s, pool, id, lines)
+
+	// Past the guards, by the table's owner: version 2 goes missing.
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			ALTER TABLE movement DISABLE TRIGGER movement_append_only;
+			DELETE FROM movement WHERE account_id = `+fmt.Sprint(id)+` AND version = 2;
+			ALTER TABLE movement ENABLE TRIGGER movement_append_only`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pos := range []postgres.StatementPosition{{}, positionAfter(lines[:2])} {
+		if got, err := s.Statement(ctx, id, pos, 100); !errs.Is(err, errs.Unavailable) {
+			t.Errorf("a statement after %+v over a missing version: %+v %v, want unavailable", pos, got, err)
 		}
 	}
 }

@@ -66,11 +66,31 @@ CREATE FUNCTION ledger_move_balances() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO balance (account_id, amount, version)
-        SELECT account_id, sum(amount), 1 FROM new_entries GROUP BY account_id
-        ORDER BY account_id -- one lock order for every writer: no deadlock between postings
-    ON CONFLICT (account_id) DO UPDATE
-        SET amount = balance.amount + EXCLUDED.amount, version = balance.version + 1;
+    WITH moves AS MATERIALIZED (
+        SELECT account_id, sum(amount) AS amount, min(entry_id) AS first_entry_id, max(entry_id) AS last_entry_id
+        FROM new_entries GROUP BY account_id
+    ), moved AS (
+        INSERT INTO balance (account_id, amount, version)
+            SELECT account_id, amount, 1 FROM moves
+            ORDER BY account_id -- one lock order for every writer: no deadlock between postings
+        ON CONFLICT (account_id) DO UPDATE
+            SET amount = balance.amount + EXCLUDED.amount, version = balance.version + 1
+        RETURNING account_id, version
+    )
+    INSERT INTO movement (account_id, version, txid, first_entry_id, last_entry_id)
+        SELECT account_id, moved.version, pg_current_xact_id(), moves.first_entry_id, moves.last_entry_id
+        FROM moved JOIN moves USING (account_id);
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION ledger_movement_by_entries() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF pg_trigger_depth() < 2 THEN
+        RAISE EXCEPTION 'movements are written only by entries'
+            USING ERRCODE = 'restrict_violation';
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -178,6 +198,16 @@ ALTER TABLE journal ALTER COLUMN journal_id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+CREATE TABLE movement (
+    account_id bigint NOT NULL,
+    version bigint NOT NULL,
+    txid xid8 NOT NULL,
+    first_entry_id bigint NOT NULL,
+    last_entry_id bigint NOT NULL,
+    CONSTRAINT movement_check CHECK ((first_entry_id <= last_entry_id)),
+    CONSTRAINT movement_version_check CHECK ((version > 0))
 );
 
 CREATE TABLE reconciliation_item (
@@ -383,6 +413,9 @@ ALTER TABLE ONLY journal
 ALTER TABLE ONLY journal
     ADD CONSTRAINT journal_reverses_key UNIQUE (reverses);
 
+ALTER TABLE ONLY movement
+    ADD CONSTRAINT movement_pkey PRIMARY KEY (account_id, version);
+
 ALTER TABLE ONLY reconciliation_item
     ADD CONSTRAINT reconciliation_item_pkey PRIMARY KEY (run_id, address, asset);
 
@@ -415,6 +448,8 @@ ALTER TABLE ONLY wallet
 
 ALTER TABLE ONLY wallet_tx
     ADD CONSTRAINT wallet_tx_pkey PRIMARY KEY (chain_id, tx_hash, block_hash);
+
+CREATE INDEX account_address_idx ON account USING btree (address, chain_id);
 
 CREATE INDEX entry_account_idx ON entry USING btree (account_id, entry_id);
 
@@ -463,6 +498,12 @@ CREATE TRIGGER journal_append_only BEFORE DELETE OR UPDATE ON journal FOR EACH R
 CREATE CONSTRAINT TRIGGER journal_balances AFTER INSERT ON journal DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_journal_balances();
 
 CREATE TRIGGER journal_no_truncate BEFORE TRUNCATE ON journal FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER movement_append_only BEFORE DELETE OR UPDATE ON movement FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER movement_by_entries BEFORE INSERT ON movement FOR EACH STATEMENT EXECUTE FUNCTION ledger_movement_by_entries();
+
+CREATE TRIGGER movement_no_truncate BEFORE TRUNCATE ON movement FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
 CREATE TRIGGER reconciliation_item_unchanged BEFORE UPDATE ON reconciliation_item FOR EACH ROW EXECUTE FUNCTION reconciliation_refuse_update();
 

@@ -836,9 +836,12 @@ type ClientInterface interface {
 
 	// ListAccountEntries An account's statement, oldest entry first
 	//
-	// The account's entries in the order they were booked, each with its
-	// journal and the account's running balance after it: the balance
-	// after the last entry of the last page is the account's balance. A
+	// The account's entries in the order they were booked (the order the
+	// postings moving the account committed in, so `entry_id` may go
+	// back between postings), each with its journal and the account's
+	// running balance after it: the balance after the last entry of the
+	// last page is the account's balance. A page never passes an entry
+	// that a posting still in progress will add. A
 	// reversal shows as an entry of a `reversal` journal that negates the
 	// entry it undoes. An unknown account is a `404`. Only the gateway
 	// may call it (mutual TLS identity `gateway`).
@@ -1028,9 +1031,12 @@ func (c *Client) GetAccount(ctx context.Context, accountId AccountIdPath, params
 
 // ListAccountEntries An account's statement, oldest entry first
 //
-// The account's entries in the order they were booked, each with its
-// journal and the account's running balance after it: the balance
-// after the last entry of the last page is the account's balance. A
+// The account's entries in the order they were booked (the order the
+// postings moving the account committed in, so `entry_id` may go
+// back between postings), each with its journal and the account's
+// running balance after it: the balance after the last entry of the
+// last page is the account's balance. A page never passes an entry
+// that a posting still in progress will add. A
 // reversal shows as an entry of a `reversal` journal that negates the
 // entry it undoes. An unknown account is a `404`. Only the gateway
 // may call it (mutual TLS identity `gateway`).
@@ -1922,9 +1928,12 @@ type ClientWithResponsesInterface interface {
 
 	// ListAccountEntriesWithResponse An account's statement, oldest entry first
 	//
-	// The account's entries in the order they were booked, each with its
-	// journal and the account's running balance after it: the balance
-	// after the last entry of the last page is the account's balance. A
+	// The account's entries in the order they were booked (the order the
+	// postings moving the account committed in, so `entry_id` may go
+	// back between postings), each with its journal and the account's
+	// running balance after it: the balance after the last entry of the
+	// last page is the account's balance. A page never passes an entry
+	// that a posting still in progress will add. A
 	// reversal shows as an entry of a `reversal` journal that negates the
 	// entry it undoes. An unknown account is a `404`. Only the gateway
 	// may call it (mutual TLS identity `gateway`).
@@ -2649,9 +2658,12 @@ func (c *ClientWithResponses) GetAccountWithResponse(ctx context.Context, accoun
 
 // ListAccountEntriesWithResponse An account's statement, oldest entry first
 //
-// The account's entries in the order they were booked, each with its
-// journal and the account's running balance after it: the balance
-// after the last entry of the last page is the account's balance. A
+// The account's entries in the order they were booked (the order the
+// postings moving the account committed in, so `entry_id` may go
+// back between postings), each with its journal and the account's
+// running balance after it: the balance after the last entry of the
+// last page is the account's balance. A page never passes an entry
+// that a posting still in progress will add. A
 // reversal shows as an entry of a `reversal` journal that negates the
 // entry it undoes. An unknown account is a `404`. Only the gateway
 // may call it (mutual TLS identity `gateway`).
