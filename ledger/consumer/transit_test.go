@@ -1,14 +1,12 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,33 +63,15 @@ type transitRig struct {
 	store  *postgres.Store
 	pool   *pgxpool.Pool
 	c      *consumer.Consumer
-	logs   *syncBuffer
+	logs   *ledgertest.Logs
 }
 
-// syncBuffer is a log sink the consumer and a test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// alerts are the log lines raised as alerts that carry transit id.
-func (b *syncBuffer) alerts(t *testing.T, id string) []map[string]any {
+// alertsOf are the alerts logged that carry transit id.
+func (r *transitRig) alertsOf(t *testing.T, id string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["alert"] == true && rec["transit_id"] == id {
+	for _, rec := range r.logs.Alerts(t) {
+		if rec["transit_id"] == id {
 			out = append(out, rec)
 		}
 	}
@@ -100,7 +80,7 @@ func (b *syncBuffer) alerts(t *testing.T, id string) []map[string]any {
 
 func newTransitRig(t *testing.T) *transitRig {
 	t.Helper()
-	r := &transitRig{bridge: common.HexToAddress("0x00000000000000000000000000000000b81d9e00"), logs: &syncBuffer{}}
+	r := &transitRig{bridge: common.HexToAddress("0x00000000000000000000000000000000b81d9e00"), logs: &ledgertest.Logs{}}
 	r.a.node = chaintest.Anvil(t, anvil.Options{ChainID: chainA})
 	r.b.node = chaintest.Anvil(t, anvil.Options{ChainID: chainB})
 	if r.a.node.ChainID() == r.b.node.ChainID() {
@@ -414,7 +394,7 @@ func TestAnOpenTransferIsListedAndAlertedOnce(t *testing.T) {
 			t.Errorf("check %d past the age: %d alerts (%v), want %d", i, n, err, want)
 		}
 	}
-	if alerts := r.logs.alerts(t, tr.id); len(alerts) != 1 || alerts[0]["source_tx_id"] != tr.source.String() {
+	if alerts := r.alertsOf(t, tr.id); len(alerts) != 1 || alerts[0]["source_tx_id"] != tr.source.String() {
 		t.Errorf("alerts %v, want one naming the source", alerts)
 	}
 
@@ -534,7 +514,7 @@ func TestARevertedSourceBooksItsFeeOnly(t *testing.T) {
 	if onA, onB := r.inTransit(t); onA.Sign() != 0 || onB.Sign() != 0 {
 		t.Errorf("in_transit holds %s and %s after a revert", onA, onB)
 	}
-	alerts := r.logs.alerts(t, tr.id)
+	alerts := r.alertsOf(t, tr.id)
 	if len(alerts) != 1 || alerts[0]["tx_id"] != stray.String() {
 		t.Errorf("alerts %v, want one for the stray transaction", alerts)
 	}

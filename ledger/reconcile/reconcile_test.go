@@ -39,7 +39,7 @@ type rig struct {
 	store *postgres.Store
 	pool  *pgxpool.Pool
 	chain uint64
-	logs  *logBuffer
+	logs  *ledgertest.Logs
 	rec   *reconcile.Reconciler
 	// wallet is a dev account the ledger books, sending with its key;
 	// outsider is a dev account it does not.
@@ -51,7 +51,7 @@ func newRig(t *testing.T) *rig {
 	t.Parallel()
 	node := chaintest.Anvil(t, anvil.Options{})
 	store, pool := ledgertest.Store(t)
-	logs := &logBuffer{}
+	logs := &ledgertest.Logs{}
 	r := &rig{node: node, store: store, pool: pool, chain: node.ChainID(), logs: logs,
 		wallet: node.Accounts()[1], outsider: node.Accounts()[2]}
 	r.rec = r.reconciler(store)
@@ -625,24 +625,6 @@ func TestRunReconcilesOnSchedule(t *testing.T) {
 
 // asset is a token's asset name.
 func asset(token common.Address) string { return strings.ToLower(token.Hex()) }
-
-// logBuffer is a log destination safe for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Token holdings are reconciled with balanceOf at the pinned block: the
 // configured tokens and any the wallet has an account for. A configured

@@ -1,12 +1,9 @@
 package transit_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"math/big"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,23 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) alerts() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), `"alert":true`)
-}
 
 // Run raises the alert of a transit open past the age once, however often
 // it looks, and stops when its context ends.
@@ -60,7 +40,7 @@ func TestRunAlertsOnceAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sink := &logs{}
+	sink := &ledgertest.Logs{}
 	watch := &transit.Watch{Store: store, Age: time.Minute, Every: time.Millisecond, Log: slog.New(slog.NewJSONHandler(sink, nil)),
 		Now: func() time.Time { return time.Now().Add(time.Hour) }}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -69,7 +49,7 @@ func TestRunAlertsOnceAndStops(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for sink.alerts() == 0 {
+	for len(sink.Alerts(t)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no alert within ten seconds")
 		}
@@ -82,7 +62,7 @@ func TestRunAlertsOnceAndStops(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
-	if n := sink.alerts(); n != 1 {
+	if n := len(sink.Alerts(t)); n != 1 {
 		t.Errorf("%d alerts, want 1", n)
 	}
 }
