@@ -29,7 +29,7 @@ type cursorKind byte
 const (
 	accountsCursor cursorKind = 'a'
 	// entriesCursor pages a statement by balance version, then entry id.
-	// Statements before migration 0006 were paged by entry id alone, with
+	// Statements before migration 0007 were paged by entry id alone, with
 	// kind 'e': such a cursor is refused like garbage (its caller reads
 	// the statement again from the start), never read as a version.
 	entriesCursor  cursorKind = 's'
@@ -37,6 +37,9 @@ const (
 	// reconciliationsCursor pages runs newest first: its id is the last
 	// run shown, and the next page holds older ones.
 	reconciliationsCursor cursorKind = 'r'
+	// transitsCursor pages transits newest first: its id is the seq of
+	// the last transit shown.
+	transitsCursor cursorKind = 't'
 )
 
 const (

@@ -1,7 +1,8 @@
 // Package httpapi is ledgerd's internal HTTP API (openapi/ledger.yaml):
 // reading the books for the gateway. Accounts with their balances,
 // current or as of a block, an account's statement with its running
-// balance, and journals with their entries.
+// balance, journals with their entries, reconciliation runs, and
+// transits between chains.
 package httpapi
 
 import (
@@ -65,6 +66,8 @@ func (a *API) Mount(r chi.Router) {
 		r.Post("/v1/reconciliations", a.createReconciliation)
 		r.Get("/v1/reconciliations", a.listReconciliations)
 		r.Get("/v1/reconciliations/{run_id}", a.getReconciliation)
+		r.Get("/v1/transits", a.listTransits)
+		r.Get("/v1/transits/{transit_id}", a.getTransit)
 	})
 }
 

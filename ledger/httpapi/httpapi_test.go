@@ -312,21 +312,23 @@ func TestStatementAcrossPages(t *testing.T) {
 }
 
 type journalJSON struct {
-	JournalID   int64           `json:"journal_id"`
-	Kind        string          `json:"kind"`
-	ChainID     uint64          `json:"chain_id"`
-	TxHash      *string         `json:"tx_hash"`
-	BlockNumber *uint64         `json:"block_number"`
-	BlockHash   *string         `json:"block_hash"`
-	Status      string          `json:"status"`
-	Reverses    *int64          `json:"reverses"`
-	ReversedBy  *int64          `json:"reversed_by"`
-	Memo        json.RawMessage `json:"memo"`
-	Entries     []struct {
-		EntryID int64       `json:"entry_id"`
-		Account accountJSON `json:"account"`
-		Amount  string      `json:"amount"`
-	} `json:"entries"`
+	JournalID   int64              `json:"journal_id"`
+	Kind        string             `json:"kind"`
+	ChainID     uint64             `json:"chain_id"`
+	TxHash      *string            `json:"tx_hash"`
+	BlockNumber *uint64            `json:"block_number"`
+	BlockHash   *string            `json:"block_hash"`
+	Status      string             `json:"status"`
+	Reverses    *int64             `json:"reverses"`
+	ReversedBy  *int64             `json:"reversed_by"`
+	Memo        json.RawMessage    `json:"memo"`
+	Entries     []journalEntryJSON `json:"entries"`
+}
+
+type journalEntryJSON struct {
+	EntryID int64       `json:"entry_id"`
+	Account accountJSON `json:"account"`
+	Amount  string      `json:"amount"`
 }
 
 type journalList struct {
@@ -399,24 +401,12 @@ func TestBadInputIsAProblem(t *testing.T) {
 	if accounts.NextCursor == nil || entries.NextCursor == nil || journals.NextCursor == nil {
 		t.Fatal("no cursors to spoil")
 	}
-	tamper := func(c string) string {
-		b := []byte(c)
-		b[len(b)/2] ^= 'A' ^ 'B'
-		if b[len(b)/2] == c[len(c)/2] {
-			b[len(b)/2] = 'C'
-		}
-		return url.QueryEscape(string(b))
-	}
 	acc, ent, jrn := url.QueryEscape(*accounts.NextCursor), url.QueryEscape(*entries.NextCursor), url.QueryEscape(*journals.NextCursor)
 	statementOf := fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountID)
 	other := read[accountList](t, a, "/v1/accounts?kind=counterparty").Accounts[0].AccountID
 	addr := strings.ToLower(hot.Hex())
 
-	for _, c := range []struct {
-		path   string
-		status int
-		params []string // the parameters the problem must name
-	}{
+	requireProblems(t, a, []problemCase{
 		{"/v1/accounts?address=0x1234", 400, []string{"address"}},
 		{"/v1/accounts?address=" + addr[2:], 400, []string{"address"}},
 		{"/v1/accounts?address=0x" + strings.Repeat("g", 40), 400, []string{"address"}},
@@ -468,7 +458,30 @@ func TestBadInputIsAProblem(t *testing.T) {
 		{"/v1/journals?limit=1&cursor=" + tamper(*journals.NextCursor), 400, []string{"cursor"}},
 		{"/v1/journals?limit=1&kind=confirmed&cursor=" + jrn, 400, []string{"cursor"}},
 		{"/v1/journals?limit=1&cursor=" + ent, 400, []string{"cursor"}},
-	} {
+	})
+}
+
+// problemCase is a GET whose answer must be a problem of status, naming
+// params (sorted) when it is a 400.
+type problemCase struct {
+	path   string
+	status int
+	params []string // the parameters the problem must name
+}
+
+// tamper spoils a cursor c, and escapes it for a query.
+func tamper(c string) string {
+	b := []byte(c)
+	b[len(b)/2] ^= 'A' ^ 'B'
+	if b[len(b)/2] == c[len(c)/2] {
+		b[len(b)/2] = 'C'
+	}
+	return url.QueryEscape(string(b))
+}
+
+func requireProblems(t *testing.T, a *api, cases []problemCase) {
+	t.Helper()
+	for _, c := range cases {
 		code, body := a.get(t, "gateway", c.path)
 		var p errs.Problem
 		if err := json.Unmarshal(body, &p); err != nil || code != c.status || p.Status != c.status {
@@ -498,7 +511,7 @@ func TestOnlyTheGatewayMayRead(t *testing.T) {
 	a.post(t, transfer("tx-1", 10, 1, 1))
 	wallet := read[accountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
 	for _, path := range []string{"/v1/accounts", fmt.Sprintf("/v1/accounts/%d", wallet.AccountID),
-		fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountID), "/v1/journals", "/v1/journals/1"} {
+		fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountID), "/v1/journals", "/v1/journals/1", "/v1/transits", "/v1/transits/rb-1"} {
 		for _, as := range []string{"stranger", "ledger", "txmanager"} {
 			code, body := a.get(t, as, path)
 			var p errs.Problem

@@ -237,6 +237,27 @@ func (p *params) journalKind() ledger.JournalKind {
 	return k
 }
 
+// transitStatus is the optional status of a transit; "" when absent.
+func (p *params) transitStatus() ledger.TransitStatus {
+	s, ok := p.get("status")
+	if !ok {
+		return ""
+	}
+	st := ledger.TransitStatus(s)
+	if !st.Valid() {
+		p.fail("status", errors.New("must be a transit status: pending, open or completed"))
+	}
+	return st
+}
+
+// transitID is the path parameter transit_id.
+func (p *params) transitID(value string) string {
+	if !ledger.ValidTransitID(value) {
+		p.fail("transit_id", fmt.Errorf("must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", ledger.MaxTransitIDLen))
+	}
+	return value
+}
+
 // id is the path parameter name, a ledger id.
 func (p *params) id(name, value string) int64 {
 	n, err := parseUint(value, 1, maxInt64)

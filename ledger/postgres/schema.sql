@@ -465,7 +465,11 @@ CREATE INDEX reconciliation_item_journal_idx ON reconciliation_item USING btree 
 
 CREATE INDEX reconciliation_run_chain_idx ON reconciliation_run USING btree (chain_id, run_id DESC);
 
+CREATE INDEX transit_destination_wallet_idx ON transit USING btree (destination_wallet, destination_chain_id, seq) WHERE (destination_wallet IS NOT NULL);
+
 CREATE INDEX transit_open_idx ON transit USING btree (opened_at) WHERE (status = 'open'::text);
+
+CREATE INDEX transit_source_wallet_idx ON transit USING btree (source_wallet, source_chain_id, seq);
 
 CREATE INDEX transit_status_idx ON transit USING btree (status, seq);
 

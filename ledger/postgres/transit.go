@@ -276,6 +276,9 @@ type TransitFilter struct {
 	Status ledger.TransitStatus
 	// ChainID matches a transit's source chain or its destination's.
 	ChainID uint64
+	// Wallet matches a transit whose source or destination wallet it is;
+	// with ChainID, only the end on that chain.
+	Wallet *common.Address
 	// Before is the Seq of the previous page's last transit; 0 for the
 	// newest.
 	Before int64
@@ -305,13 +308,19 @@ func (s *Store) Transits(ctx context.Context, f TransitFilter) ([]ledger.Transit
 	if f.Status != "" {
 		status = new(string(f.Status))
 	}
+	// A wallet's transits are read through each end's wallet index
+	// (0008); the others by seq.
+	ends, args := `($3::bigint IS NULL OR source_chain_id = $3 OR destination_chain_id = $3)`, []any{before, status, chain, f.Limit}
+	if f.Wallet != nil {
+		ends = `((source_wallet = $5 AND ($3::bigint IS NULL OR source_chain_id = $3))
+			OR (destination_wallet = $5 AND ($3::bigint IS NULL OR destination_chain_id = $3)))`
+		args = append(args, f.Wallet.Bytes())
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+transitColumns+` FROM transit
-		WHERE seq < $1
-			AND ($2::text IS NULL OR status = $2)
-			AND ($3::bigint IS NULL OR source_chain_id = $3 OR destination_chain_id = $3)
+		WHERE seq < $1 AND ($2::text IS NULL OR status = $2) AND `+ends+`
 		ORDER BY seq DESC
-		LIMIT $4`, pgx.QueryExecModeExec, before, status, chain, f.Limit)
+		LIMIT $4`, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list transits: %w", err)
 	}

@@ -143,6 +143,27 @@ func (e ReconciliationRunTrigger) Valid() bool {
 	}
 }
 
+// Defines values for TransitStatus.
+const (
+	TransitCompleted TransitStatus = "completed"
+	TransitOpen      TransitStatus = "open"
+	TransitPending   TransitStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the TransitStatus enum.
+func (e TransitStatus) Valid() bool {
+	switch e {
+	case TransitCompleted:
+		return true
+	case TransitOpen:
+		return true
+	case TransitPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Account defines model for Account.
 type Account struct {
 	// AccountId An account's id in the ledger.
@@ -626,6 +647,100 @@ type StatementEntry struct {
 	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
 }
 
+// Transit defines model for Transit.
+type Transit struct {
+	// AlertedAt When the age alert was raised for the current opening; null if it was not.
+	AlertedAt *time.Time `json:"alerted_at"`
+
+	// Bridge Who took the source's payment (its recipient, or a token
+	// transfer's payee), whose `fee_expense` account takes the bridge
+	// fee; null until the source is booked.
+	Bridge *externalRef0.Address `json:"bridge"`
+
+	// BridgeFee The source's amount less the destination's, once completed
+	// (null before); negative when more arrived than left, which is
+	// booked all the same and alerted.
+	BridgeFee   *Balance   `json:"bridge_fee"`
+	CompletedAt *time.Time `json:"completed_at"`
+
+	// Destination Null until the destination's transaction names the transit.
+	Destination *TransitEnd `json:"destination"`
+
+	// FeeJournalId The journal that booked the bridge fee; null unless completed with a fee other than zero.
+	FeeJournalId *JournalId `json:"fee_journal_id"`
+
+	// OpenedAt When value last went into transit; null while pending.
+	OpenedAt *time.Time `json:"opened_at"`
+
+	// Source One end of a transit: txmanager's transaction, and once booked
+	// (`journal_id` set), the receipt it was booked from and what crossed
+	// the wallet's `in_transit` account. The booked fields are null until
+	// then, and again after a reorg takes the booking's block away.
+	Source TransitEnd `json:"source"`
+
+	// Status `pending`: both ends linked or only the source, neither booked:
+	// nothing in transit. `open`: one end booked: value in transit (an
+	// age alert is raised when it stays open too long). `completed`: both
+	// ends booked, and the bridge fee.
+	Status TransitStatus `json:"status"`
+
+	// TransitId A transit's id, as the client gave it in both transactions' `metadata.transit_id`.
+	//
+	// Example: rebalance-2026-11-23-0001
+	TransitId TransitId `json:"transit_id"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TransitEnd One end of a transit: txmanager's transaction, and once booked
+// (`journal_id` set), the receipt it was booked from and what crossed
+// the wallet's `in_transit` account. The booked fields are null until
+// then, and again after a reorg takes the booking's block away.
+type TransitEnd struct {
+	// Amount What crossed, positive.
+	Amount    *Balance           `json:"amount"`
+	Asset     *Asset             `json:"asset"`
+	BlockHash *externalRef0.Hash `json:"block_hash"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// JournalId The `transit_out` (source) or `transit_in` (destination) journal that booked the end.
+	JournalId *JournalId         `json:"journal_id"`
+	TxHash    *externalRef0.Hash `json:"tx_hash"`
+
+	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
+	//
+	// Example: 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7
+	TxId externalRef0.TxId `json:"tx_id"`
+
+	// Wallet A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	Wallet externalRef0.Address `json:"wallet"`
+}
+
+// TransitId A transit's id, as the client gave it in both transactions' `metadata.transit_id`.
+//
+// Example: rebalance-2026-11-23-0001
+type TransitId = string
+
+// TransitList defines model for TransitList.
+type TransitList struct {
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string   `json:"next_cursor"`
+	Transits   []Transit `json:"transits"`
+}
+
+// TransitStatus `pending`: both ends linked or only the source, neither booked:
+// nothing in transit. `open`: one end booked: value in transit (an
+// age alert is raised when it stays open too long). `completed`: both
+// ends booked, and the bridge fee.
+type TransitStatus string
+
 // AccountIdPath An account's id in the ledger.
 //
 // Example: 42
@@ -699,6 +814,23 @@ type ListJournalsParams struct {
 // ListReconciliationsParams defines parameters for ListReconciliations.
 type ListReconciliationsParams struct {
 	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListTransitsParams defines parameters for ListTransits.
+type ListTransitsParams struct {
+	Status *TransitStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// ChainId The chain of either end (with `address`, of that wallet's end).
+	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
+
+	// Address A wallet at either end, in any letter case.
+	Address *externalRef0.Address `form:"address,omitempty" json:"address,omitempty"`
 
 	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
 	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -927,6 +1059,33 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
 	GetReconciliation(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTransits Transfers between chains, newest first
+	//
+	// Transits matching every filter given, newest first (the order the
+	// ledger first saw them). A client marks a transfer's two
+	// transactions with one `metadata.transit_id`, the destination
+	// depending on the source; the ledger books the source's payment into
+	// its wallet's `in_transit` account on its chain and the destination's
+	// receipt out of its wallet's on the other, and once both are booked,
+	// the difference as the bridge's fee. `address` selects a wallet's
+	// transits, at either end; with `chain_id`, only the end on that
+	// chain. Only the gateway may call it (mutual TLS identity
+	// `gateway`).
+	//
+	// Corresponds with GET /v1/transits (the `ListTransits` operationId).
+	ListTransits(ctx context.Context, params *ListTransitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTransit One transit
+	//
+	// The transit with both its ends: each end's transaction and, once
+	// booked, its journal, the receipt it was booked from and what
+	// crossed the wallet's `in_transit` account; the bridge fee once
+	// both are booked. An unknown transit is a `404`. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Corresponds with GET /v1/transits/{transit_id} (the `GetTransit` operationId).
+	GetTransit(ctx context.Context, transitId TransitId, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth Liveness
@@ -1183,6 +1342,53 @@ func (c *Client) CreateReconciliation(ctx context.Context, body CreateReconcilia
 // Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
 func (c *Client) GetReconciliation(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReconciliationRequest(c.Server, runId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTransits Transfers between chains, newest first
+//
+// Transits matching every filter given, newest first (the order the
+// ledger first saw them). A client marks a transfer's two
+// transactions with one `metadata.transit_id`, the destination
+// depending on the source; the ledger books the source's payment into
+// its wallet's `in_transit` account on its chain and the destination's
+// receipt out of its wallet's on the other, and once both are booked,
+// the difference as the bridge's fee. `address` selects a wallet's
+// transits, at either end; with `chain_id`, only the end on that
+// chain. Only the gateway may call it (mutual TLS identity
+// `gateway`).
+//
+// Corresponds with GET /v1/transits (the `ListTransits` operationId).
+func (c *Client) ListTransits(ctx context.Context, params *ListTransitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTransitsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTransit One transit
+//
+// The transit with both its ends: each end's transaction and, once
+// booked, its journal, the receipt it was booked from and what
+// crossed the wallet's `in_transit` account; the bridge fee once
+// both are booked. An unknown transit is a `404`. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Corresponds with GET /v1/transits/{transit_id} (the `GetTransit` operationId).
+func (c *Client) GetTransit(ctx context.Context, transitId TransitId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTransitRequest(c.Server, transitId)
 	if err != nil {
 		return nil, err
 	}
@@ -1822,6 +2028,142 @@ func NewGetReconciliationRequest(server string, runId ReconciliationRunId) (*htt
 	return req, nil
 }
 
+// NewListTransitsRequest constructs an http.Request for the ListTransits method
+func NewListTransitsRequest(server string, params *ListTransitsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/transits")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ChainId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", *params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Address != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "address", *params.Address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTransitRequest constructs an http.Request for the GetTransit method
+func NewGetTransitRequest(server string, transitId TransitId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transit_id", transitId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/transits/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2029,6 +2371,37 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/reconciliations/{run_id} (the `GetReconciliation` operationId).
 	GetReconciliationWithResponse(ctx context.Context, runId ReconciliationRunId, reqEditors ...RequestEditorFn) (*GetReconciliationResponse, error)
+
+	// ListTransitsWithResponse Transfers between chains, newest first
+	//
+	// Transits matching every filter given, newest first (the order the
+	// ledger first saw them). A client marks a transfer's two
+	// transactions with one `metadata.transit_id`, the destination
+	// depending on the source; the ledger books the source's payment into
+	// its wallet's `in_transit` account on its chain and the destination's
+	// receipt out of its wallet's on the other, and once both are booked,
+	// the difference as the bridge's fee. `address` selects a wallet's
+	// transits, at either end; with `chain_id`, only the end on that
+	// chain. Only the gateway may call it (mutual TLS identity
+	// `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/transits (the `ListTransits` operationId).
+	ListTransitsWithResponse(ctx context.Context, params *ListTransitsParams, reqEditors ...RequestEditorFn) (*ListTransitsResponse, error)
+
+	// GetTransitWithResponse One transit
+	//
+	// The transit with both its ends: each end's transaction and, once
+	// booked, its journal, the receipt it was booked from and what
+	// crossed the wallet's `in_transit` account; the bridge fee once
+	// both are booked. An unknown transit is a `404`. Only the gateway
+	// may call it (mutual TLS identity `gateway`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/transits/{transit_id} (the `GetTransit` operationId).
+	GetTransitWithResponse(ctx context.Context, transitId TransitId, reqEditors ...RequestEditorFn) (*GetTransitResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -2566,6 +2939,102 @@ func (r GetReconciliationResponse) ContentType() string {
 	return ""
 }
 
+type ListTransitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TransitList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTransitsResponse) GetJSON200() *TransitList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTransitsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTransitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTransitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTransitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTransitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTransitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Transit
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTransitResponse) GetJSON200() *Transit {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTransitResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTransitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTransitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTransitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTransitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse Liveness
 //
 // Answers 200 while the process serves HTTP; checks no dependency.
@@ -2800,6 +3269,49 @@ func (c *ClientWithResponses) GetReconciliationWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseGetReconciliationResponse(rsp)
+}
+
+// ListTransitsWithResponse Transfers between chains, newest first
+//
+// Transits matching every filter given, newest first (the order the
+// ledger first saw them). A client marks a transfer's two
+// transactions with one `metadata.transit_id`, the destination
+// depending on the source; the ledger books the source's payment into
+// its wallet's `in_transit` account on its chain and the destination's
+// receipt out of its wallet's on the other, and once both are booked,
+// the difference as the bridge's fee. `address` selects a wallet's
+// transits, at either end; with `chain_id`, only the end on that
+// chain. Only the gateway may call it (mutual TLS identity
+// `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/transits (the `ListTransits` operationId).
+func (c *ClientWithResponses) ListTransitsWithResponse(ctx context.Context, params *ListTransitsParams, reqEditors ...RequestEditorFn) (*ListTransitsResponse, error) {
+	rsp, err := c.ListTransits(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTransitsResponse(rsp)
+}
+
+// GetTransitWithResponse One transit
+//
+// The transit with both its ends: each end's transaction and, once
+// booked, its journal, the receipt it was booked from and what
+// crossed the wallet's `in_transit` account; the bridge fee once
+// both are booked. An unknown transit is a `404`. Only the gateway
+// may call it (mutual TLS identity `gateway`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/transits/{transit_id} (the `GetTransit` operationId).
+func (c *ClientWithResponses) GetTransitWithResponse(ctx context.Context, transitId TransitId, reqEditors ...RequestEditorFn) (*GetTransitResponse, error) {
+	rsp, err := c.GetTransit(ctx, transitId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTransitResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -3172,6 +3684,72 @@ func ParseGetReconciliationResponse(rsp *http.Response) (*GetReconciliationRespo
 	return response, nil
 }
 
+// ParseListTransitsResponse parses an HTTP response from a ListTransitsWithResponse call
+func ParseListTransitsResponse(rsp *http.Response) (*ListTransitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTransitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TransitList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTransitResponse parses an HTTP response from a GetTransitWithResponse call
+func ParseGetTransitResponse(rsp *http.Response) (*GetTransitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTransitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Transit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness
@@ -3207,6 +3785,12 @@ type ServerInterface interface {
 	// GetReconciliation One reconciliation run with every item
 	// (GET /v1/reconciliations/{run_id})
 	GetReconciliation(w http.ResponseWriter, r *http.Request, runId ReconciliationRunId)
+	// ListTransits Transfers between chains, newest first
+	// (GET /v1/transits)
+	ListTransits(w http.ResponseWriter, r *http.Request, params ListTransitsParams)
+	// GetTransit One transit
+	// (GET /v1/transits/{transit_id})
+	GetTransit(w http.ResponseWriter, r *http.Request, transitId TransitId)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -3276,6 +3860,18 @@ func (_ Unimplemented) CreateReconciliation(w http.ResponseWriter, r *http.Reque
 // GetReconciliation One reconciliation run with every item
 // (GET /v1/reconciliations/{run_id})
 func (_ Unimplemented) GetReconciliation(w http.ResponseWriter, r *http.Request, runId ReconciliationRunId) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTransits Transfers between chains, newest first
+// (GET /v1/transits)
+func (_ Unimplemented) ListTransits(w http.ResponseWriter, r *http.Request, params ListTransitsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetTransit One transit
+// (GET /v1/transits/{transit_id})
+func (_ Unimplemented) GetTransit(w http.ResponseWriter, r *http.Request, transitId TransitId) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3748,6 +4344,117 @@ func (siw *ServerInterfaceWrapper) GetReconciliation(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// ListTransits operation middleware
+func (siw *ServerInterfaceWrapper) ListTransits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTransitsParams
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "status"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "chain_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "chain_id", r.URL.Query(), &params.ChainId, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "chain_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "chain_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "address" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "address", r.URL.Query(), &params.Address, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "address"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "address", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTransits(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTransit operation middleware
+func (siw *ServerInterfaceWrapper) GetTransit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transit_id" -------------
+	var transitId TransitId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transit_id", chi.URLParam(r, "transit_id"), &transitId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transit_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTransit(w, r, transitId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -3884,6 +4591,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/reconciliations/{run_id}", wrapper.GetReconciliation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/transits", wrapper.ListTransits)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/transits/{transit_id}", wrapper.GetTransit)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealth)
