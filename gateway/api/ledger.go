@@ -43,6 +43,8 @@ func (a *API) mountLedger(r chi.Router) {
 	r.Get("/accounts/{account_id}", a.getLedgerAccount)
 	r.Get("/accounts/{account_id}/entries", a.ledgerStatement)
 	r.Get("/journals/{journal_id}", a.getLedgerJournal)
+	r.Get("/transits", a.listLedgerTransits)
+	r.Get("/transits/{transit_id}", a.getLedgerTransit)
 }
 
 // requireLedger answers 503 on a gateway configured without a ledger.
@@ -200,6 +202,75 @@ func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
 	}
 	j.Fields["entries"] = entries
 	httpserver.WriteJSON(w, http.StatusOK, j.Fields)
+}
+
+// seesTransit reports whether the caller may see a transit: one with an
+// end at a signer of its that the key may use. Both ends of a transit are
+// one tenant's (the destination depends on the source, and a transaction
+// may only depend on its own tenant's), so the whole transit shows.
+func (p *principal) seesTransit(t *remote.TransitRef) bool {
+	for _, e := range t.Ends() {
+		if common.IsHexAddress(e.Wallet) && p.mayUse(postgres.SignerRef{ChainID: e.ChainID, Address: common.HexToAddress(e.Wallet)}) {
+			return true
+		}
+	}
+	return false
+}
+
+// listLedgerTransits lists the transits of one signer. The ledger filters
+// by the signer's end, so its page and cursor pass on unchanged; each
+// transit is still checked, as each account of listLedgerAccounts is.
+func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
+	p := caller(r.Context())
+	q := r.URL.Query()
+	// The spec has checked every parameter's form.
+	chainID, _ := strconv.ParseInt(q.Get("chain_id"), 10, 64)
+	signer := postgres.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(q.Get("address"))}
+	if !p.mayUse(signer) {
+		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
+		return
+	}
+	address := q.Get("address")
+	params := ledgerapi.ListTransitsParams{ChainId: &chainID, Address: &address}
+	if v := q.Get("status"); v != "" {
+		params.Status = new(ledgerapi.TransitStatus(v))
+	}
+	var err error
+	if params.Cursor, params.Limit, err = pageParams(r); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	body, transits, err := a.cfg.Ledger.Transits(r.Context(), params)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	for _, t := range transits {
+		if !p.seesTransit(&t) {
+			httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd answered transit %q, whose ends are %+v", signer, t.ID, t.Ends()))
+			return
+		}
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+// getLedgerTransit answers a transit the caller may see; any other is
+// NotFound, worded exactly as an unknown one.
+func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
+	// The spec has checked the id's form.
+	id := chi.URLParam(r, "transit_id")
+	t, err := a.cfg.Ledger.Transit(r.Context(), id)
+	if err == nil && !caller(r.Context()).seesTransit(&t.Ref) {
+		err = errs.E(errs.NotFound, "")
+	}
+	if errs.Is(err, errs.NotFound) {
+		err = errs.Errorf(errs.NotFound, "no transit %q", id)
+	}
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, t.JSON)
 }
 
 // idParam reads a ledger id of the path (the spec has checked its form).

@@ -150,3 +150,71 @@ func (l *Ledger) Journal(ctx context.Context, id int64) (Journal, error) {
 	}
 	return j, nil
 }
+
+// TransitEnd is one end of a transit: the fields the gateway checks
+// before it shows the transit to a tenant.
+type TransitEnd struct {
+	ChainID uint64 `json:"chain_id"`
+	// Wallet is in lower case, as ledgerd answers it.
+	Wallet string `json:"wallet"`
+}
+
+// TransitRef is a transit's id and ends; Destination is nil until the
+// destination's transaction names the transit.
+type TransitRef struct {
+	ID          string      `json:"transit_id"`
+	Source      TransitEnd  `json:"source"`
+	Destination *TransitEnd `json:"destination"`
+}
+
+// Ends are the ends the transit has so far.
+func (t *TransitRef) Ends() []TransitEnd {
+	if t.Destination == nil {
+		return []TransitEnd{t.Source}
+	}
+	return []TransitEnd{t.Source, *t.Destination}
+}
+
+// Transit is a transit as ledgerd answered it: JSON is the body, passed
+// on unchanged, and Ref its fields the gateway checks.
+type Transit struct {
+	Ref  TransitRef
+	JSON []byte
+}
+
+// Transits reads a page of transits, as the body of a TransitList, and
+// the ends of each.
+func (l *Ledger) Transits(ctx context.Context, params ledgerapi.ListTransitsParams) ([]byte, []TransitRef, error) {
+	resp, err := l.api.ListTransitsWithResponse(ctx, &params)
+	if err != nil {
+		return nil, nil, ledgerUnreachable("list transits", err)
+	}
+	body, err := ledgerAnswer("list transits", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	var page struct {
+		Transits []TransitRef `json:"transits"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, nil, fmt.Errorf("list transits: ledgerd's answer: %w", err)
+	}
+	return body, page.Transits, nil
+}
+
+// Transit reads one transit.
+func (l *Ledger) Transit(ctx context.Context, id string) (Transit, error) {
+	resp, err := l.api.GetTransitWithResponse(ctx, id)
+	if err != nil {
+		return Transit{}, ledgerUnreachable("get transit", err)
+	}
+	body, err := ledgerAnswer("get transit", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
+	if err != nil {
+		return Transit{}, err
+	}
+	t := Transit{JSON: body}
+	if err := json.Unmarshal(body, &t.Ref); err != nil {
+		return Transit{}, fmt.Errorf("get transit: ledgerd's answer: %w", err)
+	}
+	return t, nil
+}

@@ -38,6 +38,19 @@ a reconciliation difference, an opening balance) with its entries on the
 tenant's accounts; the other side (a counterparty's) is not shown.
 JOURNAL_ID is from 'txctl ledger statement'.
 ` + ledgerAbout, define: func(*flag.FlagSet) func(*env, []string) error { return runLedgerJournal }},
+		{name: "ledger transits", group: group, summary: "a signer's transfers between chains, newest first",
+			args: "CHAIN_ID ADDRESS [--status STATUS]", minArgs: 2, maxArgs: 2,
+			about: `Lists the transfers between chains with an end at one of the tenant's
+signers on one chain, newest first: pending (neither end booked), open
+(value in transit) or completed (both ends booked, and the bridge fee).
+` + ledgerAbout, define: defineLedgerTransits},
+		{name: "ledger transit", group: group, summary: "one transfer between chains, both ends and the bridge fee", args: "TRANSIT_ID",
+			minArgs: 1, maxArgs: 1,
+			about: `A transfer between chains: each end's transaction and, once booked, its
+journal and what crossed the wallet's in_transit account; the bridge fee
+once both ends are booked. TRANSIT_ID is the metadata.transit_id the two
+transactions carry.
+` + ledgerAbout, define: func(*flag.FlagSet) func(*env, []string) error { return runLedgerTransit }},
 	}
 }
 
@@ -196,4 +209,107 @@ func runLedgerJournal(x *env, args []string) error {
 		t.row(strconv.FormatInt(e.EntryId, 10), strconv.FormatInt(a.AccountId, 10), string(a.Kind), a.Address, a.Asset, e.Amount)
 	}
 	return t.flush()
+}
+
+var allTransitStatuses = []gatewayapi.LedgerTransitStatus{gatewayapi.LedgerTransitPending, gatewayapi.LedgerTransitOpen,
+	gatewayapi.LedgerTransitCompleted}
+
+func defineLedgerTransits(fs *flag.FlagSet) func(*env, []string) error {
+	var status string
+	var p pagination
+	fs.StringVar(&status, "status", "", "only transfers in this `STATUS` (pending, open, completed)")
+	definePagination(fs, &p)
+	return func(x *env, args []string) error {
+		const cmd = "ledger transits"
+		chainID, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || chainID < 1 {
+			return usagef(cmd, "%q is not a chain id", args[0])
+		}
+		params := gatewayapi.ListLedgerTransitsParams{ChainId: chainID, Address: args[1]}
+		if given(fs)["status"] {
+			st, err := enumFlag(cmd, "status", status, gatewayapi.LedgerTransitStatus.Valid, allTransitStatuses...)
+			if err != nil {
+				return err
+			}
+			params.Status = &st
+		}
+		if params.Limit, _, err = p.params(cmd); err != nil {
+			return err
+		}
+		header := false
+		return p.pages(x, func(cursor *string) (*string, error) {
+			params.Cursor = cursor
+			resp, err := x.api.ListLedgerTransitsWithResponse(x.ctx, &params)
+			if err := x.check(fmt.Sprintf("transits of %d:%s", chainID, args[1]), resp, err, http.StatusOK); err != nil {
+				return nil, err
+			}
+			if x.json {
+				return resp.JSON200.NextCursor, x.jsonLine(resp.Body)
+			}
+			t := newTable(x.stdout)
+			if !header {
+				t.row("TRANSIT_ID", "STATUS", "FROM", "SENT", "TO", "RECEIVED", "BRIDGE_FEE", "OPENED_AT")
+				header = true
+			}
+			for _, tr := range resp.JSON200.Transits {
+				var to, received string
+				if d := tr.Destination; d != nil {
+					to, received = transitEndName(d), deref(d.Amount)
+				}
+				t.row(tr.TransitId, string(tr.Status), transitEndName(&tr.Source), deref(tr.Source.Amount), to, received, deref(tr.BridgeFee),
+					formatTimePtr(tr.OpenedAt))
+			}
+			return resp.JSON200.NextCursor, t.flush()
+		})
+	}
+}
+
+// transitEndName is an end as chain:wallet, and once booked, /asset.
+func transitEndName(e *gatewayapi.LedgerTransitEnd) string {
+	name := strconv.FormatInt(e.ChainId, 10) + ":" + e.Wallet
+	if e.Asset != nil {
+		name += "/" + *e.Asset
+	}
+	return name
+}
+
+func runLedgerTransit(x *env, args []string) error {
+	id := args[0]
+	resp, err := x.api.GetLedgerTransitWithResponse(x.ctx, id)
+	if err := x.check(fmt.Sprintf("transit %q", id), resp, err, http.StatusOK); err != nil {
+		return err
+	}
+	if x.json {
+		return x.jsonLine(resp.Body)
+	}
+	tr := resp.JSON200
+	var f fields
+	f.add("transit_id", tr.TransitId)
+	f.add("status", string(tr.Status))
+	ends := []struct {
+		name string
+		end  *gatewayapi.LedgerTransitEnd
+	}{{"source", &tr.Source}, {"destination", tr.Destination}}
+	for _, e := range ends {
+		if e.end == nil {
+			f.add(e.name, "not linked yet")
+			continue
+		}
+		f.add(e.name+".tx_id", e.end.TxId)
+		f.add(e.name+".chain_id", strconv.FormatInt(e.end.ChainId, 10))
+		f.add(e.name+".wallet", e.end.Wallet)
+		f.int(e.name+".journal_id", e.end.JournalId)
+		f.str(e.name+".tx_hash", e.end.TxHash)
+		f.str(e.name+".block_hash", e.end.BlockHash)
+		f.str(e.name+".asset", e.end.Asset)
+		f.str(e.name+".amount", e.end.Amount)
+	}
+	f.str("bridge", tr.Bridge)
+	f.str("bridge_fee", tr.BridgeFee)
+	f.int("fee_journal_id", tr.FeeJournalId)
+	f.time("opened_at", tr.OpenedAt)
+	f.time("completed_at", tr.CompletedAt)
+	f.time("alerted_at", tr.AlertedAt)
+	f.add("updated_at", formatTime(tr.UpdatedAt))
+	return f.write(x.stdout)
 }

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/ledgertest"
 )
 
 // TestLedger runs the ledger commands against the real API and a real
@@ -89,5 +92,46 @@ func TestLedger(t *testing.T) {
 	}
 	if r := txctlRun(t, g.URL, g.AcmeRead, "ledger", "balances", "31337", signerA); r.code != 1 || !strings.Contains(r.stderr, "Forbidden") {
 		t.Errorf("a tx:read key: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestLedgerTransits lists a signer's transfers between chains, by status
+// and a page at a time, reads one with both ends, and refuses a bad status
+// and another tenant's transfer.
+func TestLedgerTransits(t *testing.T) {
+	t.Parallel()
+	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	bridge := common.HexToAddress("0x00000000000000000000000000000000b81d9e00")
+	end := func(chain uint64, amount int64) ledgertest.TransitEnd {
+		return ledgertest.TransitEnd{ChainID: chain, Wallet: common.HexToAddress(signerA), Asset: ledger.Native, Amount: amount}
+	}
+	ledgertest.BookTransit(t, g.Ledger.Store, "rb-1", end(31337, 1000), end(10, 990), bridge, 2)
+	ledgertest.BookTransit(t, g.Ledger.Store, "rb-2", end(31337, 500), end(10, 500), bridge, 1)
+
+	out := mustRun(t, g.URL, g.Acme, "ledger", "transits", "31337", signerA, "--limit", "1", "--all").stdout
+	rows := lines(out)
+	if len(rows) != 3 || strings.Fields(rows[0])[0] != "TRANSIT_ID" || !strings.HasPrefix(rows[1], "rb-2 ") || !strings.Contains(rows[1], " open ") ||
+		!strings.HasPrefix(rows[2], "rb-1 ") || !strings.Contains(rows[2], " completed ") || !strings.Contains(rows[2], " 990 ") || !strings.Contains(rows[2], " 10 ") {
+		t.Errorf("ledger transits --all:\n%s", out)
+	}
+	if out := mustRun(t, g.URL, g.Acme, "ledger", "transits", "31337", signerA, "--status", "open").stdout; len(lines(out)) != 2 || !strings.Contains(out, "rb-2") {
+		t.Errorf("ledger transits --status open:\n%s", out)
+	}
+	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "ledger", "transits", "31337", signerA).stdout, "/api/v1/ledger/transits", "GET", 200, "")
+
+	one := mustRun(t, g.URL, g.Acme, "ledger", "transit", "rb-1").stdout
+	if field(t, one, "status") != "completed" || field(t, one, "source.amount") != "1000" || field(t, one, "destination.chain_id") != "10" ||
+		field(t, one, "bridge_fee") != "10" || field(t, one, "bridge") != strings.ToLower(bridge.Hex()) {
+		t.Errorf("ledger transit rb-1:\n%s", one)
+	}
+	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "ledger", "transit", "rb-2").stdout, "/api/v1/ledger/transits/{transit_id}", "GET", 200, "")
+
+	if r := txctlRun(t, g.URL, g.Acme, "ledger", "transits", "31337", signerA, "--status", "lost"); r.code != 2 || !strings.Contains(r.stderr, `--status "lost": want one of pending`) {
+		t.Errorf("a bad status: exit %d %s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"ledger", "transits", "31337", signerA}, {"ledger", "transit", "rb-1"}} {
+		if r := txctlRun(t, g.URL, g.Globex, args...); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
+			t.Errorf("globex: txctl %s: exit %d %s", strings.Join(args, " "), r.code, r.stderr)
+		}
 	}
 }

@@ -100,6 +100,27 @@ func (e LedgerJournalKind) Valid() bool {
 	}
 }
 
+// Defines values for LedgerTransitStatus.
+const (
+	LedgerTransitCompleted LedgerTransitStatus = "completed"
+	LedgerTransitOpen      LedgerTransitStatus = "open"
+	LedgerTransitPending   LedgerTransitStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the LedgerTransitStatus enum.
+func (e LedgerTransitStatus) Valid() bool {
+	switch e {
+	case LedgerTransitCompleted:
+		return true
+	case LedgerTransitOpen:
+		return true
+	case LedgerTransitPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin      Scope = "admin"
@@ -536,6 +557,94 @@ type LedgerStatementEntry struct {
 	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
 }
 
+// LedgerTransit defines model for LedgerTransit.
+type LedgerTransit struct {
+	// AlertedAt When the age alert was raised for the current opening; null if it was not.
+	AlertedAt *time.Time `json:"alerted_at"`
+
+	// Bridge Who took the source's payment, whose `fee_expense` account takes the bridge fee; null until the source is booked.
+	Bridge *externalRef0.Address `json:"bridge"`
+
+	// BridgeFee The source's amount less the destination's once completed (null before); negative when more arrived than left.
+	BridgeFee   *LedgerBalance `json:"bridge_fee"`
+	CompletedAt *time.Time     `json:"completed_at"`
+
+	// Destination Null until the destination's transaction names the transfer.
+	Destination *LedgerTransitEnd `json:"destination"`
+
+	// FeeJournalId The journal that booked the bridge fee; null unless completed with a fee other than zero.
+	FeeJournalId *LedgerJournalId `json:"fee_journal_id"`
+
+	// OpenedAt When value last went into transit; null while pending.
+	OpenedAt *time.Time `json:"opened_at"`
+
+	// Source One end of a transfer: the transaction, and once booked
+	// (`journal_id` set), the receipt it was booked from and what
+	// crossed the wallet's `in_transit` account. The booked fields are
+	// null until then, and again after a reorg takes the block away.
+	Source LedgerTransitEnd `json:"source"`
+
+	// Status `pending`: neither end booked: nothing in transit. `open`: one end
+	// booked: value in transit. `completed`: both ends booked, and the
+	// bridge fee.
+	Status LedgerTransitStatus `json:"status"`
+
+	// TransitId A transfer's id, as the client gave it in both transactions' `metadata.transit_id`.
+	//
+	// Example: rebalance-2026-11-23-0001
+	TransitId LedgerTransitId `json:"transit_id"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// LedgerTransitEnd One end of a transfer: the transaction, and once booked
+// (`journal_id` set), the receipt it was booked from and what
+// crossed the wallet's `in_transit` account. The booked fields are
+// null until then, and again after a reorg takes the block away.
+type LedgerTransitEnd struct {
+	// Amount What crossed, positive.
+	Amount    *LedgerBalance     `json:"amount"`
+	Asset     *LedgerAsset       `json:"asset"`
+	BlockHash *externalRef0.Hash `json:"block_hash"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// JournalId The `transit_out` (source) or `transit_in` (destination) journal that booked the end.
+	JournalId *LedgerJournalId   `json:"journal_id"`
+	TxHash    *externalRef0.Hash `json:"tx_hash"`
+
+	// TxId The id txmanager gave a transaction when it accepted it. Opaque to clients.
+	//
+	// Example: 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7
+	TxId externalRef0.TxId `json:"tx_id"`
+
+	// Wallet A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+	//
+	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+	Wallet externalRef0.Address `json:"wallet"`
+}
+
+// LedgerTransitId A transfer's id, as the client gave it in both transactions' `metadata.transit_id`.
+//
+// Example: rebalance-2026-11-23-0001
+type LedgerTransitId = string
+
+// LedgerTransitList defines model for LedgerTransitList.
+type LedgerTransitList struct {
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string         `json:"next_cursor"`
+	Transits   []LedgerTransit `json:"transits"`
+}
+
+// LedgerTransitStatus `pending`: neither end booked: nothing in transit. `open`: one end
+// booked: value in transit. `completed`: both ends booked, and the
+// bridge fee.
+type LedgerTransitStatus string
+
 // Me defines model for Me.
 type Me struct {
 	Key        Key                `json:"key"`
@@ -871,6 +980,21 @@ type ListLedgerAccountEntriesParams struct {
 	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// ListLedgerTransitsParams defines parameters for ListLedgerTransits.
+type ListLedgerTransitsParams struct {
+	ChainId externalRef0.ChainId `form:"chain_id" json:"chain_id"`
+
+	// Address The signer, in any letter case.
+	Address externalRef0.Address `form:"address" json:"address"`
+	Status  *LedgerTransitStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListTxParams defines parameters for ListTx.
 type ListTxParams struct {
 	ChainId *externalRef0.ChainId `form:"chain_id,omitempty" json:"chain_id,omitempty"`
@@ -1139,6 +1263,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
 	GetLedgerJournal(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLedgerTransits A signer's transfers between chains, newest first
+	//
+	// Transfers between chains (a source transaction and a destination
+	// transaction marked with one `metadata.transit_id`, the destination
+	// `depends_on` the source) with an end at one of the tenant's signers
+	// on `chain_id`, newest first, optionally only those of one `status`.
+	// A signer that is not the tenant's, or that the key may not use, is
+	// a `404`. `next_cursor` comes from the ledger as it is: pass it back
+	// unchanged with the same filters. Scope `ledger:read`.
+	//
+	// Corresponds with GET /api/v1/ledger/transits (the `ListLedgerTransits` operationId).
+	ListLedgerTransits(ctx context.Context, params *ListLedgerTransitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLedgerTransit One transfer between chains
+	//
+	// The transfer with both ends: each end's transaction and, once
+	// booked, its journal and what crossed the wallet's `in_transit`
+	// account; the bridge fee once both are booked. A transfer with no
+	// end at a signer of the tenant's that the key may use is a `404`,
+	// exactly as an unknown one. Scope `ledger:read`.
+	//
+	// Corresponds with GET /api/v1/ledger/transits/{transit_id} (the `GetLedgerTransit` operationId).
+	GetLedgerTransit(ctx context.Context, transitId LedgerTransitId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMe The key making the call
 	//
@@ -1675,6 +1823,50 @@ func (c *Client) ListLedgerAccountEntries(ctx context.Context, accountId LedgerA
 // Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
 func (c *Client) GetLedgerJournal(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetLedgerJournalRequest(c.Server, journalId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLedgerTransits A signer's transfers between chains, newest first
+//
+// Transfers between chains (a source transaction and a destination
+// transaction marked with one `metadata.transit_id`, the destination
+// `depends_on` the source) with an end at one of the tenant's signers
+// on `chain_id`, newest first, optionally only those of one `status`.
+// A signer that is not the tenant's, or that the key may not use, is
+// a `404`. `next_cursor` comes from the ledger as it is: pass it back
+// unchanged with the same filters. Scope `ledger:read`.
+//
+// Corresponds with GET /api/v1/ledger/transits (the `ListLedgerTransits` operationId).
+func (c *Client) ListLedgerTransits(ctx context.Context, params *ListLedgerTransitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLedgerTransitsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLedgerTransit One transfer between chains
+//
+// The transfer with both ends: each end's transaction and, once
+// booked, its journal and what crossed the wallet's `in_transit`
+// account; the bridge fee once both are booked. A transfer with no
+// end at a signer of the tenant's that the key may use is a `404`,
+// exactly as an unknown one. Scope `ledger:read`.
+//
+// Corresponds with GET /api/v1/ledger/transits/{transit_id} (the `GetLedgerTransit` operationId).
+func (c *Client) GetLedgerTransit(ctx context.Context, transitId LedgerTransitId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerTransitRequest(c.Server, transitId)
 	if err != nil {
 		return nil, err
 	}
@@ -2879,6 +3071,134 @@ func NewGetLedgerJournalRequest(server string, journalId LedgerJournalId) (*http
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/ledger/journals/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLedgerTransitsRequest constructs an http.Request for the ListLedgerTransits method
+func NewListLedgerTransitsRequest(server string, params *ListLedgerTransitsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/transits")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "chain_id", params.ChainId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "address", params.Address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLedgerTransitRequest constructs an http.Request for the GetLedgerTransit method
+func NewGetLedgerTransitRequest(server string, transitId LedgerTransitId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transit_id", transitId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/transits/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4184,6 +4504,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/ledger/journals/{journal_id} (the `GetLedgerJournal` operationId).
 	GetLedgerJournalWithResponse(ctx context.Context, journalId LedgerJournalId, reqEditors ...RequestEditorFn) (*GetLedgerJournalResponse, error)
 
+	// ListLedgerTransitsWithResponse A signer's transfers between chains, newest first
+	//
+	// Transfers between chains (a source transaction and a destination
+	// transaction marked with one `metadata.transit_id`, the destination
+	// `depends_on` the source) with an end at one of the tenant's signers
+	// on `chain_id`, newest first, optionally only those of one `status`.
+	// A signer that is not the tenant's, or that the key may not use, is
+	// a `404`. `next_cursor` comes from the ledger as it is: pass it back
+	// unchanged with the same filters. Scope `ledger:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/transits (the `ListLedgerTransits` operationId).
+	ListLedgerTransitsWithResponse(ctx context.Context, params *ListLedgerTransitsParams, reqEditors ...RequestEditorFn) (*ListLedgerTransitsResponse, error)
+
+	// GetLedgerTransitWithResponse One transfer between chains
+	//
+	// The transfer with both ends: each end's transaction and, once
+	// booked, its journal and what crossed the wallet's `in_transit`
+	// account; the bridge fee once both are booked. A transfer with no
+	// end at a signer of the tenant's that the key may use is a `404`,
+	// exactly as an unknown one. Scope `ledger:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/transits/{transit_id} (the `GetLedgerTransit` operationId).
+	GetLedgerTransitWithResponse(ctx context.Context, transitId LedgerTransitId, reqEditors ...RequestEditorFn) (*GetLedgerTransitResponse, error)
+
 	// GetMeWithResponse The key making the call
 	//
 	// Its tenant, name, scopes and signers; any valid key may ask. The console signs in with it.
@@ -4969,6 +5317,102 @@ func (r GetLedgerJournalResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetLedgerJournalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListLedgerTransitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerTransitList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLedgerTransitsResponse) GetJSON200() *LedgerTransitList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListLedgerTransitsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLedgerTransitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLedgerTransitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLedgerTransitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLedgerTransitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetLedgerTransitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerTransit
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLedgerTransitResponse) GetJSON200() *LedgerTransit {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetLedgerTransitResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerTransitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerTransitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerTransitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerTransitResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6328,6 +6772,46 @@ func (c *ClientWithResponses) GetLedgerJournalWithResponse(ctx context.Context, 
 	return ParseGetLedgerJournalResponse(rsp)
 }
 
+// ListLedgerTransitsWithResponse A signer's transfers between chains, newest first
+//
+// Transfers between chains (a source transaction and a destination
+// transaction marked with one `metadata.transit_id`, the destination
+// `depends_on` the source) with an end at one of the tenant's signers
+// on `chain_id`, newest first, optionally only those of one `status`.
+// A signer that is not the tenant's, or that the key may not use, is
+// a `404`. `next_cursor` comes from the ledger as it is: pass it back
+// unchanged with the same filters. Scope `ledger:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/transits (the `ListLedgerTransits` operationId).
+func (c *ClientWithResponses) ListLedgerTransitsWithResponse(ctx context.Context, params *ListLedgerTransitsParams, reqEditors ...RequestEditorFn) (*ListLedgerTransitsResponse, error) {
+	rsp, err := c.ListLedgerTransits(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLedgerTransitsResponse(rsp)
+}
+
+// GetLedgerTransitWithResponse One transfer between chains
+//
+// The transfer with both ends: each end's transaction and, once
+// booked, its journal and what crossed the wallet's `in_transit`
+// account; the bridge fee once both are booked. A transfer with no
+// end at a signer of the tenant's that the key may use is a `404`,
+// exactly as an unknown one. Scope `ledger:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/transits/{transit_id} (the `GetLedgerTransit` operationId).
+func (c *ClientWithResponses) GetLedgerTransitWithResponse(ctx context.Context, transitId LedgerTransitId, reqEditors ...RequestEditorFn) (*GetLedgerTransitResponse, error) {
+	rsp, err := c.GetLedgerTransit(ctx, transitId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerTransitResponse(rsp)
+}
+
 // GetMeWithResponse The key making the call
 //
 // Its tenant, name, scopes and signers; any valid key may ask. The console signs in with it.
@@ -7158,6 +7642,72 @@ func ParseGetLedgerJournalResponse(rsp *http.Response) (*GetLedgerJournalRespons
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest LedgerJournal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListLedgerTransitsResponse parses an HTTP response from a ListLedgerTransitsWithResponse call
+func ParseListLedgerTransitsResponse(rsp *http.Response) (*ListLedgerTransitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLedgerTransitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerTransitList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetLedgerTransitResponse parses an HTTP response from a GetLedgerTransitWithResponse call
+func ParseGetLedgerTransitResponse(rsp *http.Response) (*GetLedgerTransitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerTransitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerTransit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
