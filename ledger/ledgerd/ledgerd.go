@@ -20,6 +20,7 @@ import (
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/httpapi"
+	"github.com/txfence/txfence/ledger/metrics"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
 	"github.com/txfence/txfence/ledger/scanner"
@@ -99,6 +100,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	store := postgres.New(svc.DB, svc.Log)
+	if err := svc.HTTP.Registry().Register(&metrics.Collector{Stats: store.Stats, Log: svc.Log}); err != nil {
+		return err
+	}
 	var configured []postgres.WalletKey
 	for id, addrs := range cfg.Wallets {
 		for _, a := range addrs {

@@ -2,6 +2,8 @@ package ledgerd_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -16,7 +18,8 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestRunServesHealthOverMTLS runs the real ledgerd on port 0: migrate (twice),
-// serve, health over mutual TLS, and a refusal without a certificate.
+// serve, health over mutual TLS, a refusal without a certificate, and the
+// ledger's gauges on the ops listener's /metrics.
 func TestRunServesHealthOverMTLS(t *testing.T) {
 	t.Parallel()
 	pki := servicetest.PKI(t)
@@ -26,10 +29,23 @@ func TestRunServesHealthOverMTLS(t *testing.T) {
 		ledgerd.Spec.EnvPrefix + "DATABASE_URL":  pgtest.URL(t),
 		ledgerd.Spec.EnvPrefix + "TXMANAGER_URL": txm.URL,
 		ledgerd.Spec.EnvPrefix + "CHAIN_RPC":     fmt.Sprintf("%d=%s", node.ChainID(), node.URL()),
+		ledgerd.Spec.EnvPrefix + "OPS_ADDR":      "127.0.0.1:0",
 	})
 	servicetest.MigrateTwice(t, ledgerd.Run, env)
-	svc := servicetest.Start(t, ledgerd.Run, nil, env, "internal")
+	svc := servicetest.Start(t, ledgerd.Run, nil, env, "internal", "ops")
 	servicetest.RequireHealthyOverMTLS(t, svc, pki, "gateway", ledgerd.Spec.Identity)
+
+	resp, err := http.Get(svc.URL("ops") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"txfence_ledger_open_transits 0", "# TYPE txfence_ledger_negative_wallets gauge"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("/metrics: %d, without %q:\n%s", resp.StatusCode, want, body)
+		}
+	}
 }
 
 func TestChainRPCs(t *testing.T) {

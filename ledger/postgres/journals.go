@@ -31,19 +31,22 @@ func newPosts(journals []*ledger.Journal) ([]*pendingPost, error) {
 }
 
 // journalWriter writes journals in a transaction that also writes other
-// rows (a cursor's move), and keeps the accounts it made for the cache.
+// rows (a cursor's move), and keeps the accounts it made for the cache and
+// the wallets it took below zero for the alert.
 type journalWriter struct {
-	s    *Store
-	made map[ledger.AccountKey]int64
+	s        *Store
+	made     map[ledger.AccountKey]int64
+	negative []wentNegative
 }
 
 // inBookingTx runs fn in a transaction (contention retried) in which w
-// writes journals; once it commits, the accounts made are cached. A key
-// holding another fact is an errs.Conflict, and an alert.
+// writes journals; once it commits, the accounts made are cached, and each
+// wallet its journals took below zero is an alert. A key holding another
+// fact is an errs.Conflict, and an alert.
 func (s *Store) inBookingTx(ctx context.Context, fn func(tx pgx.Tx, w *journalWriter) error) error {
 	w := &journalWriter{s: s}
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
-		w.made = map[ledger.AccountKey]int64{}
+		w.made, w.negative = map[ledger.AccountKey]int64{}, nil
 		return fn(tx, w)
 	})
 	if err != nil {
@@ -54,6 +57,11 @@ func (s *Store) inBookingTx(ctx context.Context, fn func(tx pgx.Tx, w *journalWr
 		return err
 	}
 	s.cacheAccounts(w.made)
+	for _, n := range w.negative {
+		s.log.Error("ledger: a booking took a wallet's balance below zero: the chain settled more than the books hold (see the reconciliation runbook)",
+			"alert", true, "chain_id", n.account.ChainID, "address", n.account.Address.Hex(), "asset", n.account.Asset,
+			"balance", n.after.String(), "before", n.before.String(), "journals", n.journals)
+	}
 	return nil
 }
 
@@ -113,6 +121,17 @@ func (w *journalWriter) bookOnce(ctx context.Context, tx pgx.Tx, posts []*pendin
 		}
 		open = again
 	}
+	var written []*ledger.Journal
+	for i, p := range out {
+		if p.Created {
+			written = append(written, trying[i].j)
+		}
+	}
+	negative, err := walletsWentNegative(ctx, tx, written)
+	if err != nil {
+		return nil, err
+	}
+	w.negative = append(w.negative, negative...)
 	return out, nil
 }
 
