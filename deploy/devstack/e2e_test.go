@@ -189,7 +189,7 @@ func requireBooked(t *testing.T, databaseURL string, hashes []common.Hash) {
 	}
 }
 
-// The ledger end to end: wallets, deposits, tokens, a revert and a reorg,
+// The ledger end to end: wallets, deposits, tokens, a revert and reorgs,
 // then reconciliation with the chain.
 
 // unbookedWei is what requireReconciled adds to a wallet's balance behind
@@ -203,7 +203,10 @@ const unbookedWei = 123456789
 // public and private routes, to the outsider, to each other, an ERC-20
 // transfer and a call that reverts on chain (its simulation passes); a
 // depth-2 reorg takes out a deposit and a txfence transaction just mined,
-// txmanager sends its own again and the deposit is sent again. Once
+// txmanager sends its own again and the deposit is sent again; a deeper
+// reorg takes out a deposit and a txfence transaction the ledger has
+// booked already, which it reverses and books again from their new blocks.
+// Once
 // everything settled, a reconciliation finds every wallet tied out to the
 // wei in every asset. Then a wallet's balance is raised without a
 // transaction (anvil_setBalance), and the next reconciliation books
@@ -275,6 +278,40 @@ func requireReconciled(t *testing.T, gateway, adminKey, ledgerURL string, ledger
 		caught = chain.reorgOver(hash, deposit.Hash())
 		deposits = append(deposits, chain.mined(deposit)) // sent again when the reorg dropped it
 		maps.Copy(sent, one)
+	}
+
+	// A reorg deeper than txmanager's confirmations, once the ledger has
+	// booked a txfence transaction and a deposit in the blocks it takes
+	// out: the ledger reverses both; txmanager sends its own again and the
+	// ledger books it from its new block, as the scanner books the
+	// deposit, sent again.
+	books.waitOpened(reorged)
+	lastOutside := uint64(0)
+	for _, r := range append(deposits, deploy) {
+		lastOutside = max(lastOutside, r.BlockNumber.Uint64())
+	}
+	for attempt, caught := 1, false; !caught; attempt++ {
+		if attempt > 5 {
+			t.Fatalf("in 5 attempts, no reorg took out a booked transaction and a booked deposit")
+		}
+		// Nothing else of the outsider's may share the blocks taken out:
+		// it would not be sent again.
+		poll(t, 20*time.Millisecond, func() bool { return chain.head() > lastOutside }, func() string { return "no block after the outsider's" })
+		req := txRequest{name: fmt.Sprintf("transaction under the deep reorg (attempt %d)", attempt), from: reorged, to: outsider, value: "2000", route: "public"}
+		one := gw.sendAll(req)
+		depositTx := chain.sign(outsiderKey, &payer, ether(5), nil, params.TxGas)
+		deposit := chain.mined(depositTx)
+		confirmed := gw.waitFinal(chain, one)[req.name]
+		books.waitJournal(req.name, "confirmed", confirmed)
+		books.waitJournal("the deposit under the deep reorg", "deposit", deposit)
+		maps.Copy(sent, one)
+		if caught = chain.reorgBelow(confirmed, deposit); caught {
+			books.waitReversed(req.name, confirmed)
+			books.waitReversed("the deposit under the deep reorg", deposit)
+		}
+		deposit = chain.mined(depositTx) // sent again when the reorg dropped it
+		deposits = append(deposits, deposit)
+		lastOutside = deposit.BlockNumber.Uint64()
 	}
 	maps.Copy(final, gw.waitFinal(chain, sent))
 
@@ -542,6 +579,28 @@ func (c *stackChain) reorgOver(hashes ...common.Hash) bool {
 	return true
 }
 
+// reorgBelow replaces every block from the lowest of receipts' up to the
+// head (anvil_reorg at that depth) and reports whether that took each of
+// them out of its block: one built between reading the head and the
+// reorg leaves the lowest in place.
+func (c *stackChain) reorgBelow(receipts ...*types.Receipt) bool {
+	c.t.Helper()
+	lowest := ^uint64(0)
+	for _, r := range receipts {
+		lowest = min(lowest, r.BlockNumber.Uint64())
+	}
+	head := c.head()
+	c.call(nil, "anvil_reorg", head-lowest+1, []any{})
+	for _, r := range receipts {
+		if now, ok := c.receipt(r.TxHash); ok && now.BlockHash == r.BlockHash {
+			c.t.Logf("a block was built before the reorg: %s stayed in block %d", r.TxHash, r.BlockNumber)
+			return false
+		}
+	}
+	c.t.Logf("a reorg of depth %d at block %d took out blocks %d and up", head-lowest+1, head, lowest)
+	return true
+}
+
 // gatewayAPI is the stack's front door, with the admin key.
 type gatewayAPI struct {
 	t        *testing.T
@@ -762,32 +821,54 @@ func (l ledgerAPI) walletWithoutSuspense(wallets ...common.Address) common.Addre
 	return common.Address{}
 }
 
+// bookedJournal is a journal of a transaction, as ledgerd lists it.
+type bookedJournal struct {
+	ID         int64       `json:"journal_id"`
+	Kind       string      `json:"kind"`
+	BlockHash  common.Hash `json:"block_hash"`
+	Reverses   *int64      `json:"reverses"`
+	ReversedBy *int64      `json:"reversed_by"`
+}
+
+// waitJournals waits until the journals of r's transaction satisfy done,
+// failing the test with want and the journals once waitTimeout passes.
+func (l ledgerAPI) waitJournals(r *types.Receipt, want string, done func([]bookedJournal) bool) {
+	l.t.Helper()
+	var got []bookedJournal
+	poll(l.t, 100*time.Millisecond, func() bool {
+		var page struct {
+			Journals []bookedJournal `json:"journals"`
+		}
+		l.get(fmt.Sprintf("/v1/journals?chain_id=31337&limit=1000&tx_hash=%s", r.TxHash.Hex()), &page)
+		got = page.Journals
+		return done(got)
+	}, func() string {
+		return fmt.Sprintf("%s (%s, block %d %s); its journals: %+v", want, r.TxHash, r.BlockNumber, r.BlockHash, got)
+	})
+}
+
 // waitJournal waits until the ledger has booked r's transaction as a
 // journal of kind in r's block, not reversed.
 func (l ledgerAPI) waitJournal(name, kind string, r *types.Receipt) {
 	l.t.Helper()
-	type journal struct {
-		ID         int64       `json:"journal_id"`
-		Kind       string      `json:"kind"`
-		BlockHash  common.Hash `json:"block_hash"`
-		ReversedBy *int64      `json:"reversed_by"`
-	}
-	var got []journal
-	poll(l.t, 100*time.Millisecond, func() bool {
-		var page struct {
-			Journals []journal `json:"journals"`
-		}
-		l.get(fmt.Sprintf("/v1/journals?chain_id=31337&limit=1000&tx_hash=%s", r.TxHash.Hex()), &page)
-		got = page.Journals
-		for _, j := range got {
-			if j.Kind == kind && j.BlockHash == r.BlockHash && j.ReversedBy == nil {
-				return true
-			}
-		}
-		return false
-	}, func() string {
-		return fmt.Sprintf("the ledger has not booked the %s (%s) as %s in block %d (%s); its journals: %+v",
-			name, r.TxHash, kind, r.BlockNumber, r.BlockHash, got)
+	l.waitJournals(r, fmt.Sprintf("the ledger has not booked the %s as %s", name, kind), func(js []bookedJournal) bool {
+		return slices.ContainsFunc(js, func(j bookedJournal) bool {
+			return j.Kind == kind && j.BlockHash == r.BlockHash && j.ReversedBy == nil
+		})
+	})
+}
+
+// waitReversed waits until the ledger has reversed what it booked of r's
+// transaction in r's block: a reversal journal linked to the booking.
+func (l ledgerAPI) waitReversed(name string, r *types.Receipt) {
+	l.t.Helper()
+	l.waitJournals(r, fmt.Sprintf("the ledger has not reversed the %s", name), func(js []bookedJournal) bool {
+		return slices.ContainsFunc(js, func(j bookedJournal) bool {
+			return j.BlockHash == r.BlockHash && j.Kind != "reversal" && j.ReversedBy != nil &&
+				slices.ContainsFunc(js, func(rev bookedJournal) bool {
+					return rev.ID == *j.ReversedBy && rev.Kind == "reversal" && rev.Reverses != nil && *rev.Reverses == j.ID
+				})
+		})
 	})
 }
 
