@@ -67,12 +67,13 @@ const (
 	TransitOut     JournalKind = "transit_out"    // a rebalancing's source leg
 	TransitIn      JournalKind = "transit_in"     // a rebalancing's destination leg
 	Opening        JournalKind = "opening"        // a wallet's chain balances when the ledger began booking it
+	Adjustment     JournalKind = "adjustment"     // an operator's explanation of a suspense amount (see SuspenseAdjustment)
 )
 
 // Valid reports whether k is one of the kinds.
 func (k JournalKind) Valid() bool {
 	switch k {
-	case Confirmed, Reverted, Reversal, Deposit, Reconciliation, TransitOut, TransitIn, Opening:
+	case Confirmed, Reverted, Reversal, Deposit, Reconciliation, TransitOut, TransitIn, Opening, Adjustment:
 		return true
 	}
 	return false

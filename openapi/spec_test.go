@@ -25,7 +25,7 @@ var opsPaths = map[string][]string{
 	openapi.TxManager: {"/healthz", "/internal/v1/events", "/internal/v1/signers/{chain_id}/{address}", "/internal/v1/tx", "/internal/v1/tx/batch", "/internal/v1/tx/by-request", "/internal/v1/tx/{tx_id}", "/internal/v1/tx/{tx_id}/actions", "/internal/v1/tx/{tx_id}/approvals", "/internal/v1/tx/{tx_id}/cancel", "/internal/v1/tx/{tx_id}/events", "/internal/v1/tx/{tx_id}/reject", "/metrics", "/readyz"},
 	openapi.Signer:    {"/healthz", "/metrics", "/readyz", "/v1/audit", "/v1/evaluate", "/v1/keys", "/v1/sign", "/v1/sign/batch"},
 	openapi.MEVRouter: {"/healthz", "/metrics", "/readyz", "/v1/broadcast", "/v1/private/{hash}", "/v1/private/{hash}/cancel"},
-	openapi.Ledger:    {"/healthz", "/metrics", "/readyz", "/v1/accounts", "/v1/accounts/{account_id}", "/v1/accounts/{account_id}/entries", "/v1/journals", "/v1/journals/{journal_id}", "/v1/reconciliations", "/v1/reconciliations/{run_id}", "/v1/transits", "/v1/transits/{transit_id}"},
+	openapi.Ledger:    {"/healthz", "/metrics", "/readyz", "/v1/accounts", "/v1/accounts/{account_id}", "/v1/accounts/{account_id}/entries", "/v1/adjustments", "/v1/journals", "/v1/journals/{journal_id}", "/v1/reconciliations", "/v1/reconciliations/{run_id}", "/v1/transits", "/v1/transits/{transit_id}"},
 }
 
 var operationIDs = map[string]string{
@@ -43,7 +43,7 @@ var operationIDs = map[string]string{
 	"/v1/broadcast": "broadcast", "/v1/private/{hash}": "getPrivateStatus", "/v1/private/{hash}/cancel": "cancelPrivate",
 	"/v1/accounts": "listAccounts", "/v1/accounts/{account_id}": "getAccount", "/v1/accounts/{account_id}/entries": "listAccountEntries", "/v1/journals": "listJournals", "/v1/journals/{journal_id}": "getJournal",
 	"POST /v1/reconciliations": "createReconciliation", "GET /v1/reconciliations": "listReconciliations", "/v1/reconciliations/{run_id}": "getReconciliation",
-	"/v1/transits": "listTransits", "/v1/transits/{transit_id}": "getTransit",
+	"/v1/transits": "listTransits", "/v1/transits/{transit_id}": "getTransit", "/v1/adjustments": "createAdjustment",
 }
 
 func allSpecs() []string { return append([]string{openapi.Components}, openapi.Services...) }

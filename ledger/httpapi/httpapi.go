@@ -1,8 +1,8 @@
 // Package httpapi is ledgerd's internal HTTP API (openapi/ledger.yaml):
 // reading the books for the gateway. Accounts with their balances,
 // current or as of a block, an account's statement with its running
-// balance, journals with their entries, reconciliation runs, and
-// transits between chains.
+// balance, journals with their entries, reconciliation runs, transits
+// between chains, and operators' adjustments of suspense.
 package httpapi
 
 import (
@@ -68,6 +68,7 @@ func (a *API) Mount(r chi.Router) {
 		r.Get("/v1/reconciliations/{run_id}", a.getReconciliation)
 		r.Get("/v1/transits", a.listTransits)
 		r.Get("/v1/transits/{transit_id}", a.getTransit)
+		r.Post("/v1/adjustments", a.createAdjustment)
 	})
 }
 
@@ -222,6 +223,11 @@ func (a *API) getJournal(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
+	a.writeJournal(w, r, http.StatusOK, id)
+}
+
+// writeJournal answers journal id with its entries.
+func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, id int64) {
 	j, err := a.store.JournalByID(r.Context(), id)
 	if err != nil {
 		httpserver.Error(w, r, err)
@@ -232,7 +238,7 @@ func (a *API) getJournal(w http.ResponseWriter, r *http.Request) {
 	for i, e := range j.Entries {
 		out.Entries[i] = journalEntryJSON{EntryID: e.ID, Account: toAccountRef(e.AccountID, e.Account), Amount: e.Amount.String()}
 	}
-	httpserver.WriteJSON(w, http.StatusOK, out)
+	httpserver.WriteJSON(w, status, out)
 }
 
 // The documents of ledger.yaml. Amounts and balances are decimal

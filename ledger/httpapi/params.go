@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/url"
 	"strconv"
 	"strings"
@@ -76,6 +77,22 @@ func parseAsset(s string) (string, error) {
 		return "", fmt.Errorf("must be %q or a token's 0x-prefixed 20-byte hex address", ledger.Native)
 	}
 	return lowerHex(addr.Bytes()), nil
+}
+
+// parseAmount reads a signed decimal integer, non-zero, of magnitude
+// below 2^256: digits without leading zeros, an optional '-', nothing else
+// (no '+', spaces, exponent or fraction).
+func parseAmount(s string) (*big.Int, error) {
+	digits := strings.TrimPrefix(s, "-")
+	valid := digits != "" && digits[0] != '0' && len(digits) <= 78 && strings.Trim(digits, "0123456789") == ""
+	var n *big.Int
+	if valid {
+		n, valid = new(big.Int).SetString(s, 10)
+	}
+	if !valid || n.CmpAbs(ledger.MaxAmount) > 0 {
+		return nil, errors.New("must be a non-zero integer of magnitude below 2^256, in decimal digits with an optional '-'")
+	}
+	return n, nil
 }
 
 // parseAccountKind reads an account kind.

@@ -36,6 +36,35 @@ func FuzzParseAddress(f *testing.F) {
 	})
 }
 
+// amountPattern is ledger.yaml's Amount pattern.
+var amountPattern = regexp.MustCompile(`^-?[1-9][0-9]{0,77}$`)
+
+// FuzzParseAmount: an amount is accepted exactly when it matches
+// ledger.yaml's Amount pattern and its magnitude is below 2^256, and it
+// prints back as it was sent.
+func FuzzParseAmount(f *testing.F) {
+	max := ledger.MaxAmount.String()
+	over := new(big.Int).Add(ledger.MaxAmount, big.NewInt(1)).String()
+	for _, s := range []string{"1", "-1", "0", "-0", "007", "+7", "1e3", "1.5", " 1", "1 ", "0x10", "", "-", max, "-" + max, over, "-" + over,
+		strings.Repeat("9", 78), strings.Repeat("9", 79), "١٢٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseAmount(s)
+		inRange := false
+		if amountPattern.MatchString(s) {
+			v, _ := new(big.Int).SetString(s, 10)
+			inRange = v.CmpAbs(ledger.MaxAmount) <= 0
+		}
+		if (err == nil) != inRange {
+			t.Fatalf("%q: %v; the pattern and the range say %v", s, err, inRange)
+		}
+		if err == nil && n.String() != s {
+			t.Fatalf("%q read as %s", s, n)
+		}
+	})
+}
+
 // FuzzParseHash: a hash is accepted exactly when it matches
 // components.yaml's Hash pattern.
 func FuzzParseHash(f *testing.F) {

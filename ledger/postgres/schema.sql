@@ -184,7 +184,7 @@ CREATE TABLE journal (
     CONSTRAINT journal_check1 CHECK (((reverses IS NULL) OR (kind = 'reversal'::text))),
     CONSTRAINT journal_check2 CHECK (((kind <> 'reversal'::text) OR (reverses IS NOT NULL))),
     CONSTRAINT journal_idem_key_check CHECK (((length(idem_key) >= 1) AND (length(idem_key) <= 512))),
-    CONSTRAINT journal_kind_check CHECK ((kind = ANY (ARRAY['confirmed'::text, 'reverted'::text, 'reversal'::text, 'deposit'::text, 'reconciliation'::text, 'transit_out'::text, 'transit_in'::text, 'opening'::text]))),
+    CONSTRAINT journal_kind_check CHECK ((kind = ANY (ARRAY['confirmed'::text, 'reverted'::text, 'reversal'::text, 'deposit'::text, 'reconciliation'::text, 'transit_out'::text, 'transit_in'::text, 'opening'::text, 'adjustment'::text]))),
     CONSTRAINT journal_memo_check CHECK ((jsonb_typeof(memo) = 'object'::text)),
     CONSTRAINT journal_payload_hash_check CHECK ((length(payload_hash) = 32)),
     CONSTRAINT journal_status_check CHECK ((status = ANY (ARRAY['success'::text, 'reverted'::text]))),

@@ -66,6 +66,7 @@ func (e LedgerJournalStatus) Valid() bool {
 
 // Defines values for LedgerJournalKind.
 const (
+	LedgerAdjustment     LedgerJournalKind = "adjustment"
 	LedgerConfirmed      LedgerJournalKind = "confirmed"
 	LedgerDeposit        LedgerJournalKind = "deposit"
 	LedgerOpening        LedgerJournalKind = "opening"
@@ -79,6 +80,8 @@ const (
 // Valid indicates whether the value is a known member of the LedgerJournalKind enum.
 func (e LedgerJournalKind) Valid() bool {
 	switch e {
+	case LedgerAdjustment:
+		return true
 	case LedgerConfirmed:
 		return true
 	case LedgerDeposit:
@@ -425,7 +428,8 @@ type LedgerJournal struct {
 	// an inbound transfer; `reconciliation`: a difference with the
 	// chain, into suspense; `transit_out`, `transit_in`: a rebalancing's
 	// source and destination legs; `opening`: a wallet's chain balances
-	// when the ledger began booking it.
+	// when the ledger began booking it; `adjustment`: an operator's
+	// explanation of an amount in suspense.
 	//
 	//
 	// Example: confirmed
@@ -480,7 +484,8 @@ type LedgerJournalId = int64
 // an inbound transfer; `reconciliation`: a difference with the
 // chain, into suspense; `transit_out`, `transit_in`: a rebalancing's
 // source and destination legs; `opening`: a wallet's chain balances
-// when the ledger began booking it.
+// when the ledger began booking it; `adjustment`: an operator's
+// explanation of an amount in suspense.
 //
 // Example: confirmed
 type LedgerJournalKind string
@@ -542,7 +547,8 @@ type LedgerStatementEntry struct {
 	// an inbound transfer; `reconciliation`: a difference with the
 	// chain, into suspense; `transit_out`, `transit_in`: a rebalancing's
 	// source and destination legs; `opening`: a wallet's chain balances
-	// when the ledger began booking it.
+	// when the ledger began booking it; `adjustment`: an operator's
+	// explanation of an amount in suspense.
 	//
 	//
 	// Example: confirmed

@@ -53,8 +53,36 @@ func (e AccountKind) Valid() bool {
 	}
 }
 
+// Defines values for AdjustmentRequestCounterAccountKind.
+const (
+	Counterparty   AdjustmentRequestCounterAccountKind = "counterparty"
+	DepositSource  AdjustmentRequestCounterAccountKind = "deposit_source"
+	FeeExpense     AdjustmentRequestCounterAccountKind = "fee_expense"
+	InTransit      AdjustmentRequestCounterAccountKind = "in_transit"
+	OpeningBalance AdjustmentRequestCounterAccountKind = "opening_balance"
+)
+
+// Valid indicates whether the value is a known member of the AdjustmentRequestCounterAccountKind enum.
+func (e AdjustmentRequestCounterAccountKind) Valid() bool {
+	switch e {
+	case Counterparty:
+		return true
+	case DepositSource:
+		return true
+	case FeeExpense:
+		return true
+	case InTransit:
+		return true
+	case OpeningBalance:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JournalKind.
 const (
+	JournalAdjustment     JournalKind = "adjustment"
 	JournalConfirmed      JournalKind = "confirmed"
 	JournalDeposit        JournalKind = "deposit"
 	JournalOpening        JournalKind = "opening"
@@ -68,6 +96,8 @@ const (
 // Valid indicates whether the value is a known member of the JournalKind enum.
 func (e JournalKind) Valid() bool {
 	switch e {
+	case JournalAdjustment:
+		return true
 	case JournalConfirmed:
 		return true
 	case JournalDeposit:
@@ -273,6 +303,50 @@ type AccountRef struct {
 	Kind AccountKind `json:"kind"`
 }
 
+// AdjustmentRequest defines model for AdjustmentRequest.
+type AdjustmentRequest struct {
+	// AdjustmentId The operator's id for the adjustment (a ticket number); sending it again with the same adjustment is a replay.
+	//
+	// Example: INC-2041
+	AdjustmentId string `json:"adjustment_id"`
+
+	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+	// a decimal string, negative when it takes from the account's
+	// balance.
+	//
+	//
+	// Example: -1000000000000000000
+	Amount Amount `json:"amount"`
+
+	// Asset `native`, or a token contract's address in any letter case.
+	Asset string `json:"asset"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// CounterAccount The account the amount belongs to; it takes `-amount`.
+	CounterAccount struct {
+		// Address A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+		//
+		// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+		Address externalRef0.Address                `json:"address"`
+		Kind    AdjustmentRequestCounterAccountKind `json:"kind"`
+	} `json:"counter_account"`
+
+	// Reason What the investigation found (a transaction, a trace, a ticket); kept in the journal's memo.
+	//
+	// Example: internal transfer from the staking contract in tx 0x5e1f…, found with debug_traceBlock
+	Reason string `json:"reason"`
+
+	// Wallet The wallet whose suspense account holds the amount, in any letter case.
+	Wallet externalRef0.Address `json:"wallet"`
+}
+
+// AdjustmentRequestCounterAccountKind defines model for AdjustmentRequest.CounterAccount.Kind.
+type AdjustmentRequestCounterAccountKind string
+
 // Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
 // a decimal string, negative when it takes from the account's
 // balance.
@@ -329,6 +403,7 @@ type Journal struct {
 	// `reversal`: the negation of a journal whose block left the chain;
 	// `deposit`: an inbound transfer the block scanner found;
 	// `reconciliation`: a difference with the chain, into suspense;
+	// `adjustment`: an operator's explanation of a suspense amount;
 	// `transit_out`, `transit_in`: a rebalancing's source and destination
 	// legs; `opening`: a wallet's chain balances when the ledger began
 	// booking it.
@@ -382,6 +457,7 @@ type JournalId = int64
 // `reversal`: the negation of a journal whose block left the chain;
 // `deposit`: an inbound transfer the block scanner found;
 // `reconciliation`: a difference with the chain, into suspense;
+// `adjustment`: an operator's explanation of a suspense amount;
 // `transit_out`, `transit_in`: a rebalancing's source and destination
 // legs; `opening`: a wallet's chain balances when the ledger began
 // booking it.
@@ -427,6 +503,7 @@ type JournalSummary struct {
 	// `reversal`: the negation of a journal whose block left the chain;
 	// `deposit`: an inbound transfer the block scanner found;
 	// `reconciliation`: a difference with the chain, into suspense;
+	// `adjustment`: an operator's explanation of a suspense amount;
 	// `transit_out`, `transit_in`: a rebalancing's source and destination
 	// legs; `opening`: a wallet's chain balances when the ledger began
 	// booking it.
@@ -630,6 +707,7 @@ type StatementEntry struct {
 	// `reversal`: the negation of a journal whose block left the chain;
 	// `deposit`: an inbound transfer the block scanner found;
 	// `reconciliation`: a difference with the chain, into suspense;
+	// `adjustment`: an operator's explanation of a suspense amount;
 	// `transit_out`, `transit_in`: a rebalancing's source and destination
 	// legs; `opening`: a wallet's chain balances when the ledger began
 	// booking it.
@@ -839,6 +917,9 @@ type ListTransitsParams struct {
 	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// CreateAdjustmentJSONRequestBody defines body for CreateAdjustment for application/json ContentType.
+type CreateAdjustmentJSONRequestBody = AdjustmentRequest
+
 // CreateReconciliationJSONRequestBody defines body for CreateReconciliation for application/json ContentType.
 type CreateReconciliationJSONRequestBody = ReconciliationRequest
 
@@ -980,6 +1061,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
 	ListAccountEntries(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAdjustmentWithBody Explain a suspense amount
+	//
+	// Books an operator's explanation of an amount a reconciliation put
+	// in a wallet's `suspense` account: an `adjustment` journal moving
+	// `amount` into the suspense account and out of the account the
+	// investigation found it belongs to (`counter_account`), with the
+	// reason in its memo. Positive `amount` clears a negative suspense
+	// balance (an inbound movement the ledger did not see: the counter
+	// account is typically the paying contract's `deposit_source`);
+	// negative clears a positive one (an outbound movement: a
+	// `counterparty` spender, or the wallet's `fee_expense`). It never
+	// moves a wallet account, which ties out to the chain already, and
+	// has no block: it counts in current balances, not in balances as of
+	// a block.
+	//
+	// It may clear what suspense holds, in part or whole, never more: an
+	// amount that would take the balance past zero is a `409`, as is an
+	// `adjustment_id` booked before with another adjustment. The same
+	// adjustment again answers the journal booked the first time, with
+	// `200`. A wallet with no suspense account in the asset is a `404`.
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+	CreateAdjustmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAdjustment Explain a suspense amount
+	//
+	// Books an operator's explanation of an amount a reconciliation put
+	// in a wallet's `suspense` account: an `adjustment` journal moving
+	// `amount` into the suspense account and out of the account the
+	// investigation found it belongs to (`counter_account`), with the
+	// reason in its memo. Positive `amount` clears a negative suspense
+	// balance (an inbound movement the ledger did not see: the counter
+	// account is typically the paying contract's `deposit_source`);
+	// negative clears a positive one (an outbound movement: a
+	// `counterparty` spender, or the wallet's `fee_expense`). It never
+	// moves a wallet account, which ties out to the chain already, and
+	// has no block: it counts in current balances, not in balances as of
+	// a block.
+	//
+	// It may clear what suspense holds, in part or whole, never more: an
+	// amount that would take the balance past zero is a `409`, as is an
+	// `adjustment_id` booked before with another adjustment. The same
+	// adjustment again answers the journal booked the first time, with
+	// `200`. A wallet with no suspense account in the asset is a `404`.
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+	CreateAdjustment(ctx context.Context, body CreateAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJournals Journals, oldest first
 	//
@@ -1203,6 +1338,80 @@ func (c *Client) GetAccount(ctx context.Context, accountId AccountIdPath, params
 // Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
 func (c *Client) ListAccountEntries(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAccountEntriesRequest(c.Server, accountId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAdjustmentWithBody Explain a suspense amount
+//
+// Books an operator's explanation of an amount a reconciliation put
+// in a wallet's `suspense` account: an `adjustment` journal moving
+// `amount` into the suspense account and out of the account the
+// investigation found it belongs to (`counter_account`), with the
+// reason in its memo. Positive `amount` clears a negative suspense
+// balance (an inbound movement the ledger did not see: the counter
+// account is typically the paying contract's `deposit_source`);
+// negative clears a positive one (an outbound movement: a
+// `counterparty` spender, or the wallet's `fee_expense`). It never
+// moves a wallet account, which ties out to the chain already, and
+// has no block: it counts in current balances, not in balances as of
+// a block.
+//
+// It may clear what suspense holds, in part or whole, never more: an
+// amount that would take the balance past zero is a `409`, as is an
+// `adjustment_id` booked before with another adjustment. The same
+// adjustment again answers the journal booked the first time, with
+// `200`. A wallet with no suspense account in the asset is a `404`.
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+func (c *Client) CreateAdjustmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAdjustmentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAdjustment Explain a suspense amount
+//
+// Books an operator's explanation of an amount a reconciliation put
+// in a wallet's `suspense` account: an `adjustment` journal moving
+// `amount` into the suspense account and out of the account the
+// investigation found it belongs to (`counter_account`), with the
+// reason in its memo. Positive `amount` clears a negative suspense
+// balance (an inbound movement the ledger did not see: the counter
+// account is typically the paying contract's `deposit_source`);
+// negative clears a positive one (an outbound movement: a
+// `counterparty` spender, or the wallet's `fee_expense`). It never
+// moves a wallet account, which ties out to the chain already, and
+// has no block: it counts in current balances, not in balances as of
+// a block.
+//
+// It may clear what suspense holds, in part or whole, never more: an
+// amount that would take the balance past zero is a `409`, as is an
+// `adjustment_id` booked before with another adjustment. The same
+// adjustment again answers the journal booked the first time, with
+// `200`. A wallet with no suspense account in the asset is a `404`.
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+func (c *Client) CreateAdjustment(ctx context.Context, body CreateAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAdjustmentRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1736,6 +1945,46 @@ func NewListAccountEntriesRequest(server string, accountId AccountIdPath, params
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewCreateAdjustmentRequest calls the generic CreateAdjustment builder with application/json body
+func NewCreateAdjustmentRequest(server string, body CreateAdjustmentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateAdjustmentRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateAdjustmentRequestWithBody constructs an http.Request for the CreateAdjustment method, with any body, and a specified content type
+func NewCreateAdjustmentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/adjustments")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -2285,6 +2534,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/accounts/{account_id}/entries (the `ListAccountEntries` operationId).
 	ListAccountEntriesWithResponse(ctx context.Context, accountId AccountIdPath, params *ListAccountEntriesParams, reqEditors ...RequestEditorFn) (*ListAccountEntriesResponse, error)
 
+	// CreateAdjustmentWithBodyWithResponse Explain a suspense amount
+	//
+	// Books an operator's explanation of an amount a reconciliation put
+	// in a wallet's `suspense` account: an `adjustment` journal moving
+	// `amount` into the suspense account and out of the account the
+	// investigation found it belongs to (`counter_account`), with the
+	// reason in its memo. Positive `amount` clears a negative suspense
+	// balance (an inbound movement the ledger did not see: the counter
+	// account is typically the paying contract's `deposit_source`);
+	// negative clears a positive one (an outbound movement: a
+	// `counterparty` spender, or the wallet's `fee_expense`). It never
+	// moves a wallet account, which ties out to the chain already, and
+	// has no block: it counts in current balances, not in balances as of
+	// a block.
+	//
+	// It may clear what suspense holds, in part or whole, never more: an
+	// amount that would take the balance past zero is a `409`, as is an
+	// `adjustment_id` booked before with another adjustment. The same
+	// adjustment again answers the journal booked the first time, with
+	// `200`. A wallet with no suspense account in the asset is a `404`.
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+	CreateAdjustmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAdjustmentResponse, error)
+
+	// CreateAdjustmentWithResponse Explain a suspense amount
+	//
+	// Books an operator's explanation of an amount a reconciliation put
+	// in a wallet's `suspense` account: an `adjustment` journal moving
+	// `amount` into the suspense account and out of the account the
+	// investigation found it belongs to (`counter_account`), with the
+	// reason in its memo. Positive `amount` clears a negative suspense
+	// balance (an inbound movement the ledger did not see: the counter
+	// account is typically the paying contract's `deposit_source`);
+	// negative clears a positive one (an outbound movement: a
+	// `counterparty` spender, or the wallet's `fee_expense`). It never
+	// moves a wallet account, which ties out to the chain already, and
+	// has no block: it counts in current balances, not in balances as of
+	// a block.
+	//
+	// It may clear what suspense holds, in part or whole, never more: an
+	// amount that would take the balance past zero is a `409`, as is an
+	// `adjustment_id` booked before with another adjustment. The same
+	// adjustment again answers the journal booked the first time, with
+	// `200`. A wallet with no suspense account in the asset is a `404`.
+	// Only the gateway may call it (mutual TLS identity `gateway`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+	CreateAdjustmentWithResponse(ctx context.Context, body CreateAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAdjustmentResponse, error)
+
 	// ListJournalsWithResponse Journals, oldest first
 	//
 	// The journals matching every filter given, in the order they were
@@ -2693,6 +2996,61 @@ func (r ListAccountEntriesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAccountEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateAdjustmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Journal
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Journal
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateAdjustmentResponse) GetJSON200() *Journal {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateAdjustmentResponse) GetJSON201() *Journal {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateAdjustmentResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateAdjustmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateAdjustmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateAdjustmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateAdjustmentResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3148,6 +3506,72 @@ func (c *ClientWithResponses) ListAccountEntriesWithResponse(ctx context.Context
 	return ParseListAccountEntriesResponse(rsp)
 }
 
+// CreateAdjustmentWithBodyWithResponse Explain a suspense amount
+//
+// Books an operator's explanation of an amount a reconciliation put
+// in a wallet's `suspense` account: an `adjustment` journal moving
+// `amount` into the suspense account and out of the account the
+// investigation found it belongs to (`counter_account`), with the
+// reason in its memo. Positive `amount` clears a negative suspense
+// balance (an inbound movement the ledger did not see: the counter
+// account is typically the paying contract's `deposit_source`);
+// negative clears a positive one (an outbound movement: a
+// `counterparty` spender, or the wallet's `fee_expense`). It never
+// moves a wallet account, which ties out to the chain already, and
+// has no block: it counts in current balances, not in balances as of
+// a block.
+//
+// It may clear what suspense holds, in part or whole, never more: an
+// amount that would take the balance past zero is a `409`, as is an
+// `adjustment_id` booked before with another adjustment. The same
+// adjustment again answers the journal booked the first time, with
+// `200`. A wallet with no suspense account in the asset is a `404`.
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+func (c *ClientWithResponses) CreateAdjustmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAdjustmentResponse, error) {
+	rsp, err := c.CreateAdjustmentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateAdjustmentResponse(rsp)
+}
+
+// CreateAdjustmentWithResponse Explain a suspense amount
+//
+// Books an operator's explanation of an amount a reconciliation put
+// in a wallet's `suspense` account: an `adjustment` journal moving
+// `amount` into the suspense account and out of the account the
+// investigation found it belongs to (`counter_account`), with the
+// reason in its memo. Positive `amount` clears a negative suspense
+// balance (an inbound movement the ledger did not see: the counter
+// account is typically the paying contract's `deposit_source`);
+// negative clears a positive one (an outbound movement: a
+// `counterparty` spender, or the wallet's `fee_expense`). It never
+// moves a wallet account, which ties out to the chain already, and
+// has no block: it counts in current balances, not in balances as of
+// a block.
+//
+// It may clear what suspense holds, in part or whole, never more: an
+// amount that would take the balance past zero is a `409`, as is an
+// `adjustment_id` booked before with another adjustment. The same
+// adjustment again answers the journal booked the first time, with
+// `200`. A wallet with no suspense account in the asset is a `404`.
+// Only the gateway may call it (mutual TLS identity `gateway`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/adjustments (the `CreateAdjustment` operationId).
+func (c *ClientWithResponses) CreateAdjustmentWithResponse(ctx context.Context, body CreateAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAdjustmentResponse, error) {
+	rsp, err := c.CreateAdjustment(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateAdjustmentResponse(rsp)
+}
+
 // ListJournalsWithResponse Journals, oldest first
 //
 // The journals matching every filter given, in the order they were
@@ -3519,6 +3943,46 @@ func ParseListAccountEntriesResponse(rsp *http.Response) (*ListAccountEntriesRes
 	return response, nil
 }
 
+// ParseCreateAdjustmentResponse parses an HTTP response from a CreateAdjustmentWithResponse call
+func ParseCreateAdjustmentResponse(rsp *http.Response) (*CreateAdjustmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateAdjustmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Journal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Journal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListJournalsResponse parses an HTTP response from a ListJournalsWithResponse call
 func ParseListJournalsResponse(rsp *http.Response) (*ListJournalsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3770,6 +4234,9 @@ type ServerInterface interface {
 	// ListAccountEntries An account's statement, oldest entry first
 	// (GET /v1/accounts/{account_id}/entries)
 	ListAccountEntries(w http.ResponseWriter, r *http.Request, accountId AccountIdPath, params ListAccountEntriesParams)
+	// CreateAdjustment Explain a suspense amount
+	// (POST /v1/adjustments)
+	CreateAdjustment(w http.ResponseWriter, r *http.Request)
 	// ListJournals Journals, oldest first
 	// (GET /v1/journals)
 	ListJournals(w http.ResponseWriter, r *http.Request, params ListJournalsParams)
@@ -3830,6 +4297,12 @@ func (_ Unimplemented) GetAccount(w http.ResponseWriter, r *http.Request, accoun
 // ListAccountEntries An account's statement, oldest entry first
 // (GET /v1/accounts/{account_id}/entries)
 func (_ Unimplemented) ListAccountEntries(w http.ResponseWriter, r *http.Request, accountId AccountIdPath, params ListAccountEntriesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateAdjustment Explain a suspense amount
+// (POST /v1/adjustments)
+func (_ Unimplemented) CreateAdjustment(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4125,6 +4598,20 @@ func (siw *ServerInterfaceWrapper) ListAccountEntries(w http.ResponseWriter, r *
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListAccountEntries(w, r, accountId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateAdjustment operation middleware
+func (siw *ServerInterfaceWrapper) CreateAdjustment(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateAdjustment(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4597,6 +5084,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/transits/{transit_id}", wrapper.GetTransit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/adjustments", wrapper.CreateAdjustment)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealth)

@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// Adjust books a: it moves an amount out of a wallet's suspense account
+// to the account an operator found it belongs to. It may clear what
+// suspense holds, in part or whole, never more: an amount that would take
+// the balance past zero (or one on a suspense account at zero) is an
+// errs.Conflict, as is a's id booked before with another adjustment; the
+// same adjustment again is a replay (Posted.Created false). A wallet with
+// no suspense account in the asset is errs.NotFound.
+func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Posted, error) {
+	if err := a.Validate(); err != nil {
+		return Posted{}, errs.Wrap(errs.Invalid, "adjustment "+a.ID, err)
+	}
+	j := a.Journal()
+	posts, err := newPosts([]*ledger.Journal{j})
+	if err != nil {
+		return Posted{}, err
+	}
+	var out Posted
+	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
+		taken, err := takenKeys(ctx, tx, []string{j.Key})
+		if err != nil {
+			return err
+		}
+		if t, ok := taken[j.Key]; ok {
+			if !bytes.Equal(t.hash, posts[0].hash[:]) {
+				return errs.Errorf(errs.Conflict, "adjustment %s: booked before (journal %d) with another account, amount or reason", a.ID, t.id)
+			}
+			out = Posted{JournalID: t.id}
+			return nil
+		}
+		// The balance row stays locked until the adjustment commits: two
+		// adjustments of one suspense account go one after the other, the
+		// second checked against what the first left.
+		var held string
+		k := a.Suspense()
+		err = tx.QueryRow(ctx, `
+			SELECT b.amount::text FROM account a JOIN balance b USING (account_id)
+			WHERE a.chain_id = $1 AND a.asset = $2 AND a.kind = 'suspense' AND a.address = $3
+			FOR UPDATE OF b`, int64(k.ChainID), k.Asset, k.Address.Bytes()).Scan(&held)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "wallet %s has no suspense account in %s on chain %d", k.Address.Hex(), k.Asset, k.ChainID)
+		}
+		if err != nil {
+			return fmt.Errorf("read suspense %s: %w", k, err)
+		}
+		balance, ok := new(big.Int).SetString(held, 10)
+		if !ok {
+			return fmt.Errorf("suspense %s: a balance of %q", k, held)
+		}
+		after := new(big.Int).Add(balance, a.Amount)
+		clears := after.Sign() == 0 || after.Sign() == balance.Sign() && after.CmpAbs(balance) < 0
+		if balance.Sign() == 0 || !clears {
+			return errs.Errorf(errs.Conflict, "adjustment %s: suspense holds %s, and %s would take it to %s: an adjustment clears what suspense holds, not more",
+				a.ID, balance, a.Amount, after)
+		}
+		posted, err := w.bookOnce(ctx, tx, posts)
+		if err != nil {
+			return err
+		}
+		out = posted[0]
+		return nil
+	})
+	if err != nil {
+		return Posted{}, err
+	}
+	return out, nil
+}
