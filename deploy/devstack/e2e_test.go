@@ -210,7 +210,8 @@ const unbookedWei = 123456789
 // everything settled, a reconciliation finds every wallet tied out to the
 // wei in every asset. Then a wallet's balance is raised without a
 // transaction (anvil_setBalance), and the next reconciliation books
-// exactly that to the wallet's suspense account as an inbound movement.
+// exactly that to the wallet's suspense account as an inbound movement,
+// which an operator's adjustment then explains, clearing suspense.
 func requireReconciled(t *testing.T, gateway, adminKey, ledgerURL string, ledgerClient *http.Client, stateDir string) {
 	t.Helper()
 	chain := dialStackChain(t, stateDir)
@@ -385,6 +386,24 @@ func requireReconciled(t *testing.T, gateway, adminKey, ledgerURL string, ledger
 	}
 	if got := books.suspense(moved); len(got) != 1 || got[0].Asset != "native" || got[0].Balance != "-"+strconv.Itoa(unbookedWei) {
 		t.Errorf("wallet %s's suspense accounts: %+v; want native, -%d", moved, got, unbookedWei)
+	}
+
+	// The operator explains it: an adjustment moves it from suspense to
+	// the account it came from, and suspense is clear.
+	body := fmt.Sprintf(`{"adjustment_id": "e2e-%s", "chain_id": 31337, "wallet": %q, "asset": "native", "amount": "%d",
+		"counter_account": {"kind": "opening_balance", "address": %q}, "reason": "anvil_setBalance by the stack test"}`,
+		strings.ToLower(moved.Hex()), moved.Hex(), unbookedWei, moved.Hex())
+	resp, err := books.client.Post(books.url+"/v1/adjustments", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("the adjustment: %d %s", resp.StatusCode, answer)
+	}
+	if got := books.suspense(moved); len(got) != 1 || got[0].Balance != "0" {
+		t.Errorf("wallet %s's suspense accounts after the adjustment: %+v; want native, 0", moved, got)
 	}
 }
 
