@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -65,23 +66,19 @@ func (a *API) requireLedger(next http.Handler) http.Handler {
 func (a *API) listLedgerAccounts(w http.ResponseWriter, r *http.Request) {
 	p := caller(r.Context())
 	q := r.URL.Query()
-	// The spec has checked every parameter's form.
-	chainID, _ := strconv.ParseInt(q.Get("chain_id"), 10, 64)
-	signer := postgres.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(q.Get("address"))}
-	if !p.mayUse(signer) {
-		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
+	signer, chainID, address, err := p.signerParams(q)
+	if err != nil {
+		httpserver.Error(w, r, err)
 		return
 	}
 	kind := ledgerapi.AccountWallet
 	if v := q.Get("kind"); v != "" {
 		kind = ledgerapi.AccountKind(v)
 	}
-	address := q.Get("address")
 	params := ledgerapi.ListAccountsParams{ChainId: &chainID, Address: &address, Kind: &kind}
 	if v := q.Get("asset"); v != "" {
 		params.Asset = &v
 	}
-	var err error
 	if params.AtBlock, err = atBlockParam(r); err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -223,19 +220,15 @@ func (p *principal) seesTransit(t *remote.TransitRef) bool {
 func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
 	p := caller(r.Context())
 	q := r.URL.Query()
-	// The spec has checked every parameter's form.
-	chainID, _ := strconv.ParseInt(q.Get("chain_id"), 10, 64)
-	signer := postgres.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(q.Get("address"))}
-	if !p.mayUse(signer) {
-		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
+	signer, chainID, address, err := p.signerParams(q)
+	if err != nil {
+		httpserver.Error(w, r, err)
 		return
 	}
-	address := q.Get("address")
 	params := ledgerapi.ListTransitsParams{ChainId: &chainID, Address: &address}
 	if v := q.Get("status"); v != "" {
 		params.Status = new(ledgerapi.TransitStatus(v))
 	}
-	var err error
 	if params.Cursor, params.Limit, err = pageParams(r); err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -271,6 +264,19 @@ func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRaw(w, http.StatusOK, t.JSON)
+}
+
+// signerParams reads the chain_id and address of a list by signer (the
+// spec has checked their form): NotFound unless the caller may use that
+// signer.
+func (p *principal) signerParams(q url.Values) (signer postgres.SignerRef, chainID int64, address string, err error) {
+	chainID, _ = strconv.ParseInt(q.Get("chain_id"), 10, 64)
+	address = q.Get("address")
+	signer = postgres.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(address)}
+	if !p.mayUse(signer) {
+		return signer, 0, "", errs.Errorf(errs.NotFound, "no signer %s", signer)
+	}
+	return signer, chainID, address, nil
 }
 
 // idParam reads a ledger id of the path (the spec has checked its form).

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -62,19 +61,14 @@ func TestLedgerTransits(t *testing.T) {
 	g := transitRig(t)
 	ids := func(key, path string) []string {
 		t.Helper()
-		var out []string
-		for path != "" {
+		return ledgertest.WalkPages(t, path, func(path string) ([]string, *string) {
 			page := read[ledgerTransits](t, g, key, path)
+			var ids []string
 			for _, tr := range page.Transits {
-				out = append(out, tr.ID)
+				ids = append(ids, tr.ID)
 			}
-			base, _, _ := strings.Cut(path, "&cursor=")
-			path = ""
-			if page.NextCursor != nil {
-				path = base + "&cursor=" + url.QueryEscape(*page.NextCursor)
-			}
-		}
-		return out
+			return ids, page.NextCursor
+		})
 	}
 	for path, want := range map[string][]string{
 		transitsPath(signerA):                                          {"acme-3", "acme-2", "acme-1"},

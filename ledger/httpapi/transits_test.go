@@ -69,19 +69,14 @@ func TestTransits(t *testing.T) {
 	seedTransits(t, a)
 	ids := func(path string) []string {
 		t.Helper()
-		var out []string
-		for path != "" {
+		return ledgertest.WalkPages(t, path, func(path string) ([]string, *string) {
 			page := read[transitList](t, a, path)
+			var ids []string
 			for _, tr := range page.Transits {
-				out = append(out, tr.ID)
+				ids = append(ids, tr.ID)
 			}
-			base, _, _ := strings.Cut(path, "&cursor=")
-			path = ""
-			if page.NextCursor != nil {
-				path = base + "&cursor=" + url.QueryEscape(*page.NextCursor)
-			}
-		}
-		return out
+			return ids, page.NextCursor
+		})
 	}
 	hotHex := strings.ToLower(hot.Hex())
 	for q, want := range map[string][]string{

@@ -2,6 +2,8 @@ package ledgertest
 
 import (
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,4 +44,23 @@ func ServeAPI(t testing.TB, pki string, newAPI func(*postgres.Store) *httpapi.AP
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	return &API{URL: ts.URL, Store: store, Pool: pool, Server: ts}
+}
+
+// WalkPages reads a list from path (a query with at least one parameter)
+// page by page, passing each page's next cursor back with the same
+// filters, and returns the ids of every item in order. page reads one
+// page: its items' ids and its next cursor.
+func WalkPages(t testing.TB, path string, page func(path string) (ids []string, next *string)) []string {
+	t.Helper()
+	base, _, _ := strings.Cut(path, "&cursor=")
+	var out []string
+	for path != "" {
+		ids, next := page(path)
+		out = append(out, ids...)
+		path = ""
+		if next != nil {
+			path = base + "&cursor=" + url.QueryEscape(*next)
+		}
+	}
+	return out
 }
