@@ -57,9 +57,9 @@ func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Poste
 		if err != nil {
 			return fmt.Errorf("read suspense %s: %w", k, err)
 		}
-		balance, ok := new(big.Int).SetString(held, 10)
-		if !ok {
-			return fmt.Errorf("suspense %s: a balance of %q", k, held)
+		balance, err := parseInt(held)
+		if err != nil {
+			return fmt.Errorf("suspense %s: %w", k, err)
 		}
 		after := new(big.Int).Add(balance, a.Amount)
 		clears := after.Sign() == 0 || after.Sign() == balance.Sign() && after.CmpAbs(balance) < 0

@@ -67,23 +67,20 @@ func walletsWentNegative(ctx context.Context, tx pgx.Tx, written []*ledger.Journ
 	if err != nil {
 		return nil, fmt.Errorf("read the balances of wallets booked: %w", err)
 	}
-	defer rows.Close()
 	var out []wentNegative
-	for rows.Next() {
-		var chain int64
-		var asset, amount string
-		var addr []byte
-		if err := rows.Scan(&chain, &asset, &addr, &amount); err != nil {
-			return nil, err
-		}
-		after, ok := new(big.Int).SetString(amount, 10)
-		if !ok {
-			return nil, fmt.Errorf("a balance of %q", amount)
+	var chain int64
+	var asset, amount string
+	var addr []byte
+	_, err = pgx.ForEachRow(rows, []any{&chain, &asset, &addr, &amount}, func() error {
+		after, err := parseInt(amount)
+		if err != nil {
+			return err
 		}
 		k := ledger.AccountKey{ChainID: uint64(chain), Asset: asset, Kind: ledger.Wallet, Address: common.BytesToAddress(addr)}
 		if before := new(big.Int).Sub(after, moved[k]); before.Sign() >= 0 {
 			out = append(out, wentNegative{account: k, before: before, after: after, journals: by[k]})
 		}
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }

@@ -48,71 +48,38 @@ type RunStat struct {
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Feeds: map[string]CursorStat{}, Scans: map[uint64]CursorStat{}, NegativeWallets: map[uint64]int{}, Reconciled: map[uint64]RunStat{}}
 	b := &pgx.Batch{}
+	var feed string
+	var chain uint64
+	var c CursorStat
 	b.Queue(`SELECT feed, seq, updated_at FROM feed_cursor`).Query(func(rows pgx.Rows) error {
-		return eachRow(rows, func() error {
-			var feed string
-			var c CursorStat
-			if err := rows.Scan(&feed, &c.Position, &c.UpdatedAt); err != nil {
-				return err
-			}
-			st.Feeds[feed] = c
-			return nil
-		})
+		_, err := pgx.ForEachRow(rows, []any{&feed, &c.Position, &c.UpdatedAt}, func() error { st.Feeds[feed] = c; return nil })
+		return err
 	})
 	b.Queue(`SELECT chain_id, block_number, updated_at FROM scan_cursor`).Query(func(rows pgx.Rows) error {
-		return eachRow(rows, func() error {
-			var chain uint64
-			var c CursorStat
-			if err := rows.Scan(&chain, &c.Position, &c.UpdatedAt); err != nil {
-				return err
-			}
-			st.Scans[chain] = c
-			return nil
-		})
+		_, err := pgx.ForEachRow(rows, []any{&chain, &c.Position, &c.UpdatedAt}, func() error { st.Scans[chain] = c; return nil })
+		return err
 	})
+	var negative int
 	b.Queue(`
 		SELECT a.chain_id, count(*) FROM balance b JOIN account a USING (account_id)
 		WHERE a.kind = 'wallet' AND b.amount < 0 GROUP BY a.chain_id`).Query(func(rows pgx.Rows) error {
-		return eachRow(rows, func() error {
-			var chain uint64
-			var n int
-			if err := rows.Scan(&chain, &n); err != nil {
-				return err
-			}
-			st.NegativeWallets[chain] = n
-			return nil
-		})
+		_, err := pgx.ForEachRow(rows, []any{&chain, &negative}, func() error { st.NegativeWallets[chain] = negative; return nil })
+		return err
 	})
 	b.Queue(`SELECT count(*), min(opened_at) FROM transit WHERE status = 'open'`).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.OpenTransits, &st.OldestOpenTransit)
 	})
+	var r RunStat
 	b.Queue(`
 		SELECT c.chain_id, r.block_number, r.status = 'complete', r.differences, r.deferred, r.finished_at
 		FROM scan_cursor c, LATERAL (
 			SELECT * FROM reconciliation_run WHERE chain_id = c.chain_id ORDER BY run_id DESC LIMIT 1) r`).Query(func(rows pgx.Rows) error {
-		return eachRow(rows, func() error {
-			var chain uint64
-			var r RunStat
-			if err := rows.Scan(&chain, &r.Block, &r.Complete, &r.Differences, &r.Deferred, &r.FinishedAt); err != nil {
-				return err
-			}
-			st.Reconciled[chain] = r
-			return nil
-		})
+		_, err := pgx.ForEachRow(rows, []any{&chain, &r.Block, &r.Complete, &r.Differences, &r.Deferred, &r.FinishedAt},
+			func() error { st.Reconciled[chain] = r; return nil })
+		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stats{}, fmt.Errorf("read the ledger's stats: %w", err)
 	}
 	return st, nil
-}
-
-// eachRow calls fn for each of rows, which it closes.
-func eachRow(rows pgx.Rows, fn func() error) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }
