@@ -91,7 +91,7 @@ func (d *Dispatcher) fanOut(ctx context.Context) error {
 		highest = max(highest, through)
 		d.metrics.fanoutLag.Set(float64(highest - cursor))
 		rows := d.feedEvents(events)
-		advanced, queued, err := d.store.FanOut(ctx, cursor, through, rows)
+		advanced, queued, err := d.writeFanOut(ctx, cursor, through, rows)
 		if err != nil {
 			if ctx.Err() == nil {
 				retry("queue deliveries", err, "after", cursor, "through", through)
@@ -170,4 +170,19 @@ func (d *Dispatcher) feedEvents(events []components.Event) []postgres.FeedEvent 
 		})
 	}
 	return rows
+}
+
+// fanOutWriteTimeout bounds one page's fan-out write once it has started.
+const fanOutWriteTimeout = 30 * time.Second
+
+// writeFanOut queues one page's deliveries and moves the cursor past it. A
+// stop does not cut the write short: cancelled during COMMIT, pgx reports
+// an error for a transaction the server may have committed, and this node
+// would then neither count the page (its metrics undercounting what it
+// fanned out) nor know where the cursor stands. The write runs to its end,
+// bounded by fanOutWriteTimeout, and the loop stops after it.
+func (d *Dispatcher) writeFanOut(ctx context.Context, after, through uint64, rows []postgres.FeedEvent) (advanced bool, queued int64, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutWriteTimeout)
+	defer cancel()
+	return d.store.FanOut(ctx, after, through, rows)
 }
