@@ -278,9 +278,6 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	found, reopened := 0, 0
 	for i := range tracked {
 		t := &tracked[i]
-		if t.State == txmanager.StateSigned {
-			continue // stuck on a refused broadcast: only its nonce is watched
-		}
 		var now *postgres.Receipt
 		for h, attempt := range t.Attempts {
 			r, ok := receipts[h]
@@ -304,11 +301,9 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 			}
 		}
 		if now != nil && t.Mined == nil {
-			confirmations := head.Number - now.BlockNumber + 1
-			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, *now, confirmations); err != nil {
+			if err := fl.mined(ctx, f, t, *now, head); err != nil {
 				return err
 			}
-			t.Mined, t.Confirmations = now, confirmations
 			found++
 		}
 	}
@@ -439,7 +434,9 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked [
 			}
 			reopened[t.TxID] = true
 		}
-		if t.State == txmanager.StateBroadcasted && t.Mined == nil {
+		// SIGNED ones too: a node may mine what it answered with an error,
+		// and the chain's word beats the send's verdict.
+		if (t.State == txmanager.StateBroadcasted || t.State == txmanager.StateSigned) && t.Mined == nil {
 			for h := range t.Attempts {
 				byHash[h] = t
 			}
@@ -465,12 +462,9 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked [
 		}
 		for _, r := range receipts {
 			t := byHash[r.TxHash]
-			rec := r.stored(t.Attempts[r.TxHash])
-			confirmations := head.Number - r.BlockNumber + 1
-			if err := fl.cfg.Store.Mined(ctx, f, t.TxID, rec, confirmations); err != nil {
+			if err := fl.mined(ctx, f, t, r.stored(t.Attempts[r.TxHash]), head); err != nil {
 				return err
 			}
-			t.Mined, t.Confirmations = &rec, confirmations
 			delete(reopened, t.TxID)
 		}
 	}
@@ -521,10 +515,26 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked [
 	return nil
 }
 
+// mined records that t's attempt r is in a canonical block, head being
+// the chain's head: a SIGNED t (its broadcast refused, held or stuck)
+// becomes BROADCASTED with it, and goes on to its end like any other.
+func (fl *Follower) mined(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, r postgres.Receipt, head Block) error {
+	confirmations := head.Number - r.BlockNumber + 1
+	if err := fl.cfg.Store.Mined(ctx, f, t.TxID, r, confirmations); err != nil {
+		return err
+	}
+	if t.State == txmanager.StateSigned {
+		fl.cfg.Log.Warn("mined although no route accepted its broadcast: recorded as the chain has it", "tx_id", t.TxID, "signer", f.Key.Signer,
+			"nonce", t.Nonce, "hash", r.Hash, "block", r.BlockNumber, "receipt_status", r.Status)
+	}
+	t.State, t.Stuck, t.Mined, t.Confirmations = txmanager.StateBroadcasted, false, &r, confirmations
+	return nil
+}
+
 // consumedElsewhere fails the unmined transactions (broadcast, or signed
-// and stuck on a refused broadcast) whose nonce the chain consumed at the
-// confirmation depth with none of their attempts: the key was used outside
-// txfence. One call (the signer's nonce at the depth),
+// and not broadcast: refused, held or stuck) whose nonce the chain
+// consumed at the confirmation depth with none of their attempts: the key
+// was used outside txfence. One call (the signer's nonce at the depth),
 // made only while some transaction of the signer waits to be mined.
 func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, head Block) error {
 	unmined := func(t *postgres.Tracked) bool {
@@ -550,18 +560,14 @@ func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tr
 		// Never a blind failure: one of our attempts may be mined in a
 		// block the follower did not match (older than its window).
 		if r, err := fl.minedAttempt(ctx, t); err != nil || r != nil {
-			if err == nil && t.State == txmanager.StateSigned {
-				// Mined after all: the refusal came after another route
-				// took it; the worker's next resend records it.
-				continue
-			}
+			// Mined after all (SIGNED too: a node mined what it refused):
+			// recorded now, as the chain has it.
 			if err == nil {
-				err = fl.cfg.Store.Mined(ctx, f, t.TxID, *r, head.Number-r.BlockNumber+1)
+				err = fl.mined(ctx, f, t, *r, head)
 			}
 			if err != nil {
 				return err
 			}
-			t.Mined, t.Confirmations = r, head.Number-r.BlockNumber+1
 			continue
 		}
 		fl.cfg.Log.Error("nonce consumed outside txfence: transaction failed", "tx_id", t.TxID, "signer", f.Key.Signer,

@@ -105,6 +105,18 @@ func (r *rig) broadcast(t testing.TB, requestID string, build func(nonce uint64)
 // intent through ALLOCATED at nonce, the signed attempt, BROADCASTED.
 func (r *rig) record(t testing.TB, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
 	t.Helper()
+	id := r.recordSigned(t, requestID, nonce, tx)
+	if _, err := r.store.Broadcasted(context.Background(), r.fence, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// recordSigned writes what the worker writes before it sends a
+// transaction: the intent through ALLOCATED at nonce, and the signed
+// attempt (SIGNED).
+func (r *rig) recordSigned(t testing.TB, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	to := common.HexToAddress("0xb0b")
 	in, _, err := r.store.Create(ctx, &txmanager.Intent{ChainID: r.fence.Key.ChainID, From: r.fence.Key.Signer, RequestID: requestID,
@@ -126,10 +138,29 @@ func (r *rig) record(t testing.TB, requestID string, nonce uint64, tx *types.Tra
 		MaxPriorityFeePerGas: tx.GasTipCap()}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Broadcasted(ctx, r.fence, []postgres.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	return in.ID
+}
+
+// reverting signs, at a nonce, a contract creation whose init code
+// reverts with Error("nope"): mined with receipt status 0.
+func (r *rig) reverting(t testing.TB) func(nonce uint64) *types.Transaction {
+	reverts := common.FromHex("7f08c379a0" + strings.Repeat("00", 28) + "600052" + "6020600452" + "6004602452" +
+		"7f6e6f7065" + strings.Repeat("00", 28) + "604452" + "60646000fd")
+	return func(nonce uint64) *types.Transaction {
+		head, err := r.node.Client().HeaderByNumber(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chainID := new(big.Int).SetUint64(r.node.ChainID())
+		tx, err := types.SignNewTx(r.node.Accounts()[0].Key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{
+			ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(1e9), GasFeeCap: new(big.Int).Add(big.NewInt(1e9), new(big.Int).Mul(head.BaseFee, big.NewInt(2))),
+			Gas: 100_000, Data: reverts,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
 }
 
 func (r *rig) transfer(t testing.TB) func(nonce uint64) *types.Transaction {
@@ -192,11 +223,13 @@ func (r *rig) state(t testing.TB, id uuid.UUID) (txmanager.State, txmanager.SubS
 	return tx.State, tx.SubState
 }
 
-// events are id's events after the broadcast, as "type:detail".
+// events are id's events after its broadcast (the move to BROADCASTED
+// and the first attempt's tx.attempt), as "type:detail".
 func (r *rig) events(t *testing.T, id uuid.UUID) []string {
 	t.Helper()
 	rows, err := r.pool.Query(context.Background(), `SELECT type, payload FROM event WHERE tx_id = $1 AND id > (
-		SELECT max(id) FROM event WHERE tx_id = $1 AND payload->>'to_state' = 'BROADCASTED' AND payload->>'from_state' = 'SIGNED') ORDER BY id`, id)
+		SELECT max(id) FROM event WHERE tx_id = $1 AND (payload->>'to_state' = 'BROADCASTED' AND payload->>'from_state' = 'SIGNED'
+			OR type = 'tx.attempt' AND payload->>'kind' = 'initial')) ORDER BY id`, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +246,7 @@ func (r *rig) events(t *testing.T, id uuid.UUID) []string {
 			NewFork       bool   `json:"new_fork"`
 			From          string `json:"from_state"`
 			To            string `json:"to_state"`
+			Kind          string `json:"kind"`
 		}
 		if err := json.Unmarshal(raw, &d); err != nil {
 			t.Fatal(err)
@@ -226,6 +260,8 @@ func (r *rig) events(t *testing.T, id uuid.UUID) []string {
 			out = append(out, s)
 		case txmanager.EventReorged:
 			out = append(out, "reorged:"+d.From)
+		case txmanager.EventAttempt:
+			out = append(out, "attempt:"+d.Kind)
 		default:
 			out = append(out, "state:"+d.To)
 		}
@@ -346,24 +382,7 @@ func TestARevertedReceiptEndsREVERTED(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 2)
 	r.step(t)
-	// Init code that reverts with Error("nope").
-	reverts := common.FromHex("7f08c379a0" + strings.Repeat("00", 28) + "600052" + "6020600452" + "6004602452" +
-		"7f6e6f7065" + strings.Repeat("00", 28) + "604452" + "60646000fd")
-	id, _ := r.broadcast(t, "reverts", func(nonce uint64) *types.Transaction {
-		head, err := r.node.Client().HeaderByNumber(context.Background(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chainID := new(big.Int).SetUint64(r.node.ChainID())
-		tx, err := types.SignNewTx(r.node.Accounts()[0].Key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{
-			ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(1e9), GasFeeCap: new(big.Int).Add(big.NewInt(1e9), new(big.Int).Mul(head.BaseFee, big.NewInt(2))),
-			Gas: 100_000, Data: reverts,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tx
-	})
+	id, _ := r.broadcast(t, "reverts", r.reverting(t))
 	r.mineAndStep(t, 2)
 	r.requireEnd(t, id, txmanager.StateReverted, "confirmation:1 state:REVERTED")
 	r.requireFinalNamesItsBlock(t, id)

@@ -29,8 +29,9 @@ type Receipt struct {
 	EffectiveGasPrice *big.Int
 }
 
-// Tracked is a transaction the follower watches: broadcast and not yet
-// final, or final at a block recent enough for a reorg to re-open it.
+// Tracked is a transaction the follower watches: signed or broadcast and
+// not yet final, or final at a block recent enough for a reorg to re-open
+// it.
 type Tracked struct {
 	TxID  uuid.UUID
 	Key   txmanager.SignerKey
@@ -58,9 +59,10 @@ type Tracked struct {
 }
 
 // Tracking lists key's transactions the follower watches: every
-// BROADCASTED one, the SIGNED ones the worker marked stuck (a refused
-// broadcast: their nonce may be consumed elsewhere), and those CONFIRMED
-// or REVERTED in a block at or above fromBlock.
+// BROADCASTED one, every SIGNED one (whatever its sub-state: a node may
+// mine a transaction whose send it refused, and one held for funds or
+// stuck on a refusal may have its nonce consumed elsewhere), and those
+// CONFIRMED or REVERTED in a block at or above fromBlock.
 func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]Tracked, error) {
 	return s.tracking(ctx, key, fromBlock, nil)
 }
@@ -107,7 +109,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 			p.attempt, p.kind, p.gas_limit, p.max_fee_per_gas::text, p.max_priority_fee_per_gas::text, p.gas_price::text, p.action_id
 		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id LEFT JOIN attempt_plan p ON p.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
-		  AND (t.state = 'BROADCASTED' OR (t.state = 'SIGNED' AND t.sub_state = 'stuck') OR (t.state IN ('CONFIRMED', 'REVERTED', 'CANCELLED') AND t.mined_attempt IS NOT NULL AND
+		  AND (t.state IN ('BROADCASTED', 'SIGNED') OR (t.state IN ('CONFIRMED', 'REVERTED', 'CANCELLED') AND t.mined_attempt IS NOT NULL AND
 			(SELECT m.block_number FROM attempt m WHERE m.tx_id = t.tx_id AND m.attempt = t.mined_attempt) >= $3))
 		  AND ($4::uuid[] IS NULL OR t.tx_id = ANY($4))
 		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock), ids)
@@ -176,16 +178,22 @@ func valueOr(v *int64) int64 {
 	return *v
 }
 
-// Mined records that an attempt of a BROADCASTED transaction is in a
-// canonical block with confirmations confirmations: the attempt's receipt,
-// the transaction's sub-state included, and a tx.confirmation event, with
-// new_fork set when an earlier receipt of the transaction was reported
-// (a reorg took it away).
+// Mined records that an attempt of a BROADCASTED or SIGNED transaction is
+// in a canonical block with confirmations confirmations: the attempt's
+// receipt, the transaction's sub-state included, and a tx.confirmation
+// event, with new_fork set when an earlier receipt of the transaction was
+// reported (a reorg took it away). The chain's word beats a send's
+// verdict: a SIGNED transaction (its broadcast refused, held for funds or
+// stuck, whatever the node answered) moves to BROADCASTED, included, with
+// its tx.state_changed event before the tx.confirmation, and ends as its
+// receipt says like any other.
 func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt, confirmations uint64) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
+		// Lock the row first: the state read is the one the update replaces.
+		var from string
 		var newFork bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event WHERE tx_id = $1 AND type = $2)`,
-			id, txmanager.EventConfirmation).Scan(&newFork); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT state, EXISTS (SELECT 1 FROM event WHERE tx_id = $1 AND type = $2) FROM tx WHERE tx_id = $1 FOR UPDATE`,
+			id, txmanager.EventConfirmation).Scan(&from, &newFork); err != nil {
 			return fmt.Errorf("record the receipt of %s: %w", id, err)
 		}
 		args := []any{id, r.Attempt, int64(r.BlockNumber), r.BlockHash.Bytes(), int16(r.Status), int64(r.GasUsed), optNumeric(r.EffectiveGasPrice),
@@ -197,14 +205,24 @@ func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Re
 				WHERE tx_id = $1 AND attempt = $2
 				RETURNING tx_id AS r_id
 			)
-			UPDATE tx SET mined_attempt = $2, confirmations = $8, sub_state = 'included', reason = NULL, updated_at = now()
-			FROM receipt WHERE tx.tx_id = r_id AND state = 'BROADCASTED' AND chain_id = $9 AND signer = $10 AND `+fence,
+			UPDATE tx SET state = 'BROADCASTED', mined_attempt = $2, confirmations = $8, sub_state = 'included', reason = NULL, updated_at = now()
+			FROM receipt WHERE tx.tx_id = r_id AND state IN ('BROADCASTED', 'SIGNED') AND chain_id = $9 AND signer = $10 AND `+fence,
 			append(args, fenceArgs...)...)
 		if err != nil {
 			return fmt.Errorf("record the receipt of %s: %w", id, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return s.notFollowed(ctx, tx, f, id, "record the receipt of")
+		}
+		if txmanager.State(from) == txmanager.StateSigned {
+			moved, err := scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			if err != nil {
+				return fmt.Errorf("record the receipt of %s: %w", id, err)
+			}
+			if err := insertEvent(ctx, tx, &moved, txmanager.StateChanged{FromState: txmanager.StateSigned, ToState: txmanager.StateBroadcasted,
+				Hash: &r.Hash}); err != nil {
+				return err
+			}
 		}
 		return insertTypedEvent(ctx, tx, txmanager.EventConfirmation, id, txmanager.Confirmation{Hash: r.Hash, BlockNumber: r.BlockNumber,
 			BlockHash: r.BlockHash, Confirmations: confirmations, ReceiptStatus: r.Status, NewFork: newFork})

@@ -298,12 +298,62 @@ type Sent struct {
 }
 
 // Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, in one
-// fenced transaction of three statements. Every transaction of the batch
-// must be SIGNED.
+// fenced transaction. A transaction the chain follower found mined before
+// this records its broadcast (a node may mine what it was sent at once) is
+// BROADCASTED, CONFIRMED or REVERTED already: it is left as it is and not
+// returned. Every other transaction of the batch must be SIGNED.
 func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
 	if len(sent) == 0 {
 		return nil, nil
 	}
+	var out []txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		// Lock the rows first, in one order (the follower's writes lock a
+		// transaction before its attempts too): the states read are the
+		// ones the update replaces.
+		all := make([]uuid.UUID, len(sent))
+		for i, b := range sent {
+			all[i] = b.TxID
+		}
+		rows, err := tx.Query(ctx, `SELECT tx_id, state FROM tx WHERE tx_id = ANY($1) ORDER BY tx_id FOR UPDATE`, all)
+		if err != nil {
+			return fmt.Errorf("record broadcasts (%d): %w", len(sent), err)
+		}
+		states := make(map[uuid.UUID]txmanager.State, len(sent))
+		var id uuid.UUID
+		var state string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+			states[id] = txmanager.State(state)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("record broadcasts (%d): %w", len(sent), err)
+		}
+		var signed []Sent
+		for _, b := range sent {
+			switch st := states[b.TxID]; st {
+			case txmanager.StateSigned:
+				signed = append(signed, b)
+			case txmanager.StateBroadcasted, txmanager.StateConfirmed, txmanager.StateReverted:
+				// Mined first: the follower recorded it.
+			default:
+				if err := fencedOrNothing(ctx, tx, f, "record broadcasts"); err != nil {
+					return err
+				}
+				return &txmanager.StateError{TxID: b.TxID, State: st, Want: []txmanager.State{txmanager.StateSigned}}
+			}
+		}
+		if len(signed) == 0 {
+			return fencedOrNothing(ctx, tx, f, "record broadcasts")
+		}
+		out, err = broadcasted(ctx, tx, f, signed, at)
+		return err
+	})
+	return out, err
+}
+
+// broadcasted moves the SIGNED transactions of sent to BROADCASTED in
+// three statements, with their events.
+func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
 	n := len(sent)
 	ids, routes := make([]uuid.UUID, n), make([]string, n)
 	byID := make(map[uuid.UUID]txmanager.Route, n)
@@ -311,34 +361,31 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent,
 		ids[i], routes[i] = b.TxID, string(b.Route)
 		byID[b.TxID] = b.Route
 	}
-	var out []txmanager.Tx
-	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{ids, routes, at, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		rows, err := tx.Query(ctx, `
-			WITH accepted AS (
-				SELECT * FROM unnest($1::uuid[], $2::text[]) AS b (b_id, b_route)
-			), sent AS (
-				UPDATE attempt SET route = b_route, sent_at = $3
-				FROM accepted JOIN tx t ON t.tx_id = b_id
-				WHERE attempt.tx_id = t.tx_id AND attempt.attempt = t.current_attempt
-				  AND t.state = 'SIGNED' AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
-				RETURNING attempt.tx_id AS s_id
-			)
-			UPDATE tx SET state = 'BROADCASTED', sub_state = NULL, reason = NULL, updated_at = now()
-			FROM sent WHERE tx.tx_id = s_id AND tx.state = 'SIGNED'
-			RETURNING `+txColumns,
-			append(args, fenceArgs...)...)
-		if out, err = collectBatch(ctx, tx, f, rows, err, n, "record broadcasts", txmanager.StateSigned); err != nil {
-			return err
-		}
-		events := make([]txmanager.StateChanged, n)
-		for i := range out {
-			events[i] = txmanager.StateChanged{FromState: txmanager.StateSigned, ToState: txmanager.StateBroadcasted, Route: byID[out[i].ID]}
-		}
-		return insertEvents(ctx, tx, out, events)
-	})
-	return out, err
+	args := []any{ids, routes, at, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+	fence, fenceArgs := FenceSQL(f, len(args))
+	rows, err := tx.Query(ctx, `
+		WITH accepted AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[]) AS b (b_id, b_route)
+		), sent AS (
+			UPDATE attempt SET route = b_route, sent_at = $3
+			FROM accepted JOIN tx t ON t.tx_id = b_id
+			WHERE attempt.tx_id = t.tx_id AND attempt.attempt = t.current_attempt
+			  AND t.state = 'SIGNED' AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
+			RETURNING attempt.tx_id AS s_id
+		)
+		UPDATE tx SET state = 'BROADCASTED', sub_state = NULL, reason = NULL, updated_at = now()
+		FROM sent WHERE tx.tx_id = s_id AND tx.state = 'SIGNED'
+		RETURNING `+txColumns,
+		append(args, fenceArgs...)...)
+	out, err := collectBatch(ctx, tx, f, rows, err, n, "record broadcasts", txmanager.StateSigned)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]txmanager.StateChanged, n)
+	for i := range out {
+		events[i] = txmanager.StateChanged{FromState: txmanager.StateSigned, ToState: txmanager.StateBroadcasted, Route: byID[out[i].ID]}
+	}
+	return out, insertEvents(ctx, tx, out, events)
 }
 
 // PendingApproval parks a simulated transaction until approvals arrive:

@@ -326,3 +326,67 @@ func TestANonceIsReleasedOnlyWithNothingAfterIt(t *testing.T) {
 		t.Errorf("next nonce %d (%v), want 1", next, err)
 	}
 }
+
+// TestMinedBeforeItsBroadcastIsRecorded: the follower finds a SIGNED
+// transaction mined (a node mined it while answering its send with an
+// error, or before the worker recorded the acceptance): Mined moves it to
+// BROADCASTED, included, with one state change naming its hash, then its
+// confirmation. The worker's late Broadcasted of it, in a batch with a
+// transaction still SIGNED, leaves it as the chain has it and moves the
+// other one only.
+func TestMinedBeforeItsBroadcastIsRecorded(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 4)
+	f := lease(t, s, "node-a")
+	ids := simulatedTxs(t, s, f, "mined-first", 2)
+	if _, err := s.Allocate(ctx(t), f, ids, feesFor(ids), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0]), attemptFor(ids[1])}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetSubState(ctx(t), f, ids[0], txmanager.StateSigned, txmanager.SubStuck, "broadcast_refused: rejected: execution reverted"); err != nil {
+		t.Fatal(err)
+	}
+	hash := attemptFor(ids[0]).Hash
+	if err := s.Mined(ctx(t), f, ids[0], postgres.Receipt{Attempt: 1, Hash: hash, BlockNumber: 7, BlockHash: crypto.Keccak256Hash([]byte("b7")),
+		Status: 0, GasUsed: 21000, EffectiveGasPrice: big.NewInt(1e9)}, 1); err != nil {
+		t.Fatalf("mined while SIGNED: %v", err)
+	}
+	mined, err := s.Get(ctx(t), ids[0])
+	if err != nil || mined.State != txmanager.StateBroadcasted || mined.SubState != txmanager.SubIncluded || mined.Reason != "" {
+		t.Fatalf("after Mined: %s/%s %q %v", mined.State, mined.SubState, mined.Reason, err)
+	}
+	sent, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}, {TxID: ids[1], Route: txmanager.RoutePublic}}, time.Now())
+	if err != nil || len(sent) != 1 || sent[0].ID != ids[1] || sent[0].State != txmanager.StateBroadcasted {
+		t.Fatalf("the worker's late broadcast: %+v %v", sent, err)
+	}
+	if again, err := s.Get(ctx(t), ids[0]); err != nil || again.State != txmanager.StateBroadcasted || again.SubState != txmanager.SubIncluded {
+		t.Errorf("the mined one after the late broadcast: %s/%s %v", again.State, again.SubState, err)
+	}
+	rows, err := pool.Query(ctx(t), `SELECT type, coalesce(payload->>'from_state', ''), coalesce(payload->>'to_state', ''),
+		coalesce(payload->>'sub_state', ''), coalesce(payload->>'hash', '') FROM event WHERE tx_id = $1 AND type <> 'tx.attempt' ORDER BY id`, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var typ, from, to, sub, h string
+		if err := rows.Scan(&typ, &from, &to, &sub, &h); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s>%s %s %s", typ, from, to, sub, h))
+	}
+	want := []string{
+		"tx.state_changed >INIT  ",
+		"tx.state_changed INIT>SIMULATED  ",
+		"tx.state_changed SIMULATED>ALLOCATED  ",
+		"tx.state_changed ALLOCATED>SIGNED  " + hash.Hex(),
+		"tx.state_changed SIGNED>SIGNED stuck " + hash.Hex(),
+		"tx.state_changed SIGNED>BROADCASTED included " + hash.Hex(),
+		"tx.confirmation >  " + hash.Hex(),
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events\n%q, want\n%q", got, want)
+	}
+}
