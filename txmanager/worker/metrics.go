@@ -15,6 +15,10 @@ type Metrics struct {
 	gapTotal     *prometheus.CounterVec
 	haltedTotal  *prometheus.CounterVec
 	refusedTotal *prometheus.CounterVec
+	// unknownMinedTotal and foundMinedTotal count what a new owner found
+	// when the chain was ahead of the database (after a restore).
+	unknownMinedTotal *prometheus.CounterVec
+	foundMinedTotal   *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's metrics with reg.
@@ -37,8 +41,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "txfence_txmanager_broadcast_refusals_total",
 			Help: "Transactions every route refused, by the node's error category.",
 		}, append(labels, "category")),
+		unknownMinedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_txmanager_unknown_mined_nonces_total",
+			Help: "Nonces the chain consumed that the database never assigned and no intent it holds explains (after a restore from a backup, or the key used outside txfence).",
+		}, labels),
+		foundMinedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_txmanager_found_mined_total",
+			Help: "Intents the database held without a nonce that the chain holds mined (sent before a restore from a backup): recorded, never sent again.",
+		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.heldTotal, m.gapTotal, m.haltedTotal, m.refusedTotal} {
+	for _, c := range []prometheus.Collector{m.heldTotal, m.gapTotal, m.haltedTotal, m.refusedTotal, m.unknownMinedTotal, m.foundMinedTotal} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -71,5 +83,17 @@ func (m *Metrics) halted(k txmanager.SignerKey) {
 func (m *Metrics) refused(k txmanager.SignerKey, category string) {
 	if m != nil {
 		m.refusedTotal.WithLabelValues(append(keyLabels(k), category)...).Inc()
+	}
+}
+
+func (m *Metrics) unknownMined(k txmanager.SignerKey, n int) {
+	if m != nil && n > 0 {
+		m.unknownMinedTotal.WithLabelValues(keyLabels(k)...).Add(float64(n))
+	}
+}
+
+func (m *Metrics) foundMined(k txmanager.SignerKey) {
+	if m != nil {
+		m.foundMinedTotal.WithLabelValues(keyLabels(k)...).Inc()
 	}
 }

@@ -241,16 +241,25 @@ func (w *worker) config() (txmanager.Chain, txmanager.SignerConfig) {
 }
 
 // settle fixes the next nonce: the highest of the cursor, the highest
-// assigned + 1 and, when the key may be used outside txfence, the chain's
-// pending nonce.
+// assigned + 1, the chain's mined nonce (a nonce the chain consumed is
+// never signed again, whatever the database remembers: see chainAhead)
+// and, when the key may be used outside txfence, the chain's pending
+// nonce.
 func (w *worker) settle(ctx context.Context) error {
 	cfg, ok := w.Chains.Signer(w.fence.Key)
 	if !ok {
 		return fmt.Errorf("%w: %s is not configured", errHalt, w.fence.Key)
 	}
+	mined, err := w.chainAhead(ctx)
+	if err != nil {
+		return err
+	}
 	pending, err := w.chainNonce(ctx, *cfg)
 	if err != nil {
 		return err
+	}
+	if pending == nil || *pending < mined {
+		pending = &mined
 	}
 	next, err := w.Store.NextNonce(ctx, w.fence, pending)
 	if err != nil {
