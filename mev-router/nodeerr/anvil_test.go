@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/google/go-cmp/cmp"
+	"github.com/holiman/uint256"
 
 	"github.com/txfence/txfence/mev-router/nodeerr"
 	"github.com/txfence/txfence/shared/anvil"
@@ -154,5 +156,90 @@ func TestProvokedOnAnvil(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Classify of anvil's answers (-want +got):\n%s", diff)
+	}
+}
+
+// TestAnvilAnswersAtSend records what a real anvil answers to the refusals
+// the categories TxTypeNotSupported and Malformed were made for, and to a
+// reverting transaction while it automines. It runs a Cancun chain, so
+// that an EIP-7702 transaction is of a type the node does not take yet.
+//
+// anvil accepts a reverting transaction and mines it (receipt status 0):
+// unlike Hardhat, it reports no revert at send, so ExecutionReverted is
+// never its answer to eth_sendRawTransaction; the case is here to notice
+// should a release change that.
+func TestAnvilAnswersAtSend(t *testing.T) {
+	t.Parallel()
+	node := chaintest.Anvil(t, anvil.Options{ExtraArgs: []string{"--hardfork", "cancun"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := node.Client()
+	accounts := node.Accounts()
+	chainID := new(big.Int).SetUint64(node.ChainID())
+	head, err := client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := big.NewInt(params.GWei)
+	feeCap := new(big.Int).Mul(head.BaseFee, big.NewInt(10))
+	sign := func(key *ecdsa.PrivateKey, data types.TxData) *types.Transaction {
+		t.Helper()
+		tx, err := types.SignTx(types.NewTx(data), types.LatestSignerForChainID(chainID), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	sendRaw := func(raw []byte) error {
+		var hash common.Hash
+		return node.RPC().CallContext(ctx, &hash, "eth_sendRawTransaction", hexutil.Bytes(raw))
+	}
+	u256 := func(b *big.Int) *uint256.Int { return uint256.MustFromBig(b) }
+	// reverts is the init code PUSH1 0 PUSH1 0 REVERT: its creation reverts.
+	reverts := common.FromHex("0x60006000fd")
+	var reverting *types.Transaction
+
+	tests := []struct {
+		name    string
+		want    nodeerr.Category // "": accepted
+		provoke func(key *ecdsa.PrivateKey) error
+	}{
+		{"a type byte it does not know", nodeerr.Malformed, func(key *ecdsa.PrivateKey) error {
+			raw, err := sign(key, &types.DynamicFeeTx{ChainID: chainID, GasTipCap: tip, GasFeeCap: feeCap, Gas: params.TxGas, To: &recipient}).MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw[0] = 0x05
+			return sendRaw(raw)
+		}},
+		{"bytes that are no transaction", nodeerr.Malformed, func(*ecdsa.PrivateKey) error {
+			return sendRaw([]byte{0xc3, 0x01, 0x02, 0x03})
+		}},
+		{"no bytes", nodeerr.Malformed, func(*ecdsa.PrivateKey) error { return sendRaw(nil) }},
+		{"EIP-7702 before Prague", nodeerr.TxTypeNotSupported, func(key *ecdsa.PrivateKey) error {
+			auth, err := types.SignSetCode(key, types.SetCodeAuthorization{ChainID: *u256(chainID), Address: recipient, Nonce: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return client.SendTransaction(ctx, sign(key, &types.SetCodeTx{ChainID: u256(chainID), GasTipCap: u256(tip), GasFeeCap: u256(feeCap),
+				Gas: 100_000, To: recipient, AuthList: []types.SetCodeAuthorization{auth}}))
+		}},
+		{"a creation that reverts", "", func(key *ecdsa.PrivateKey) error {
+			reverting = sign(key, &types.DynamicFeeTx{ChainID: chainID, GasTipCap: tip, GasFeeCap: feeCap, Gas: 100_000, Data: reverts})
+			return client.SendTransaction(ctx, reverting)
+		}},
+	}
+	want := make(map[string]nodeerr.Category, len(tests))
+	got := make(map[string]nodeerr.Category, len(tests))
+	for i, tt := range tests {
+		err := tt.provoke(accounts[i].Key)
+		want[tt.name], got[tt.name] = tt.want, nodeerr.Classify(err)
+		t.Logf("%s: anvil %s answered %v", tt.name, anvil.Version, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Classify of anvil's answers (-want +got):\n%s", diff)
+	}
+	if r := chaintest.WaitReceipt(t, node, reverting.Hash()); r.Status != types.ReceiptStatusFailed {
+		t.Errorf("the reverting creation was mined with status %d, want %d", r.Status, types.ReceiptStatusFailed)
 	}
 }

@@ -17,21 +17,27 @@ import (
 
 // Classify returns the category of an error from eth_sendRawTransaction (or
 // a relay's equivalent), and "" for nil. In order:
-//   - Errors that mean no request reached a node, or no answer came back
-//     (deadlines, cancellation, any net.Error, which covers every failure
-//     of net/http's client, refused or reset connections, EOF, a closed
-//     client, an answer that is not JSON), and errors that say of
-//     themselves that they are Temporary, are Transient: the node gave no
-//     verdict.
+//   - Errors that mean no request reached a node, or no answer about the
+//     transaction came back (deadlines, cancellation, any net.Error, which
+//     covers every failure of net/http's client, refused or reset
+//     connections, EOF, a closed client, an answer that is not JSON or
+//     not of the expected shape, a null result, a call missing from a
+//     batch's answer), and errors that say of themselves that they are
+//     Temporary, are Transient: the node gave no verdict.
 //   - A non-2xx HTTP status (rpc.HTTPError): 5xx, 429 and 408 are
 //     Transient; 401, 403, 404, 405, 407 and 421 say that the endpoint is
-//     wrong for us (credentials, URL), not the transaction, and are
-//     Transient too, so the transaction is not lost to a configuration
-//     mistake; any other status is classified by the message in its body.
-//   - A JSON-RPC error (rpc.Error) is classified by its message, then its
-//     data; an unknown message with code 429, -32005 (limit exceeded, used
-//     by providers for rate limits) or -32603 (internal error) is
-//     Transient, any other is Rejected.
+//     wrong for us (credentials, URL), not the transaction, and 413 that
+//     the request is larger than the endpoint (a proxy) takes: Transient
+//     too, so the transaction is not lost to an endpoint's configuration;
+//     any other status is classified by the message in its body.
+//   - A JSON-RPC error (rpc.Error) with code 3 is ExecutionReverted
+//     (its message quotes the contract, so it is not read); any other is
+//     classified by its message, then its data; an unknown message with
+//     code 429, -32005 (limit exceeded, used by providers for rate
+//     limits), -32603 (internal error), or one of JSON-RPC's codes for a
+//     request it could not take as such (-32700 parse error, -32600
+//     invalid request, -32601 method not found: about the request, never
+//     the transaction in it) is Transient, any other is Rejected.
 //   - Anything else is classified by its message.
 func Classify(err error) Category {
 	if err == nil {
@@ -81,7 +87,11 @@ func noVerdict(err error) bool {
 		errors.Is(err, syscall.EPIPE),
 		errors.Is(err, syscall.EHOSTUNREACH),
 		errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, rpc.ErrClientQuit):
+		errors.Is(err, rpc.ErrClientQuit),
+		// A call answered with a null result, or left out of a batch's
+		// answer: nothing was said about the transaction.
+		errors.Is(err, rpc.ErrNoResult),
+		errors.Is(err, rpc.ErrMissingBatchResponse):
 		return true
 	}
 	// net.Error covers dial, DNS and TLS failures as well as timeouts:
@@ -91,9 +101,12 @@ func noVerdict(err error) bool {
 		return true
 	}
 	// A 2xx answer that is not JSON comes from a proxy or a broken node,
-	// not from a node that read the transaction.
+	// not from a node that read the transaction. Nor does JSON of the wrong
+	// shape: go-ethereum's client returns a *json.UnmarshalTypeError for a
+	// batch answered with one error object instead of an array.
 	var syntaxErr *json.SyntaxError
-	if errors.As(err, &syntaxErr) {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
 		return true
 	}
 	// The idiom of errors that know they are retryable, e.g. the relay
@@ -103,11 +116,12 @@ func noVerdict(err error) bool {
 }
 
 // endpointTrouble reports whether an HTTP status speaks of the endpoint
-// (overloaded, failing, or refusing us: credentials, URL), not of the
-// transaction: no node gave a verdict on it.
+// (overloaded, failing, or refusing us: credentials, URL, a body larger
+// than it takes), not of the transaction: no node gave a verdict on it.
 func endpointTrouble(status int) bool {
 	switch {
 	case status >= 500,
+		status == http.StatusRequestEntityTooLarge,
 		status == http.StatusTooManyRequests,
 		status == http.StatusRequestTimeout,
 		status == http.StatusUnauthorized,
@@ -145,6 +159,11 @@ func classifyHTTP(e rpc.HTTPError) Category {
 }
 
 func classifyRPC(code int, msg string, data any) Category {
+	if code == 3 {
+		// geth's, reth's, anvil's and besu's code for a revert, whose
+		// message ends with the contract's reason: whatever that says.
+		return ExecutionReverted
+	}
 	if c := ClassifyMessage(msg); c != Rejected {
 		return c
 	}
@@ -155,7 +174,7 @@ func classifyRPC(code int, msg string, data any) Category {
 		}
 	}
 	switch code {
-	case http.StatusTooManyRequests, -32005, -32603:
+	case http.StatusTooManyRequests, -32005, -32603, -32700, -32600, -32601:
 		return Transient
 	}
 	return Rejected
@@ -193,13 +212,28 @@ func match(cat Category, pattern string) rule {
 }
 
 // rules are tried in order and the first match wins. The order matters
-// where one wording contains another: "replacement transaction underpriced"
-// before "underpriced", the base fee messages before the generic fee ones,
-// "intrinsic gas exceeds gas limit" before the gas limit ones, and
-// nethermind's "NonceTooLow: nonce too high" (sic) reads as too high.
-// Patterns are matched against the lowercased message with "_" as " ".
-// Each comment names the clients whose messages the pattern was taken from.
+// where one wording contains another: a revert first, because the rest of
+// its message is the contract's own text ("reverted with reason string
+// 'nonce too low'"), "replacement transaction underpriced" before
+// "underpriced", the base fee messages before the generic fee ones,
+// "intrinsic gas exceeds gas limit" before the gas limit ones, the
+// signature messages before the decoding ones, and nethermind's
+// "NonceTooLow: nonce too high" (sic) reads as too high. Patterns are
+// matched against the lowercased message with "_" as " ". Each comment
+// names the clients whose messages the pattern was taken from.
 var rules = []rule{
+	// geth-style "execution reverted[: reason]" (reth, anvil, and besu's
+	// "Execution reverted"), which a node or RPC that simulates before it
+	// pools may answer to a send.
+	match(ExecutionReverted, `execution reverted`),
+	// hardhat, automining, after mining the transaction: "VM Exception
+	// while processing transaction: reverted with reason string '…'" (and
+	// "… with panic code …", "… with custom error …", "…: revert"),
+	// "Transaction reverted without a reason string", "Transaction
+	// reverted: function selector was not recognized …", "Transaction
+	// reverted and Hardhat couldn't infer the reason.".
+	match(ExecutionReverted, `vm exception while processing transaction|\btransaction reverted\b`),
+
 	// geth txpool.ErrAlreadyKnown; erigon "ALREADY_EXISTS: already known";
 	// reth RpcPoolError::AlreadyKnown; nethermind TxPoolErrorMessages
 	// (current) and "AlreadyKnown: transaction is already known."; besu
@@ -338,12 +372,18 @@ var rules = []rule{
 	// geth txpool.ErrGasLimit, reth, besu, besu enum "exceeds block gas
 	// limit"; hardhat "Transaction gas limit is … and exceeds block gas
 	// limit of …"; reth pool "transaction's gas limit … exceeds block's
-	// gas limit …".
+	// gas limit …"; besu pool "Transaction gas limit of … exceeds block
+	// gas limit of …"; revm "caller gas limit exceeds the block gas limit".
 	match(GasLimitExceeded, `exceeds (the )?block('s)? gas limit`),
-	// reth "exceeds max transaction gas limit" and "… exceeds maximum
-	// per-transaction gas limit …" (EIP-7825); besu enum
-	// EXCEEDS_TRANSACTION_GAS_LIMIT.
-	match(GasLimitExceeded, `exceeds (max(imum)? )?(per-)?transaction gas limit`),
+	// reth "exceeds max transaction gas limit" (the pool's own maximum)
+	// and "… exceeds maximum per-transaction gas limit …" (EIP-7825); besu
+	// enums EXCEEDS_TRANSACTION_GAS_LIMIT and
+	// EXCEEDS_PER_TRANSACTION_GAS_LIMIT; hardhat (EDR) "Transaction gas
+	// limit is … and exceeds transaction gas cap of …" (EIP-7825).
+	match(GasLimitExceeded, `exceeds (the )?(max(imum)? )?(per[- ])?transaction gas (limit|cap)`),
+	// revm "transaction gas limit (…) is greater than the cap (…)"
+	// (EIP-7825), which embedders pass on.
+	match(GasLimitExceeded, `gas limit (\(?\d+\)? )?is greater than the cap`),
 	// geth ErrGasLimitTooHigh "transaction gas limit too high (cap: …, tx:
 	// …)"; reth "gas limit too high"; erigon "gas limit is too high".
 	match(GasLimitExceeded, `gas limit (is )?too high`),
@@ -419,6 +459,42 @@ var rules = []rule{
 	// TX_SENDER_NOT_AUTHORIZED.
 	match(InvalidSenderOrSignature, `sender (account )?not authorized`),
 
+	// geth, erigon, reth "transaction type not supported" (geth's pool:
+	// "…: tx type 3 not supported by this pool", "…: type 4 rejected,
+	// pool not yet in Prague"); anvil "Unknown transaction type not
+	// supported"; nethermind "unsupported transaction type" (current),
+	// "NotSupportedTxType" (older) and "InvalidTxType: Transaction type in
+	// … is not supported."; besu "Invalid transaction type"; erigon "fork
+	// supporting this transaction type is not activated yet"; ethereumjs
+	// (Hardhat before EDR) "TypedTransaction with ID … unknown".
+	match(TxTypeNotSupported, `transaction type not supported|unsupported transaction type|notsupportedtxtype|invalidtxtype|invalid transaction type|transaction type is not activated|typedtransaction with id \d+ unknown`),
+	// anvil "EIP-7702 fields received but is not supported by the current
+	// hardfork." (and EIP-4844, EIP-1559 fee params, access lists), "op-stack
+	// deposit tx received but is not supported.", "EIP-7702 authorization
+	// lists are not supported before the Prague hardfork"; reth
+	// "blob_versioned_hashes is not supported for blocks before the Cancun
+	// hardfork", "EIP-7702 authorization list not supported", "transactions
+	// before Berlin should not have access list"; revm "Eip7702 is not
+	// supported", "authorization list not supported".
+	match(TxTypeNotSupported, `not supported by the current hardfork|deposit tx received but is not supported|not supported (for blocks )?before the \w+ hardfork|authorization list not supported|access list not supported|should not have access list|eip\d+ is not supported`),
+
+	// geth, reth, erigon "oversized data[: transaction size …, limit …]";
+	// erigon "RLPTooLong"; nethermind "transaction too large" (current) and
+	// "MaxTxSizeExceeded" (older); reth (older) "input data too large";
+	// besu enum EXCEEDS_MAX_TX_BYTES; and other wordings of such a limit.
+	match(Oversized, `oversized data|rlptoolong|transaction too large|maxtxsizeexceeded|input data too large|exceeds max tx bytes|(transaction|tx) size exceeds|max tx size`),
+
+	// geth and erigon decoding: "rlp: …", "typed transaction too short",
+	// "transaction chain id or signature value exceeds 256 bits"; erigon
+	// "short input: …", "trailing bytes after rlp encoded transaction",
+	// "not an RLP encoded transaction…"; anvil "Failed to decode
+	// transaction", "Empty transaction data"; reth "failed to decode signed
+	// transaction", "empty transaction data"; nethermind "Invalid RLP.";
+	// besu "Invalid block param (block not found)" (sic: its answer to a raw
+	// transaction that does not decode) and enum INVALID_TRANSACTION_FORMAT;
+	// hardhat "Invalid transaction"; ethereumjs "Invalid serialized tx input".
+	match(Malformed, `rlp:|typed transaction too short|signature value exceeds 256 bits|^short input|trailing bytes after rlp|not an rlp encoded transaction|failed to decode|empty transaction data|invalid rlp|invalid block param \(block not found\)|invalid transaction format|^invalid transaction\.?$|invalid serialized tx input`),
+
 	// The node is up but cannot judge transactions yet: nethermind "node is
 	// syncing"; besu "Initial sync is still in progress" and "Transaction
 	// pool not enabled. (Either txpool explicitly disabled, or node not yet
@@ -428,6 +504,10 @@ var rules = []rule{
 	// "project ID request rate exceeded", Alchemy "… exceeded its compute
 	// units per second capacity".
 	match(Transient, `rate limit|ratelimit|rate exceeded|too many requests|compute units`),
+	// A batch answered as a whole, which says nothing of any transaction
+	// in it: geth "batch too large" and "response too large"; besu "Number
+	// of requests exceeds max batch size".
+	match(Transient, `batch too large|response too large|exceeds max batch size`),
 	// Timeouts and overload, as proxies and nodes word them; besu "Timeout
 	// expired".
 	match(Transient, `timeout|timed out|service unavailable|temporarily unavailable|bad gateway|try again later`),

@@ -67,6 +67,7 @@ func (e refused) Temporary() bool { return false }
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	var syntaxErr error = json.Unmarshal([]byte("<html>bad gateway</html>"), new(any))
+	var wrongShape error = json.Unmarshal([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}`), new([]json.RawMessage))
 	tests := []struct {
 		name string
 		err  error
@@ -77,13 +78,25 @@ func TestClassify(t *testing.T) {
 		{"rpc error", rpcError{code: -32000, msg: "nonce too low: next nonce 5, tx nonce 3"}, nodeerr.NonceTooLow},
 		{"rpc error wrapped", fmt.Errorf("send to node-1: %w", rpcError{code: -32000, msg: "already known"}), nodeerr.AlreadyKnown},
 		{"rpc error besu code", rpcError{code: -32001, msg: "Nonce too low"}, nodeerr.NonceTooLow},
-		{"rpc error unknown message", rpcError{code: -32000, msg: "execution reverted"}, nodeerr.Rejected},
+		{"rpc error unknown message", rpcError{code: -32000, msg: "no such thing"}, nodeerr.Rejected},
+		{"rpc error revert", rpcError{code: 3, msg: "execution reverted: nope", data: "0x08c379a0"}, nodeerr.ExecutionReverted},
+		// Code 3 is a revert whatever the message, which quotes the
+		// contract: its text must not pass for a node's own words.
+		{"rpc error revert code", rpcError{code: 3, msg: "already known"}, nodeerr.ExecutionReverted},
 		{"rpc error invalid params", rpcError{code: -32602, msg: "invalid argument 0: hex string without 0x prefix"}, nodeerr.Rejected},
 		{"rpc error reason in data", rpcError{code: -32000, msg: "transaction rejected", data: "replacement transaction underpriced"}, nodeerr.ReplacementUnderpriced},
 		{"rpc error internal", rpcError{code: -32603, msg: "Internal error"}, nodeerr.Transient},
 		// EIP-1474: -32005 "Limit exceeded: Request exceeds defined limit".
 		{"rpc error limit exceeded", rpcError{code: -32005, msg: "Limit exceeded"}, nodeerr.Transient},
 		{"rpc error code 429", rpcError{code: 429, msg: "Your app has exceeded its capacity"}, nodeerr.Transient},
+		// JSON-RPC 2.0's codes for a request it could not take as a
+		// request: they say nothing of the transaction inside it.
+		{"rpc error invalid request", rpcError{code: -32600, msg: "Invalid request"}, nodeerr.Transient},
+		{"rpc error parse error", rpcError{code: -32700, msg: "Parse error"}, nodeerr.Transient},
+		{"rpc error method not found", rpcError{code: -32601, msg: "the method eth_sendRawTransaction does not exist/is not available"}, nodeerr.Transient},
+		{"rpc error batch too large", rpcError{code: -32600, msg: "batch too large"}, nodeerr.Transient},
+		{"rpc error response too large", rpcError{code: -32003, msg: "response too large"}, nodeerr.Transient},
+		{"rpc error batch size", rpcError{code: -32005, msg: "Number of requests exceeds max batch size"}, nodeerr.Transient},
 		{"rpc error rate limit message", rpcError{code: -32000, msg: "request rate limited, try again later"}, nodeerr.Transient},
 		// besu uses -32005 for a gas limit above the block's: the message wins.
 		{"rpc error message beats code", rpcError{code: -32005, msg: "Transaction gas limit exceeds block gas limit"}, nodeerr.GasLimitExceeded},
@@ -97,6 +110,11 @@ func TestClassify(t *testing.T) {
 		{"http 401", rpc.HTTPError{StatusCode: 401, Status: "401 Unauthorized", Body: []byte("invalid project id")}, nodeerr.Transient},
 		{"http 403", rpc.HTTPError{StatusCode: 403, Status: "403 Forbidden"}, nodeerr.Transient},
 		{"http 404", rpc.HTTPError{StatusCode: 404, Status: "404 Not Found", Body: []byte("404 page not found\n")}, nodeerr.Transient},
+		// A body size limit is the endpoint's (a proxy's), not a node's
+		// verdict: nodes refuse an oversized transaction in their own words.
+		{"http 413", rpc.HTTPError{StatusCode: 413, Status: "413 Request Entity Too Large", Body: []byte("<html>413 Request Entity Too Large</html>")}, nodeerr.Transient},
+		{"http 400 batch error", rpc.HTTPError{StatusCode: 400, Status: "400 Bad Request",
+			Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}`)}, nodeerr.Transient},
 		{"http 400 json-rpc body", rpc.HTTPError{StatusCode: 400, Status: "400 Bad Request",
 			Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"nonce too low"}}`)}, nodeerr.NonceTooLow},
 		{"http 400 json-rpc body unknown", rpc.HTTPError{StatusCode: 400, Status: "400 Bad Request",
@@ -118,6 +136,11 @@ func TestClassify(t *testing.T) {
 		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), nodeerr.Transient},
 		{"client closed", rpc.ErrClientQuit, nodeerr.Transient},
 		{"not json", syntaxErr, nodeerr.Transient},
+		// A JSON answer of the wrong shape: go-ethereum's client gives
+		// this when a batch is answered by one error object.
+		{"json of the wrong shape", wrongShape, nodeerr.Transient},
+		{"no result", rpc.ErrNoResult, nodeerr.Transient},
+		{"missing from the batch answer", rpc.ErrMissingBatchResponse, nodeerr.Transient},
 		{"temporary", overloaded{}, nodeerr.Transient},
 
 		{"not temporary", refused{"relay https://relay.example: HTTP 400: nonce too low"}, nodeerr.NonceTooLow},
@@ -243,6 +266,10 @@ func TestCategories(t *testing.T) {
 		nodeerr.TxFeeCapExceeded:         {Fatal: true},
 		nodeerr.TxpoolFull:               {Retryable: true},
 		nodeerr.InvalidSenderOrSignature: {Fatal: true},
+		nodeerr.TxTypeNotSupported:       {Fatal: true},
+		nodeerr.Oversized:                {Fatal: true},
+		nodeerr.Malformed:                {Fatal: true},
+		nodeerr.ExecutionReverted:        {},
 		nodeerr.Rejected:                 {Fatal: true},
 		nodeerr.Transient:                {Retryable: true},
 		"":                               {},
@@ -330,4 +357,98 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// TestClassifyBatchAnswersOverHTTP sends JSON-RPC batches through
+// go-ethereum's client to endpoints that answer them as a whole, and
+// checks that none of what the client then returns, for the batch or for
+// an element, passes for a node's verdict on a transaction. (mevrouter's
+// public route sends such transactions again, in smaller batches.)
+func TestClassifyBatchAnswersOverHTTP(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// answer serves a batch by the function's answer to its requests' ids.
+	answer := func(status int, body func(ids []json.RawMessage) string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var reqs []struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&reqs); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			ids := make([]json.RawMessage, len(reqs))
+			for i, req := range reqs {
+				ids[i] = req.ID
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body(ids))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	tooLarge := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}`
+	tests := []struct {
+		name string
+		url  string
+	}{
+		// A proxy's or provider's limit, answered with one error object.
+		{"one error object", answer(200, func([]json.RawMessage) string { return tooLarge })},
+		{"one error object, HTTP 400", answer(400, func([]json.RawMessage) string { return tooLarge })},
+		{"HTTP 413", answer(413, func([]json.RawMessage) string { return "<html>413 Request Entity Too Large</html>" })},
+		{"HTTP 429", answer(429, func([]json.RawMessage) string {
+			return `{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"nonce too low"}}` // a proxy's text, whatever it says
+		})},
+		// geth's answer to a batch above its limit: an array holding one
+		// error, under the id of the first call.
+		{"geth batch too large", answer(200, func(ids []json.RawMessage) string {
+			return `[{"jsonrpc":"2.0","id":` + string(ids[0]) + `,"error":{"code":-32600,"message":"batch too large"}}]`
+		})},
+		// geth past its batch response size: the calls after the limit
+		// get this error.
+		{"geth response too large", answer(200, func(ids []json.RawMessage) string {
+			return `[{"jsonrpc":"2.0","id":` + string(ids[0]) + `,"error":{"code":-32003,"message":"response too large"}},` +
+				`{"jsonrpc":"2.0","id":` + string(ids[1]) + `,"error":{"code":-32003,"message":"response too large"}}]`
+		})},
+		// An array that answers calls with null results.
+		{"null results", answer(200, func(ids []json.RawMessage) string {
+			return `[{"jsonrpc":"2.0","id":` + string(ids[0]) + `,"result":null},{"jsonrpc":"2.0","id":` + string(ids[1]) + `,"result":null}]`
+		})},
+		{"empty array", answer(200, func([]json.RawMessage) string { return `[]` })},
+	}
+	got := make(map[string][]nodeerr.Category)
+	want := make(map[string][]nodeerr.Category)
+	errs := make(map[string][]error)
+	for _, tt := range tests {
+		client, err := rpc.DialContext(ctx, tt.url)
+		if err != nil {
+			t.Fatalf("%s: dial: %v", tt.name, err)
+		}
+		var hashes [2]common.Hash
+		elems := []rpc.BatchElem{
+			{Method: "eth_sendRawTransaction", Args: []any{"0x02"}, Result: &hashes[0]},
+			{Method: "eth_sendRawTransaction", Args: []any{"0x02"}, Result: &hashes[1]},
+		}
+		batchErr := client.BatchCallContext(ctx, elems)
+		client.Close()
+		// What the batch call returned, then each element's error: each
+		// is either nil (nothing to classify) or Transient.
+		for _, err := range []error{batchErr, elems[0].Error, elems[1].Error} {
+			if err == nil {
+				continue
+			}
+			got[tt.name] = append(got[tt.name], nodeerr.Classify(err))
+			want[tt.name] = append(want[tt.name], nodeerr.Transient)
+			errs[tt.name] = append(errs[tt.name], err)
+		}
+		if len(got[tt.name]) == 0 {
+			t.Errorf("%s: no error at all from the batch call", tt.name)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Classify (-want +got):\n%s\nerrors: %v", diff, errs)
+	}
 }

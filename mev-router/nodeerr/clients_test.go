@@ -64,8 +64,17 @@ var gethExamples = []example{
 	{"sender not an eoa: address 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266, len(code): 23", nodeerr.InvalidSenderOrSignature},
 	{"max priority fee per gas higher than max fee per gas", nodeerr.Rejected},
 	{"max fee per gas higher than 2^256-1", nodeerr.Rejected},
-	{"oversized data: transaction size 200000, limit 131072", nodeerr.Rejected},
-	{"transaction type not supported: tx type 3 not supported by this pool", nodeerr.Rejected},
+	{"oversized data: transaction size 200000, limit 131072", nodeerr.Oversized},
+	{"transaction type not supported: tx type 3 not supported by this pool", nodeerr.TxTypeNotSupported},
+	{"transaction type not supported: type 4 rejected, pool not yet in Prague", nodeerr.TxTypeNotSupported},
+	{"transaction type not supported", nodeerr.TxTypeNotSupported}, // an unknown type byte, as decoding says
+	{"typed transaction too short", nodeerr.Malformed},
+	{"rlp: expected input list for types.LegacyTx", nodeerr.Malformed},
+	{"rlp: value size exceeds available input length", nodeerr.Malformed},
+	{"rlp: too few elements for types.DynamicFeeTx", nodeerr.Malformed},
+	{"rlp: input contains more than one value", nodeerr.Malformed},
+	{"transaction chain id or signature value exceeds 256 bits", nodeerr.Malformed},
+	{"transaction gas limit too high (cap: 33554432, tx: 40000000)", nodeerr.GasLimitExceeded}, // Amsterdam's cap
 	{"negative value", nodeerr.Rejected},
 	{"nonce has max value: address 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266, nonce: 18446744073709551615", nodeerr.Rejected},
 	{"address already reserved", nodeerr.Rejected},
@@ -104,8 +113,13 @@ var erigonExamples = []example{
 	{"tx fee (1.20 ether) exceeds the configured cap (1.00 ether)", nodeerr.TxFeeCapExceeded},
 	{"TxPool Disabled", nodeerr.Transient},
 	{"INVALID: negative value", nodeerr.Rejected},
-	{"INVALID: oversized data", nodeerr.Rejected},
-	{"INVALID: RLPTooLong", nodeerr.Rejected},
+	{"INVALID: oversized data", nodeerr.Oversized},
+	{"INVALID: RLPTooLong", nodeerr.Oversized},
+	{"INVALID: fork supporting this transaction type is not activated yet", nodeerr.TxTypeNotSupported},
+	{"transaction type not supported", nodeerr.TxTypeNotSupported},
+	{"short input: 1", nodeerr.Malformed},
+	{"trailing bytes after rlp encoded transaction", nodeerr.Malformed},
+	{"rlp: value size exceeds available input length", nodeerr.Malformed},
 	{"INTERNAL_ERROR: GasUintOverflow", nodeerr.Rejected},
 	{"INVALID: initcode too large", nodeerr.Rejected},
 }
@@ -139,7 +153,9 @@ var nethermindExamples = []example{
 	{"sender not an eoa", nodeerr.InvalidSenderOrSignature},
 	{"node is syncing", nodeerr.Transient},
 	{"transaction cost overflow", nodeerr.Rejected},
-	{"unsupported transaction type", nodeerr.Rejected},
+	{"unsupported transaction type", nodeerr.TxTypeNotSupported},
+	{"transaction too large", nodeerr.Oversized},
+	{"InvalidTxType: Transaction type in Osaka is not supported.", nodeerr.TxTypeNotSupported},
 	// Older wording: result names, with the filters' messages.
 	{"AlreadyKnown", nodeerr.AlreadyKnown},
 	{"AlreadyKnown: transaction is already known.", nodeerr.AlreadyKnown},
@@ -162,6 +178,9 @@ var nethermindExamples = []example{
 	{"Invalid, InvalidTxChainId: expected 1, got 5.", nodeerr.InvalidSenderOrSignature},
 	{"Int256Overflow", nodeerr.Rejected},
 	{"Invalid", nodeerr.Rejected},
+	{"NotSupportedTxType", nodeerr.TxTypeNotSupported},
+	{"MaxTxSizeExceeded", nodeerr.Oversized},
+	{"Invalid RLP.", nodeerr.Malformed},
 	// TxErrorMessages (validation and transaction processing).
 	{"NonceTooLow: nonce too low. Current nonce: 5, nonce of tx: 3.", nodeerr.NonceTooLow},
 	{"NonceTooLow: nonce too high. Current nonce: 5, nonce of tx: 9.", nodeerr.NonceTooHigh}, // sic
@@ -196,6 +215,7 @@ var besuExamples = []example{
 	{"Upfront cost exceeds account balance", nodeerr.InsufficientFunds},
 	{"Transaction gas limit exceeds block gas limit", nodeerr.GasLimitExceeded},
 	{"Transaction gas limit cap exceeded", nodeerr.GasLimitExceeded},
+	{"Transaction gas limit of 31000000 exceeds block gas limit of 30000000", nodeerr.GasLimitExceeded}, // the pool's detail
 	{"Gas price below configured minimum gas price", nodeerr.Underpriced},
 	{"Gas price below current base fee", nodeerr.FeeCapTooLow},
 	{"Wrong chainId", nodeerr.InvalidSenderOrSignature},
@@ -209,6 +229,9 @@ var besuExamples = []example{
 	{"Max priority fee per gas exceeds max fee per gas", nodeerr.Rejected},
 	{"Plugin has marked the transaction as invalid", nodeerr.Rejected},
 	{"Invalid params", nodeerr.Rejected},
+	{"Invalid transaction type", nodeerr.TxTypeNotSupported},
+	{"Invalid block param (block not found)", nodeerr.Malformed}, // sic: its answer to a raw transaction that is not RLP
+	{"Execution reverted", nodeerr.ExecutionReverted},
 	// TransactionInvalidReason names.
 	{"NONCE_TOO_LOW", nodeerr.NonceTooLow},
 	{"NONCE_TOO_HIGH", nodeerr.NonceTooHigh},
@@ -226,6 +249,9 @@ var besuExamples = []example{
 	{"WRONG_CHAIN_ID", nodeerr.InvalidSenderOrSignature},
 	{"REPLAY_PROTECTED_SIGNATURE_REQUIRED", nodeerr.InvalidSenderOrSignature},
 	{"TX_SENDER_NOT_AUTHORIZED", nodeerr.InvalidSenderOrSignature},
+	{"EXCEEDS_PER_TRANSACTION_GAS_LIMIT", nodeerr.GasLimitExceeded},
+	{"EXCEEDS_MAX_TX_BYTES", nodeerr.Oversized},
+	{"INVALID_TRANSACTION_FORMAT", nodeerr.Malformed},
 	{"MAX_PRIORITY_FEE_PER_GAS_EXCEEDS_MAX_FEE_PER_GAS", nodeerr.Rejected},
 }
 
@@ -265,8 +291,13 @@ var rethExamples = []example{
 	{"negative value", nodeerr.Rejected},
 	{"nonce has max value", nodeerr.Rejected},
 	{"max initcode size exceeded", nodeerr.Rejected},
-	{"transaction type not supported", nodeerr.Rejected},
-	{"failed to decode signed transaction", nodeerr.Rejected},
+	{"transaction type not supported", nodeerr.TxTypeNotSupported},
+	{"EIP-7702 authorization list not supported", nodeerr.TxTypeNotSupported},
+	{"transactions before Berlin should not have access list", nodeerr.TxTypeNotSupported},
+	{"blob_versioned_hashes is not supported for blocks before the Cancun hardfork", nodeerr.TxTypeNotSupported},
+	{"oversized data: transaction size 200000, limit 131072", nodeerr.Oversized},
+	{"failed to decode signed transaction", nodeerr.Malformed},
+	{"empty transaction data", nodeerr.Malformed},
 	{"EOF crate should have `to` address", nodeerr.Rejected},
 	// The pool's own errors, before the RPC layer rewords them.
 	{"[0x1c9d2a1f6d3a3e5b9f1f6f0c6c2b0b1e7a4c8f9d2e3b4a5c6d7e8f9a0b1c2d3e]: already imported", nodeerr.AlreadyKnown},
@@ -276,6 +307,11 @@ var rethExamples = []example{
 	{"transaction discarded outright due to pool size constraints", nodeerr.TxpoolFull},
 	{"transaction's gas limit 31000000 exceeds block's gas limit 30000000", nodeerr.GasLimitExceeded},
 	{"transaction's gas limit 20000000 exceeds maximum per-transaction gas limit 16777216", nodeerr.GasLimitExceeded},
+	{"input data too large", nodeerr.Oversized},
+	// revm's InvalidTransaction, which reth's embedders and EDR pass on.
+	{"transaction gas limit (20000000) is greater than the cap (16777216)", nodeerr.GasLimitExceeded},
+	{"caller gas limit exceeds the block gas limit", nodeerr.GasLimitExceeded},
+	{"Eip7702 is not supported", nodeerr.TxTypeNotSupported},
 	{"transaction overdraws from account, balance: 0, cost: 21000000000000", nodeerr.InsufficientFunds},
 }
 
@@ -311,8 +347,18 @@ var anvilExamples = []example{
 	{"sender not an eoa", nodeerr.InvalidSenderOrSignature},
 	{"max priority fee per gas higher than max fee per gas", nodeerr.Rejected},
 	{"Cyclic transaction detected", nodeerr.Rejected},
-	{"Unknown transaction type not supported", nodeerr.Rejected},
-	{"Failed to decode transaction", nodeerr.Rejected},
+	{"Unknown transaction type not supported", nodeerr.TxTypeNotSupported},
+	{"EIP-7702 fields received but is not supported by the current hardfork.\n\nYou can use it by running anvil with '--hardfork prague' or later.", nodeerr.TxTypeNotSupported},
+	{"EIP-4844 fields received but is not supported by the current hardfork.\n\nYou can use it by running anvil with '--hardfork cancun' or later.", nodeerr.TxTypeNotSupported},
+	{"EIP-1559 style fee params (maxFeePerGas or maxPriorityFeePerGas) received but they are not supported by the current hardfork.\n\nYou can use them by running anvil with '--hardfork london' or later.", nodeerr.TxTypeNotSupported},
+	{"Access list received but is not supported by the current hardfork.\n\nYou can use it by running anvil with '--hardfork berlin' or later.", nodeerr.TxTypeNotSupported},
+	{"op-stack deposit tx received but is not supported.\n\nYou can use it by running anvil with '--optimism'.", nodeerr.TxTypeNotSupported},
+	{"EIP-7702 authorization lists are not supported before the Prague hardfork", nodeerr.TxTypeNotSupported},
+	{"Eip4844 is not supported", nodeerr.TxTypeNotSupported}, // revm's own, passed through
+	{"Failed to decode transaction", nodeerr.Malformed},
+	{"Empty transaction data", nodeerr.Malformed},
+	{"execution reverted: nope", nodeerr.ExecutionReverted},
+	{"transaction gas limit (20000000) is greater than the cap (16777216)", nodeerr.GasLimitExceeded}, // revm's, passed through
 	{"nonce has max value", nodeerr.Rejected},
 	{"max initcode size exceeded", nodeerr.Rejected},
 }
@@ -348,6 +394,22 @@ var hardhatExamples = []example{
 	{"Trying to send an incompatible EIP-155 transaction, signed for another chain.", nodeerr.InvalidSenderOrSignature},
 	{"Invalid Signature", nodeerr.InvalidSenderOrSignature},
 	{"contract creation without any data provided", nodeerr.Rejected},
+	// A reverting transaction sent while automining is mined, and then
+	// reported as an error (throwOnTransactionFailures, on by default).
+	{"VM Exception while processing transaction: reverted with reason string 'nope'", nodeerr.ExecutionReverted},
+	{"Error: VM Exception while processing transaction: reverted with panic code 0x11 (Arithmetic operation overflowed outside of an unchecked block)", nodeerr.ExecutionReverted},
+	{"VM Exception while processing transaction: reverted with custom error 'Nope()'", nodeerr.ExecutionReverted},
+	{"VM Exception while processing transaction: revert", nodeerr.ExecutionReverted},
+	{"Transaction reverted without a reason string", nodeerr.ExecutionReverted},
+	{"Transaction reverted: function selector was not recognized and there's no fallback function", nodeerr.ExecutionReverted},
+	{"Transaction reverted and Hardhat couldn't infer the reason.", nodeerr.ExecutionReverted},
+	// A revert reason is the contract's text: whatever it says, the
+	// transaction reverted.
+	{"VM Exception while processing transaction: reverted with reason string 'nonce too low'", nodeerr.ExecutionReverted},
+	{"Invalid transaction", nodeerr.Malformed},
+	{"TypedTransaction with ID 5 unknown", nodeerr.TxTypeNotSupported},
+	// EDR enforces EIP-7825 since Osaka.
+	{"Transaction gas limit is 30000000 and exceeds transaction gas cap of 16777216", nodeerr.GasLimitExceeded},
 	{"Transaction maxFeePerBlobGas (1) is too low for the next block, which has a baseFeePerBlobGas of 2", nodeerr.Rejected},
 }
 

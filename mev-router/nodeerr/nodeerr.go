@@ -6,11 +6,18 @@
 // classify.go, each with the clients it was taken from.
 //
 // A category says what the refusal means for the transaction, and the
-// methods Accepted, Retryable and Fatal say what to do about it. Three
+// methods Accepted, Retryable and Fatal say what to do about it. Four
 // categories are none of the three, because txmanager must look before it
 // acts: NonceTooLow (was one of our attempts mined?), ReplacementUnderpriced
-// (an attempt of ours is pooled) and InsufficientFunds (hold until funded).
+// (an attempt of ours is pooled), InsufficientFunds (hold until funded) and
+// ExecutionReverted (the node may have mined it: the chain decides).
 // Neither is the empty category that Classify gives a nil error.
+//
+// A category is a verdict on one transaction, so only a node's answer
+// about that transaction may carry one other than Transient: an answer to
+// a whole JSON-RPC batch (one error object, an HTTP error, an element
+// missing from the answer) is Transient for each transaction in it, and
+// the sender resends them (see mevrouter's public route).
 package nodeerr
 
 // Category is the class of a node's answer to eth_sendRawTransaction. Its
@@ -41,8 +48,10 @@ const (
 	// IntrinsicGasTooLow: the gas limit does not cover the intrinsic gas
 	// (or the EIP-7623 floor data gas).
 	IntrinsicGasTooLow Category = "intrinsic_gas_too_low"
-	// GasLimitExceeded: the gas limit is above the block gas limit or the
-	// per-transaction cap (EIP-7825).
+	// GasLimitExceeded: the gas limit is above a cap: the block gas
+	// limit, the protocol's per-transaction cap (EIP-7825: 2^24 from
+	// Osaka), or a node's own configured maximum for one transaction
+	// (nethermind's and reth's pool settings), however the client words it.
 	GasLimitExceeded Category = "gas_limit_exceeded"
 	// FeeCapTooLow: the max fee per gas (or legacy gas price) is below the
 	// base fee of the next block.
@@ -57,6 +66,28 @@ const (
 	// acceptable sender: bad values, another chain id, no replay
 	// protection where the node requires it, or a sender with code.
 	InvalidSenderOrSignature Category = "invalid_sender_or_signature"
+	// TxTypeNotSupported: the node does not take transactions of this
+	// EIP-2718 type: a fork that introduces it is not active on the node
+	// (an EIP-7702 transaction before Prague), its pool keeps no such
+	// transactions (blob transactions on a node without a blob pool), or
+	// the type byte is unknown to it.
+	TxTypeNotSupported Category = "tx_type_not_supported"
+	// Oversized: the transaction is larger than the node takes (geth's
+	// pool: 128 KiB, blobs aside; nethermind's MaxTxSize).
+	Oversized Category = "oversized"
+	// Malformed: the node could not decode the raw transaction (bad RLP,
+	// a typed transaction too short, trailing bytes, nothing at all).
+	// mevrouterd decodes every transaction before sending it, so a node
+	// that cannot is usually one that does not know the encoding.
+	Malformed Category = "malformed"
+	// ExecutionReverted: the node ran the transaction and says it reverted.
+	// A node that mines on arrival may already have mined it: Hardhat's
+	// network, automining, mines a reverting transaction and then answers
+	// eth_sendRawTransaction with the revert (anvil accepts it and reports
+	// nothing). A node or RPC that simulates before it pools may refuse a
+	// reverting transaction with the same words instead. Only the chain
+	// tells which.
+	ExecutionReverted Category = "execution_reverted"
 	// Rejected: any other refusal of the transaction.
 	Rejected Category = "rejected"
 	// Transient: no verdict on the transaction: timeouts, unreachable or
@@ -77,6 +108,10 @@ var all = []Category{
 	TxFeeCapExceeded,
 	TxpoolFull,
 	InvalidSenderOrSignature,
+	TxTypeNotSupported,
+	Oversized,
+	Malformed,
+	ExecutionReverted,
 	Rejected,
 	Transient,
 }
@@ -114,17 +149,34 @@ func (c Category) Retryable() bool {
 }
 
 // Fatal reports whether the transaction as signed can never be accepted,
-// so that resending it is pointless:
+// so that resending it is pointless. A refusal reaches txmanager only when
+// no endpoint or relay accepted the transaction, so "never" means by any
+// node we send to; what changes the answer is a new transaction or a new
+// node, an operator's decision, not a retry:
 //   - IntrinsicGasTooLow, GasLimitExceeded: its gas limit is wrong for
-//     every block.
+//     every block, or above the cap of every node we reach (the gas limit
+//     is signed: another one is another transaction).
 //   - InvalidSenderOrSignature: no node of this chain will take it.
 //   - TxFeeCapExceeded: the node refuses its total fee; a cheaper
 //     transaction is a new decision for the fee policy, not a retry.
+//   - TxTypeNotSupported: the type is part of what was signed; the nodes
+//     take it once they run the fork that brings it, which is an
+//     upgrade to wait for, not a retry.
+//   - Oversized: its size is what was signed; the node's limit does not
+//     move between resends.
+//   - Malformed: the same bytes decode the same way on every resend.
 //   - Rejected: the node refused it for a reason this package does not
 //     know, and only a known reason can make resending worthwhile.
+//
+// ExecutionReverted is not fatal, though resending is pointless too: the
+// node may have mined the transaction, and a revert on chain is an outcome
+// (REVERTED), not a refusal. Nor is it retryable: a resend can only get
+// "already known" or "nonce too low" from such a node. txmanager leaves the
+// transaction for the chain to decide (see its worker).
 func (c Category) Fatal() bool {
 	switch c {
-	case IntrinsicGasTooLow, GasLimitExceeded, InvalidSenderOrSignature, TxFeeCapExceeded, Rejected:
+	case IntrinsicGasTooLow, GasLimitExceeded, InvalidSenderOrSignature, TxFeeCapExceeded,
+		TxTypeNotSupported, Oversized, Malformed, Rejected:
 		return true
 	}
 	return false

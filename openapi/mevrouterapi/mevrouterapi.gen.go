@@ -22,17 +22,21 @@ import (
 // Defines values for ErrorCategory.
 const (
 	AlreadyKnown             ErrorCategory = "already_known"
+	ExecutionReverted        ErrorCategory = "execution_reverted"
 	FeeCapTooLow             ErrorCategory = "fee_cap_too_low"
 	GasLimitExceeded         ErrorCategory = "gas_limit_exceeded"
 	InsufficientFunds        ErrorCategory = "insufficient_funds"
 	IntrinsicGasTooLow       ErrorCategory = "intrinsic_gas_too_low"
 	InvalidSenderOrSignature ErrorCategory = "invalid_sender_or_signature"
+	Malformed                ErrorCategory = "malformed"
 	NonceTooHigh             ErrorCategory = "nonce_too_high"
 	NonceTooLow              ErrorCategory = "nonce_too_low"
+	Oversized                ErrorCategory = "oversized"
 	Rejected                 ErrorCategory = "rejected"
 	ReplacementUnderpriced   ErrorCategory = "replacement_underpriced"
 	Transient                ErrorCategory = "transient"
 	TxFeeCapExceeded         ErrorCategory = "tx_fee_cap_exceeded"
+	TxTypeNotSupported       ErrorCategory = "tx_type_not_supported"
 	TxpoolFull               ErrorCategory = "txpool_full"
 	Underpriced              ErrorCategory = "underpriced"
 )
@@ -41,6 +45,8 @@ const (
 func (e ErrorCategory) Valid() bool {
 	switch e {
 	case AlreadyKnown:
+		return true
+	case ExecutionReverted:
 		return true
 	case FeeCapTooLow:
 		return true
@@ -52,9 +58,13 @@ func (e ErrorCategory) Valid() bool {
 		return true
 	case InvalidSenderOrSignature:
 		return true
+	case Malformed:
+		return true
 	case NonceTooHigh:
 		return true
 	case NonceTooLow:
+		return true
+	case Oversized:
 		return true
 	case Rejected:
 		return true
@@ -63,6 +73,8 @@ func (e ErrorCategory) Valid() bool {
 	case Transient:
 		return true
 	case TxFeeCapExceeded:
+		return true
+	case TxTypeNotSupported:
 		return true
 	case TxpoolFull:
 		return true
@@ -188,9 +200,19 @@ type BroadcastResult struct {
 
 // ErrorCategory A node's refusal, classified the same way whatever the client
 // (geth, erigon, nethermind, besu, reth, anvil, hardhat) and its
-// wording. `transient` (timeouts, 5xx, rate limits, unreachable)
-// warrants a retry with backoff; `rejected` is any other refusal and is
-// final; `already_known` is never an error (it counts as accepted).
+// wording. `transient` (timeouts, 5xx, rate limits, unreachable, and
+// any answer to a JSON-RPC batch as a whole rather than to this
+// transaction) warrants a retry with backoff; `rejected` is any other
+// refusal and is final; `already_known` is never an error (it counts as
+// accepted). Final too: `intrinsic_gas_too_low`, `gas_limit_exceeded`
+// (above the block gas limit, the EIP-7825 cap or the node's own
+// maximum), `invalid_sender_or_signature`, `tx_fee_cap_exceeded`,
+// `tx_type_not_supported` (a type the node does not take, e.g. before
+// the fork that brings it), `oversized` (larger than the node takes)
+// and `malformed` (the node cannot decode it). `execution_reverted`
+// (the node ran it and it reverted) is neither final nor to be retried:
+// a node that mines on arrival may have mined it, so only the chain
+// tells. See docs/mevrouter.md for the whole table.
 type ErrorCategory string
 
 // Fallback What to do when a private send expires unincluded: `none` (the
@@ -247,9 +269,19 @@ type PrivateStatus struct {
 type SendError struct {
 	// Category A node's refusal, classified the same way whatever the client
 	// (geth, erigon, nethermind, besu, reth, anvil, hardhat) and its
-	// wording. `transient` (timeouts, 5xx, rate limits, unreachable)
-	// warrants a retry with backoff; `rejected` is any other refusal and is
-	// final; `already_known` is never an error (it counts as accepted).
+	// wording. `transient` (timeouts, 5xx, rate limits, unreachable, and
+	// any answer to a JSON-RPC batch as a whole rather than to this
+	// transaction) warrants a retry with backoff; `rejected` is any other
+	// refusal and is final; `already_known` is never an error (it counts as
+	// accepted). Final too: `intrinsic_gas_too_low`, `gas_limit_exceeded`
+	// (above the block gas limit, the EIP-7825 cap or the node's own
+	// maximum), `invalid_sender_or_signature`, `tx_fee_cap_exceeded`,
+	// `tx_type_not_supported` (a type the node does not take, e.g. before
+	// the fork that brings it), `oversized` (larger than the node takes)
+	// and `malformed` (the node cannot decode it). `execution_reverted`
+	// (the node ran it and it reverted) is neither final nor to be retried:
+	// a node that mines on arrival may have mined it, so only the chain
+	// tells. See docs/mevrouter.md for the whole table.
 	Category ErrorCategory `json:"category"`
 
 	// Endpoint The endpoint or relay that said so.
