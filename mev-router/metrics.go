@@ -6,11 +6,12 @@ import "github.com/prometheus/client_golang/prometheus"
 // endpoints and private relays alike, labelled by configured name) and per
 // route.
 type Metrics struct {
-	sends      *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	endpointUp *prometheus.GaugeVec
-	broadcasts *prometheus.CounterVec
-	private    *prometheus.CounterVec
+	sends       *prometheus.CounterVec
+	batchSplits *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	endpointUp  *prometheus.GaugeVec
+	broadcasts  *prometheus.CounterVec
+	private     *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -20,6 +21,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "txfence_mevrouter_endpoint_sends_total",
 			Help: "Transactions sent to one endpoint or relay, by route and result: accepted, an error category (see openapi/mevrouter.yaml ErrorCategory), or skipped (circuit breaker open).",
 		}, []string{"endpoint", "route", "result"}),
+		batchSplits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_mevrouter_endpoint_batch_splits_total",
+			Help: "JSON-RPC batches a public endpoint answered as a whole (one error object, an HTTP 4xx, calls missing from the answer, errors about the batch) rather than per transaction; their transactions were sent again in smaller batches.",
+		}, []string{"endpoint"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "txfence_mevrouter_endpoint_latency_seconds",
 			Help:    "Time for one endpoint or relay to answer one send (a batch is one send), by route.",
@@ -38,6 +43,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Private sends reaching a state: included, expired, cancelled, failed, fell_back (sent publicly after expiry), late_included (included after expiry, cancel or failure).",
 		}, []string{"state"}),
 	}
-	reg.MustRegister(m.sends, m.latency, m.endpointUp, m.broadcasts, m.private)
+	reg.MustRegister(m.sends, m.batchSplits, m.latency, m.endpointUp, m.broadcasts, m.private)
 	return m
 }

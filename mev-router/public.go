@@ -2,10 +2,12 @@ package mevrouter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -214,44 +216,28 @@ func moreTelling(have, next *SendError) *SendError {
 	return have
 }
 
-// sendTo sends the transactions to one endpoint, in one JSON-RPC batch
-// where it takes batches, and records metrics and breaker health. It runs
-// past the caller's return, so it has its own deadline.
+// sendTo sends the transactions to one endpoint, in JSON-RPC batches where
+// it takes batches, and records metrics and breaker health. It runs past
+// the caller's return, so it has its own deadline.
 func (p *Public) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, hashes []common.Hash) endpointAnswer {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
 	defer cancel()
 	start := time.Now()
 	errs := make([]error, len(raws))
-	var callErr error
-	if e.batch && len(raws) > 1 {
-		elems := make([]rpc.BatchElem, len(raws))
-		results := make([]common.Hash, len(raws))
-		for i, raw := range raws {
-			elems[i] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(raw)}, Result: &results[i]}
-		}
-		callErr = e.client.BatchCallContext(ctx, elems)
-		for i := range elems {
-			errs[i] = elems[i].Error
-		}
-	} else {
-		for i, raw := range raws {
-			var h common.Hash
-			errs[i] = e.client.CallContext(ctx, &h, "eth_sendRawTransaction", hexutil.Bytes(raw))
-			if nodeerr.Classify(errs[i]) == nodeerr.Transient && ctx.Err() != nil {
-				callErr = errs[i] // out of time: the rest would fail the same way
-				break
-			}
-		}
+	all := make([]int, len(raws))
+	for i := range all {
+		all[i] = i
 	}
-	if callErr != nil {
-		for i := range errs {
-			if errs[i] == nil || nodeerr.Classify(errs[i]) == nodeerr.Transient {
-				errs[i] = callErr
-			}
-		}
+	if e.batch && len(raws) > 1 {
+		p.sendBatch(ctx, e, raws, all, errs)
+	} else {
+		p.sendEach(ctx, e, raws, all, errs)
 	}
 	p.metrics.latency.WithLabelValues(e.Name, "public").Observe(time.Since(start).Seconds())
 
+	// The endpoint is healthy when it judged a transaction, whatever it
+	// said. A batch it answered only as a whole, a rate limit included,
+	// judged none: that is endpoint trouble.
 	healthy := false
 	for i, err := range errs {
 		cat := nodeerr.Classify(err)
@@ -274,3 +260,162 @@ func (p *Public) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, h
 	p.metrics.endpointUp.WithLabelValues(e.Name).Set(up)
 	return endpointAnswer{endpoint: e.Name, errs: errs}
 }
+
+// sendEach sends the transactions idx one call each, and records each
+// answer in errs. A single call's answer is about its transaction. Once
+// the endpoint's time is up, the ones not yet sent get the same failure.
+func (p *Public) sendEach(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
+	for n, i := range idx {
+		var h common.Hash
+		errs[i] = e.client.CallContext(ctx, &h, "eth_sendRawTransaction", hexutil.Bytes(raws[i]))
+		if ctx.Err() != nil && nodeerr.Classify(errs[i]) == nodeerr.Transient {
+			for _, j := range idx[n+1:] {
+				errs[j] = errs[i]
+			}
+			return
+		}
+	}
+}
+
+// sendBatch sends the transactions idx in one JSON-RPC batch and records
+// in errs the endpoint's answer about each. An answer about the batch as a
+// whole is no verdict on any transaction in it: one error object instead
+// of an array (a size limit, geth's "batch too large"), an HTTP 4xx, an
+// array that lacks calls, or per-call errors that speak of the batch (see
+// aboutTheBatch). The transactions without an answer of their own are sent
+// again in two halves, and so on down to one call each, while the
+// endpoint's time lasts; those still without one get a batchFailure,
+// which nodeerr reads as Transient.
+//
+// An endpoint that is overloaded or failing (HTTP 429, 408, 5xx), refuses
+// us (401, 403, ...) or does not answer at all gets no smaller batches:
+// more requests at once would not help, and its circuit breaker counts
+// the failure.
+func (p *Public) sendBatch(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
+	if len(idx) == 1 {
+		p.sendEach(ctx, e, raws, idx, errs)
+		return
+	}
+	elems := make([]rpc.BatchElem, len(idx))
+	results := make([]common.Hash, len(idx))
+	for j, i := range idx {
+		elems[j] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(raws[i])}, Result: &results[j]}
+	}
+	var again []int // no answer of their own
+	why := e.client.BatchCallContext(ctx, elems)
+	if why != nil {
+		if !answeredAsAWhole(why) {
+			for _, i := range idx {
+				errs[i] = &batchFailure{n: len(idx), err: why}
+			}
+			return
+		}
+		again = idx
+	} else {
+		// geth answers a batch above its limit with an array holding one
+		// error under the first call's id: in an answer that lacks calls,
+		// no error is about its call.
+		complete := true
+		for _, el := range elems {
+			if errors.Is(el.Error, rpc.ErrMissingBatchResponse) {
+				complete = false
+			}
+		}
+		for j, el := range elems {
+			switch {
+			case el.Error == nil:
+				errs[idx[j]] = nil
+			case complete && !aboutTheBatch(el.Error):
+				errs[idx[j]] = el.Error
+			default:
+				again = append(again, idx[j])
+				if why == nil || errors.Is(why, rpc.ErrMissingBatchResponse) {
+					why = el.Error // the most telling one, for the log
+				}
+			}
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	p.metrics.batchSplits.WithLabelValues(e.Name).Inc()
+	p.log.Warn("public endpoint answered a batch as a whole: sending its transactions again in smaller batches",
+		"endpoint", e.Name, "batch", len(idx), "unanswered", len(again), "err", why)
+	if ctx.Err() != nil {
+		for _, i := range again {
+			errs[i] = &batchFailure{n: len(idx), err: why, whole: true}
+		}
+		return
+	}
+	half := (len(again) + 1) / 2
+	p.sendBatch(ctx, e, raws, again[:half], errs)
+	p.sendBatch(ctx, e, raws, again[half:], errs)
+}
+
+// answeredAsAWhole reports whether a batch call's error is the endpoint's
+// answer to the batch as a whole, such that smaller batches may get
+// answers of their own: JSON that is not an array (go-ethereum's client
+// returns a *json.UnmarshalTypeError for one error object), or an HTTP
+// status that refuses this request (400, 413, and the like). Not a
+// failure to get any answer, an HTTP status that speaks of the
+// endpoint's state or of us (429, 408, 5xx; 401, 403, 404, 405, 407,
+// 421), or an answer that is not JSON at all (a proxy's page).
+func answeredAsAWhole(err error) bool {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return true
+	}
+	var httpErr rpc.HTTPError
+	if !errors.As(err, &httpErr) {
+		return false
+	}
+	switch s := httpErr.StatusCode; s {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed,
+		http.StatusProxyAuthRequired, http.StatusRequestTimeout, http.StatusMisdirectedRequest, http.StatusTooManyRequests:
+		return false
+	default:
+		return s >= 400 && s < 500
+	}
+}
+
+// aboutTheBatch reports whether a batch element's error speaks of the
+// batch rather than of its call's transaction: anything but a JSON-RPC
+// error object (a call missing from the answer, a null result, a result
+// that is not a hash), JSON-RPC's codes for a request it could not take as
+// such (-32700, -32600), and geth's errors for calls it dropped because the
+// batch as a whole was too long to run ("request timed out", -32002) or
+// to answer ("response too large", -32003).
+func aboutTheBatch(err error) bool {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) {
+		return true
+	}
+	switch rpcErr.ErrorCode() {
+	case -32700, -32600:
+		return true
+	case -32002, -32003:
+		msg := strings.ToLower(rpcErr.Error())
+		return strings.Contains(msg, "timed out") || strings.Contains(msg, "too large")
+	}
+	return false
+}
+
+// batchFailure is what a transaction gets when its endpoint gave no answer
+// about it, only about (or no answer to) the batch it was sent in. It is
+// Temporary, so that nodeerr classifies it Transient whatever the words of
+// the batch's answer: they are no verdict on this transaction.
+type batchFailure struct {
+	n     int  // transactions in the batch
+	whole bool // the endpoint answered the batch as a whole
+	err   error
+}
+
+func (e *batchFailure) Error() string {
+	if e.whole {
+		return fmt.Sprintf("no answer about this transaction, only about its batch of %d: %v", e.n, e.err)
+	}
+	return fmt.Sprintf("batch of %d: %v", e.n, e.err)
+}
+
+func (e *batchFailure) Unwrap() error   { return e.err }
+func (e *batchFailure) Temporary() bool { return true }
