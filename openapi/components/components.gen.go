@@ -939,8 +939,18 @@ type TxActionList struct {
 type TxActionOperator = string
 
 // TxAttemptData **Contract, to be refined by later issues.** The `data` of a
-// `tx.attempt` event: one signed attempt was sent. Every attempt of a
-// transaction is kept; whichever attempt is mined decides the outcome.
+// `tx.attempt` event: one signed attempt was sent. There is one such
+// event per send, so a subscriber can follow every one: the first
+// broadcast a route accepted (`initial`, with the move to
+// `BROADCASTED`), each unchanged re-send, each fee bump and each
+// cancel. Re-sends, fee bumps and cancels are recorded just before
+// they go out (one a crash cut short is sent again later, with its
+// own event). Every attempt of a transaction is kept; whichever
+// attempt is mined decides the outcome. An attempt every route
+// refused and a node mined anyway is reported by the state change
+// `SIGNED` → `BROADCASTED` (sub-state `included`) and its
+// `tx.confirmation`, which name its hash; its `initial` event comes
+// only if a route's acceptance of it is recorded later.
 //
 // Example: {"attempt":2,"fees":{"gas_limit":21000,"max_fee_per_gas":"33000000000","max_priority_fee_per_gas":"1650000000"},"hash":"0x3c1a9d7f40a4c2c9f5a8b0e6d2f1e4c7b9a0d3e6f1c4b7a0d3e6f9c2b5a8d1e4","kind":"fee_bump","nonce":7,"replaces":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","route":"public","sent_at":"2025-01-15T10:04:17Z"}
 type TxAttemptData struct {
@@ -963,11 +973,13 @@ type TxAttemptData struct {
 	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
 	Hash Hash `json:"hash"`
 
-	// Kind `initial`: the first broadcast; `resend`: the same signed
-	// transaction re-sent (after `resubmit_interval` without
-	// inclusion, a reorg, or an operator's resend); `fee_bump`: a new
-	// signature with both fee caps raised by at least 10%; `cancel`: a
-	// same-nonce 0-value self-transfer replacing the transaction.
+	// Kind `initial`: the first broadcast a route accepted; `resend`: the
+	// same signed transaction re-sent (after `resubmit_interval`
+	// without inclusion; after a reorg took its block away, right
+	// after the `tx.reorged` event; or an operator's resend);
+	// `fee_bump`: a new signature with both fee caps raised by at
+	// least 10%; `cancel`: a same-nonce 0-value self-transfer
+	// replacing the transaction.
 	Kind TxAttemptDataKind `json:"kind"`
 
 	// Nonce A sender's transaction nonce.
@@ -981,17 +993,19 @@ type TxAttemptData struct {
 	// Route The route a transaction was actually sent by (`auto` resolved).
 	Route SendRoute `json:"route"`
 
-	// SentAt When the attempt was first accepted by a route.
+	// SentAt When this send was made: for `initial`, when a route accepted the attempt; for the others, when the send was recorded, just before it went out.
 	//
 	// Example: 2025-01-15T10:04:17Z
 	SentAt time.Time `json:"sent_at"`
 }
 
-// TxAttemptDataKind `initial`: the first broadcast; `resend`: the same signed
-// transaction re-sent (after `resubmit_interval` without
-// inclusion, a reorg, or an operator's resend); `fee_bump`: a new
-// signature with both fee caps raised by at least 10%; `cancel`: a
-// same-nonce 0-value self-transfer replacing the transaction.
+// TxAttemptDataKind `initial`: the first broadcast a route accepted; `resend`: the
+// same signed transaction re-sent (after `resubmit_interval`
+// without inclusion; after a reorg took its block away, right
+// after the `tx.reorged` event; or an operator's resend);
+// `fee_bump`: a new signature with both fee caps raised by at
+// least 10%; `cancel`: a same-nonce 0-value self-transfer
+// replacing the transaction.
 type TxAttemptDataKind string
 
 // TxAttemptEvent An `Event` of type `tx.attempt`.
@@ -1005,8 +1019,18 @@ type TxAttemptEvent struct {
 	CreatedAt time.Time `json:"created_at"`
 
 	// Data **Contract, to be refined by later issues.** The `data` of a
-	// `tx.attempt` event: one signed attempt was sent. Every attempt of a
-	// transaction is kept; whichever attempt is mined decides the outcome.
+	// `tx.attempt` event: one signed attempt was sent. There is one such
+	// event per send, so a subscriber can follow every one: the first
+	// broadcast a route accepted (`initial`, with the move to
+	// `BROADCASTED`), each unchanged re-send, each fee bump and each
+	// cancel. Re-sends, fee bumps and cancels are recorded just before
+	// they go out (one a crash cut short is sent again later, with its
+	// own event). Every attempt of a transaction is kept; whichever
+	// attempt is mined decides the outcome. An attempt every route
+	// refused and a node mined anyway is reported by the state change
+	// `SIGNED` → `BROADCASTED` (sub-state `included`) and its
+	// `tx.confirmation`, which name its hash; its `initial` event comes
+	// only if a route's acceptance of it is recorded later.
 	//
 	//
 	// Example: {"attempt":2,"fees":{"gas_limit":21000,"max_fee_per_gas":"33000000000","max_priority_fee_per_gas":"1650000000"},"hash":"0x3c1a9d7f40a4c2c9f5a8b0e6d2f1e4c7b9a0d3e6f1c4b7a0d3e6f9c2b5a8d1e4","kind":"fee_bump","nonce":7,"replaces":"0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b","route":"public","sent_at":"2025-01-15T10:04:17Z"}

@@ -297,7 +297,7 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 			}
 			reopened++
 			if now == nil {
-				fl.resend(ctx, t)
+				fl.resend(ctx, f, t)
 			}
 		}
 		if now != nil && t.Mined == nil {
@@ -383,13 +383,23 @@ func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []post
 
 // resendCurrent claims and sends t's current attempt again.
 func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) {
+	fl.claimAndSend(ctx, f, t, "resend refused; tried again after the interval")
+}
+
+// claimAndSend claims a resend of t's current attempt (Store.Resend: its
+// sent-at and a tx.attempt event, before anything is sent) and sends it; a
+// refusal is logged with refused.
+func (fl *Follower) claimAndSend(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, refused string) {
+	if fl.cfg.Router == nil {
+		return // nothing to send with: no claim
+	}
 	raw, err := fl.cfg.Store.Resend(ctx, f, t.TxID, t.Current)
 	if err != nil {
 		fl.cfg.Log.Warn("resend: claim failed", "tx_id", t.TxID, "err", err)
 		return
 	}
 	t.SentAt = time.Now()
-	fl.send(ctx, t, raw, "resend refused; tried again after the interval")
+	fl.send(ctx, t, raw, refused)
 }
 
 // send broadcasts one raw attempt of t on its route; a refusal is logged
@@ -508,7 +518,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked [
 	for id := range reopened {
 		for i := range tracked {
 			if tracked[i].TxID == id {
-				fl.resend(ctx, &tracked[i])
+				fl.resend(ctx, f, &tracked[i])
 			}
 		}
 	}
@@ -715,15 +725,9 @@ func (fl *Follower) reopen(ctx context.Context, f txmanager.Fence, t *postgres.T
 }
 
 // resend sends t's last attempt again after a reorg took it out of the
-// chain; a node that still has it answers "already known".
-func (fl *Follower) resend(ctx context.Context, t *postgres.Tracked) {
-	if fl.cfg.Router == nil {
-		return
-	}
-	raws, err := fl.cfg.Store.RawAttempts(ctx, []uuid.UUID{t.TxID})
-	if err != nil || raws[t.TxID] == nil {
-		fl.cfg.Log.Warn("resend after a reorg: no raw attempt", "tx_id", t.TxID, "err", err)
-		return
-	}
-	fl.send(ctx, t, raws[t.TxID], "resend after a reorg refused; resubmission tries again")
+// chain, claimed first like any resend (with its tx.attempt event, kind
+// resend, after the tx.reorged); a node that still has it answers
+// "already known".
+func (fl *Follower) resend(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) {
+	fl.claimAndSend(ctx, f, t, "resend after a reorg refused; resubmission tries again")
 }

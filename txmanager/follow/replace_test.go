@@ -501,3 +501,91 @@ func TestACancelIsBumpedAsACancel(t *testing.T) {
 		}
 	}
 }
+
+// sent are all of id's tx.attempt events, in order.
+func (r *signingRig) sent(t *testing.T, id uuid.UUID) []txmanager.AttemptSent {
+	t.Helper()
+	rows, err := r.pool.Query(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = $2 ORDER BY id`, id, txmanager.EventAttempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []txmanager.AttemptSent
+	for rows.Next() {
+		var a txmanager.AttemptSent
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// requireSent fails t unless id's tx.attempt events are want ("kind/attempt"
+// each, in order), each naming the hash and nonce of the attempt the store
+// holds.
+func (r *signingRig) requireSent(t *testing.T, id uuid.UUID, want string) {
+	t.Helper()
+	tx, err := r.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := r.attempts(t, id)
+	var got []string
+	for _, e := range r.sent(t, id) {
+		got = append(got, fmt.Sprintf("%s/%d", e.Kind, e.Attempt))
+		if e.Attempt < 1 || e.Attempt > len(as) || as[e.Attempt-1].hash != e.Hash || tx.Nonce == nil || e.Nonce != *tx.Nonce || e.Route != txmanager.RoutePublic {
+			t.Errorf("event %+v: not attempt %d as stored (%+v) at nonce %v", e, e.Attempt, as, tx.Nonce)
+		}
+	}
+	if strings.Join(got, " ") != want {
+		t.Errorf("tx.attempt events %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// TestEveryAttemptSentIsAnEvent: every attempt sent is one tx.attempt
+// event, with its kind, in the order sent, naming the attempt as stored:
+// the first broadcast (initial), an operator's resend, a fee bump, the
+// resend after a reorg took the bump's block away, and a cancel.
+func TestEveryAttemptSentIsAnEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{Cancels: true})
+	r.step(t)
+	bumped, _ := r.sendSigned(t, "bumped", underpriced)
+	r.requireSent(t, bumped, "initial/1")
+	for _, action := range []string{postgres.ActionResend, postgres.ActionBump} {
+		if _, err := r.store.RequestAction(ctx, bumped, action, "carol@ops"); err != nil {
+			t.Fatal(err)
+		}
+		r.step(t)
+	}
+	r.mineAndStep(t, 1)
+	if as := r.attempts(t, bumped); len(as) != 2 || !as[1].mined {
+		t.Fatalf("attempts %+v: want the bump mined", as)
+	}
+	if err := r.node.Reorg(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.step(t)
+	r.mineAndStep(t, 2)
+	if st, _ := r.state(t, bumped); st != txmanager.StateConfirmed {
+		t.Fatalf("%s after the reorg and two blocks", st)
+	}
+	r.requireSent(t, bumped, "initial/1 resend/1 fee_bump/2 resend/2")
+	if got := strings.Join(r.events(t, bumped), " "); !strings.Contains(got, "reorged:BROADCASTED attempt:resend") {
+		t.Errorf("events %q: want the resend right after the reorg", got)
+	}
+
+	cancelled, _ := r.sendSigned(t, "cancelled", underpriced)
+	r.mineExpensive(t, 1)
+	if _, err := r.store.RequestAction(ctx, cancelled, postgres.ActionCancel, "alice@ops"); err != nil {
+		t.Fatal(err)
+	}
+	r.step(t)
+	r.mineExpensive(t, 2)
+	if st, _ := r.state(t, cancelled); st != txmanager.StateCancelled {
+		t.Fatalf("%s; attempts %+v", st, r.attempts(t, cancelled))
+	}
+	r.requireSent(t, cancelled, "initial/1 cancel/2")
+}

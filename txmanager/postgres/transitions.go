@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -297,11 +298,14 @@ type Sent struct {
 	Route txmanager.Route
 }
 
-// Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, in one
-// fenced transaction. A transaction the chain follower found mined before
-// this records its broadcast (a node may mine what it was sent at once) is
-// BROADCASTED, CONFIRMED or REVERTED already: it is left as it is and not
-// returned. Every other transaction of the batch must be SIGNED.
+// Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, each with
+// its state change and a tx.attempt event (kind initial: the first
+// attempt a route accepted), in one fenced transaction. A transaction the
+// chain follower found mined before this records its broadcast (a node
+// may mine what it was sent at once) is BROADCASTED, CONFIRMED or REVERTED
+// already: it keeps its state and is not returned, and gets its tx.attempt
+// unless an earlier acceptance of the attempt was recorded. Every other
+// transaction of the batch must be SIGNED.
 func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
 	if len(sent) == 0 {
 		return nil, nil
@@ -328,13 +332,13 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent,
 		}); err != nil {
 			return fmt.Errorf("record broadcasts (%d): %w", len(sent), err)
 		}
-		var signed []Sent
+		var signed, minedFirst []Sent
 		for _, b := range sent {
 			switch st := states[b.TxID]; st {
 			case txmanager.StateSigned:
 				signed = append(signed, b)
 			case txmanager.StateBroadcasted, txmanager.StateConfirmed, txmanager.StateReverted:
-				// Mined first: the follower recorded it.
+				minedFirst = append(minedFirst, b)
 			default:
 				if err := fencedOrNothing(ctx, tx, f, "record broadcasts"); err != nil {
 					return err
@@ -342,17 +346,70 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent,
 				return &txmanager.StateError{TxID: b.TxID, State: st, Want: []txmanager.State{txmanager.StateSigned}}
 			}
 		}
-		if len(signed) == 0 {
-			return fencedOrNothing(ctx, tx, f, "record broadcasts")
+		if len(signed) > 0 {
+			if out, err = broadcasted(ctx, tx, f, signed, at); err != nil {
+				return err
+			}
 		}
-		out, err = broadcasted(ctx, tx, f, signed, at)
+		if len(minedFirst) == 0 {
+			return nil
+		}
+		n, err := acceptedLate(ctx, tx, f, minedFirst, at)
+		if err == nil && n == 0 && len(signed) == 0 {
+			err = fencedOrNothing(ctx, tx, f, "record broadcasts")
+		}
 		return err
 	})
 	return out, err
 }
 
-// broadcasted moves the SIGNED transactions of sent to BROADCASTED in
-// three statements, with their events.
+// sentAttempt are the columns an attempt's first accepted send returns for
+// its tx.attempt event (a an attempt, t its transaction), and sentColumns
+// their names, in sentRow's order.
+const (
+	sentAttempt = `a.tx_id AS e_id, a.attempt AS e_attempt, a.nonce AS e_nonce, a.hash AS e_hash, a.route AS e_route,
+		a.sent_at AS e_sent_at, coalesce(a.gas_limit, t.gas_limit) AS e_gas_limit, coalesce(a.max_fee_per_gas::text, '') AS e_max_fee,
+		coalesce(a.max_priority_fee_per_gas::text, '') AS e_tip, coalesce(a.gas_price::text, '') AS e_price`
+	sentColumns = `e_id, e_attempt, e_nonce, e_hash, e_route, e_sent_at, e_gas_limit, e_max_fee, e_tip, e_price`
+)
+
+// sentRow is a row of sentColumns.
+type sentRow struct {
+	id               uuid.UUID
+	attempt          int
+	nonce, gasLimit  int64
+	hash             []byte
+	route            string
+	sentAt           time.Time
+	maxFee, tip, gas string
+}
+
+func (r *sentRow) dests() []any {
+	return []any{&r.id, &r.attempt, &r.nonce, &r.hash, &r.route, &r.sentAt, &r.gasLimit, &r.maxFee, &r.tip, &r.gas}
+}
+
+// event is the row's tx.attempt event, of kind initial.
+func (r *sentRow) event() txmanager.AttemptSent {
+	return txmanager.AttemptSent{Attempt: r.attempt, Kind: txmanager.AttemptInitial, Nonce: uint64(r.nonce), Hash: common.BytesToHash(r.hash),
+		Route: txmanager.Route(r.route), SentAt: r.sentAt.UTC(),
+		Fees: txmanager.AttemptFees{GasLimit: uint64(r.gasLimit), MaxFeePerGas: r.maxFee, MaxPriorityFeePerGas: r.tip, GasPrice: r.gas}}
+}
+
+// writeSent writes the tx.attempt events of sent, in its order.
+func writeSent(ctx context.Context, tx pgx.Tx, sent []sentRow) error {
+	ids, payloads := make([]uuid.UUID, len(sent)), make([]string, len(sent))
+	for i := range sent {
+		payload, err := json.Marshal(sent[i].event())
+		if err != nil {
+			return err
+		}
+		ids[i], payloads[i] = sent[i].id, string(payload)
+	}
+	return writeEvents(ctx, tx, txmanager.EventAttempt, ids, payloads)
+}
+
+// broadcasted moves the SIGNED transactions of sent to BROADCASTED in one
+// statement, and writes the state change and the tx.attempt of each.
 func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
 	n := len(sent)
 	ids, routes := make([]uuid.UUID, n), make([]string, n)
@@ -367,25 +424,79 @@ func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent,
 		WITH accepted AS (
 			SELECT * FROM unnest($1::uuid[], $2::text[]) AS b (b_id, b_route)
 		), sent AS (
-			UPDATE attempt SET route = b_route, sent_at = $3
+			UPDATE attempt a SET route = b_route, sent_at = $3
 			FROM accepted JOIN tx t ON t.tx_id = b_id
-			WHERE attempt.tx_id = t.tx_id AND attempt.attempt = t.current_attempt
+			WHERE a.tx_id = t.tx_id AND a.attempt = t.current_attempt
 			  AND t.state = 'SIGNED' AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
-			RETURNING attempt.tx_id AS s_id
+			RETURNING `+sentAttempt+`
 		)
 		UPDATE tx SET state = 'BROADCASTED', sub_state = NULL, reason = NULL, updated_at = now()
-		FROM sent WHERE tx.tx_id = s_id AND tx.state = 'SIGNED'
-		RETURNING `+txColumns,
+		FROM sent WHERE tx.tx_id = e_id AND tx.state = 'SIGNED'
+		RETURNING `+sentColumns+`, `+txColumns,
 		append(args, fenceArgs...)...)
-	out, err := collectBatch(ctx, tx, f, rows, err, n, "record broadcasts", txmanager.StateSigned)
 	if err != nil {
+		return nil, fmt.Errorf("record broadcasts (%d): %w", n, err)
+	}
+	var attempts []sentRow
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Tx, error) {
+		var a sentRow
+		t, err := scanTxWith(r, a.dests()...)
+		attempts = append(attempts, a)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record broadcasts (%d): %w", n, err)
+	}
+	if len(out) != n {
+		if err := fencedOrNothing(ctx, tx, f, "record broadcasts"); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("record broadcasts: %d of %d transactions were %s", len(out), n, txmanager.StateSigned)
+	}
+	changes := make([]txmanager.StateChanged, n)
+	for i := range out {
+		changes[i] = txmanager.StateChanged{FromState: txmanager.StateSigned, ToState: txmanager.StateBroadcasted, Route: byID[out[i].ID]}
+	}
+	if err := insertEvents(ctx, tx, out, changes); err != nil {
 		return nil, err
 	}
-	events := make([]txmanager.StateChanged, n)
-	for i := range out {
-		events[i] = txmanager.StateChanged{FromState: txmanager.StateSigned, ToState: txmanager.StateBroadcasted, Route: byID[out[i].ID]}
+	return out, writeSent(ctx, tx, attempts)
+}
+
+// acceptedLate records a route's acceptance of the current attempt of
+// transactions the follower found mined first (its route, its sent-at and
+// its tx.attempt), unless an acceptance was recorded before. It returns
+// how many it recorded.
+func acceptedLate(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent, at time.Time) (int, error) {
+	ids, routes := make([]uuid.UUID, len(sent)), make([]string, len(sent))
+	for i, b := range sent {
+		ids[i], routes[i] = b.TxID, string(b.Route)
 	}
-	return out, insertEvents(ctx, tx, out, events)
+	args := []any{ids, routes, at, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+	fence, fenceArgs := FenceSQL(f, len(args))
+	rows, err := tx.Query(ctx, `
+		WITH accepted AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS b (b_id, b_route, b_ord)
+		), sent AS (
+			UPDATE attempt a SET route = b_route, sent_at = $3
+			FROM accepted JOIN tx t ON t.tx_id = b_id
+			WHERE a.tx_id = t.tx_id AND a.attempt = t.current_attempt AND a.sent_at IS NULL
+			  AND t.state IN ('BROADCASTED', 'CONFIRMED', 'REVERTED') AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
+			RETURNING `+sentAttempt+`, b_ord
+		)
+		SELECT `+sentColumns+` FROM sent ORDER BY b_ord`,
+		append(args, fenceArgs...)...)
+	if err != nil {
+		return 0, fmt.Errorf("record late broadcasts (%d): %w", len(sent), err)
+	}
+	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sentRow, error) {
+		var a sentRow
+		return a, r.Scan(a.dests()...)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record late broadcasts (%d): %w", len(sent), err)
+	}
+	return len(attempts), writeSent(ctx, tx, attempts)
 }
 
 // PendingApproval parks a simulated transaction until approvals arrive:

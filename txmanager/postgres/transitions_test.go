@@ -76,7 +76,7 @@ func TestTheWayThroughTheFence(t *testing.T) {
 		t.Fatalf("broadcasted: %+v %v", sent, err)
 	}
 	var states []string
-	rows, err := pool.Query(ctx(t), `SELECT payload->>'to_state' FROM event WHERE tx_id = $1 ORDER BY id`, ids[0])
+	rows, err := pool.Query(ctx(t), `SELECT coalesce(payload->>'to_state', type) FROM event WHERE tx_id = $1 ORDER BY id`, ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +87,19 @@ func TestTheWayThroughTheFence(t *testing.T) {
 		}
 		states = append(states, st)
 	}
-	if fmt.Sprint(states) != "[INIT SIMULATED ALLOCATED SIGNED BROADCASTED]" {
+	if fmt.Sprint(states) != "[INIT SIMULATED ALLOCATED SIGNED BROADCASTED tx.attempt]" {
 		t.Errorf("events %v", states)
+	}
+	// The first send accepted is an attempt: kind initial, as stored.
+	var sentEv txmanager.AttemptSent
+	if err := pool.QueryRow(ctx(t), `SELECT payload FROM event WHERE tx_id = $1 AND type = 'tx.attempt'`, ids[0]).Scan(&sentEv); err != nil {
+		t.Fatal(err)
+	}
+	a := attemptFor(ids[0])
+	if sentEv.Kind != txmanager.AttemptInitial || sentEv.Attempt != 1 || sentEv.Nonce != 7 || sentEv.Hash != a.Hash || sentEv.Route != txmanager.RoutePrivate ||
+		sentEv.Fees.GasLimit != 21000 || sentEv.Fees.MaxFeePerGas != a.MaxFeePerGas.String() || sentEv.Fees.MaxPriorityFeePerGas != a.MaxPriorityFeePerGas.String() ||
+		sentEv.SentAt.IsZero() {
+		t.Errorf("tx.attempt %+v", sentEv)
 	}
 	var route string
 	if err := pool.QueryRow(ctx(t), `SELECT route FROM attempt WHERE tx_id = $1`, ids[0]).Scan(&route); err != nil || route != "private" {
@@ -333,7 +344,8 @@ func TestANonceIsReleasedOnlyWithNothingAfterIt(t *testing.T) {
 // BROADCASTED, included, with one state change naming its hash, then its
 // confirmation. The worker's late Broadcasted of it, in a batch with a
 // transaction still SIGNED, leaves it as the chain has it and moves the
-// other one only.
+// other one only; the route's acceptance of each is one tx.attempt event
+// (kind initial), however often the worker reports it.
 func TestMinedBeforeItsBroadcastIsRecorded(t *testing.T) {
 	t.Parallel()
 	s, pool := store(t, 4)
@@ -361,11 +373,24 @@ func TestMinedBeforeItsBroadcastIsRecorded(t *testing.T) {
 	if err != nil || len(sent) != 1 || sent[0].ID != ids[1] || sent[0].State != txmanager.StateBroadcasted {
 		t.Fatalf("the worker's late broadcast: %+v %v", sent, err)
 	}
+	// Told again (a resend after a restart, answered "already known"):
+	// nothing more.
+	if sent, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePrivate}}, time.Now()); err != nil || len(sent) != 0 {
+		t.Fatalf("the late broadcast again: %+v %v", sent, err)
+	}
+	// The route accepted the attempt: one tx.attempt each, the mined one's
+	// after its receipt.
+	for _, id := range ids {
+		if n := count(t, pool, `SELECT count(*) FROM event WHERE tx_id = $1 AND type = 'tx.attempt' AND payload->>'kind' = 'initial'
+			AND payload->>'route' = 'public' AND payload->>'hash' = $2`, id, attemptFor(id).Hash.Hex()); n != 1 {
+			t.Errorf("%s: %d tx.attempt events, want 1", id, n)
+		}
+	}
 	if again, err := s.Get(ctx(t), ids[0]); err != nil || again.State != txmanager.StateBroadcasted || again.SubState != txmanager.SubIncluded {
 		t.Errorf("the mined one after the late broadcast: %s/%s %v", again.State, again.SubState, err)
 	}
 	rows, err := pool.Query(ctx(t), `SELECT type, coalesce(payload->>'from_state', ''), coalesce(payload->>'to_state', ''),
-		coalesce(payload->>'sub_state', ''), coalesce(payload->>'hash', '') FROM event WHERE tx_id = $1 AND type <> 'tx.attempt' ORDER BY id`, ids[0])
+		coalesce(payload->>'sub_state', ''), coalesce(payload->>'hash', '') FROM event WHERE tx_id = $1 ORDER BY id`, ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +410,7 @@ func TestMinedBeforeItsBroadcastIsRecorded(t *testing.T) {
 		"tx.state_changed SIGNED>SIGNED stuck " + hash.Hex(),
 		"tx.state_changed SIGNED>BROADCASTED included " + hash.Hex(),
 		"tx.confirmation >  " + hash.Hex(),
+		"tx.attempt >  " + hash.Hex(),
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events\n%q, want\n%q", got, want)

@@ -55,8 +55,9 @@ func (s *Server) WriteEvents(t testing.TB, events ...Event) {
 
 // SettlementEvents are the events of transaction id's way from INIT (which
 // creating it wrote) to its end in receipt's block: its state changes, its
-// attempt, a confirmation, and CONFIRMED, or REVERTED when the receipt's
-// status is 0.
+// first attempt's tx.attempt (after the move to BROADCASTED, in the same
+// transaction), a confirmation, and CONFIRMED, or REVERTED when the
+// receipt's status is 0.
 func SettlementEvents(id uuid.UUID, receipt *types.Receipt) []Event {
 	where := map[string]any{"hash": receipt.TxHash, "block_number": receipt.BlockNumber.Uint64(), "block_hash": receipt.BlockHash}
 	with := func(m map[string]any) map[string]any {
@@ -74,7 +75,7 @@ func SettlementEvents(id uuid.UUID, receipt *types.Receipt) []Event {
 		final = "REVERTED"
 	}
 	return append(out,
-		Event{id, txmanager.EventAttempt, map[string]any{"attempt": 1, "hash": receipt.TxHash}},
+		Event{id, txmanager.EventAttempt, map[string]any{"attempt": 1, "kind": txmanager.AttemptInitial, "hash": receipt.TxHash}},
 		Event{id, txmanager.EventConfirmation, with(map[string]any{"confirmations": 1, "receipt_status": receipt.Status})},
 		Event{id, txmanager.EventStateChanged, with(map[string]any{"from_state": "BROADCASTED", "to_state": final})})
 }
