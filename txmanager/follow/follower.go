@@ -111,10 +111,10 @@ type Follower struct {
 	// memory and refreshed from the feed: only transactions with events
 	// since the last step are read again.
 	views map[txmanager.SignerKey]*signerView
-	// waiting is, per signer, the head at which the follower first saw
-	// each current attempt waiting to be mined (bump_after_blocks counts
-	// from it), and whether a bump of it was refused.
-	waiting map[txmanager.SignerKey]map[attemptKey]waiting
+	// refused are, per signer, the current attempts whose automatic bump
+	// was refused (alerted once each); when each attempt was first seen
+	// waiting is stored with it (Tracked.WaitingSince).
+	refused map[txmanager.SignerKey]map[attemptKey]bool
 }
 
 // signerView is one signer's tracked transactions under one lease, as of
@@ -143,7 +143,7 @@ func New(cfg Config) *Follower {
 	cfg.Log = cfg.Log.With("chain_id", cfg.Chain.ID)
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
 	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{},
-		views: map[txmanager.SignerKey]*signerView{}, waiting: map[txmanager.SignerKey]map[attemptKey]waiting{}}
+		views: map[txmanager.SignerKey]*signerView{}, refused: map[txmanager.SignerKey]map[attemptKey]bool{}}
 }
 
 // Run steps every PollEvery until ctx ends, and at once on each new head
@@ -239,7 +239,7 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 	unheld := func(k txmanager.SignerKey) bool { return !held[k] }
 	forget(fl.caughtUp, unheld)
 	forget(fl.views, unheld)
-	forget(fl.waiting, unheld)
+	forget(fl.refused, unheld)
 	return errors.Join(errs...)
 }
 
@@ -720,7 +720,7 @@ func (fl *Follower) reopen(ctx context.Context, f txmanager.Fence, t *postgres.T
 	if err := fl.cfg.Store.Reorged(ctx, f, t.TxID, *t.Mined); err != nil {
 		return err
 	}
-	t.State, t.Mined, t.Confirmations = txmanager.StateBroadcasted, nil, 0
+	t.State, t.Mined, t.Confirmations, t.WaitingSince = txmanager.StateBroadcasted, nil, 0, nil
 	return nil
 }
 

@@ -78,27 +78,44 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 		return err
 	}
 	if !cfg.FeeBumps {
-		delete(fl.waiting, f.Key)
+		delete(fl.refused, f.Key)
 		return nil
 	}
 	if !newBlock {
 		return nil
 	}
-	// When each current attempt was first seen unmined: bump_after_blocks
-	// counts from there (from the follower's start, after a restart).
-	seen := make(map[attemptKey]waiting, len(tracked))
+	// bump_after_blocks counts from the block at which each current
+	// attempt was first seen waiting, stored with the attempt before any
+	// bump is tried: a new process (a restart, a takeover) counts on from
+	// the same block.
+	var seen []postgres.Waiting
+	for i := range tracked {
+		if t := &tracked[i]; waitingToBeMined(t) && t.WaitingSince == nil {
+			seen = append(seen, postgres.Waiting{TxID: t.TxID, Attempt: t.Current, Since: head.Number})
+		}
+	}
+	if err := fl.cfg.Store.SetWaitingSince(ctx, f, seen); err != nil {
+		return err
+	}
+	for i := range tracked {
+		if t := &tracked[i]; waitingToBeMined(t) && t.WaitingSince == nil {
+			since := head.Number
+			t.WaitingSince = &since
+		}
+	}
+	refused := make(map[attemptKey]bool, len(fl.refused[f.Key]))
+	defer func() { fl.refused[f.Key] = refused }()
+	var tried []postgres.Waiting
 	for i := range tracked {
 		t := &tracked[i]
 		if !waitingToBeMined(t) {
 			continue
 		}
 		k := attemptKey{t.TxID, t.Current}
-		w, ok := fl.waiting[f.Key][k]
-		if !ok {
-			w = waiting{since: head.Number}
+		if fl.refused[f.Key][k] {
+			refused[k] = true
 		}
-		seen[k] = w
-		if t.Plan != nil || head.Number < w.since+uint64(cfg.BumpAfterBlocks) {
+		if t.Plan != nil || head.Number < *t.WaitingSince+uint64(cfg.BumpAfterBlocks) {
 			continue
 		}
 		// Whatever happens, the next automatic try is bump_after_blocks
@@ -108,25 +125,18 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 		if t.CurrentKind == txmanager.AttemptCancel {
 			kind = txmanager.AttemptCancel // a cancel is bumped as a cancel, never turned back
 		}
-		refused, err := fl.replace(ctx, f, t, cfg, kind, nil, p, w.refused)
+		no, err := fl.replace(ctx, f, t, cfg, kind, nil, p, refused[k])
 		if err != nil {
-			return err
+			return errors.Join(err, fl.cfg.Store.SetWaitingSince(ctx, f, tried))
 		}
-		seen[k] = waiting{since: head.Number, refused: w.refused || refused}
-		if t.Current != k.attempt {
-			seen[attemptKey{t.TxID, t.Current}] = waiting{since: head.Number}
+		if no {
+			refused[k] = true
 		}
+		since := head.Number
+		t.WaitingSince = &since // the current attempt's: the bump's, when one was made
+		tried = append(tried, postgres.Waiting{TxID: t.TxID, Attempt: t.Current, Since: since})
 	}
-	fl.waiting[f.Key] = seen
-	return nil
-}
-
-// waiting is how long the follower has seen an attempt wait to be mined:
-// since which head, and whether an automatic bump of it was refused
-// (alerted once).
-type waiting struct {
-	since   uint64
-	refused bool
+	return fl.cfg.Store.SetWaitingSince(ctx, f, tried)
 }
 
 // waitingToBeMined: broadcast, not mined, not a SIGNED one stuck on a
@@ -284,7 +294,9 @@ func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgr
 	fl.cfg.Log.Info("replacement attempt stored", "tx_id", t.TxID, "attempt", plan.Attempt, "kind", plan.Kind, "hash", s.Hash,
 		"max_fee_per_gas", plan.Fees.MaxFeePerGas, "max_priority_fee_per_gas", plan.Fees.MaxPriorityFeePerGas, "gas_price", plan.Fees.GasPrice)
 	t.Attempts[s.Hash] = plan.Attempt
-	t.Current, t.CurrentKind, t.Fees, t.SentAt, t.Plan = plan.Attempt, plan.Kind, plan.Fees, time.Now(), nil
+	// A new current attempt: its bump_after_blocks counts from the block
+	// it is first seen waiting at.
+	t.Current, t.CurrentKind, t.Fees, t.SentAt, t.Plan, t.WaitingSince = plan.Attempt, plan.Kind, plan.Fees, time.Now(), nil, nil
 	fl.send(ctx, t, s.RawTx, "replacement refused by every route; resubmission tries again")
 	return nil
 }

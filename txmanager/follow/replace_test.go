@@ -589,3 +589,41 @@ func TestEveryAttemptSentIsAnEvent(t *testing.T) {
 	}
 	r.requireSent(t, cancelled, "initial/1 cancel/2")
 }
+
+// TestABumpCountsFromTheFirstSightingAcrossARestart: bump_after_blocks
+// counts from the block at which the follower first saw the attempt
+// waiting, whatever happens in between: a follower that restarts (a new
+// process, with nothing in memory) after that sighting, while the chain
+// moves on, bumps at that block + bump_after_blocks, not earlier and not
+// later.
+func TestABumpCountsFromTheFirstSightingAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const after = 4
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{FeeBumps: true, BumpAfterBlocks: after})
+	r.step(t)
+	id, _ := r.sendSigned(t, "waits", underpriced)
+	r.mineExpensive(t, 1) // first seen waiting here
+	seen, err := r.node.BlockNumber(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fl = follow.New(r.cfg) // the new process
+	// The chain moves on while it starts.
+	if err := r.node.SetNextBlockBaseFee(ctx, gweis(100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.node.Mine(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for head := seen + 2; head <= seen+after; head++ {
+		r.mineExpensive(t, 1)
+		as := r.attempts(t, id)
+		switch {
+		case head < seen+after && len(as) != 1:
+			t.Fatalf("at block %d (first seen waiting at %d, bump after %d): attempts %+v, want no bump yet", head, seen, after, as)
+		case head == seen+after && (len(as) != 2 || as[1].kind != txmanager.AttemptFeeBump):
+			t.Fatalf("at block %d (first seen waiting at %d, bump after %d): attempts %+v, want the bump", head, seen, after, as)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type Tracked struct {
 	CurrentKind string
 	Fees        txmanager.Fees
 	GasLimit    uint64
+	// WaitingSince is the block from which the current attempt's
+	// bump_after_blocks counts (SetWaitingSince), nil until the follower
+	// first saw it waiting.
+	WaitingSince *uint64
 	// Plan is the attempt planned and not yet stored, nil when none is.
 	Plan *Plan
 	// Mined is the receipt as stored, nil while none is.
@@ -105,7 +109,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
 			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
-			coalesce(a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit,
+			coalesce(a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit, a.waiting_since_block,
 			p.attempt, p.kind, p.gas_limit, p.max_fee_per_gas::text, p.max_priority_fee_per_gas::text, p.gas_price::text, p.action_id
 		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id LEFT JOIN attempt_plan p ON p.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
@@ -132,6 +136,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		kind                    string
 		fees                    [3]*string
 		gasLimit                int64
+		waitingSince            *int64
 		planAttempt             *int32
 		planKind                *string
 		planGas                 *int64
@@ -139,7 +144,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		planAction              *uuid.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &stuck, &route, &nonce, &current, &mined, &confirmations,
-		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt, &kind, &fees[0], &fees[1], &fees[2], &gasLimit,
+		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt, &kind, &fees[0], &fees[1], &fees[2], &gasLimit, &waitingSince,
 		&planAttempt, &planKind, &planGas, &planFees[0], &planFees[1], &planFees[2], &planAction}, func() error {
 		if len(out) == 0 || out[len(out)-1].TxID != id {
 			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
@@ -155,6 +160,10 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		if attempt == current {
 			t.SentAt, t.CurrentKind = sentAt, kind
 			t.Fees = txmanager.Fees{MaxFeePerGas: bigOf(fees[0]), MaxPriorityFeePerGas: bigOf(fees[1]), GasPrice: bigOf(fees[2])}
+			if waitingSince != nil {
+				since := uint64(*waitingSince)
+				t.WaitingSince = &since
+			}
 		}
 		if t.FirstSentAt.IsZero() || sentAt.Before(t.FirstSentAt) {
 			t.FirstSentAt = sentAt
@@ -277,7 +286,9 @@ func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Re
 // Reorged re-opens a transaction whose receipt's block left the canonical
 // chain: the receipt is forgotten, the transaction is BROADCASTED again
 // (from BROADCASTED, CONFIRMED, REVERTED, or CANCELLED by a mined cancel) and tracked anew, and a
-// tx.reorged event says which block was lost.
+// tx.reorged event says which block was lost. Its attempts wait anew:
+// bump_after_blocks counts from the block the follower next sees them
+// waiting at.
 func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lost Receipt) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var from string
@@ -297,8 +308,9 @@ func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lo
 		if tag.RowsAffected() == 0 {
 			return s.notFollowed(ctx, tx, f, id, "re-open")
 		}
+		// Only the lost attempt has a receipt: the others' are NULL already.
 		if _, err := tx.Exec(ctx, `UPDATE attempt SET block_number = NULL, block_hash = NULL, receipt_status = NULL, gas_used = NULL,
-			effective_gas_price = NULL WHERE tx_id = $1 AND attempt = $2`, id, lost.Attempt); err != nil {
+			effective_gas_price = NULL, waiting_since_block = NULL WHERE tx_id = $1`, id); err != nil {
 			return fmt.Errorf("re-open %s: %w", id, err)
 		}
 		return insertTypedEvent(ctx, tx, txmanager.EventReorged, id, txmanager.Reorged{Hash: lost.Hash, BlockNumber: lost.BlockNumber,

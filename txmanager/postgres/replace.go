@@ -129,6 +129,46 @@ func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUI
 	})
 }
 
+// Waiting names the block from which one attempt's bump_after_blocks
+// counts.
+type Waiting struct {
+	TxID    uuid.UUID
+	Attempt int
+	Since   uint64
+}
+
+// SetWaitingSince stores, with each attempt, the block from which its
+// bump_after_blocks counts: where the follower first saw it waiting to be
+// mined, or last tried to bump it. One fenced statement; an attempt that is
+// no longer the current one of a BROADCASTED transaction not mined is left
+// as it is.
+func (s *Store) SetWaitingSince(ctx context.Context, f txmanager.Fence, ws []Waiting) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	ids, attempts, since := make([]uuid.UUID, len(ws)), make([]int32, len(ws)), make([]int64, len(ws))
+	for i, w := range ws {
+		ids[i], attempts[i], since[i] = w.TxID, int32(w.Attempt), int64(w.Since)
+	}
+	return s.fencedTx(ctx, func(tx pgx.Tx) error {
+		args := []any{ids, attempts, since, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		tag, err := tx.Exec(ctx, `
+			UPDATE attempt a SET waiting_since_block = w_since
+			FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS w (w_id, w_attempt, w_since), tx t
+			WHERE a.tx_id = w_id AND a.attempt = w_attempt AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
+			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $4 AND t.signer = $5 AND `+fence,
+			append(args, fenceArgs...)...)
+		if err != nil {
+			return fmt.Errorf("store when %d attempts started waiting: %w", len(ws), err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fencedOrNothing(ctx, tx, f, "store when attempts started waiting")
+		}
+		return nil
+	})
+}
+
 // DropPlan forgets a transaction's planned attempt that signerd would not
 // sign (or that no longer applies), and refuses the operator action behind
 // it with why.

@@ -31,6 +31,7 @@ CREATE TABLE attempt (
     effective_gas_price numeric(78,0),
     kind text DEFAULT 'initial'::text NOT NULL,
     gas_limit bigint,
+    waiting_since_block bigint,
     CONSTRAINT attempt_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT attempt_block_hash_check CHECK ((length(block_hash) = 32)),
     CONSTRAINT attempt_block_number_check CHECK ((block_number >= 0)),
@@ -43,7 +44,8 @@ CREATE TABLE attempt (
     CONSTRAINT attempt_raw_check CHECK ((length(raw) > 0)),
     CONSTRAINT attempt_receipt_status_check CHECK ((receipt_status = ANY (ARRAY[0, 1]))),
     CONSTRAINT attempt_receipt_whole CHECK ((((block_number IS NULL) = (block_hash IS NULL)) AND ((block_number IS NULL) = (receipt_status IS NULL)))),
-    CONSTRAINT attempt_route_check CHECK ((route = ANY (ARRAY['public'::text, 'private'::text])))
+    CONSTRAINT attempt_route_check CHECK ((route = ANY (ARRAY['public'::text, 'private'::text]))),
+    CONSTRAINT attempt_waiting_since_block_check CHECK ((waiting_since_block >= 0))
 );
 
 CREATE TABLE attempt_plan (
