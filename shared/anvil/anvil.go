@@ -50,8 +50,12 @@ const (
 	// DefaultChainID is what anvil uses when no chain id is given.
 	DefaultChainID = 31337
 
-	startTimeout   = 30 * time.Second
-	stopGrace      = 10 * time.Second
+	startTimeout = 30 * time.Second
+	stopGrace    = 10 * time.Second
+	// stateStopGrace is the grace of a node with a StateFile: anvil writes
+	// the whole chain when it exits, and a node killed in the middle
+	// loses it.
+	stateStopGrace = time.Minute
 	installTimeout = 5 * time.Minute
 	pollInterval   = 20 * time.Millisecond
 )
@@ -81,8 +85,13 @@ type Options struct {
 	Accounts  int           // funded dev accounts; 0: 10
 	Balance   uint64        // of each dev account, in ether; 0: 10000
 	Mnemonic  string        // for the dev accounts; "": DefaultMnemonic
-	ExtraArgs []string      // appended to anvil's command line
-	Output    io.Writer     // anvil's stdout and stderr, and should not block; nil: discarded
+	// StateFile keeps the chain between runs (--state): anvil loads it at
+	// start when it exists and writes it when it stops. A relative path is
+	// taken from this process's working directory, not anvil's, which is a
+	// temporary directory removed at Stop.
+	StateFile string
+	ExtraArgs []string  // appended to anvil's command line; paths in it must be absolute
+	Output    io.Writer // anvil's stdout and stderr, and should not block; nil: discarded
 }
 
 // Account is a funded dev account. Its key is a well-known test key: it
@@ -127,6 +136,16 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("start anvil: ExtraArgs may not contain %s; leave Output nil to discard the output", a)
 		}
 	}
+	if err := absolutePaths(opts.ExtraArgs); err != nil {
+		return nil, fmt.Errorf("start anvil: %w", err)
+	}
+	if opts.StateFile != "" {
+		abs, err := filepath.Abs(opts.StateFile)
+		if err != nil {
+			return nil, fmt.Errorf("start anvil: state file: %w", err)
+		}
+		opts.StateFile = abs
+	}
 	bin, err := Find()
 	if err != nil {
 		return nil, err
@@ -166,6 +185,9 @@ func start(ctx context.Context, bin, dir string, opts Options) (*Node, error) {
 	if opts.NoMining {
 		args = append(args, "--no-mining")
 	}
+	if opts.StateFile != "" {
+		args = append(args, "--state", opts.StateFile)
+	}
 	args = append(args, opts.ExtraArgs...)
 
 	out := newOutput(opts.Output)
@@ -185,6 +207,9 @@ func start(ctx context.Context, bin, dir string, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("start anvil %s: %w", bin, err)
 	}
 	n := &Node{cmd: cmd, dir: dir, out: out, done: make(chan struct{}), grace: stopGrace}
+	if opts.StateFile != "" {
+		n.grace = stateStopGrace
+	}
 	go func() {
 		n.waitErr = cmd.Wait()
 		close(n.done)
@@ -195,6 +220,32 @@ func start(ctx context.Context, bin, dir string, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("start %s: %w", commandLine(bin, args), err)
 	}
 	return n, nil
+}
+
+// fileFlags are the anvil options that name a file of the chain.
+var fileFlags = []string{"--state", "--load-state", "--dump-state"}
+
+// absolutePaths refuses a relative path given to a file option in args:
+// anvil runs in a temporary directory, removed at Stop, where a relative
+// path would land, and be lost (a --state chain starting afresh every run).
+func absolutePaths(args []string) error {
+	for i, a := range args {
+		for _, f := range fileFlags {
+			var path string
+			switch {
+			case a == f && i+1 < len(args):
+				path = args[i+1]
+			case strings.HasPrefix(a, f+"="):
+				path = strings.TrimPrefix(a, f+"=")
+			default:
+				continue
+			}
+			if !filepath.IsAbs(path) {
+				return fmt.Errorf("%s %s: a relative path would be anvil's temporary working directory's, removed at Stop; give an absolute path (or Options.StateFile, which resolves it)", f, path)
+			}
+		}
+	}
+	return nil
 }
 
 // commandLine quotes what needs it, so the mnemonic reads as one argument.
@@ -324,7 +375,8 @@ func (n *Node) Client() *ethclient.Client { return n.eth }
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Stop ends anvil: SIGTERM to its process group, then SIGKILL if it has not
-// exited within 10 s. It returns once the process is gone, and an error if
+// exited within 10 s (a minute with a StateFile, which anvil writes as it
+// exits). It returns once the process is gone, and an error if
 // it had to be killed or had died before Stop. Calling it again returns the
 // first result.
 func (n *Node) Stop() error {

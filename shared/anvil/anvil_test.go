@@ -13,12 +13,16 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/txfence/txfence/shared/pgtest"
 )
@@ -203,6 +207,9 @@ func TestStartFailsCleanly(t *testing.T) {
 		"mining modes": {NoMining: true, BlockTime: time.Second},
 		"quiet":        {ExtraArgs: []string{"--quiet"}},
 		"unknown flag": {ExtraArgs: []string{"--no-such-flag"}},
+		// It would land in anvil's temporary directory, removed at Stop.
+		"relative state":  {ExtraArgs: []string{"--state", "chain.json"}},
+		"relative state=": {ExtraArgs: []string{"--dump-state=chain.json"}},
 	} {
 		n, err := Start(ctx, opts)
 		if err == nil {
@@ -295,4 +302,67 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A chain kept in a StateFile outlives its node: the next node on the same
+// file has the same blocks and the transaction's receipt. The path is
+// relative, as the local stack's is, to this process's working directory:
+// anvil's own is a temporary directory removed at Stop.
+func TestStateFileKeepsTheChain(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(t.TempDir(), "anvil-state.json")
+	rel, err := filepath.Rel(wd, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := startNode(t, Options{StateFile: rel, NoMining: true})
+	if err := n.Mine(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	var tx common.Hash
+	if err := n.RPC().CallContext(ctx, &tx, "eth_sendTransaction", map[string]any{
+		"from": n.Accounts()[0].Address, "to": common.HexToAddress("0xb0b"), "value": hexutil.Uint64(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Mine(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	head, err := n.Client().HeaderByNumber(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if fi, err := os.Stat(abs); err != nil || fi.Size() == 0 {
+		t.Fatalf("the state file after Stop: %v", err)
+	}
+
+	again := startNode(t, Options{StateFile: rel, NoMining: true})
+	same, err := again.Client().HeaderByNumber(ctx, head.Number)
+	if err != nil {
+		t.Fatalf("block %d after the restart: %v", head.Number, err)
+	}
+	if same.Hash() != head.Hash() {
+		t.Errorf("block %d is %s after the restart, was %s", head.Number, same.Hash(), head.Hash())
+	}
+	receipt, err := again.Client().TransactionReceipt(ctx, tx)
+	if err != nil || receipt.Status != 1 {
+		t.Fatalf("the transaction's receipt after the restart: %+v, %v", receipt, err)
+	}
+	if err := again.Mine(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	next, err := again.Client().HeaderByNumber(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ParentHash != head.Hash() {
+		t.Errorf("the first block after the restart has parent %s, want the old head %s", next.ParentHash, head.Hash())
+	}
 }
