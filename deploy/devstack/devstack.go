@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -108,6 +109,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := config.Load(EnvPrefix, getenv, &cfg); err != nil {
 		return err
 	}
+	// Relative paths are the working directory's (make run's is the
+	// repository root): made absolute once here, they mean the same to
+	// every child, whatever its own working directory. anvil's is a
+	// temporary directory, removed when it stops: a relative --state
+	// landed there, and every run started a new chain under databases
+	// that remembered the old one.
+	for _, p := range []*string{&cfg.BinDir, &cfg.StateDir, &cfg.SignerPolicyFile} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
 	out := newPrefixer(stdout)
 	log := slog.New(slog.NewTextHandler(out.writer("devstack"), nil))
 	s := &stack{cfg: cfg, out: out, log: log}
@@ -141,6 +155,10 @@ type stack struct {
 	adminURL   string
 	redisURL   string
 	chain      *anvil.Node
+	// earlier are the service databases that existed before this run;
+	// ownCluster says PostgreSQL is the cluster devstack runs itself.
+	earlier    map[string]bool
+	ownCluster bool
 	procs      []*process
 	exited     chan exit
 	// cleanups run in reverse order at stop: what we started, we stop.
@@ -175,6 +193,7 @@ func (s *stack) start(ctx context.Context) error {
 		fn   func(context.Context) error
 	}{
 		{"PostgreSQL", s.ensurePostgres},
+		{"earlier runs", s.findEarlierRuns},
 		{"Redis", s.ensureRedis},
 		{"anvil", s.startAnvil},
 		{"development relay", s.startRelay},
@@ -214,12 +233,38 @@ func (s *stack) ensurePostgres(ctx context.Context) error {
 		}
 	})
 	s.adminURL = c.URL()
+	s.ownCluster = true
 	return nil
 }
 
+// findEarlierRuns notes which service databases an earlier run left, and
+// refuses a new chain under them.
+func (s *stack) findEarlierRuns(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	s.earlier = map[string]bool{}
+	for _, svc := range services {
+		if !svc.database {
+			continue
+		}
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, s.databaseName(svc)).Scan(&exists); err != nil {
+			return err
+		}
+		s.earlier[svc.identity] = exists
+	}
+	return s.requireChainOfDatabases()
+}
+
+// databaseName is the name of the service's own database.
+func (s *stack) databaseName(svc service) string { return s.cfg.DatabasePrefix + svc.identity }
+
 // databaseURL is the URL of the service's own database, created if missing.
 func (s *stack) databaseURL(ctx context.Context, svc service) (string, error) {
-	name := s.cfg.DatabasePrefix + svc.identity
+	name := s.databaseName(svc)
 	conn, err := pgx.Connect(ctx, s.adminURL)
 	if err != nil {
 		return "", err
@@ -261,17 +306,21 @@ func (s *stack) ensureRedis(ctx context.Context) error {
 	return redistest.Ping(s.redisURL)
 }
 
+// anvilState is the file that keeps anvil's chain between runs.
+func (s *stack) anvilState() string { return filepath.Join(s.cfg.StateDir, "anvil-state.json") }
+
 func (s *stack) startAnvil(ctx context.Context) error {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	// anvil mines only when the development relay builds a block, as a
 	// chain with a builder would: private transactions go into blocks
 	// without passing through anvil's pool. Its chain is kept in the
-	// state directory across runs (--state: loaded at start, written at
-	// stop), like the databases: a fresh chain under a database that
-	// remembers nonces would leave every signer waiting on a nonce gap.
+	// state directory across runs (--state: loaded at start, written when
+	// anvil stops), like the databases: a fresh chain under a database
+	// that remembers nonces would leave every signer waiting on a nonce
+	// gap.
 	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, NoMining: true, Output: s.out.writer("anvil"),
-		ExtraArgs: []string{"--state", filepath.Join(s.cfg.StateDir, "anvil-state.json")}})
+		StateFile: s.anvilState()})
 	if err != nil {
 		return err
 	}
@@ -283,6 +332,40 @@ func (s *stack) startAnvil(ctx context.Context) error {
 	})
 	return nil
 }
+
+// requireChainOfDatabases refuses to start a new chain under databases
+// an earlier run left: they remember the old chain's transactions and
+// nonces (txmanagerd would wait on nonces the new chain never saw, signerd
+// would refuse them as signed already, and ledgerd would halt the chain
+// as forked below its books). That happens when anvil-state.json is
+// deleted, or was never written (devstack killed with SIGKILL).
+func (s *stack) requireChainOfDatabases() error {
+	if _, err := os.Stat(s.anvilState()); !errors.Is(err, fs.ErrNotExist) {
+		return err // nil: the chain is there
+	}
+	var names []string
+	for _, svc := range services {
+		if s.earlier[svc.identity] {
+			names = append(names, s.databaseName(svc))
+		}
+	}
+	if len(names) == 0 {
+		return nil // a first run
+	}
+	msg := fmt.Sprintf("anvil's chain is not in %s, but the databases %s remain from an earlier run and remember a chain that is gone; start over without them: ",
+		s.anvilState(), strings.Join(names, ", "))
+	if s.ownCluster {
+		return errors.New(msg + "delete " + filepath.Join(s.cfg.StateDir, "postgres") + " (the cluster devstack runs for itself)")
+	}
+	drop := []string{"psql", shellQuote(config.MaskURL(s.adminURL))}
+	for _, n := range names {
+		drop = append(drop, "-c", shellQuote("DROP DATABASE "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)"))
+	}
+	return errors.New(msg + strings.Join(drop, " ") + ", or set " + EnvPrefix + "DATABASE_PREFIX to another prefix")
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // startRelay runs the development relay (mev-router/devrelay) in this
 // process, building a block every BlockTime, and writes the relay-auth key
@@ -450,9 +533,11 @@ func (s *stack) adminKeyFile() string { return filepath.Join(s.cfg.StateDir, "ad
 
 // adminKey gives the development tenant "dev" anvil's accounts and an
 // admin API key, once: the key is kept in .devstack/admin.key for the
-// quick start (txctl and curl read it from there).
+// quick start (txctl and curl read it from there). A key file older than
+// the gateway's database names a key that database never held: it is
+// made again.
 func (s *stack) adminKey(ctx context.Context) error {
-	if _, err := os.Stat(s.adminKeyFile()); err == nil {
+	if _, err := os.Stat(s.adminKeyFile()); err == nil && s.earlier["gateway"] {
 		return nil
 	}
 	i := serviceIndex("gateway")

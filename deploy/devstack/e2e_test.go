@@ -535,6 +535,20 @@ func (c *stackChain) send(tx *types.Transaction) {
 	c.call(nil, "eth_sendRawTransaction", hexutil.Bytes(raw))
 }
 
+// stackBlock is a block as the chain names it.
+type stackBlock struct {
+	Number hexutil.Uint64 `json:"number"`
+	Hash   common.Hash    `json:"hash"`
+}
+
+// block is the canonical block at number; nil when the chain has none.
+func (c *stackChain) block(number uint64) *stackBlock {
+	c.t.Helper()
+	var b *stackBlock
+	c.call(&b, "eth_getBlockByNumber", hexutil.Uint64(number), false)
+	return b
+}
+
 // receipt is hash's receipt on the canonical chain, if it has one.
 func (c *stackChain) receipt(hash common.Hash) (*types.Receipt, bool) {
 	c.t.Helper()
