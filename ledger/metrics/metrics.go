@@ -3,7 +3,8 @@
 // consumer and each chain's scanner have got, the wallets below zero, the
 // transfers in transit, and each chain's latest reconciliation. Every node
 // reports the same values, since they are the database's; alert on them
-// by chain, not by instance.
+// by chain, not by instance. Besides, each node reports the chains it has
+// halted.
 package metrics
 
 import (
@@ -21,7 +22,11 @@ import (
 // Collector reads Stats when scraped, at most once per MaxAge (scrapers
 // asking more often get the last answer), and within Timeout.
 type Collector struct {
-	Stats   func(context.Context) (postgres.Stats, error)
+	Stats func(context.Context) (postgres.Stats, error)
+	// Halted, when set, reports each chain this ledgerd books and whether
+	// it has halted it (txfence_ledger_chain_halted). Unlike the books'
+	// state, it is the process's own: each ledgerd finds a halt itself.
+	Halted  func() map[uint64]bool
 	MaxAge  time.Duration
 	Timeout time.Duration
 	Log     *slog.Logger
@@ -63,12 +68,15 @@ var (
 		"Wallet and asset pairs whose books differed from the chain in the latest run (each booked to suspense).", []string{"chain_id"}, nil)
 	deferred = prometheus.NewDesc("txfence_ledger_reconciliation_deferred",
 		"Wallet and asset pairs the latest run did not compare.", []string{"chain_id"}, nil)
+	chainHalted = prometheus.NewDesc("txfence_ledger_chain_halted",
+		"1 when this ledgerd stopped booking the chain: it forked below the blocks the scanner keeps, or its endpoint serves another chain (the alert says which). See the runbook.",
+		[]string{"chain_id"}, nil)
 )
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{feedSeq, feedMoved, scanBlock, scanMoved, negativeWallets, openTransits, oldestTransit,
-		reconciledBlock, reconciledAt, reconcileComplete, differences, deferred} {
+		reconciledBlock, reconciledAt, reconcileComplete, differences, deferred, chainHalted} {
 		ch <- d
 	}
 }
@@ -77,6 +85,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // it sends an invalid metric, which fails the scrape, rather than stale
 // values.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	// The process's own state first: it does not wait on the database.
+	if c.Halted != nil {
+		for id, halted := range c.Halted() {
+			v := 0.0
+			if halted {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(chainHalted, prometheus.GaugeValue, v, strconv.FormatUint(id, 10))
+		}
+	}
 	st, err := c.stats()
 	if err != nil {
 		if c.Log != nil {

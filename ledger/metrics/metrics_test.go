@@ -30,7 +30,8 @@ var (
 
 // The gauges say what the books hold: the feed and scan cursors, a wallet
 // below zero, an open transit and the latest reconciliation run, for each
-// chain; a chain scanned with none below zero reports 0.
+// chain; a chain scanned with none below zero reports 0. Each chain the
+// process books says whether it halted it.
 func TestTheGaugesReadTheBooks(t *testing.T) {
 	t.Parallel()
 	store, _ := ledgertest.Store(t)
@@ -71,8 +72,12 @@ func TestTheGaugesReadTheBooks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := &metrics.Collector{Stats: store.Stats}
+	c := &metrics.Collector{Stats: store.Stats, Halted: func() map[uint64]bool { return map[uint64]bool{chain: false, 10: true} }}
 	want := `
+# HELP txfence_ledger_chain_halted 1 when this ledgerd stopped booking the chain: it forked below the blocks the scanner keeps, or its endpoint serves another chain (the alert says which). See the runbook.
+# TYPE txfence_ledger_chain_halted gauge
+txfence_ledger_chain_halted{chain_id="10"} 1
+txfence_ledger_chain_halted{chain_id="31337"} 0
 # HELP txfence_ledger_feed_cursor_seq The seq of the last event of the feed the ledger has booked.
 # TYPE txfence_ledger_feed_cursor_seq gauge
 txfence_ledger_feed_cursor_seq{feed="txmanager"} 4
@@ -100,7 +105,7 @@ txfence_ledger_reconciliation_differences{chain_id="31337"} 2
 txfence_ledger_scanned_block{chain_id="10"} 7
 txfence_ledger_scanned_block{chain_id="31337"} 42
 `
-	names := []string{"txfence_ledger_feed_cursor_seq", "txfence_ledger_negative_wallets", "txfence_ledger_open_transits", "txfence_ledger_reconciled_block",
+	names := []string{"txfence_ledger_chain_halted", "txfence_ledger_feed_cursor_seq", "txfence_ledger_negative_wallets", "txfence_ledger_open_transits", "txfence_ledger_reconciled_block",
 		"txfence_ledger_reconciliation_complete", "txfence_ledger_reconciliation_deferred", "txfence_ledger_reconciliation_differences", "txfence_ledger_scanned_block"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
