@@ -6,11 +6,14 @@ package ledgerd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/httpapi"
+	"github.com/txfence/txfence/ledger/internal/retry"
 	"github.com/txfence/txfence/ledger/metrics"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
@@ -100,7 +104,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	store := postgres.New(svc.DB, svc.Log)
-	if err := svc.HTTP.Registry().Register(&metrics.Collector{Stats: store.Stats, Log: svc.Log}); err != nil {
+	g, ctx := errgroup.WithContext(ctx)
+	booked := newChains(ctx, slices.Collect(maps.Keys(cfg.ChainRPC)), svc.Log)
+	if err := svc.HTTP.Registry().Register(&metrics.Collector{Stats: store.Stats, Halted: booked.halted, Log: svc.Log}); err != nil {
 		return err
 	}
 	var configured []postgres.WalletKey
@@ -121,6 +127,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		defer client.Close()
 		readers[id], clients[id] = chain.NewReader(client, id), client
+		// Whether the endpoint answers; a halted chain's does, and its
+		// halt is in the txfence_ledger_chain_halted gauge instead: one
+		// chain the ledger stopped booking takes no other out of service.
 		svc.HTTP.AddReadyCheck(httpserver.Check{Name: fmt.Sprintf("chain %d", id), Fn: func(ctx context.Context) error {
 			var block string
 			return client.CallContext(ctx, &block, "eth_blockNumber")
@@ -130,6 +139,17 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_, err := feed.Read(ctx, api, 0, 1, 0)
 		return err
 	}})
+	// The feed consumer books every chain, a halted one too, for its
+	// bookings cannot go wrong whatever the chain's endpoint serves: each
+	// reads the receipt pinned to the block its event names, and refuses
+	// one in another block or in none (chain.Reader.Settled), and a
+	// reversal follows txmanager's tx.reorged of a journal booked. Those
+	// are facts of the chain txmanager follows. Skipping a halted chain's
+	// events instead would move the feed's one cursor past settled facts,
+	// losing them for good. What the consumer cannot read from a halted
+	// chain's endpoint, and a wallet the halted scanner will not open,
+	// hold the feed with an alert (ledger: failing for a minute), as any
+	// unreadable settlement does.
 	c := &consumer.Consumer{Store: store, API: api, Readers: readers, Log: svc.Log}
 	switch cfg.TestCrashAfter {
 	case "":
@@ -159,11 +179,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return uint64(*page.HeadSeq), nil
 	}
-	reconciler := &reconcile.Reconciler{Store: store, Chains: clients, Tokens: cfg.Tokens, Depth: cfg.ReconcileDepth,
-		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, FeedHead: feedHead, Feed: consumer.Feed, Log: svc.Log}
-	httpapi.New(store, cursorKey).ReconcileWith(reconciler).Mount(svc.HTTP.Router)
+	// One reconciler per chain, so that a halted chain's stops with it:
+	// reconciling a chain whose endpoint serves another would book that
+	// chain's balances to suspense as differences.
+	reconcilers := &chainReconcilers{chains: booked, by: map[uint64]*reconcile.Reconciler{}, none: &reconcile.Reconciler{Store: store}}
+	for id, client := range clients {
+		reconcilers.by[id] = &reconcile.Reconciler{Store: store, Chains: map[uint64]*rpc.Client{id: client}, Tokens: cfg.Tokens,
+			Depth: cfg.ReconcileDepth, Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, FeedHead: feedHead, Feed: consumer.Feed, Log: svc.Log}
+	}
+	httpapi.New(store, cursorKey).ReconcileWith(reconcilers).Mount(svc.HTTP.Router)
 
-	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(ctx) })
 	for id, client := range clients {
 		sc := &scanner.Scanner{Store: store, ChainID: id, RPC: client, Tokens: cfg.Tokens[id], Depth: cfg.ScanDepth,
@@ -171,10 +196,47 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if from, ok := cfg.ScanFrom[id]; ok {
 			sc.Start = &from
 		}
-		g.Go(func() error { return sc.Run(ctx) })
+		g.Go(func() error {
+			bookChain(booked, id, client, sc, reconcilers.by[id], svc.Log.With("chain_id", id))
+			return nil
+		})
 	}
-	g.Go(func() error { return reconciler.Run(ctx) })
 	g.Go(func() error { return (&transit.Watch{Store: store, Age: cfg.TransitAlertAge, Log: svc.Log}).Run(ctx) })
 	g.Go(func() error { return svc.Serve(ctx) })
 	return g.Wait()
+}
+
+// bookChain books one chain until ledgerd stops, or the chain halts: it
+// checks that the endpoint serves the chain (retrying while it cannot be
+// asked), then scans and reconciles it. A scanner that stops halts the
+// chain, and nothing else.
+func bookChain(booked *chains, id uint64, client *rpc.Client, sc *scanner.Scanner, rec *reconcile.Reconciler, log *slog.Logger) {
+	ctx := booked.context(id)
+	// retry.Run repeats a step until it fails for good: a check that
+	// passes ends it that way too.
+	errChecked := errors.New("the endpoint serves the chain")
+	err := retry.Run(ctx, log, "checking the chain endpoint", func(ctx context.Context) error {
+		err := scanner.CheckChain(ctx, client, id)
+		switch {
+		case err == nil:
+			return retry.Stop(errChecked)
+		case errors.Is(err, scanner.ErrWrongChain):
+			return retry.Stop(err)
+		}
+		return err
+	})
+	switch {
+	case err == nil: // ledgerd stops
+		return
+	case !errors.Is(err, errChecked):
+		booked.halt(id, err)
+		return
+	}
+	booked.checked(id)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = rec.Run(ctx) })
+	if err := sc.Run(ctx); err != nil {
+		booked.halt(id, err) // ends ctx: the reconciler stops
+	}
+	wg.Wait()
 }

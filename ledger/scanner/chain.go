@@ -66,6 +66,20 @@ func batchCall(ctx context.Context, client *rpc.Client, calls []rpc.BatchElem) e
 	return nil
 }
 
+// CheckChain checks that client serves chain chainID (eth_chainId): an
+// ErrWrongChain error when it answers another, errs.Unavailable when it
+// cannot be asked.
+func CheckChain(ctx context.Context, client *rpc.Client, chainID uint64) error {
+	var id hexutil.Big
+	if err := client.CallContext(ctx, &id, "eth_chainId"); err != nil {
+		return errs.Wrap(errs.Unavailable, "eth_chainId", err)
+	}
+	if !id.ToInt().IsUint64() || id.ToInt().Uint64() != chainID {
+		return fmt.Errorf("chain %d: the endpoint answers chain id %s: %w", chainID, id.ToInt(), ErrWrongChain)
+	}
+	return nil
+}
+
 // head is the number of the chain's newest block.
 func head(ctx context.Context, client *rpc.Client) (uint64, error) {
 	var n hexutil.Uint64

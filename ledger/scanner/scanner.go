@@ -36,9 +36,18 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
-// ErrDeepReorg says the chain forked below every block the scanner keeps:
-// it cannot tell what to undo, and stops rather than guess.
-var ErrDeepReorg = errors.New("the chain forked below the scanned blocks kept")
+// Errors that stop a scanner: what it booked cannot be followed on the
+// chain its endpoint serves, and it stops rather than guess. ledgerd halts
+// the chain on either (the runbook in docs/operations.md).
+var (
+	// ErrDeepReorg says the chain forked below every block the scanner
+	// keeps: it cannot tell what to undo. An endpoint serving another
+	// chain of the same chain id (a development chain started afresh) or
+	// one that lost its chain looks the same.
+	ErrDeepReorg = errors.New("the chain forked below the scanned blocks kept")
+	// ErrWrongChain says the endpoint answers another chain id.
+	ErrWrongChain = errors.New("the chain endpoint serves another chain")
+)
 
 const (
 	// batchBlocks bounds the blocks a step reads, and books.
@@ -87,6 +96,8 @@ type Scanner struct {
 
 	// pending are blocks read and linked from the cursor on, not booked.
 	pending []fetched
+	// checked says the endpoint's chain id has been checked.
+	checked bool
 	// gateAlerted says the wait for the feed has been alerted.
 	gateAlerted bool
 	// logCalls, when set, replaces defaultLogCalls (tests).
@@ -110,19 +121,22 @@ func (s *Scanner) window() int { return cmp.Or(max(s.Window, 0), 256) }
 // Step scans up to a bounded batch of blocks, each booked in a transaction
 // of its own, and returns how many it booked. It also opens the wallets
 // registered since, and follows a reorg back to its fork point. A fork
-// below the kept blocks is ErrDeepReorg.
+// below the kept blocks is ErrDeepReorg; an endpoint answering another
+// chain id, ErrWrongChain (checked on the first Step, and again before a
+// fork is called deep).
 func (s *Scanner) Step(ctx context.Context) (int, error) {
 	n, _, err := s.step(ctx)
 	return n, err
 }
 
 // Run scans until ctx ends, and returns nil then; or until a fork deeper
-// than the window, which it returns. A failing step is retried (a growing
+// than the window or an endpoint on another chain, which it returns
+// (ErrDeepReorg, ErrWrongChain). A failing step is retried (a growing
 // pause, an alert after a minute).
 func (s *Scanner) Run(ctx context.Context) error {
 	return retry.Run(ctx, s.log(), "scanning the chain", func(ctx context.Context) error {
 		n, moved, err := s.step(ctx)
-		if errors.Is(err, ErrDeepReorg) {
+		if errors.Is(err, ErrDeepReorg) || errors.Is(err, ErrWrongChain) {
 			return retry.Stop(err)
 		}
 		if err != nil {
@@ -141,6 +155,12 @@ func (s *Scanner) Run(ctx context.Context) error {
 // step is Step; moved says it changed something other than by scanning
 // blocks (a rewind, openings): there may be more to do at once.
 func (s *Scanner) step(ctx context.Context) (blocks int, moved bool, err error) {
+	if !s.checked {
+		if err := CheckChain(ctx, s.RPC, s.ChainID); err != nil {
+			return 0, false, err
+		}
+		s.checked = true
+	}
 	cursor, err := s.cursor(ctx)
 	if err != nil {
 		return 0, false, err
@@ -501,13 +521,28 @@ func (s *Scanner) rewind(ctx context.Context, cursor ledger.Block) error {
 		}
 	}
 	if fork == nil {
+		// An endpoint moved to another chain shows as a fork at every
+		// height: say so rather than call it a reorg.
+		if err := CheckChain(ctx, s.RPC, s.ChainID); err != nil {
+			return err
+		}
 		depth := uint64(len(kept))
 		if len(kept) > 0 {
 			depth = cursor.Number - kept[len(kept)-1].Number + 1
 		}
-		s.log().Error("ledger: the chain forked below every block the scanner keeps; the scanner stops", "alert", true,
-			"block_number", cursor.Number, "block_hash", cursor.Hash, "depth_at_least", depth, "window", s.window())
-		return fmt.Errorf("chain %d, block %d: %w (a fork at least %d blocks deep)", s.ChainID, cursor.Number, ErrDeepReorg, depth)
+		h, err := head(ctx, s.RPC)
+		if err != nil {
+			return err
+		}
+		// The caller (ledgerd) raises the alert: it decides what stops.
+		s.log().Error("ledger: the chain forked below every block the scanner keeps; the scanner stops",
+			"block_number", cursor.Number, "block_hash", cursor.Hash, "depth_at_least", depth, "window", s.window(), "head", h)
+		err = fmt.Errorf("chain %d: the scan cursor's block %d (%s) and every block kept below it are off the chain: %w (a fork at least %d blocks deep; the endpoint's head is %d)",
+			s.ChainID, cursor.Number, cursor.Hash, ErrDeepReorg, depth, h)
+		if h < cursor.Number {
+			err = fmt.Errorf("%w; the endpoint is behind the scan cursor: its chain was started afresh, or it lags far behind", err)
+		}
+		return err
 	}
 	if fork.Number == cursor.Number {
 		return nil // the chain came back to the cursor meanwhile

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"maps"
 	"math/big"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
@@ -446,6 +450,88 @@ func TestAReorgDeeperThanTheWindowStopsTheScanner(t *testing.T) {
 	if err := sc.Run(ctx); !errors.Is(err, scanner.ErrDeepReorg) {
 		t.Errorf("Run = %v, want ErrDeepReorg", err)
 	}
+}
+
+// A chain started afresh under the books (a development chain whose state
+// was lost) has none of the blocks the scanner keeps: a fork below them
+// all, which stops the scanner, booking nothing on the new chain.
+func TestAChainStartedAfreshStopsTheScanner(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.register(t, r.walletAddrs()...)
+	sc := r.scanner(t)
+	r.drain(t, sc)
+	before := r.cursor(t)
+	journals := r.countJournals(t, ledger.Opening)
+
+	fresh := chaintest.Anvil(t, anvil.Options{})
+	afresh := r.scanner(t)
+	afresh.RPC = fresh.RPC()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	err := afresh.Run(ctx)
+	if !errors.Is(err, scanner.ErrDeepReorg) || !strings.Contains(err.Error(), "behind the scan cursor") {
+		t.Fatalf("Run = %v, want ErrDeepReorg, the endpoint behind the scan cursor", err)
+	}
+	if got := r.cursor(t); got != before {
+		t.Errorf("the cursor moved from %v to %v", before, got)
+	}
+	if got := r.countJournals(t, ledger.Opening); got != journals {
+		t.Errorf("%d openings, want the %d booked before", got, journals)
+	}
+}
+
+// An endpoint that answers another chain id is refused before anything is
+// read from it; one that moves to another chain while the scanner runs is
+// found when the scanner sees the chain change under its cursor, and named
+// as such rather than as a fork.
+func TestAnEndpointOnAnotherChainStopsTheScanner(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.register(t, r.walletAddrs()...)
+	other := chaintest.Anvil(t, anvil.Options{ChainID: r.chainID() + 1})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+
+	wrong := r.scanner(t)
+	wrong.RPC = other.RPC()
+	if err := wrong.Run(ctx); !errors.Is(err, scanner.ErrWrongChain) {
+		t.Fatalf("Run on an endpoint of chain %d = %v, want ErrWrongChain", other.ChainID(), err)
+	}
+	if c, err := r.store.ScanCursor(ctx, r.chainID()); err != nil || c != nil {
+		t.Fatalf("a scan started from another chain's endpoint: cursor %v, %v", c, err)
+	}
+
+	// The endpoint, behind a proxy, moves to the other chain, which is
+	// longer: the block after the cursor does not follow it.
+	var upstream atomic.Pointer[url.URL]
+	upstream.Store(mustParse(t, r.node.URL()))
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(upstream.Load()) }})
+	t.Cleanup(proxy.Close)
+	client, err := rpc.Dial(proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	sc := r.scanner(t)
+	sc.RPC = client
+	r.drain(t, sc)
+	if err := other.Mine(ctx, int(r.cursor(t).Number)+5); err != nil {
+		t.Fatal(err)
+	}
+	upstream.Store(mustParse(t, other.URL()))
+	if err := sc.Run(ctx); !errors.Is(err, scanner.ErrWrongChain) {
+		t.Fatalf("Run after the endpoint moved to chain %d = %v, want ErrWrongChain", other.ChainID(), err)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // With a feed consumer to wait for, a block is booked only once the
