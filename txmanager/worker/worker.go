@@ -853,9 +853,17 @@ func (w *worker) broadcast(ctx context.Context, txs []txmanager.Tx) error {
 //     follower to settle.
 //   - insufficient funds: the sub-state insufficient_funds, sent again
 //     later.
-//   - a refusal no resend changes (intrinsic gas too low, above the block
-//     gas limit, bad signature, above the node's fee cap, any other
+//   - a refusal no resend changes (intrinsic gas too low, above a gas
+//     limit cap, bad signature, above the node's fee cap, a transaction
+//     type the nodes do not take, too large, undecodable, any other
 //     rejection): stuck with the reason and an alert; an operator acts.
+//   - execution reverted: the node ran it and it reverted, and one that
+//     mines on arrival (Hardhat automining) may have mined it already.
+//     Neither failed (the nonce may be consumed, and only the chain says)
+//     nor resent (a resend can only be refused again): stuck with the
+//     reason and an alert, so an operator sees it. The chain follower
+//     tracks SIGNED hashes too, so if it is mined the follower records it
+//     and it ends REVERTED (or CONFIRMED) whatever this verdict said.
 //   - anything else (node failures, underpriced, a full pool, a nonce gap
 //     in the node's view, an attempt of ours already pooled): sent again
 //     with exponential backoff.
@@ -882,8 +890,12 @@ func (w *worker) refused(ctx context.Context, t *txmanager.Tx, s remote.Sent) (o
 		w.retryLater(t.ID)
 		_, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateSigned, txmanager.SubInsufficientFunds, txmanager.ReasonInsufficientFunds)
 		return false, err
-	case mevrouterapi.IntrinsicGasTooLow, mevrouterapi.GasLimitExceeded, mevrouterapi.InvalidSenderOrSignature, mevrouterapi.TxFeeCapExceeded, mevrouterapi.Rejected:
+	case mevrouterapi.IntrinsicGasTooLow, mevrouterapi.GasLimitExceeded, mevrouterapi.InvalidSenderOrSignature, mevrouterapi.TxFeeCapExceeded,
+		mevrouterapi.TxTypeNotSupported, mevrouterapi.Oversized, mevrouterapi.Malformed, mevrouterapi.Rejected:
 		log.Error("broadcast refused for good: stuck until an operator acts", "alert", true)
+		return false, w.stuck(ctx, t, fmt.Sprintf("%s: %s: %s", txmanager.ReasonBroadcastRefused, s.Category, s.Message))
+	case mevrouterapi.ExecutionReverted:
+		log.Error("broadcast answered with a revert: stuck; if the node mined it, the chain follower records it", "alert", true)
 		return false, w.stuck(ctx, t, fmt.Sprintf("%s: %s: %s", txmanager.ReasonBroadcastRefused, s.Category, s.Message))
 	default:
 		b := w.retryLater(t.ID)
