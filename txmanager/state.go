@@ -125,4 +125,12 @@ const (
 	// reason retrying will not change (sub-state stuck until an operator
 	// acts).
 	ReasonBroadcastRefused = "broadcast_refused"
+	// ReasonAbandoned: an operator abandoned the transaction before its
+	// broadcast; its nonce went to a 0-value transfer to the signer itself
+	// (a transaction of its own, reason gap_fill).
+	ReasonAbandoned = "abandoned"
+	// ReasonOperatorAction: an operator's action changed the transaction
+	// (a new attempt signed, a stuck sub-state cleared); the detail after
+	// the colon names the action and its id.
+	ReasonOperatorAction = "operator_action"
 )

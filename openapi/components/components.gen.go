@@ -198,14 +198,17 @@ func (e TxActionOutcome) Valid() bool {
 
 // Defines values for TxActionKind.
 const (
-	TxActionBump   TxActionKind = "bump"
-	TxActionCancel TxActionKind = "cancel"
-	TxActionResend TxActionKind = "resend"
+	TxActionAbandon TxActionKind = "abandon"
+	TxActionBump    TxActionKind = "bump"
+	TxActionCancel  TxActionKind = "cancel"
+	TxActionResend  TxActionKind = "resend"
 )
 
 // Valid indicates whether the value is a known member of the TxActionKind enum.
 func (e TxActionKind) Valid() bool {
 	switch e {
+	case TxActionAbandon:
+		return true
 	case TxActionBump:
 		return true
 	case TxActionCancel:
@@ -872,8 +875,11 @@ type TxType string
 
 // TxAction Example: {"action":"bump","action_id":"0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10","attempt":2,"done_at":"2025-01-15T10:09:31.087Z","operator":"alice@ops","outcome":"done","requested_at":"2025-01-15T10:09:30.412Z","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"}
 type TxAction struct {
-	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
-	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+	// Action `resend`: send the current attempt again, unchanged (ask signerd
+	// again, for an ALLOCATED transaction); `bump`: a fee bump now;
+	// `cancel`: replace the transaction by a same-nonce 0-value transfer
+	// from the signer to itself; `abandon`: fail a transaction not
+	// broadcast yet (`abandoned`) and give its nonce to a new 0-value
 	// transfer from the signer to itself.
 	//
 	//
@@ -888,7 +894,7 @@ type TxAction struct {
 	// Example: 2
 	Attempt *int32 `json:"attempt,omitempty"`
 
-	// Detail Why the action was refused.
+	// Detail Why the action was refused; for an action carried out as another (the same action asked again), which one.
 	//
 	// Example: the signer's fee caps leave no room for a 10% rise
 	Detail *string `json:"detail,omitempty"`
@@ -897,6 +903,11 @@ type TxAction struct {
 	//
 	// Example: 2025-01-15T10:09:31.087Z
 	DoneAt *time.Time `json:"done_at,omitempty"`
+
+	// FillerTxId The transaction an `abandon` gave the nonce to, a 0-value transfer from the signer to itself.
+	//
+	// Example: 0193a2c9-0b1e-7c4d-8e2f-3a4b5c6d7e8f
+	FillerTxId *openapi_types.UUID `json:"filler_tx_id,omitempty"`
 
 	// Operator Who asked, for the audit trail; no control characters.
 	//
@@ -920,8 +931,18 @@ type TxAction struct {
 // Example: done
 type TxActionOutcome string
 
-// TxActionKind `resend`: send the current attempt again, unchanged; `bump`: a fee
-// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+// TxActionId Makes an action request idempotent: the same id again is the same
+// action (answered `200`), another request under it a `409`. A UUID
+// in its canonical lowercase form, chosen by the caller.
+//
+// Example: 0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10
+type TxActionId = openapi_types.UUID
+
+// TxActionKind `resend`: send the current attempt again, unchanged (ask signerd
+// again, for an ALLOCATED transaction); `bump`: a fee bump now;
+// `cancel`: replace the transaction by a same-nonce 0-value transfer
+// from the signer to itself; `abandon`: fail a transaction not
+// broadcast yet (`abandoned`) and give its nonce to a new 0-value
 // transfer from the signer to itself.
 //
 // Example: bump
@@ -1333,9 +1354,12 @@ type TxStateChangedData struct {
 	// `approval_required`, `insufficient_funds`, `waiting_dependency`,
 	// `signing_refused` (signerd refused after the nonce was
 	// allocated), `gap_fill` (a transaction txfence made to fill a
-	// nonce gap), `broadcast_refused`. A sub-state change may add
-	// detail after a colon (`broadcast_refused: intrinsic_gas_too_low:
-	// ...`). The list grows; treat unknown codes as opaque text.
+	// nonce gap, or the nonce of an abandoned one), `broadcast_refused`,
+	// `abandoned` (an operator abandoned it before its broadcast),
+	// `operator_action` (an operator's action changed it). A sub-state
+	// change may add detail after a colon (`broadcast_refused:
+	// intrinsic_gas_too_low: ...`, `operator_action: bump (action
+	// ...)`). The list grows; treat unknown codes as opaque text.
 	//
 	//
 	// Example: simulation_reverted

@@ -691,13 +691,24 @@ type SignerRef struct {
 
 // TxActionRequest defines model for TxActionRequest.
 type TxActionRequest struct {
-	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
-	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+	// Action `resend`: send the current attempt again, unchanged (ask signerd
+	// again, for an ALLOCATED transaction); `bump`: a fee bump now;
+	// `cancel`: replace the transaction by a same-nonce 0-value transfer
+	// from the signer to itself; `abandon`: fail a transaction not
+	// broadcast yet (`abandoned`) and give its nonce to a new 0-value
 	// transfer from the signer to itself.
 	//
 	//
 	// Example: bump
 	Action externalRef0.TxActionKind `json:"action"`
+
+	// ActionId Makes an action request idempotent: the same id again is the same
+	// action (answered `200`), another request under it a `409`. A UUID
+	// in its canonical lowercase form, chosen by the caller.
+	//
+	//
+	// Example: 0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10
+	ActionId *externalRef0.TxActionId `json:"action_id,omitempty"`
 }
 
 // Webhook defines model for Webhook.
@@ -1377,36 +1388,60 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
 	ListTxActions(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RequestTxActionWithBody Resend, bump or cancel a broadcast transaction
+	// RequestTxActionWithBody Resend, bump, cancel or abandon a transaction that does not move
 	//
-	// Asks the signer's owner node to act on a BROADCASTED transaction
-	// that is not mined yet, and answers `202` at once; the outcome
-	// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-	// (about a second). `resend` sends the current attempt again
-	// unchanged; `bump` replaces it with fees at least 10% higher and at
-	// least the market's, within the signer's caps; `cancel` replaces it
-	// with a same-nonce 0-value transfer to the signer itself, where the
-	// signer allows cancels (else `409`). The key's name and id are
-	// recorded as the operator. A transaction in another state is a
-	// `409`. Scope `admin`.
+	// Asks the signer's owner node to act on a transaction that does not
+	// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+	// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+	// `202` at once, and the outcome appears in `GET
+	// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+	// or follower (about a second). `resend` sends the current attempt
+	// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+	// replaces it with fees at least 10% higher and at least the
+	// market's, within the signer's caps (an ALLOCATED one signerd
+	// refused is priced anew at the market and signed again); `cancel`
+	// replaces it with a same-nonce 0-value transfer to the signer
+	// itself, where the signer allows cancels (else `409`); `abandon`,
+	// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+	// `abandoned`) and gives its nonce to a new 0-value transfer to the
+	// signer itself (`filler_tx_id`), so that later nonces are mined (a
+	// SIGNED one's filler replaces it, so its signer must allow cancels;
+	// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+	// recorded as the operator. An `action_id` makes the request
+	// idempotent: the same id again answers the action recorded (`200`),
+	// another request under it is a `409`; without one, the same action
+	// by the same key while one waits answers the waiting one (`200`). A
+	// transaction in another state is a `409`. Scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
 	RequestTxActionWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RequestTxAction Resend, bump or cancel a broadcast transaction
+	// RequestTxAction Resend, bump, cancel or abandon a transaction that does not move
 	//
-	// Asks the signer's owner node to act on a BROADCASTED transaction
-	// that is not mined yet, and answers `202` at once; the outcome
-	// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-	// (about a second). `resend` sends the current attempt again
-	// unchanged; `bump` replaces it with fees at least 10% higher and at
-	// least the market's, within the signer's caps; `cancel` replaces it
-	// with a same-nonce 0-value transfer to the signer itself, where the
-	// signer allows cancels (else `409`). The key's name and id are
-	// recorded as the operator. A transaction in another state is a
-	// `409`. Scope `admin`.
+	// Asks the signer's owner node to act on a transaction that does not
+	// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+	// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+	// `202` at once, and the outcome appears in `GET
+	// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+	// or follower (about a second). `resend` sends the current attempt
+	// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+	// replaces it with fees at least 10% higher and at least the
+	// market's, within the signer's caps (an ALLOCATED one signerd
+	// refused is priced anew at the market and signed again); `cancel`
+	// replaces it with a same-nonce 0-value transfer to the signer
+	// itself, where the signer allows cancels (else `409`); `abandon`,
+	// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+	// `abandoned`) and gives its nonce to a new 0-value transfer to the
+	// signer itself (`filler_tx_id`), so that later nonces are mined (a
+	// SIGNED one's filler replaces it, so its signer must allow cancels;
+	// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+	// recorded as the operator. An `action_id` makes the request
+	// idempotent: the same id again answers the action recorded (`200`),
+	// another request under it is a `409`; without one, the same action
+	// by the same key while one waits answers the waiting one (`200`). A
+	// transaction in another state is a `409`. Scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2056,18 +2091,30 @@ func (c *Client) ListTxActions(ctx context.Context, txId TxIdPath, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// RequestTxActionWithBody Resend, bump or cancel a broadcast transaction
+// RequestTxActionWithBody Resend, bump, cancel or abandon a transaction that does not move
 //
-// Asks the signer's owner node to act on a BROADCASTED transaction
-// that is not mined yet, and answers `202` at once; the outcome
-// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-// (about a second). `resend` sends the current attempt again
-// unchanged; `bump` replaces it with fees at least 10% higher and at
-// least the market's, within the signer's caps; `cancel` replaces it
-// with a same-nonce 0-value transfer to the signer itself, where the
-// signer allows cancels (else `409`). The key's name and id are
-// recorded as the operator. A transaction in another state is a
-// `409`. Scope `admin`.
+// Asks the signer's owner node to act on a transaction that does not
+// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+// `202` at once, and the outcome appears in `GET
+// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+// or follower (about a second). `resend` sends the current attempt
+// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+// replaces it with fees at least 10% higher and at least the
+// market's, within the signer's caps (an ALLOCATED one signerd
+// refused is priced anew at the market and signed again); `cancel`
+// replaces it with a same-nonce 0-value transfer to the signer
+// itself, where the signer allows cancels (else `409`); `abandon`,
+// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+// `abandoned`) and gives its nonce to a new 0-value transfer to the
+// signer itself (`filler_tx_id`), so that later nonces are mined (a
+// SIGNED one's filler replaces it, so its signer must allow cancels;
+// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+// recorded as the operator. An `action_id` makes the request
+// idempotent: the same id again answers the action recorded (`200`),
+// another request under it is a `409`; without one, the same action
+// by the same key while one waits answers the waiting one (`200`). A
+// transaction in another state is a `409`. Scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2084,18 +2131,30 @@ func (c *Client) RequestTxActionWithBody(ctx context.Context, txId TxIdPath, con
 	return c.Client.Do(req)
 }
 
-// RequestTxAction Resend, bump or cancel a broadcast transaction
+// RequestTxAction Resend, bump, cancel or abandon a transaction that does not move
 //
-// Asks the signer's owner node to act on a BROADCASTED transaction
-// that is not mined yet, and answers `202` at once; the outcome
-// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-// (about a second). `resend` sends the current attempt again
-// unchanged; `bump` replaces it with fees at least 10% higher and at
-// least the market's, within the signer's caps; `cancel` replaces it
-// with a same-nonce 0-value transfer to the signer itself, where the
-// signer allows cancels (else `409`). The key's name and id are
-// recorded as the operator. A transaction in another state is a
-// `409`. Scope `admin`.
+// Asks the signer's owner node to act on a transaction that does not
+// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+// `202` at once, and the outcome appears in `GET
+// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+// or follower (about a second). `resend` sends the current attempt
+// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+// replaces it with fees at least 10% higher and at least the
+// market's, within the signer's caps (an ALLOCATED one signerd
+// refused is priced anew at the market and signed again); `cancel`
+// replaces it with a same-nonce 0-value transfer to the signer
+// itself, where the signer allows cancels (else `409`); `abandon`,
+// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+// `abandoned`) and gives its nonce to a new 0-value transfer to the
+// signer itself (`filler_tx_id`), so that later nonces are mined (a
+// SIGNED one's filler replaces it, so its signer must allow cancels;
+// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+// recorded as the operator. An `action_id` makes the request
+// idempotent: the same id again answers the action recorded (`200`),
+// another request under it is a `409`; without one, the same action
+// by the same key while one waits answers the waiting one (`200`). A
+// transaction in another state is a `409`. Scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4635,36 +4694,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
 	ListTxActionsWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*ListTxActionsResponse, error)
 
-	// RequestTxActionWithBodyWithResponse Resend, bump or cancel a broadcast transaction
+	// RequestTxActionWithBodyWithResponse Resend, bump, cancel or abandon a transaction that does not move
 	//
-	// Asks the signer's owner node to act on a BROADCASTED transaction
-	// that is not mined yet, and answers `202` at once; the outcome
-	// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-	// (about a second). `resend` sends the current attempt again
-	// unchanged; `bump` replaces it with fees at least 10% higher and at
-	// least the market's, within the signer's caps; `cancel` replaces it
-	// with a same-nonce 0-value transfer to the signer itself, where the
-	// signer allows cancels (else `409`). The key's name and id are
-	// recorded as the operator. A transaction in another state is a
-	// `409`. Scope `admin`.
+	// Asks the signer's owner node to act on a transaction that does not
+	// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+	// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+	// `202` at once, and the outcome appears in `GET
+	// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+	// or follower (about a second). `resend` sends the current attempt
+	// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+	// replaces it with fees at least 10% higher and at least the
+	// market's, within the signer's caps (an ALLOCATED one signerd
+	// refused is priced anew at the market and signed again); `cancel`
+	// replaces it with a same-nonce 0-value transfer to the signer
+	// itself, where the signer allows cancels (else `409`); `abandon`,
+	// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+	// `abandoned`) and gives its nonce to a new 0-value transfer to the
+	// signer itself (`filler_tx_id`), so that later nonces are mined (a
+	// SIGNED one's filler replaces it, so its signer must allow cancels;
+	// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+	// recorded as the operator. An `action_id` makes the request
+	// idempotent: the same id again answers the action recorded (`200`),
+	// another request under it is a `409`; without one, the same action
+	// by the same key while one waits answers the waiting one (`200`). A
+	// transaction in another state is a `409`. Scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
 	RequestTxActionWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestTxActionResponse, error)
 
-	// RequestTxActionWithResponse Resend, bump or cancel a broadcast transaction
+	// RequestTxActionWithResponse Resend, bump, cancel or abandon a transaction that does not move
 	//
-	// Asks the signer's owner node to act on a BROADCASTED transaction
-	// that is not mined yet, and answers `202` at once; the outcome
-	// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-	// (about a second). `resend` sends the current attempt again
-	// unchanged; `bump` replaces it with fees at least 10% higher and at
-	// least the market's, within the signer's caps; `cancel` replaces it
-	// with a same-nonce 0-value transfer to the signer itself, where the
-	// signer allows cancels (else `409`). The key's name and id are
-	// recorded as the operator. A transaction in another state is a
-	// `409`. Scope `admin`.
+	// Asks the signer's owner node to act on a transaction that does not
+	// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+	// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+	// `202` at once, and the outcome appears in `GET
+	// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+	// or follower (about a second). `resend` sends the current attempt
+	// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+	// replaces it with fees at least 10% higher and at least the
+	// market's, within the signer's caps (an ALLOCATED one signerd
+	// refused is priced anew at the market and signed again); `cancel`
+	// replaces it with a same-nonce 0-value transfer to the signer
+	// itself, where the signer allows cancels (else `409`); `abandon`,
+	// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+	// `abandoned`) and gives its nonce to a new 0-value transfer to the
+	// signer itself (`filler_tx_id`), so that later nonces are mined (a
+	// SIGNED one's filler replaces it, so its signer must allow cancels;
+	// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+	// recorded as the operator. An `action_id` makes the request
+	// idempotent: the same id again answers the action recorded (`200`),
+	// another request under it is a `409`; without one, the same action
+	// by the same key while one waits answers the waiting one (`200`). A
+	// transaction in another state is a `409`. Scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5819,10 +5902,17 @@ func (r ListTxActionsResponse) ContentType() string {
 type RequestTxActionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *externalRef0.TxAction
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *externalRef0.TxAction
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RequestTxActionResponse) GetJSON200() *externalRef0.TxAction {
+	return r.JSON200
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -6969,18 +7059,30 @@ func (c *ClientWithResponses) ListTxActionsWithResponse(ctx context.Context, txI
 	return ParseListTxActionsResponse(rsp)
 }
 
-// RequestTxActionWithBodyWithResponse Resend, bump or cancel a broadcast transaction
+// RequestTxActionWithBodyWithResponse Resend, bump, cancel or abandon a transaction that does not move
 //
-// Asks the signer's owner node to act on a BROADCASTED transaction
-// that is not mined yet, and answers `202` at once; the outcome
-// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-// (about a second). `resend` sends the current attempt again
-// unchanged; `bump` replaces it with fees at least 10% higher and at
-// least the market's, within the signer's caps; `cancel` replaces it
-// with a same-nonce 0-value transfer to the signer itself, where the
-// signer allows cancels (else `409`). The key's name and id are
-// recorded as the operator. A transaction in another state is a
-// `409`. Scope `admin`.
+// Asks the signer's owner node to act on a transaction that does not
+// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+// `202` at once, and the outcome appears in `GET
+// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+// or follower (about a second). `resend` sends the current attempt
+// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+// replaces it with fees at least 10% higher and at least the
+// market's, within the signer's caps (an ALLOCATED one signerd
+// refused is priced anew at the market and signed again); `cancel`
+// replaces it with a same-nonce 0-value transfer to the signer
+// itself, where the signer allows cancels (else `409`); `abandon`,
+// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+// `abandoned`) and gives its nonce to a new 0-value transfer to the
+// signer itself (`filler_tx_id`), so that later nonces are mined (a
+// SIGNED one's filler replaces it, so its signer must allow cancels;
+// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+// recorded as the operator. An `action_id` makes the request
+// idempotent: the same id again answers the action recorded (`200`),
+// another request under it is a `409`; without one, the same action
+// by the same key while one waits answers the waiting one (`200`). A
+// transaction in another state is a `409`. Scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6993,18 +7095,30 @@ func (c *ClientWithResponses) RequestTxActionWithBodyWithResponse(ctx context.Co
 	return ParseRequestTxActionResponse(rsp)
 }
 
-// RequestTxActionWithResponse Resend, bump or cancel a broadcast transaction
+// RequestTxActionWithResponse Resend, bump, cancel or abandon a transaction that does not move
 //
-// Asks the signer's owner node to act on a BROADCASTED transaction
-// that is not mined yet, and answers `202` at once; the outcome
-// appears in `GET /api/v1/tx/{tx_id}/actions` within a follower step
-// (about a second). `resend` sends the current attempt again
-// unchanged; `bump` replaces it with fees at least 10% higher and at
-// least the market's, within the signer's caps; `cancel` replaces it
-// with a same-nonce 0-value transfer to the signer itself, where the
-// signer allows cancels (else `409`). The key's name and id are
-// recorded as the operator. A transaction in another state is a
-// `409`. Scope `admin`.
+// Asks the signer's owner node to act on a transaction that does not
+// move: ALLOCATED (signerd refused it), SIGNED (every route refused
+// it, or not broadcast yet) or BROADCASTED and not mined yet; answers
+// `202` at once, and the outcome appears in `GET
+// /api/v1/tx/{tx_id}/actions` within a round of the owner's worker
+// or follower (about a second). `resend` sends the current attempt
+// again unchanged (asks signerd again, for an ALLOCATED one); `bump`
+// replaces it with fees at least 10% higher and at least the
+// market's, within the signer's caps (an ALLOCATED one signerd
+// refused is priced anew at the market and signed again); `cancel`
+// replaces it with a same-nonce 0-value transfer to the signer
+// itself, where the signer allows cancels (else `409`); `abandon`,
+// for an ALLOCATED or SIGNED transaction only, fails it (`reason`
+// `abandoned`) and gives its nonce to a new 0-value transfer to the
+// signer itself (`filler_tx_id`), so that later nonces are mined (a
+// SIGNED one's filler replaces it, so its signer must allow cancels;
+// a BROADCASTED one is a `409`: cancel it). The key's name and id are
+// recorded as the operator. An `action_id` makes the request
+// idempotent: the same id again answers the action recorded (`200`),
+// another request under it is a `409`; without one, the same action
+// by the same key while one waits answers the waiting one (`200`). A
+// transaction in another state is a `409`. Scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8016,6 +8130,13 @@ func ParseRequestTxActionResponse(rsp *http.Response) (*RequestTxActionResponse,
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest externalRef0.TxAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest externalRef0.TxAction
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

@@ -142,15 +142,26 @@ type CreateTxRequest struct {
 	Value *externalRef0.Uint256 `json:"value,omitempty"`
 }
 
-// TxActionRequest Example: {"action":"bump","operator":"alice@ops"}
+// TxActionRequest Example: {"action":"bump","action_id":"0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10","operator":"alice@ops"}
 type TxActionRequest struct {
-	// Action `resend`: send the current attempt again, unchanged; `bump`: a fee
-	// bump now; `cancel`: replace the transaction by a same-nonce 0-value
+	// Action `resend`: send the current attempt again, unchanged (ask signerd
+	// again, for an ALLOCATED transaction); `bump`: a fee bump now;
+	// `cancel`: replace the transaction by a same-nonce 0-value transfer
+	// from the signer to itself; `abandon`: fail a transaction not
+	// broadcast yet (`abandoned`) and give its nonce to a new 0-value
 	// transfer from the signer to itself.
 	//
 	//
 	// Example: bump
 	Action externalRef0.TxActionKind `json:"action"`
+
+	// ActionId Makes an action request idempotent: the same id again is the same
+	// action (answered `200`), another request under it a `409`. A UUID
+	// in its canonical lowercase form, chosen by the caller.
+	//
+	//
+	// Example: 0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10
+	ActionId *externalRef0.TxActionId `json:"action_id,omitempty"`
 
 	// Operator Who asked, for the audit trail; no control characters.
 	//
@@ -417,34 +428,65 @@ type ClientInterface interface {
 	// Corresponds with GET /internal/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
 	ListTxActions(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RequestTxActionWithBody Ask for an operator action on a broadcast transaction
+	// RequestTxActionWithBody Ask for an operator action on a transaction that does not move
 	//
-	// Records an operator's request on a BROADCASTED transaction that is
-	// not mined yet and answers `202` at once, whichever node receives
-	// it. The node holding the signer's lease carries it out on its
-	// chain follower's next step (about once per poll interval, 1 s by
-	// default) and records the outcome, which `GET
-	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	// Records an operator's request on an ALLOCATED or SIGNED
+	// transaction (one signerd refused, one every route refused, or any
+	// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+	// answers `202` at once, whichever node receives it. The node
+	// holding the signer's lease carries it out and records the outcome,
+	// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+	// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+	// next round (about once per poll interval), its chain follower for a
+	// BROADCASTED one, on its next step (about once per poll interval, 1
+	// s by default). Each attempt it sends is a `tx.attempt` event; a new
+	// attempt of a transaction not broadcast yet, a stuck sub-state
+	// cleared and an abandon are `tx.state_changed` events (reason
+	// `operator_action: <action> (action <id>)`, or `abandoned`).
 	//
-	// - `resend`: the current signed attempt is sent again, unchanged,
-	//   now.
-	// - `bump`: a fee bump now, whether or not the signer's automatic fee
-	//   bumps are on: a new attempt signed by signerd as a replacement
-	//   of the same intent, both fee caps up at least 10% and at least to
-	//   the market, within the signer's caps and `bump_market_percent`.
-	//   Refused (outcome `refused`, with the `detail`) when the caps
-	//   leave no room for a 10% rise or signerd refuses.
+	// - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+	//   sent again, unchanged, now (a stuck sub-state and the resend
+	//   backoff cleared); ALLOCATED, signerd is asked to sign it again,
+	//   now. Refused (with the `detail`) when the routes or signerd
+	//   refuse it again.
+	// - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+	//   signer's automatic fee bumps are on: a new attempt signed by
+	//   signerd as a replacement of the same intent, both fee caps up at
+	//   least 10% and at least to the market, within the signer's caps
+	//   and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+	//   it), its signing fees fixed anew at the market, and signerd asked
+	//   again. Refused when the caps leave no room for a 10% rise or
+	//   signerd refuses.
 	// - `cancel`: the transaction is replaced by a same-nonce 0-value
 	//   transfer from the signer to itself, its fees bumped like a
-	//   `bump`. Only when the signer's `cancels` setting (chains file) is
-	//   true, else a `409` at once; refused when signerd's policy has no
-	//   `cancels` entry for the signer. If the cancel is mined, the
-	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
-	//   original is mined instead, its outcome stands.
+	//   `bump` (at the market for an ALLOCATED one signerd refused),
+	//   signed as the transaction's own attempt. Only when the signer's
+	//   `cancels` setting (chains file) is true, else a `409` at once;
+	//   refused when signerd's policy does not allow it (a `cancels`
+	//   entry for the signer). If the cancel is mined, the transaction
+	//   ends CANCELLED (`reason` `cancel_mined`); if the original is
+	//   mined instead, its outcome stands.
+	// - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+	//   (`reason` `abandoned`) and its nonce goes to a new transaction, a
+	//   0-value transfer from the signer to itself (`reason` `gap_fill`,
+	//   metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+	//   signed and broadcast like any other, so later nonces are mined.
+	//   A SIGNED transaction's filler replaces it at its nonce: fees
+	//   bumped like a `cancel`, and the signer's `cancels` must be true
+	//   (else a `409`). A BROADCASTED transaction is a `409`: it may be
+	//   mined at any moment; cancel it instead.
 	//
-	// An unknown transaction is a `404`; one in another state (not yet
-	// broadcast, mined and confirming, final) is a `409`. Only the
+	// **Idempotency.** With an `action_id`, the request is made once:
+	// the same `action_id` again answers the action recorded (`200`),
+	// whatever became of the transaction since, and another request
+	// under it is a `409`. Without one, the same request (action and
+	// operator) while one waits on the transaction answers the waiting
+	// one (`200`). The same action asked several times before it is
+	// carried out (by other operators, under other ids) is carried out
+	// once: the others end with its outcome, their `detail` naming it.
+	//
+	// An unknown transaction is a `404`; one in another state (not
+	// allocated yet, mined and confirming, final) is a `409`. Only the
 	// gateway may call it (mutual TLS identity `gateway`).
 	//
 	// Takes any type of body and a specified content type.
@@ -452,34 +494,65 @@ type ClientInterface interface {
 	// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
 	RequestTxActionWithBody(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RequestTxAction Ask for an operator action on a broadcast transaction
+	// RequestTxAction Ask for an operator action on a transaction that does not move
 	//
-	// Records an operator's request on a BROADCASTED transaction that is
-	// not mined yet and answers `202` at once, whichever node receives
-	// it. The node holding the signer's lease carries it out on its
-	// chain follower's next step (about once per poll interval, 1 s by
-	// default) and records the outcome, which `GET
-	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	// Records an operator's request on an ALLOCATED or SIGNED
+	// transaction (one signerd refused, one every route refused, or any
+	// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+	// answers `202` at once, whichever node receives it. The node
+	// holding the signer's lease carries it out and records the outcome,
+	// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+	// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+	// next round (about once per poll interval), its chain follower for a
+	// BROADCASTED one, on its next step (about once per poll interval, 1
+	// s by default). Each attempt it sends is a `tx.attempt` event; a new
+	// attempt of a transaction not broadcast yet, a stuck sub-state
+	// cleared and an abandon are `tx.state_changed` events (reason
+	// `operator_action: <action> (action <id>)`, or `abandoned`).
 	//
-	// - `resend`: the current signed attempt is sent again, unchanged,
-	//   now.
-	// - `bump`: a fee bump now, whether or not the signer's automatic fee
-	//   bumps are on: a new attempt signed by signerd as a replacement
-	//   of the same intent, both fee caps up at least 10% and at least to
-	//   the market, within the signer's caps and `bump_market_percent`.
-	//   Refused (outcome `refused`, with the `detail`) when the caps
-	//   leave no room for a 10% rise or signerd refuses.
+	// - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+	//   sent again, unchanged, now (a stuck sub-state and the resend
+	//   backoff cleared); ALLOCATED, signerd is asked to sign it again,
+	//   now. Refused (with the `detail`) when the routes or signerd
+	//   refuse it again.
+	// - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+	//   signer's automatic fee bumps are on: a new attempt signed by
+	//   signerd as a replacement of the same intent, both fee caps up at
+	//   least 10% and at least to the market, within the signer's caps
+	//   and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+	//   it), its signing fees fixed anew at the market, and signerd asked
+	//   again. Refused when the caps leave no room for a 10% rise or
+	//   signerd refuses.
 	// - `cancel`: the transaction is replaced by a same-nonce 0-value
 	//   transfer from the signer to itself, its fees bumped like a
-	//   `bump`. Only when the signer's `cancels` setting (chains file) is
-	//   true, else a `409` at once; refused when signerd's policy has no
-	//   `cancels` entry for the signer. If the cancel is mined, the
-	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
-	//   original is mined instead, its outcome stands.
+	//   `bump` (at the market for an ALLOCATED one signerd refused),
+	//   signed as the transaction's own attempt. Only when the signer's
+	//   `cancels` setting (chains file) is true, else a `409` at once;
+	//   refused when signerd's policy does not allow it (a `cancels`
+	//   entry for the signer). If the cancel is mined, the transaction
+	//   ends CANCELLED (`reason` `cancel_mined`); if the original is
+	//   mined instead, its outcome stands.
+	// - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+	//   (`reason` `abandoned`) and its nonce goes to a new transaction, a
+	//   0-value transfer from the signer to itself (`reason` `gap_fill`,
+	//   metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+	//   signed and broadcast like any other, so later nonces are mined.
+	//   A SIGNED transaction's filler replaces it at its nonce: fees
+	//   bumped like a `cancel`, and the signer's `cancels` must be true
+	//   (else a `409`). A BROADCASTED transaction is a `409`: it may be
+	//   mined at any moment; cancel it instead.
 	//
-	// An unknown transaction is a `404`; one in another state (not yet
-	// broadcast, mined and confirming, final) is a `409`. Only the
+	// **Idempotency.** With an `action_id`, the request is made once:
+	// the same `action_id` again answers the action recorded (`200`),
+	// whatever became of the transaction since, and another request
+	// under it is a `409`. Without one, the same request (action and
+	// operator) while one waits on the transaction answers the waiting
+	// one (`200`). The same action asked several times before it is
+	// carried out (by other operators, under other ids) is carried out
+	// once: the others end with its outcome, their `detail` naming it.
+	//
+	// An unknown transaction is a `404`; one in another state (not
+	// allocated yet, mined and confirming, final) is a `409`. Only the
 	// gateway may call it (mutual TLS identity `gateway`).
 	//
 	// Takes a body of the `application/json` content type.
@@ -823,34 +896,65 @@ func (c *Client) ListTxActions(ctx context.Context, txId TxIdPath, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// RequestTxActionWithBody Ask for an operator action on a broadcast transaction
+// RequestTxActionWithBody Ask for an operator action on a transaction that does not move
 //
-// Records an operator's request on a BROADCASTED transaction that is
-// not mined yet and answers `202` at once, whichever node receives
-// it. The node holding the signer's lease carries it out on its
-// chain follower's next step (about once per poll interval, 1 s by
-// default) and records the outcome, which `GET
-// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+// Records an operator's request on an ALLOCATED or SIGNED
+// transaction (one signerd refused, one every route refused, or any
+// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+// answers `202` at once, whichever node receives it. The node
+// holding the signer's lease carries it out and records the outcome,
+// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+// next round (about once per poll interval), its chain follower for a
+// BROADCASTED one, on its next step (about once per poll interval, 1
+// s by default). Each attempt it sends is a `tx.attempt` event; a new
+// attempt of a transaction not broadcast yet, a stuck sub-state
+// cleared and an abandon are `tx.state_changed` events (reason
+// `operator_action: <action> (action <id>)`, or `abandoned`).
 //
-//   - `resend`: the current signed attempt is sent again, unchanged,
-//     now.
-//   - `bump`: a fee bump now, whether or not the signer's automatic fee
-//     bumps are on: a new attempt signed by signerd as a replacement
-//     of the same intent, both fee caps up at least 10% and at least to
-//     the market, within the signer's caps and `bump_market_percent`.
-//     Refused (outcome `refused`, with the `detail`) when the caps
-//     leave no room for a 10% rise or signerd refuses.
+//   - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+//     sent again, unchanged, now (a stuck sub-state and the resend
+//     backoff cleared); ALLOCATED, signerd is asked to sign it again,
+//     now. Refused (with the `detail`) when the routes or signerd
+//     refuse it again.
+//   - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+//     signer's automatic fee bumps are on: a new attempt signed by
+//     signerd as a replacement of the same intent, both fee caps up at
+//     least 10% and at least to the market, within the signer's caps
+//     and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+//     it), its signing fees fixed anew at the market, and signerd asked
+//     again. Refused when the caps leave no room for a 10% rise or
+//     signerd refuses.
 //   - `cancel`: the transaction is replaced by a same-nonce 0-value
 //     transfer from the signer to itself, its fees bumped like a
-//     `bump`. Only when the signer's `cancels` setting (chains file) is
-//     true, else a `409` at once; refused when signerd's policy has no
-//     `cancels` entry for the signer. If the cancel is mined, the
-//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
-//     original is mined instead, its outcome stands.
+//     `bump` (at the market for an ALLOCATED one signerd refused),
+//     signed as the transaction's own attempt. Only when the signer's
+//     `cancels` setting (chains file) is true, else a `409` at once;
+//     refused when signerd's policy does not allow it (a `cancels`
+//     entry for the signer). If the cancel is mined, the transaction
+//     ends CANCELLED (`reason` `cancel_mined`); if the original is
+//     mined instead, its outcome stands.
+//   - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+//     (`reason` `abandoned`) and its nonce goes to a new transaction, a
+//     0-value transfer from the signer to itself (`reason` `gap_fill`,
+//     metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+//     signed and broadcast like any other, so later nonces are mined.
+//     A SIGNED transaction's filler replaces it at its nonce: fees
+//     bumped like a `cancel`, and the signer's `cancels` must be true
+//     (else a `409`). A BROADCASTED transaction is a `409`: it may be
+//     mined at any moment; cancel it instead.
 //
-// An unknown transaction is a `404`; one in another state (not yet
-// broadcast, mined and confirming, final) is a `409`. Only the
+// **Idempotency.** With an `action_id`, the request is made once:
+// the same `action_id` again answers the action recorded (`200`),
+// whatever became of the transaction since, and another request
+// under it is a `409`. Without one, the same request (action and
+// operator) while one waits on the transaction answers the waiting
+// one (`200`). The same action asked several times before it is
+// carried out (by other operators, under other ids) is carried out
+// once: the others end with its outcome, their `detail` naming it.
+//
+// An unknown transaction is a `404`; one in another state (not
+// allocated yet, mined and confirming, final) is a `409`. Only the
 // gateway may call it (mutual TLS identity `gateway`).
 //
 // Takes any type of body and a specified content type.
@@ -868,34 +972,65 @@ func (c *Client) RequestTxActionWithBody(ctx context.Context, txId TxIdPath, con
 	return c.Client.Do(req)
 }
 
-// RequestTxAction Ask for an operator action on a broadcast transaction
+// RequestTxAction Ask for an operator action on a transaction that does not move
 //
-// Records an operator's request on a BROADCASTED transaction that is
-// not mined yet and answers `202` at once, whichever node receives
-// it. The node holding the signer's lease carries it out on its
-// chain follower's next step (about once per poll interval, 1 s by
-// default) and records the outcome, which `GET
-// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+// Records an operator's request on an ALLOCATED or SIGNED
+// transaction (one signerd refused, one every route refused, or any
+// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+// answers `202` at once, whichever node receives it. The node
+// holding the signer's lease carries it out and records the outcome,
+// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+// next round (about once per poll interval), its chain follower for a
+// BROADCASTED one, on its next step (about once per poll interval, 1
+// s by default). Each attempt it sends is a `tx.attempt` event; a new
+// attempt of a transaction not broadcast yet, a stuck sub-state
+// cleared and an abandon are `tx.state_changed` events (reason
+// `operator_action: <action> (action <id>)`, or `abandoned`).
 //
-//   - `resend`: the current signed attempt is sent again, unchanged,
-//     now.
-//   - `bump`: a fee bump now, whether or not the signer's automatic fee
-//     bumps are on: a new attempt signed by signerd as a replacement
-//     of the same intent, both fee caps up at least 10% and at least to
-//     the market, within the signer's caps and `bump_market_percent`.
-//     Refused (outcome `refused`, with the `detail`) when the caps
-//     leave no room for a 10% rise or signerd refuses.
+//   - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+//     sent again, unchanged, now (a stuck sub-state and the resend
+//     backoff cleared); ALLOCATED, signerd is asked to sign it again,
+//     now. Refused (with the `detail`) when the routes or signerd
+//     refuse it again.
+//   - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+//     signer's automatic fee bumps are on: a new attempt signed by
+//     signerd as a replacement of the same intent, both fee caps up at
+//     least 10% and at least to the market, within the signer's caps
+//     and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+//     it), its signing fees fixed anew at the market, and signerd asked
+//     again. Refused when the caps leave no room for a 10% rise or
+//     signerd refuses.
 //   - `cancel`: the transaction is replaced by a same-nonce 0-value
 //     transfer from the signer to itself, its fees bumped like a
-//     `bump`. Only when the signer's `cancels` setting (chains file) is
-//     true, else a `409` at once; refused when signerd's policy has no
-//     `cancels` entry for the signer. If the cancel is mined, the
-//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
-//     original is mined instead, its outcome stands.
+//     `bump` (at the market for an ALLOCATED one signerd refused),
+//     signed as the transaction's own attempt. Only when the signer's
+//     `cancels` setting (chains file) is true, else a `409` at once;
+//     refused when signerd's policy does not allow it (a `cancels`
+//     entry for the signer). If the cancel is mined, the transaction
+//     ends CANCELLED (`reason` `cancel_mined`); if the original is
+//     mined instead, its outcome stands.
+//   - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+//     (`reason` `abandoned`) and its nonce goes to a new transaction, a
+//     0-value transfer from the signer to itself (`reason` `gap_fill`,
+//     metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+//     signed and broadcast like any other, so later nonces are mined.
+//     A SIGNED transaction's filler replaces it at its nonce: fees
+//     bumped like a `cancel`, and the signer's `cancels` must be true
+//     (else a `409`). A BROADCASTED transaction is a `409`: it may be
+//     mined at any moment; cancel it instead.
 //
-// An unknown transaction is a `404`; one in another state (not yet
-// broadcast, mined and confirming, final) is a `409`. Only the
+// **Idempotency.** With an `action_id`, the request is made once:
+// the same `action_id` again answers the action recorded (`200`),
+// whatever became of the transaction since, and another request
+// under it is a `409`. Without one, the same request (action and
+// operator) while one waits on the transaction answers the waiting
+// one (`200`). The same action asked several times before it is
+// carried out (by other operators, under other ids) is carried out
+// once: the others end with its outcome, their `detail` naming it.
+//
+// An unknown transaction is a `404`; one in another state (not
+// allocated yet, mined and confirming, final) is a `409`. Only the
 // gateway may call it (mutual TLS identity `gateway`).
 //
 // Takes a body of the `application/json` content type.
@@ -2049,34 +2184,65 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /internal/v1/tx/{tx_id}/actions (the `ListTxActions` operationId).
 	ListTxActionsWithResponse(ctx context.Context, txId TxIdPath, reqEditors ...RequestEditorFn) (*ListTxActionsResponse, error)
 
-	// RequestTxActionWithBodyWithResponse Ask for an operator action on a broadcast transaction
+	// RequestTxActionWithBodyWithResponse Ask for an operator action on a transaction that does not move
 	//
-	// Records an operator's request on a BROADCASTED transaction that is
-	// not mined yet and answers `202` at once, whichever node receives
-	// it. The node holding the signer's lease carries it out on its
-	// chain follower's next step (about once per poll interval, 1 s by
-	// default) and records the outcome, which `GET
-	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	// Records an operator's request on an ALLOCATED or SIGNED
+	// transaction (one signerd refused, one every route refused, or any
+	// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+	// answers `202` at once, whichever node receives it. The node
+	// holding the signer's lease carries it out and records the outcome,
+	// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+	// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+	// next round (about once per poll interval), its chain follower for a
+	// BROADCASTED one, on its next step (about once per poll interval, 1
+	// s by default). Each attempt it sends is a `tx.attempt` event; a new
+	// attempt of a transaction not broadcast yet, a stuck sub-state
+	// cleared and an abandon are `tx.state_changed` events (reason
+	// `operator_action: <action> (action <id>)`, or `abandoned`).
 	//
-	// - `resend`: the current signed attempt is sent again, unchanged,
-	//   now.
-	// - `bump`: a fee bump now, whether or not the signer's automatic fee
-	//   bumps are on: a new attempt signed by signerd as a replacement
-	//   of the same intent, both fee caps up at least 10% and at least to
-	//   the market, within the signer's caps and `bump_market_percent`.
-	//   Refused (outcome `refused`, with the `detail`) when the caps
-	//   leave no room for a 10% rise or signerd refuses.
+	// - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+	//   sent again, unchanged, now (a stuck sub-state and the resend
+	//   backoff cleared); ALLOCATED, signerd is asked to sign it again,
+	//   now. Refused (with the `detail`) when the routes or signerd
+	//   refuse it again.
+	// - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+	//   signer's automatic fee bumps are on: a new attempt signed by
+	//   signerd as a replacement of the same intent, both fee caps up at
+	//   least 10% and at least to the market, within the signer's caps
+	//   and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+	//   it), its signing fees fixed anew at the market, and signerd asked
+	//   again. Refused when the caps leave no room for a 10% rise or
+	//   signerd refuses.
 	// - `cancel`: the transaction is replaced by a same-nonce 0-value
 	//   transfer from the signer to itself, its fees bumped like a
-	//   `bump`. Only when the signer's `cancels` setting (chains file) is
-	//   true, else a `409` at once; refused when signerd's policy has no
-	//   `cancels` entry for the signer. If the cancel is mined, the
-	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
-	//   original is mined instead, its outcome stands.
+	//   `bump` (at the market for an ALLOCATED one signerd refused),
+	//   signed as the transaction's own attempt. Only when the signer's
+	//   `cancels` setting (chains file) is true, else a `409` at once;
+	//   refused when signerd's policy does not allow it (a `cancels`
+	//   entry for the signer). If the cancel is mined, the transaction
+	//   ends CANCELLED (`reason` `cancel_mined`); if the original is
+	//   mined instead, its outcome stands.
+	// - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+	//   (`reason` `abandoned`) and its nonce goes to a new transaction, a
+	//   0-value transfer from the signer to itself (`reason` `gap_fill`,
+	//   metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+	//   signed and broadcast like any other, so later nonces are mined.
+	//   A SIGNED transaction's filler replaces it at its nonce: fees
+	//   bumped like a `cancel`, and the signer's `cancels` must be true
+	//   (else a `409`). A BROADCASTED transaction is a `409`: it may be
+	//   mined at any moment; cancel it instead.
 	//
-	// An unknown transaction is a `404`; one in another state (not yet
-	// broadcast, mined and confirming, final) is a `409`. Only the
+	// **Idempotency.** With an `action_id`, the request is made once:
+	// the same `action_id` again answers the action recorded (`200`),
+	// whatever became of the transaction since, and another request
+	// under it is a `409`. Without one, the same request (action and
+	// operator) while one waits on the transaction answers the waiting
+	// one (`200`). The same action asked several times before it is
+	// carried out (by other operators, under other ids) is carried out
+	// once: the others end with its outcome, their `detail` naming it.
+	//
+	// An unknown transaction is a `404`; one in another state (not
+	// allocated yet, mined and confirming, final) is a `409`. Only the
 	// gateway may call it (mutual TLS identity `gateway`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -2084,34 +2250,65 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /internal/v1/tx/{tx_id}/actions (the `RequestTxAction` operationId).
 	RequestTxActionWithBodyWithResponse(ctx context.Context, txId TxIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestTxActionResponse, error)
 
-	// RequestTxActionWithResponse Ask for an operator action on a broadcast transaction
+	// RequestTxActionWithResponse Ask for an operator action on a transaction that does not move
 	//
-	// Records an operator's request on a BROADCASTED transaction that is
-	// not mined yet and answers `202` at once, whichever node receives
-	// it. The node holding the signer's lease carries it out on its
-	// chain follower's next step (about once per poll interval, 1 s by
-	// default) and records the outcome, which `GET
-	// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-	// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+	// Records an operator's request on an ALLOCATED or SIGNED
+	// transaction (one signerd refused, one every route refused, or any
+	// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+	// answers `202` at once, whichever node receives it. The node
+	// holding the signer's lease carries it out and records the outcome,
+	// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+	// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+	// next round (about once per poll interval), its chain follower for a
+	// BROADCASTED one, on its next step (about once per poll interval, 1
+	// s by default). Each attempt it sends is a `tx.attempt` event; a new
+	// attempt of a transaction not broadcast yet, a stuck sub-state
+	// cleared and an abandon are `tx.state_changed` events (reason
+	// `operator_action: <action> (action <id>)`, or `abandoned`).
 	//
-	// - `resend`: the current signed attempt is sent again, unchanged,
-	//   now.
-	// - `bump`: a fee bump now, whether or not the signer's automatic fee
-	//   bumps are on: a new attempt signed by signerd as a replacement
-	//   of the same intent, both fee caps up at least 10% and at least to
-	//   the market, within the signer's caps and `bump_market_percent`.
-	//   Refused (outcome `refused`, with the `detail`) when the caps
-	//   leave no room for a 10% rise or signerd refuses.
+	// - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+	//   sent again, unchanged, now (a stuck sub-state and the resend
+	//   backoff cleared); ALLOCATED, signerd is asked to sign it again,
+	//   now. Refused (with the `detail`) when the routes or signerd
+	//   refuse it again.
+	// - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+	//   signer's automatic fee bumps are on: a new attempt signed by
+	//   signerd as a replacement of the same intent, both fee caps up at
+	//   least 10% and at least to the market, within the signer's caps
+	//   and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+	//   it), its signing fees fixed anew at the market, and signerd asked
+	//   again. Refused when the caps leave no room for a 10% rise or
+	//   signerd refuses.
 	// - `cancel`: the transaction is replaced by a same-nonce 0-value
 	//   transfer from the signer to itself, its fees bumped like a
-	//   `bump`. Only when the signer's `cancels` setting (chains file) is
-	//   true, else a `409` at once; refused when signerd's policy has no
-	//   `cancels` entry for the signer. If the cancel is mined, the
-	//   transaction ends CANCELLED (`reason` `cancel_mined`); if the
-	//   original is mined instead, its outcome stands.
+	//   `bump` (at the market for an ALLOCATED one signerd refused),
+	//   signed as the transaction's own attempt. Only when the signer's
+	//   `cancels` setting (chains file) is true, else a `409` at once;
+	//   refused when signerd's policy does not allow it (a `cancels`
+	//   entry for the signer). If the cancel is mined, the transaction
+	//   ends CANCELLED (`reason` `cancel_mined`); if the original is
+	//   mined instead, its outcome stands.
+	// - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+	//   (`reason` `abandoned`) and its nonce goes to a new transaction, a
+	//   0-value transfer from the signer to itself (`reason` `gap_fill`,
+	//   metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+	//   signed and broadcast like any other, so later nonces are mined.
+	//   A SIGNED transaction's filler replaces it at its nonce: fees
+	//   bumped like a `cancel`, and the signer's `cancels` must be true
+	//   (else a `409`). A BROADCASTED transaction is a `409`: it may be
+	//   mined at any moment; cancel it instead.
 	//
-	// An unknown transaction is a `404`; one in another state (not yet
-	// broadcast, mined and confirming, final) is a `409`. Only the
+	// **Idempotency.** With an `action_id`, the request is made once:
+	// the same `action_id` again answers the action recorded (`200`),
+	// whatever became of the transaction since, and another request
+	// under it is a `409`. Without one, the same request (action and
+	// operator) while one waits on the transaction answers the waiting
+	// one (`200`). The same action asked several times before it is
+	// carried out (by other operators, under other ids) is carried out
+	// once: the others end with its outcome, their `detail` naming it.
+	//
+	// An unknown transaction is a `404`; one in another state (not
+	// allocated yet, mined and confirming, final) is a `409`. Only the
 	// gateway may call it (mutual TLS identity `gateway`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -2674,10 +2871,17 @@ func (r ListTxActionsResponse) ContentType() string {
 type RequestTxActionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *externalRef0.TxAction
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *externalRef0.TxAction
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RequestTxActionResponse) GetJSON200() *externalRef0.TxAction {
+	return r.JSON200
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -3215,34 +3419,65 @@ func (c *ClientWithResponses) ListTxActionsWithResponse(ctx context.Context, txI
 	return ParseListTxActionsResponse(rsp)
 }
 
-// RequestTxActionWithBodyWithResponse Ask for an operator action on a broadcast transaction
+// RequestTxActionWithBodyWithResponse Ask for an operator action on a transaction that does not move
 //
-// Records an operator's request on a BROADCASTED transaction that is
-// not mined yet and answers `202` at once, whichever node receives
-// it. The node holding the signer's lease carries it out on its
-// chain follower's next step (about once per poll interval, 1 s by
-// default) and records the outcome, which `GET
-// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+// Records an operator's request on an ALLOCATED or SIGNED
+// transaction (one signerd refused, one every route refused, or any
+// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+// answers `202` at once, whichever node receives it. The node
+// holding the signer's lease carries it out and records the outcome,
+// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+// next round (about once per poll interval), its chain follower for a
+// BROADCASTED one, on its next step (about once per poll interval, 1
+// s by default). Each attempt it sends is a `tx.attempt` event; a new
+// attempt of a transaction not broadcast yet, a stuck sub-state
+// cleared and an abandon are `tx.state_changed` events (reason
+// `operator_action: <action> (action <id>)`, or `abandoned`).
 //
-//   - `resend`: the current signed attempt is sent again, unchanged,
-//     now.
-//   - `bump`: a fee bump now, whether or not the signer's automatic fee
-//     bumps are on: a new attempt signed by signerd as a replacement
-//     of the same intent, both fee caps up at least 10% and at least to
-//     the market, within the signer's caps and `bump_market_percent`.
-//     Refused (outcome `refused`, with the `detail`) when the caps
-//     leave no room for a 10% rise or signerd refuses.
+//   - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+//     sent again, unchanged, now (a stuck sub-state and the resend
+//     backoff cleared); ALLOCATED, signerd is asked to sign it again,
+//     now. Refused (with the `detail`) when the routes or signerd
+//     refuse it again.
+//   - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+//     signer's automatic fee bumps are on: a new attempt signed by
+//     signerd as a replacement of the same intent, both fee caps up at
+//     least 10% and at least to the market, within the signer's caps
+//     and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+//     it), its signing fees fixed anew at the market, and signerd asked
+//     again. Refused when the caps leave no room for a 10% rise or
+//     signerd refuses.
 //   - `cancel`: the transaction is replaced by a same-nonce 0-value
 //     transfer from the signer to itself, its fees bumped like a
-//     `bump`. Only when the signer's `cancels` setting (chains file) is
-//     true, else a `409` at once; refused when signerd's policy has no
-//     `cancels` entry for the signer. If the cancel is mined, the
-//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
-//     original is mined instead, its outcome stands.
+//     `bump` (at the market for an ALLOCATED one signerd refused),
+//     signed as the transaction's own attempt. Only when the signer's
+//     `cancels` setting (chains file) is true, else a `409` at once;
+//     refused when signerd's policy does not allow it (a `cancels`
+//     entry for the signer). If the cancel is mined, the transaction
+//     ends CANCELLED (`reason` `cancel_mined`); if the original is
+//     mined instead, its outcome stands.
+//   - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+//     (`reason` `abandoned`) and its nonce goes to a new transaction, a
+//     0-value transfer from the signer to itself (`reason` `gap_fill`,
+//     metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+//     signed and broadcast like any other, so later nonces are mined.
+//     A SIGNED transaction's filler replaces it at its nonce: fees
+//     bumped like a `cancel`, and the signer's `cancels` must be true
+//     (else a `409`). A BROADCASTED transaction is a `409`: it may be
+//     mined at any moment; cancel it instead.
 //
-// An unknown transaction is a `404`; one in another state (not yet
-// broadcast, mined and confirming, final) is a `409`. Only the
+// **Idempotency.** With an `action_id`, the request is made once:
+// the same `action_id` again answers the action recorded (`200`),
+// whatever became of the transaction since, and another request
+// under it is a `409`. Without one, the same request (action and
+// operator) while one waits on the transaction answers the waiting
+// one (`200`). The same action asked several times before it is
+// carried out (by other operators, under other ids) is carried out
+// once: the others end with its outcome, their `detail` naming it.
+//
+// An unknown transaction is a `404`; one in another state (not
+// allocated yet, mined and confirming, final) is a `409`. Only the
 // gateway may call it (mutual TLS identity `gateway`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3256,34 +3491,65 @@ func (c *ClientWithResponses) RequestTxActionWithBodyWithResponse(ctx context.Co
 	return ParseRequestTxActionResponse(rsp)
 }
 
-// RequestTxActionWithResponse Ask for an operator action on a broadcast transaction
+// RequestTxActionWithResponse Ask for an operator action on a transaction that does not move
 //
-// Records an operator's request on a BROADCASTED transaction that is
-// not mined yet and answers `202` at once, whichever node receives
-// it. The node holding the signer's lease carries it out on its
-// chain follower's next step (about once per poll interval, 1 s by
-// default) and records the outcome, which `GET
-// /internal/v1/tx/{tx_id}/actions` shows; each attempt it produces is
-// a `tx.attempt` event (kind `resend`, `fee_bump` or `cancel`).
+// Records an operator's request on an ALLOCATED or SIGNED
+// transaction (one signerd refused, one every route refused, or any
+// not broadcast yet) or a BROADCASTED one that is not mined yet, and
+// answers `202` at once, whichever node receives it. The node
+// holding the signer's lease carries it out and records the outcome,
+// which `GET /internal/v1/tx/{tx_id}/actions` shows: its worker for
+// an ALLOCATED or SIGNED transaction and for every `abandon`, on its
+// next round (about once per poll interval), its chain follower for a
+// BROADCASTED one, on its next step (about once per poll interval, 1
+// s by default). Each attempt it sends is a `tx.attempt` event; a new
+// attempt of a transaction not broadcast yet, a stuck sub-state
+// cleared and an abandon are `tx.state_changed` events (reason
+// `operator_action: <action> (action <id>)`, or `abandoned`).
 //
-//   - `resend`: the current signed attempt is sent again, unchanged,
-//     now.
-//   - `bump`: a fee bump now, whether or not the signer's automatic fee
-//     bumps are on: a new attempt signed by signerd as a replacement
-//     of the same intent, both fee caps up at least 10% and at least to
-//     the market, within the signer's caps and `bump_market_percent`.
-//     Refused (outcome `refused`, with the `detail`) when the caps
-//     leave no room for a 10% rise or signerd refuses.
+//   - `resend`: SIGNED or BROADCASTED, the current signed attempt is
+//     sent again, unchanged, now (a stuck sub-state and the resend
+//     backoff cleared); ALLOCATED, signerd is asked to sign it again,
+//     now. Refused (with the `detail`) when the routes or signerd
+//     refuse it again.
+//   - `bump`: SIGNED or BROADCASTED, a fee bump now, whether or not the
+//     signer's automatic fee bumps are on: a new attempt signed by
+//     signerd as a replacement of the same intent, both fee caps up at
+//     least 10% and at least to the market, within the signer's caps
+//     and `bump_market_percent`; ALLOCATED and stuck (signerd refused
+//     it), its signing fees fixed anew at the market, and signerd asked
+//     again. Refused when the caps leave no room for a 10% rise or
+//     signerd refuses.
 //   - `cancel`: the transaction is replaced by a same-nonce 0-value
 //     transfer from the signer to itself, its fees bumped like a
-//     `bump`. Only when the signer's `cancels` setting (chains file) is
-//     true, else a `409` at once; refused when signerd's policy has no
-//     `cancels` entry for the signer. If the cancel is mined, the
-//     transaction ends CANCELLED (`reason` `cancel_mined`); if the
-//     original is mined instead, its outcome stands.
+//     `bump` (at the market for an ALLOCATED one signerd refused),
+//     signed as the transaction's own attempt. Only when the signer's
+//     `cancels` setting (chains file) is true, else a `409` at once;
+//     refused when signerd's policy does not allow it (a `cancels`
+//     entry for the signer). If the cancel is mined, the transaction
+//     ends CANCELLED (`reason` `cancel_mined`); if the original is
+//     mined instead, its outcome stands.
+//   - `abandon`: ALLOCATED or SIGNED only. The transaction ends FAILED
+//     (`reason` `abandoned`) and its nonce goes to a new transaction, a
+//     0-value transfer from the signer to itself (`reason` `gap_fill`,
+//     metadata `fills_gap_of`, named by the action's `filler_tx_id`),
+//     signed and broadcast like any other, so later nonces are mined.
+//     A SIGNED transaction's filler replaces it at its nonce: fees
+//     bumped like a `cancel`, and the signer's `cancels` must be true
+//     (else a `409`). A BROADCASTED transaction is a `409`: it may be
+//     mined at any moment; cancel it instead.
 //
-// An unknown transaction is a `404`; one in another state (not yet
-// broadcast, mined and confirming, final) is a `409`. Only the
+// **Idempotency.** With an `action_id`, the request is made once:
+// the same `action_id` again answers the action recorded (`200`),
+// whatever became of the transaction since, and another request
+// under it is a `409`. Without one, the same request (action and
+// operator) while one waits on the transaction answers the waiting
+// one (`200`). The same action asked several times before it is
+// carried out (by other operators, under other ids) is carried out
+// once: the others end with its outcome, their `detail` naming it.
+//
+// An unknown transaction is a `404`; one in another state (not
+// allocated yet, mined and confirming, final) is a `409`. Only the
 // gateway may call it (mutual TLS identity `gateway`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -3775,6 +4041,13 @@ func ParseRequestTxActionResponse(rsp *http.Response) (*RequestTxActionResponse,
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest externalRef0.TxAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest externalRef0.TxAction
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4028,7 +4301,7 @@ type ServerInterface interface {
 	// ListTxActions A transaction's operator actions, oldest first
 	// (GET /internal/v1/tx/{tx_id}/actions)
 	ListTxActions(w http.ResponseWriter, r *http.Request, txId TxIdPath)
-	// RequestTxAction Ask for an operator action on a broadcast transaction
+	// RequestTxAction Ask for an operator action on a transaction that does not move
 	// (POST /internal/v1/tx/{tx_id}/actions)
 	RequestTxAction(w http.ResponseWriter, r *http.Request, txId TxIdPath)
 	// ApproveTx Add an approver's approval
@@ -4109,7 +4382,7 @@ func (_ Unimplemented) ListTxActions(w http.ResponseWriter, r *http.Request, txI
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// RequestTxAction Ask for an operator action on a broadcast transaction
+// RequestTxAction Ask for an operator action on a transaction that does not move
 // (POST /internal/v1/tx/{tx_id}/actions)
 func (_ Unimplemented) RequestTxAction(w http.ResponseWriter, r *http.Request, txId TxIdPath) {
 	w.WriteHeader(http.StatusNotImplemented)

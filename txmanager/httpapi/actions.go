@@ -15,66 +15,119 @@ import (
 	"github.com/txfence/txfence/txmanager/postgres"
 )
 
-// Operator actions on broadcast transactions: this node records the
-// request; the node holding the signer's lease carries it out and records
-// the outcome (postgres.Store.RequestAction, FinishAction).
+// Operator actions on transactions that do not move (ALLOCATED, SIGNED,
+// BROADCASTED and not mined): this node records the request; the node
+// holding the signer's lease carries it out and records the outcome
+// (postgres.Store.Request, FinishAction).
 
 // ActionRequest is the body of an operator action.
 type ActionRequest struct {
 	Action   string `json:"action"`
 	Operator string `json:"operator"`
+	// ActionID, a UUID, makes the request idempotent.
+	ActionID *string `json:"action_id"`
 }
 
-// check names every problem of the request.
-func (b *ActionRequest) check() error {
+// check names every problem of the request, and returns its action id.
+func (b *ActionRequest) check() (*uuid.UUID, error) {
 	var problems []string
+	var fields []errs.FieldError
 	switch b.Action {
-	case postgres.ActionResend, postgres.ActionBump, postgres.ActionCancel:
+	case postgres.ActionResend, postgres.ActionBump, postgres.ActionCancel, postgres.ActionAbandon:
 	default:
-		problems = append(problems, "action: one of resend, bump, cancel")
+		problems = append(problems, "action: one of resend, bump, cancel, abandon")
+		fields = append(fields, errs.FieldError{Pointer: "/action", Detail: "one of resend, bump, cancel, abandon"})
 	}
 	if n := utf8.RuneCountInString(b.Operator); n < 1 || n > 255 {
 		problems = append(problems, "operator: 1 to 255 characters")
+		fields = append(fields, errs.FieldError{Pointer: "/operator", Detail: "1 to 255 characters"})
 	} else if strings.ContainsFunc(b.Operator, unicode.IsControl) {
 		// It goes to logs and to PostgreSQL, which refuses a NUL.
 		problems = append(problems, "operator: no control characters")
+		fields = append(fields, errs.FieldError{Pointer: "/operator", Detail: "no control characters"})
+	}
+	var id *uuid.UUID
+	if b.ActionID != nil {
+		// Only the canonical form, so that one id is one string.
+		parsed, err := uuid.Parse(*b.ActionID)
+		if err != nil || parsed.String() != *b.ActionID {
+			problems = append(problems, "action_id: a UUID in its canonical lowercase form")
+			fields = append(fields, errs.FieldError{Pointer: "/action_id", Detail: "a UUID in its canonical lowercase form"})
+		} else {
+			id = &parsed
+		}
 	}
 	if len(problems) > 0 {
-		return errs.E(errs.Invalid, strings.Join(problems, "; "))
+		return nil, errs.InvalidFields(strings.Join(problems, "; "), fields...)
 	}
-	return nil
+	return id, nil
 }
 
+// requestAction records an action: 202 with it when it is new, 200 with
+// the action recorded before when the request repeats one (the same
+// action_id, or without one the same request still waiting).
 func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
 	id, err := txIDParam(r)
 	var body ActionRequest
 	if err == nil {
 		err = decodeBody(w, r, &body)
 	}
+	var actionID *uuid.UUID
 	if err == nil {
-		err = body.check()
+		actionID, err = body.check()
 	}
-	if err == nil && body.Action == postgres.ActionCancel {
-		err = a.cancelsAllowed(r, id)
+	req := postgres.ActionRequest{TxID: id, Action: body.Action, Operator: body.Operator, ActionID: actionID}
+	replay := false
+	if err == nil {
+		replay, err = a.replayed(r, req)
+	}
+	if err == nil && !replay {
+		err = a.cancelsAllowed(r, req)
 	}
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	act, err := a.Store.RequestAction(r.Context(), id, body.Action, body.Operator)
+	act, fresh, err := a.Store.Request(r.Context(), req)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusAccepted, toAction(&act))
+	status := http.StatusOK
+	if fresh {
+		status = http.StatusAccepted
+	}
+	httpserver.WriteJSON(w, status, toAction(&act))
 }
 
-// cancelsAllowed answers errs.Conflict, at once, when the transaction's
-// signer is not configured for cancels: its owner would only refuse.
-func (a *API) cancelsAllowed(r *http.Request, id uuid.UUID) error {
-	tx, err := a.Store.Get(r.Context(), id)
+// replayed tells whether req names an action id already recorded: the
+// store answers it, whatever the transaction's state or the signer's
+// settings are now.
+func (a *API) replayed(r *http.Request, req postgres.ActionRequest) (bool, error) {
+	if req.ActionID == nil {
+		return false, nil
+	}
+	_, err := a.Store.ActionByID(r.Context(), *req.ActionID)
+	if errs.Is(err, errs.NotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// cancelsAllowed answers errs.Conflict, at once, when the request is a
+// cancel, or the abandon of a SIGNED transaction (whose filler replaces
+// it: a cancel to signerd and the nodes), and the transaction's signer is
+// not configured for cancels: its owner would only refuse.
+func (a *API) cancelsAllowed(r *http.Request, req postgres.ActionRequest) error {
+	if req.Action != postgres.ActionCancel && req.Action != postgres.ActionAbandon {
+		return nil
+	}
+	tx, err := a.Store.Get(r.Context(), req.TxID)
 	if err != nil {
 		return err
+	}
+	if req.Action == postgres.ActionAbandon && tx.State != txmanager.StateSigned {
+		return nil
 	}
 	key := txmanager.SignerKey{ChainID: tx.ChainID, Signer: tx.From}
 	cfg, ok := a.Chains.Signer(key)
@@ -82,7 +135,11 @@ func (a *API) cancelsAllowed(r *http.Request, id uuid.UUID) error {
 		return errs.Errorf(errs.Conflict, "signer %s on chain %d is not configured: cancels are off", key.Signer.Hex(), key.ChainID)
 	}
 	if !cfg.Cancels {
-		return errs.Errorf(errs.Conflict, `cancels are off for signer %s on chain %d (chains file: "cancels": true)`, key.Signer.Hex(), key.ChainID)
+		why := ""
+		if req.Action == postgres.ActionAbandon {
+			why = "a SIGNED transaction is abandoned by a transfer that replaces it at its nonce, a cancel: "
+		}
+		return errs.Errorf(errs.Conflict, `%scancels are off for signer %s on chain %d (chains file: "cancels": true)`, why, key.Signer.Hex(), key.ChainID)
 	}
 	return nil
 }
@@ -118,11 +175,12 @@ type actionJSON struct {
 	Outcome     string     `json:"outcome,omitempty"`
 	Detail      string     `json:"detail,omitempty"`
 	Attempt     *int       `json:"attempt,omitempty"`
+	FillerTxID  *uuid.UUID `json:"filler_tx_id,omitempty"`
 }
 
 func toAction(act *postgres.Action) actionJSON {
 	out := actionJSON{ActionID: act.ID, TxID: act.TxID, Action: act.Action, Operator: act.Operator,
-		RequestedAt: act.RequestedAt.UTC(), Outcome: act.Outcome, Detail: act.Detail, Attempt: act.Attempt}
+		RequestedAt: act.RequestedAt.UTC(), Outcome: act.Outcome, Detail: act.Detail, Attempt: act.Attempt, FillerTxID: act.Filler}
 	if act.DoneAt != nil {
 		at := act.DoneAt.UTC()
 		out.DoneAt = &at

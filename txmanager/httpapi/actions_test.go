@@ -60,6 +60,29 @@ func (r *actionRig) created(t *testing.T, from, requestID string) uuid.UUID {
 // BROADCASTED.
 func (r *actionRig) broadcast(t *testing.T, from, requestID string) uuid.UUID {
 	t.Helper()
+	id := r.signed(t, from, requestID)
+	if _, err := r.store.Broadcasted(context.Background(), r.fences[common.HexToAddress(from)], []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// signed writes a transfer up to SIGNED, as broadcast does.
+func (r *actionRig) signed(t *testing.T, from, requestID string) uuid.UUID {
+	t.Helper()
+	id := r.allocated(t, from, requestID)
+	fees := txmanager.Fees{MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+	if _, err := r.store.Signed(context.Background(), r.fences[common.HexToAddress(from)], []postgres.Attempt{{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]),
+		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// allocated writes a transfer up to ALLOCATED at the signer's next nonce,
+// as broadcast does.
+func (r *actionRig) allocated(t *testing.T, from, requestID string) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	id := r.created(t, from, requestID)
 	addr := common.HexToAddress(from)
@@ -72,13 +95,6 @@ func (r *actionRig) broadcast(t *testing.T, from, requestID string) uuid.UUID {
 		t.Fatal(err)
 	}
 	r.nonces[addr]++
-	if _, err := r.store.Signed(ctx, f, []postgres.Attempt{{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]),
-		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.store.Broadcasted(ctx, f, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	return id
 }
 
@@ -92,6 +108,7 @@ type actionJSON struct {
 	Outcome     *string    `json:"outcome"`
 	Detail      *string    `json:"detail"`
 	Attempt     *int       `json:"attempt"`
+	FillerTxID  *string    `json:"filler_tx_id"`
 }
 
 func actionBody(action, operator string) string {
@@ -214,8 +231,10 @@ func TestBadActionsGetAProblemDocument(t *testing.T) {
 	id := r.broadcast(t, signer, "bad").String()
 	path := "/internal/v1/tx/" + id + "/actions"
 	tests := []struct{ name, path, body, want string }{
-		{"a bad action", path, actionBody("speed-up", "alice@ops"), "action: one of resend, bump, cancel"},
-		{"no action", path, `{"operator": "alice@ops"}`, "action: one of resend, bump, cancel"},
+		{"a bad action", path, actionBody("speed-up", "alice@ops"), "action: one of resend, bump, cancel, abandon"},
+		{"no action", path, `{"operator": "alice@ops"}`, "action: one of resend, bump, cancel, abandon"},
+		{"an action id not a uuid", path, `{"action": "resend", "operator": "alice@ops", "action_id": "7"}`, `"pointer":"/action_id"`},
+		{"an action id in capitals", path, `{"action": "resend", "operator": "alice@ops", "action_id": "0193A2C7-41D0-7E8A-B5F3-2C9D8E7F6A10"}`, "action_id: a UUID"},
 		{"a missing operator", path, `{"action": "resend"}`, "operator: 1 to 255 characters"},
 		{"an empty operator", path, actionBody("resend", ""), "operator: 1 to 255 characters"},
 		{"an operator too long", path, actionBody("resend", strings.Repeat("é", 256)), "operator: 1 to 255 characters"},
@@ -237,5 +256,134 @@ func TestBadActionsGetAProblemDocument(t *testing.T) {
 	}
 	if acts, err := r.store.Actions(context.Background(), uuid.MustParse(id)); err != nil || len(acts) != 1 {
 		t.Errorf("%d actions stored (%v), want only the good one", len(acts), err)
+	}
+}
+
+// TestActionsBeforeTheBroadcast: ALLOCATED and SIGNED transactions take
+// every action; abandon is refused for a BROADCASTED one (cancel it
+// instead) and for one not allocated yet; abandoning a SIGNED one replaces
+// it at its nonce, so it needs the signer's cancels, like a cancel.
+func TestActionsBeforeTheBroadcast(t *testing.T) {
+	t.Parallel()
+	r := startActions(t)
+	post := func(id uuid.UUID, action string) (int, []byte) {
+		t.Helper()
+		return r.do(t, "gateway", "POST", "/internal/v1/tx/"+id.String()+"/actions", actionBody(action, "alice@ops"))
+	}
+	allocated, signedOff, signedOn := r.allocated(t, signer, "allocated"), r.signed(t, signer, "signed-off"), r.signed(t, another, "signed-on")
+	for _, c := range []struct {
+		id      uuid.UUID
+		actions []string
+	}{
+		{allocated, []string{"resend", "bump", "abandon"}},
+		{signedOff, []string{"resend", "bump"}},
+		{signedOn, []string{"resend", "bump", "cancel", "abandon"}},
+	} {
+		for _, action := range c.actions {
+			code, b := post(c.id, action)
+			if act := decode[actionJSON](t, b); code != http.StatusAccepted || act.Action != action || act.TxID != c.id.String() || act.Outcome != nil {
+				t.Errorf("%s of %s: %d %s, want 202", action, c.id, code, b)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		id     uuid.UUID
+		action string
+		want   string
+	}{
+		{"cancel, cancels off", allocated, "cancel", "cancels are off"},
+		{"abandon SIGNED, cancels off", signedOff, "abandon", "a SIGNED transaction is abandoned by a transfer that replaces it at its nonce"},
+		{"abandon BROADCASTED", r.broadcast(t, another, "broadcast"), "abandon", "cancel it instead"},
+		{"abandon INIT", r.created(t, another, "init"), "abandon", "is INIT"},
+	} {
+		if code, b := post(c.id, c.action); code != http.StatusConflict || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %d %s, want 409 mentioning %q", c.name, code, b, c.want)
+		}
+	}
+}
+
+// TestRepeatedActionsAreOneAction: a request under an action id already
+// used answers the action recorded (200), whatever became of the
+// transaction since; another request under it is a 409. Without an action
+// id, the same request while it waits is the one waiting (200). The same
+// action asked by another operator is recorded, and carried out once:
+// finished with the first, and listed once to the owner meanwhile.
+func TestRepeatedActionsAreOneAction(t *testing.T) {
+	t.Parallel()
+	r := startActions(t)
+	ctx := context.Background()
+	id := r.signed(t, another, "repeated")
+	path := "/internal/v1/tx/" + id.String() + "/actions"
+	const actionID = "0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10"
+	withID := func(action, operator string) string {
+		return fmt.Sprintf(`{"action": %q, "operator": %q, "action_id": %q}`, action, operator, actionID)
+	}
+
+	code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops"))
+	first := decode[actionJSON](t, b)
+	if code != http.StatusAccepted || first.ActionID != actionID {
+		t.Fatalf("bump with an action id: %d %s", code, b)
+	}
+	if code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || decode[actionJSON](t, b).RequestedAt != first.RequestedAt {
+		t.Errorf("the same again: %d %s, want 200 with %+v", code, b, first)
+	}
+	for _, body := range []string{withID("resend", "alice@ops"), withID("bump", "bob@ops")} {
+		if code, b := r.do(t, "gateway", "POST", path, body); code != http.StatusConflict || !strings.Contains(string(b), actionID) {
+			t.Errorf("another request under the id (%s): %d %s, want 409", body, code, b)
+		}
+	}
+	other := r.signed(t, another, "other")
+	if code, b := r.do(t, "gateway", "POST", "/internal/v1/tx/"+other.String()+"/actions", withID("bump", "alice@ops")); code != http.StatusConflict {
+		t.Errorf("the id on another transaction: %d %s, want 409", code, b)
+	}
+
+	// Without an id: the same request waiting is the one answered.
+	code, b = r.do(t, "gateway", "POST", path, actionBody("bump", "alice@ops"))
+	if again := decode[actionJSON](t, b); code != http.StatusOK || again.ActionID != actionID {
+		t.Errorf("the same bump without an id while one waits: %d %s, want 200 with %s", code, b, actionID)
+	}
+	code, b = r.do(t, "gateway", "POST", path, actionBody("bump", "bob@ops"))
+	bobs := decode[actionJSON](t, b)
+	if code != http.StatusAccepted || bobs.ActionID == actionID {
+		t.Fatalf("another operator's bump: %d %s, want 202 with an action of its own", code, b)
+	}
+	f := r.fences[common.HexToAddress(another)]
+	pending, err := r.store.WorkerActions(ctx, f.Key)
+	if err != nil || len(pending) != 1 || pending[0].ID.String() != actionID {
+		t.Errorf("the owner's list: %+v %v, want alice's bump only", pending, err)
+	}
+
+	// The owner carries out alice's bump: bob's is done with it.
+	attempt := 2
+	if err := r.store.FinishAction(ctx, f, uuid.MustParse(actionID), postgres.ActionDone, "", &attempt); err != nil {
+		t.Fatal(err)
+	}
+	acts, err := r.store.Actions(ctx, id)
+	if err != nil || len(acts) != 2 {
+		t.Fatalf("actions %+v %v", acts, err)
+	}
+	for _, a := range acts {
+		if a.Outcome != postgres.ActionDone || a.Attempt == nil || *a.Attempt != 2 {
+			t.Errorf("%s by %s: %q attempt %v, want done with attempt 2", a.ID, a.Operator, a.Outcome, a.Attempt)
+		}
+	}
+	if acts[1].Detail != "carried out as action "+actionID {
+		t.Errorf("bob's bump: detail %q", acts[1].Detail)
+	}
+	if pending, err := r.store.WorkerActions(ctx, f.Key); err != nil || len(pending) != 0 {
+		t.Errorf("pending after: %+v %v", pending, err)
+	}
+
+	// Done, and the transaction moved on: the id still answers the action.
+	code, b = r.do(t, "gateway", "POST", path, actionBody("bump", "alice@ops"))
+	if code != http.StatusAccepted || decode[actionJSON](t, b).ActionID == actionID {
+		t.Errorf("a bump after the first was done: %d %s, want a new action", code, b)
+	}
+	if _, err := r.store.Broadcasted(ctx, f, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || decode[actionJSON](t, b).Outcome == nil {
+		t.Errorf("the id again, done: %d %s, want 200 with its outcome", code, b)
 	}
 }

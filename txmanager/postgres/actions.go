@@ -9,22 +9,28 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/txmanager"
 )
 
-// Operator actions on broadcast transactions. Any node takes the request
-// (RequestAction); the signer's owner carries it out under its lease and
+// Operator actions on transactions that do not move: any node takes the
+// request (Request); the signer's owner carries it out under its lease and
 // records the outcome, so that no node but the owner ever writes an
-// attempt.
+// attempt. Its chain follower acts on broadcast transactions
+// (PendingActions), its worker on those not broadcast yet, ALLOCATED or
+// SIGNED, and on every abandon (WorkerActions).
 
 // The actions an operator may ask for.
 const (
-	ActionResend = "resend" // send the current attempt again, now
+	ActionResend = "resend" // send the current attempt again (or ask signerd again), now
 	ActionBump   = "bump"   // a fee bump now, whatever the signer's automatic bumps
 	ActionCancel = "cancel" // replace the transaction by a 0-value transfer to the signer itself
+	// ActionAbandon fails the transaction (abandoned) and gives its nonce
+	// to a new 0-value transfer to the signer itself.
+	ActionAbandon = "abandon"
 )
 
 // The outcomes of an action.
@@ -47,44 +53,121 @@ type Action struct {
 	Detail      string
 	// Attempt is the attempt the action produced or sent again.
 	Attempt *int
+	// Fees are the fees fixed for the attempt the action has signerd sign
+	// (PlanActionFees), nil until then.
+	Fees *txmanager.Fees
+	// Filler is the transaction an abandon gave the nonce to.
+	Filler *uuid.UUID
 }
 
-// RequestAction records an operator's request on a transaction that is
-// broadcast and not yet mined: errs.NotFound when there is no such
-// transaction, errs.Conflict when it is in another state (mined, final,
-// not yet broadcast).
+// ActionRequest is an operator's request.
+type ActionRequest struct {
+	TxID     uuid.UUID
+	Action   string
+	Operator string
+	// ActionID, when set, makes the request idempotent: the same id again
+	// is the same action.
+	ActionID *uuid.UUID
+}
+
+// RequestAction records an operator's request (see Request) and returns
+// it.
 func (s *Store) RequestAction(ctx context.Context, id uuid.UUID, action, operator string) (Action, error) {
-	var a Action
-	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
-		var state string
-		var sub *string
-		var mined *int32
-		err := tx.QueryRow(ctx, `SELECT state, sub_state, mined_attempt FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&state, &sub, &mined)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "no transaction %s", id)
-		}
-		if err != nil {
-			return fmt.Errorf("operator action on %s: %w", id, err)
-		}
-		switch {
-		case state != string(txmanager.StateBroadcasted):
-			return errs.Errorf(errs.Conflict, "transaction %s is %s: only a broadcast transaction that is not mined can be %s", id, state, pastTense[action])
-		case mined != nil:
-			return errs.Errorf(errs.Conflict, "transaction %s is mined and confirming: it cannot be %s", id, pastTense[action])
-		}
-		row := tx.QueryRow(ctx, `
-			INSERT INTO tx_action (action_id, tx_id, chain_id, signer, action, operator)
-			SELECT $1, tx_id, chain_id, signer, $3, $4 FROM tx WHERE tx_id = $2
-			RETURNING `+actionColumns, uuid.New(), id, action, operator)
-		a, err = scanAction(row)
-		return err
-	})
+	a, _, err := s.Request(ctx, ActionRequest{TxID: id, Action: action, Operator: operator})
 	return a, err
 }
 
-var pastTense = map[string]string{ActionResend: "resent", ActionBump: "bumped", ActionCancel: "cancelled"}
+// Request records an operator's request on a transaction that does not
+// move: ALLOCATED, SIGNED, or BROADCASTED and not mined (abandon: ALLOCATED
+// or SIGNED only). It returns the action and whether it is new. Not new:
+// r names an action id already recorded for the same request (another
+// request under that id is errs.Conflict), or, without an action id, the
+// same request (action and operator) waits on the transaction already.
+// errs.NotFound when there is no such transaction, errs.Conflict when it
+// is in another state.
+func (s *Store) Request(ctx context.Context, r ActionRequest) (Action, bool, error) {
+	var (
+		a     Action
+		fresh bool
+	)
+	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
+		fresh = false
+		var state string
+		var mined *int32
+		err := tx.QueryRow(ctx, `SELECT state, mined_attempt FROM tx WHERE tx_id = $1 FOR UPDATE`, r.TxID).Scan(&state, &mined)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "no transaction %s", r.TxID)
+		}
+		if err != nil {
+			return fmt.Errorf("operator action on %s: %w", r.TxID, err)
+		}
+		if r.ActionID != nil {
+			a, err = scanAction(tx.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE action_id = $1`, *r.ActionID))
+			switch {
+			case err == nil:
+				if a.TxID != r.TxID || a.Action != r.Action || a.Operator != r.Operator {
+					return errs.Errorf(errs.Conflict, "action_id %s was used for another request (%s of transaction %s by %s)", a.ID, a.Action, a.TxID, a.Operator)
+				}
+				return nil
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("operator action %s: %w", *r.ActionID, err)
+			}
+		}
+		if err := actionFits(r, txmanager.State(state), mined != nil); err != nil {
+			return err
+		}
+		if r.ActionID == nil {
+			a, err = scanAction(tx.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action
+				WHERE tx_id = $1 AND action = $2 AND operator = $3 AND done_at IS NULL ORDER BY requested_at, action_id LIMIT 1`,
+				r.TxID, r.Action, r.Operator))
+			switch {
+			case err == nil:
+				return nil
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("operator action on %s: %w", r.TxID, err)
+			}
+		}
+		id := uuid.New()
+		if r.ActionID != nil {
+			id = *r.ActionID
+		}
+		a, err = scanAction(tx.QueryRow(ctx, `
+			INSERT INTO tx_action (action_id, tx_id, chain_id, signer, action, operator)
+			SELECT $1, tx_id, chain_id, signer, $3, $4 FROM tx WHERE tx_id = $2
+			RETURNING `+actionColumns, id, r.TxID, r.Action, r.Operator))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			// The same id, recorded for another transaction meanwhile.
+			return errs.Errorf(errs.Conflict, "action_id %s was used for another request", id)
+		}
+		fresh = err == nil
+		return err
+	})
+	return a, fresh, err
+}
 
-const actionColumns = `action_id, tx_id, chain_id, signer, action, operator, requested_at, done_at, coalesce(outcome, ''), coalesce(detail, ''), attempt`
+// actionFits tells whether r may be asked of a transaction in state
+// (mined: a receipt is recorded).
+func actionFits(r ActionRequest, state txmanager.State, mined bool) error {
+	switch {
+	case state == txmanager.StateAllocated || state == txmanager.StateSigned:
+		return nil
+	case state == txmanager.StateBroadcasted && r.Action == ActionAbandon && !mined:
+		return errs.Errorf(errs.Conflict, "transaction %s is BROADCASTED: it cannot be abandoned, since it may be mined at any moment; "+
+			"cancel it instead (a cancel is an attempt of the same transaction, so whichever is mined decides)", r.TxID)
+	case state == txmanager.StateBroadcasted && mined:
+		return errs.Errorf(errs.Conflict, "transaction %s is mined and confirming: it cannot be %s", r.TxID, pastTense[r.Action])
+	case state == txmanager.StateBroadcasted:
+		return nil
+	}
+	return errs.Errorf(errs.Conflict, "transaction %s is %s: only an ALLOCATED or SIGNED transaction, or a BROADCASTED one not mined (abandon: not broadcast), can be %s",
+		r.TxID, state, pastTense[r.Action])
+}
+
+var pastTense = map[string]string{ActionResend: "resent", ActionBump: "bumped", ActionCancel: "cancelled", ActionAbandon: "abandoned"}
+
+const actionColumns = `action_id, tx_id, chain_id, signer, action, operator, requested_at, done_at, coalesce(outcome, ''), coalesce(detail, ''), attempt,
+	max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text, filler_tx_id`
 
 func scanAction(row pgx.Row) (Action, error) {
 	var (
@@ -92,8 +175,10 @@ func scanAction(row pgx.Row) (Action, error) {
 		chainID int64
 		signer  []byte
 		attempt *int32
+		fees    [3]*string
 	)
-	if err := row.Scan(&a.ID, &a.TxID, &chainID, &signer, &a.Action, &a.Operator, &a.RequestedAt, &a.DoneAt, &a.Outcome, &a.Detail, &attempt); err != nil {
+	if err := row.Scan(&a.ID, &a.TxID, &chainID, &signer, &a.Action, &a.Operator, &a.RequestedAt, &a.DoneAt, &a.Outcome, &a.Detail, &attempt,
+		&fees[0], &fees[1], &fees[2], &a.Filler); err != nil {
 		return a, err
 	}
 	a.Key = txmanager.SignerKey{ChainID: uint64(chainID), Signer: common.BytesToAddress(signer)}
@@ -101,72 +186,287 @@ func scanAction(row pgx.Row) (Action, error) {
 		n := int(*attempt)
 		a.Attempt = &n
 	}
+	if fees[0] != nil || fees[2] != nil {
+		a.Fees = &txmanager.Fees{MaxFeePerGas: bigOf(fees[0]), MaxPriorityFeePerGas: bigOf(fees[1]), GasPrice: bigOf(fees[2])}
+	}
+	return a, nil
+}
+
+func collectActions(rows pgx.Rows, err error, what string) ([]Action, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) { return scanAction(r) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// ActionByID reads one action; errs.NotFound when there is none.
+func (s *Store) ActionByID(ctx context.Context, id uuid.UUID) (Action, error) {
+	a, err := scanAction(s.pool.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE action_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errs.Errorf(errs.NotFound, "no action %s", id)
+	}
+	if err != nil {
+		return a, fmt.Errorf("action %s: %w", id, err)
+	}
 	return a, nil
 }
 
 // Actions lists a transaction's operator actions, oldest first.
 func (s *Store) Actions(ctx context.Context, id uuid.UUID) ([]Action, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE tx_id = $1 ORDER BY requested_at, action_id`, id)
-	if err != nil {
-		return nil, fmt.Errorf("actions on %s: %w", id, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) { return scanAction(r) })
-	if err != nil {
-		return nil, fmt.Errorf("actions on %s: %w", id, err)
-	}
-	return out, nil
+	return collectActions(rows, err, "actions on "+id.String())
 }
 
-// PendingActions lists the actions on key's transactions that wait for
-// the signer's owner, oldest first.
+// waiting lists the actions on a signer's transactions ($1, $2) that wait
+// for its owner, oldest first: those whose transaction is in one of the
+// states $3 (or in none of them, when $4), or whose action is one of $5,
+// and whose action is none of $6. One per transaction and action (the
+// oldest): the same action repeated is carried out once (actionDone
+// finishes the others with it).
+const waiting = `
+	SELECT ` + actionColumns + ` FROM (
+		SELECT DISTINCT ON (a.tx_id, a.action) a.* FROM tx_action a JOIN tx t ON t.tx_id = a.tx_id
+		WHERE a.chain_id = $1 AND a.signer = $2 AND a.done_at IS NULL
+		  AND ((t.state = ANY($3)) <> $4 OR a.action = ANY($5)) AND a.action <> ALL($6)
+		ORDER BY a.tx_id, a.action, a.requested_at, a.action_id
+	) AS tx_action ORDER BY requested_at, action_id`
+
+// beforeBroadcast are the states in which the worker carries actions out.
+var beforeBroadcast = []string{string(txmanager.StateAllocated), string(txmanager.StateSigned)}
+
+// PendingActions lists the actions the chain follower carries out for
+// key's signer, oldest first: those on transactions broadcast (or past
+// it), abandons excepted. The same action asked again while one waits is
+// listed once.
 func (s *Store) PendingActions(ctx context.Context, key txmanager.SignerKey) ([]Action, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+actionColumns+` FROM tx_action
-		WHERE chain_id = $1 AND signer = $2 AND done_at IS NULL ORDER BY requested_at, action_id`, int64(key.ChainID), key.Signer.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("pending actions of %s: %w", key, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) { return scanAction(r) })
-	if err != nil {
-		return nil, fmt.Errorf("pending actions of %s: %w", key, err)
-	}
-	return out, nil
+	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, true, []string{}, []string{ActionAbandon})
+	return collectActions(rows, err, "pending actions of "+key.String())
+}
+
+// WorkerActions lists the actions the worker carries out for key's
+// signer, oldest first: those on ALLOCATED and SIGNED transactions, and
+// every abandon. The same action asked again while one waits is listed
+// once.
+func (s *Store) WorkerActions(ctx context.Context, key txmanager.SignerKey) ([]Action, error) {
+	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, false, []string{ActionAbandon}, []string{})
+	return collectActions(rows, err, "pending actions of "+key.String())
 }
 
 // FinishAction records an action's outcome, under f (the action's
 // signer's lease): done, with the attempt it sent, or refused with why.
 func (s *Store) FinishAction(ctx context.Context, f txmanager.Fence, id uuid.UUID, outcome, detail string, attempt *int) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
-		fence, fenceArgs := FenceSQL(f, 3)
-		var held bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tx_action WHERE action_id = $1 AND chain_id = $2 AND signer = $3) AND `+fence,
-			append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, fenceArgs...)...).Scan(&held); err != nil {
-			return fmt.Errorf("finish action %s: %w", id, err)
-		}
-		if !held {
-			if err := fencedOrNothing(ctx, tx, f, "finish action "+id.String()); err != nil {
-				return err
-			}
-			return fmt.Errorf("finish action %s: not an action on %s", id, f.Key)
+		if err := heldAction(ctx, tx, f, id, "finish action"); err != nil {
+			return err
 		}
 		return actionDone(ctx, tx, id, outcome, detail, attempt)
 	})
 }
 
+// heldAction checks, inside a fenced transaction, that action id is one of
+// f's signer and that f holds.
+func heldAction(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, op string) error {
+	fence, fenceArgs := FenceSQL(f, 3)
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tx_action WHERE action_id = $1 AND chain_id = $2 AND signer = $3) AND `+fence,
+		append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, fenceArgs...)...).Scan(&held); err != nil {
+		return fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	if !held {
+		if err := fencedOrNothing(ctx, tx, f, op+" "+id.String()); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s %s: not an action on %s", op, id, f.Key)
+	}
+	return nil
+}
+
 // actionDone records an action's outcome inside a fenced transaction; an
 // action already finished keeps its first outcome.
 func actionDone(ctx context.Context, tx pgx.Tx, id uuid.UUID, outcome, detail string, attempt *int) error {
+	return actionDoneWith(ctx, tx, id, outcome, detail, attempt, nil)
+}
+
+// actionDoneWith is actionDone, with the filler an abandon made. The same
+// action on the same transaction that waits as well (asked again, by
+// another operator or under another action id, before this one was
+// carried out) is finished with it, with the same outcome: repeated, an
+// action is carried out once.
+func actionDoneWith(ctx context.Context, tx pgx.Tx, id uuid.UUID, outcome, detail string, attempt *int, filler *uuid.UUID) error {
 	var n *int32
 	if attempt != nil {
 		v := int32(*attempt)
 		n = &v
 	}
-	var d *string
-	if detail != "" {
-		d = &detail
-	}
-	if _, err := tx.Exec(ctx, `UPDATE tx_action SET done_at = now(), outcome = $2, detail = $3, attempt = $4
-		WHERE action_id = $1 AND done_at IS NULL`, id, outcome, d, n); err != nil {
+	if _, err := tx.Exec(ctx, `
+		WITH done AS (
+			UPDATE tx_action SET done_at = now(), outcome = $2, detail = nullif($3, ''), attempt = $4, filler_tx_id = $5
+			WHERE action_id = $1 AND done_at IS NULL
+			RETURNING tx_id, action
+		)
+		UPDATE tx_action a SET done_at = now(), outcome = $2, attempt = $4, filler_tx_id = $5,
+			detail = 'carried out as action ' || $1::text || CASE WHEN $3 = '' THEN '' ELSE ': ' || $3 END
+		FROM done WHERE a.tx_id = done.tx_id AND a.action = done.action AND a.done_at IS NULL AND a.action_id <> $1`,
+		id, outcome, detail, n, filler); err != nil {
 		return fmt.Errorf("finish action %s: %w", id, err)
 	}
 	return nil
+}
+
+// PlanActionFees fixes the fees of the attempt action id has signerd
+// sign, under f, unless some are fixed already, and returns those that
+// stand: asked again after a crash, signerd gets the very same request.
+func (s *Store) PlanActionFees(ctx context.Context, f txmanager.Fence, id uuid.UUID, fees txmanager.Fees) (txmanager.Fees, error) {
+	var out txmanager.Fees
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		args := append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, signingFeeArgs(fees)...)
+		fence, fenceArgs := FenceSQL(f, len(args))
+		var stored [3]*string
+		err := tx.QueryRow(ctx, `
+			UPDATE tx_action SET
+				max_fee_per_gas = CASE WHEN max_fee_per_gas IS NULL AND gas_price IS NULL THEN $4::numeric ELSE max_fee_per_gas END,
+				max_priority_fee_per_gas = CASE WHEN max_fee_per_gas IS NULL AND gas_price IS NULL THEN $5::numeric ELSE max_priority_fee_per_gas END,
+				gas_price = CASE WHEN max_fee_per_gas IS NULL AND gas_price IS NULL THEN $6::numeric ELSE gas_price END
+			WHERE action_id = $1 AND chain_id = $2 AND signer = $3 AND done_at IS NULL AND `+fence+`
+			RETURNING max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text`,
+			append(args, fenceArgs...)...).Scan(&stored[0], &stored[1], &stored[2])
+		if errors.Is(err, pgx.ErrNoRows) {
+			if err := heldAction(ctx, tx, f, id, "plan the fees of action"); err != nil {
+				return err
+			}
+			return fmt.Errorf("plan the fees of action %s: %w", id, ErrActionDone)
+		}
+		if err != nil {
+			return fmt.Errorf("plan the fees of action %s: %w", id, err)
+		}
+		out = txmanager.Fees{MaxFeePerGas: bigOf(stored[0]), MaxPriorityFeePerGas: bigOf(stored[1]), GasPrice: bigOf(stored[2])}
+		return nil
+	})
+	return out, err
+}
+
+// ErrActionDone: the action was carried out (or refused) meanwhile.
+var ErrActionDone = errors.New("the action is done already")
+
+// RefixSigningFees sets the fees an ALLOCATED transaction is to be signed
+// with (a bump before signerd signed it), under f. Only a transaction
+// signerd has not signed may be re-priced: the caller checks that.
+func (s *Store) RefixSigningFees(ctx context.Context, f txmanager.Fence, id uuid.UUID, fees txmanager.Fees) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		args := append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, signingFeeArgs(fees)...)
+		fence, fenceArgs := FenceSQL(f, len(args))
+		var err error
+		out, err = scanTx(tx.QueryRow(ctx, `
+			UPDATE tx SET signing_max_fee_per_gas = $4::numeric, signing_max_priority_fee_per_gas = $5::numeric, signing_gas_price = $6::numeric,
+				updated_at = now()
+			WHERE tx_id = $1 AND state = 'ALLOCATED' AND chain_id = $2 AND signer = $3 AND `+fence+`
+			RETURNING `+txColumns, append(args, fenceArgs...)...))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return whyNotMoved(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated})
+		}
+		return err
+	})
+	return out, err
+}
+
+// CurrentAttempt is a signed transaction's current attempt: its number
+// and fees.
+func (s *Store) CurrentAttempt(ctx context.Context, id uuid.UUID) (int, txmanager.Fees, error) {
+	var attempt int
+	var fees [3]*string
+	err := s.pool.QueryRow(ctx, `SELECT a.attempt, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text
+		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id AND a.attempt = t.current_attempt WHERE t.tx_id = $1`, id).Scan(&attempt, &fees[0], &fees[1], &fees[2])
+	if err != nil {
+		return 0, txmanager.Fees{}, fmt.Errorf("the current attempt of %s: %w", id, err)
+	}
+	return attempt, txmanager.Fees{MaxFeePerGas: bigOf(fees[0]), MaxPriorityFeePerGas: bigOf(fees[1]), GasPrice: bigOf(fees[2])}, nil
+}
+
+// ActionAttempt is an attempt an operator action had signerd sign for a
+// transaction not broadcast yet.
+type ActionAttempt struct {
+	Kind     string // txmanager.AttemptFeeBump or txmanager.AttemptCancel
+	GasLimit uint64
+	Fees     txmanager.Fees
+	Raw      []byte
+	Hash     common.Hash
+}
+
+// StoreActionAttempt stores the attempt action a produced as its
+// transaction's current one, and marks a done with it, in one fenced
+// transaction, before anything is sent. A SIGNED transaction gets it
+// after its others (a bump or a cancel of what every route refused), its
+// sub-state cleared so that the worker sends it; an ALLOCATED one (a
+// cancel of what signerd would not sign) gets it as its first and is
+// SIGNED. Either way a tx.state_changed event says so (reason
+// operator_action), and the earlier attempts stay tracked: whichever is
+// mined decides.
+func (s *Store) StoreActionAttempt(ctx context.Context, f txmanager.Fence, a Action, at ActionAttempt) (txmanager.Tx, error) {
+	var out txmanager.Tx
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var prev string
+		if err := tx.QueryRow(ctx, `SELECT state FROM tx WHERE tx_id = $1 FOR UPDATE`, a.TxID).Scan(&prev); err != nil {
+			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
+		}
+		args := append([]any{a.TxID, at.Hash.Bytes(), at.Raw, at.Kind, int64(at.GasLimit), int64(f.Key.ChainID), f.Key.Signer.Bytes()},
+			signingFeeArgs(at.Fees)...)
+		fence, fenceArgs := FenceSQL(f, len(args))
+		var attempt int
+		err := tx.QueryRow(ctx, `
+			INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price, kind, gas_limit)
+			SELECT t.tx_id, coalesce((SELECT max(attempt) FROM attempt WHERE tx_id = t.tx_id), 0) + 1, t.nonce, $2, $3,
+				$8::numeric, $9::numeric, $10::numeric, $4, $5
+			FROM tx t WHERE t.tx_id = $1 AND t.state IN ('ALLOCATED', 'SIGNED') AND t.chain_id = $6 AND t.signer = $7 AND `+fence+`
+			RETURNING attempt`, append(args, fenceArgs...)...).Scan(&attempt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return whyNotMoved(ctx, tx, f, a.TxID, []txmanager.State{txmanager.StateAllocated, txmanager.StateSigned})
+		}
+		if err != nil {
+			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
+		}
+		out, err = scanTx(tx.QueryRow(ctx, `
+			UPDATE tx SET state = 'SIGNED', current_attempt = $2, sub_state = NULL, reason = $3, updated_at = now()
+			WHERE tx_id = $1 RETURNING `+txColumns, a.TxID, attempt, OperatorReason(a)))
+		if err != nil {
+			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
+		}
+		hash := at.Hash
+		out.Hash = &hash // the statement does not see the attempt it wrote
+		ev := txmanager.StateChanged{FromState: txmanager.State(prev), ToState: txmanager.StateSigned, Reason: OperatorReason(a), Hash: &hash}
+		if err := insertEvent(ctx, tx, &out, ev); err != nil {
+			return err
+		}
+		return actionDone(ctx, tx, a.ID, ActionDone, "", &attempt)
+	})
+	return out, err
+}
+
+// OperatorReason is the reason the events of action a's changes give:
+// operator_action, the action and its id.
+func OperatorReason(a Action) string {
+	return fmt.Sprintf("%s: %s (action %s)", txmanager.ReasonOperatorAction, a.Action, a.ID)
+}
+
+// Abandon carries out action a, an abandon: its ALLOCATED or SIGNED
+// transaction FAILS (abandoned) and its nonce goes to a new 0-value
+// transfer to the signer itself, ALLOCATED at that nonce with fees (see
+// FillGap), and a is done, naming the filler, all in one fenced
+// transaction.
+func (s *Store) Abandon(ctx context.Context, f txmanager.Fence, a Action, fees txmanager.Fees) (failed, filler txmanager.Tx, err error) {
+	err = s.fencedTx(ctx, func(tx pgx.Tx) error {
+		if err := heldAction(ctx, tx, f, a.ID, "abandon"); err != nil {
+			return err
+		}
+		failed, filler, err = fillGap(ctx, tx, f, a.TxID, []txmanager.State{txmanager.StateAllocated, txmanager.StateSigned}, txmanager.ReasonAbandoned, fees)
+		if err != nil {
+			return err
+		}
+		return actionDoneWith(ctx, tx, a.ID, ActionDone, "", nil, &filler.ID)
+	})
+	return failed, filler, err
 }

@@ -107,45 +107,60 @@ func GapFillRequestID(id uuid.UUID) string { return "txfence:gap-fill:" + id.Str
 // any other.
 func (s *Store) FillGap(ctx context.Context, f txmanager.Fence, id uuid.UUID, reason string, fees txmanager.Fees) (failed, filler txmanager.Tx, err error) {
 	err = s.fencedTx(ctx, func(tx pgx.Tx) error {
-		var nonce int64
-		var route string
-		if err := tx.QueryRow(ctx, `SELECT nonce, route FROM tx WHERE tx_id = $1 AND state = 'ALLOCATED' FOR UPDATE`, id).Scan(&nonce, &route); err != nil {
-			return fmt.Errorf("fill the gap of %s: %w", id, err)
-		}
-		var err error
-		failed, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated}, txmanager.StateFailed,
-			`, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{reason}, txmanager.StateChanged{Reason: reason})
-		if err != nil {
-			return err
-		}
-		self := f.Key.Signer
-		in := txmanager.Intent{ChainID: f.Key.ChainID, From: self, To: &self, Value: new(big.Int), RequestID: GapFillRequestID(id),
-			Route: txmanager.RoutePublic, Metadata: json.RawMessage(`{"fills_gap_of": "` + id.String() + `"}`)}
-		if err := in.Validate(); err != nil {
-			return err
-		}
-		fid, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		hash := in.Hash()
-		args := append([]any{fid, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce},
-			signingFeeArgs(fees)...)
-		fence, fenceArgs := FenceSQL(f, len(args))
-		filler, err = scanTx(tx.QueryRow(ctx, `
-			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas, gas_limit, route, metadata, state, nonce, reason,
-				signing_max_fee_per_gas, signing_max_priority_fee_per_gas, signing_gas_price)
-			SELECT $1, $2, $3, $4, $5, $6, 0, '', 21000, 21000, $7, $8, 'ALLOCATED', $9, 'gap_fill', $10, $11, $12
-			WHERE `+fence+`
-			RETURNING `+txColumns, append(args, fenceArgs...)...))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return &txmanager.FencedError{Fence: f, Op: "fill the gap of " + id.String()}
-		}
-		if err != nil {
-			return err
-		}
-		n := uint64(nonce)
-		return insertEvent(ctx, tx, &filler, txmanager.StateChanged{ToState: txmanager.StateAllocated, Nonce: &n, Reason: txmanager.ReasonGapFill})
+		failed, filler, err = fillGap(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated}, reason, fees)
+		return err
 	})
 	return failed, filler, err
+}
+
+// fillGap is FillGap inside the caller's fenced transaction, for a
+// transaction in one of the states from (an operator's abandon takes a
+// SIGNED one too: its filler replaces a signed transaction, which signerd
+// and the nodes take only at fees 10% above it).
+func fillGap(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, from []txmanager.State, reason string, fees txmanager.Fees) (failed, filler txmanager.Tx, err error) {
+	states := make([]string, len(from))
+	for i, st := range from {
+		states[i] = string(st)
+	}
+	var nonce int64
+	var route string
+	if err := tx.QueryRow(ctx, `SELECT nonce, route FROM tx WHERE tx_id = $1 AND state = ANY($2) FOR UPDATE`, id, states).Scan(&nonce, &route); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return failed, filler, whyNotMoved(ctx, tx, f, id, from)
+		}
+		return failed, filler, fmt.Errorf("fill the gap of %s: %w", id, err)
+	}
+	failed, err = move(ctx, tx, f, id, from, txmanager.StateFailed,
+		`, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{reason}, txmanager.StateChanged{Reason: reason})
+	if err != nil {
+		return failed, filler, err
+	}
+	self := f.Key.Signer
+	in := txmanager.Intent{ChainID: f.Key.ChainID, From: self, To: &self, Value: new(big.Int), RequestID: GapFillRequestID(id),
+		Route: txmanager.RoutePublic, Metadata: json.RawMessage(`{"fills_gap_of": "` + id.String() + `"}`)}
+	if err := in.Validate(); err != nil {
+		return failed, filler, err
+	}
+	fid, err := uuid.NewV7()
+	if err != nil {
+		return failed, filler, err
+	}
+	hash := in.Hash()
+	args := append([]any{fid, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce},
+		signingFeeArgs(fees)...)
+	fence, fenceArgs := FenceSQL(f, len(args))
+	filler, err = scanTx(tx.QueryRow(ctx, `
+		INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas, gas_limit, route, metadata, state, nonce, reason,
+			signing_max_fee_per_gas, signing_max_priority_fee_per_gas, signing_gas_price)
+		SELECT $1, $2, $3, $4, $5, $6, 0, '', 21000, 21000, $7, $8, 'ALLOCATED', $9, 'gap_fill', $10, $11, $12
+		WHERE `+fence+`
+		RETURNING `+txColumns, append(args, fenceArgs...)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return failed, filler, &txmanager.FencedError{Fence: f, Op: "fill the gap of " + id.String()}
+	}
+	if err != nil {
+		return failed, filler, err
+	}
+	n := uint64(nonce)
+	return failed, filler, insertEvent(ctx, tx, &filler, txmanager.StateChanged{ToState: txmanager.StateAllocated, Nonce: &n, Reason: txmanager.ReasonGapFill})
 }

@@ -211,8 +211,16 @@ CREATE TABLE tx_action (
     outcome text,
     detail text,
     attempt integer,
-    CONSTRAINT tx_action_action_check CHECK ((action = ANY (ARRAY['resend'::text, 'bump'::text, 'cancel'::text]))),
+    max_fee_per_gas numeric(78,0),
+    max_priority_fee_per_gas numeric(78,0),
+    gas_price numeric(78,0),
+    filler_tx_id uuid,
+    CONSTRAINT tx_action_action_check CHECK ((action = ANY (ARRAY['resend'::text, 'bump'::text, 'cancel'::text, 'abandon'::text]))),
     CONSTRAINT tx_action_check CHECK (((done_at IS NULL) = (outcome IS NULL))),
+    CONSTRAINT tx_action_fees_check CHECK ((((gas_price IS NOT NULL) AND (max_fee_per_gas IS NULL) AND (max_priority_fee_per_gas IS NULL)) OR ((gas_price IS NULL) AND ((max_fee_per_gas IS NULL) = (max_priority_fee_per_gas IS NULL))))),
+    CONSTRAINT tx_action_gas_price_check CHECK ((gas_price >= (0)::numeric)),
+    CONSTRAINT tx_action_max_fee_per_gas_check CHECK ((max_fee_per_gas >= (0)::numeric)),
+    CONSTRAINT tx_action_max_priority_fee_per_gas_check CHECK ((max_priority_fee_per_gas >= (0)::numeric)),
     CONSTRAINT tx_action_operator_check CHECK (((operator <> ''::text) AND (length(operator) <= 255))),
     CONSTRAINT tx_action_outcome_check CHECK ((outcome = ANY (ARRAY['done'::text, 'refused'::text]))),
     CONSTRAINT tx_action_signer_check CHECK ((length(signer) = 20))
@@ -273,6 +281,8 @@ CREATE INDEX tx_action_pending_idx ON tx_action USING btree (chain_id, signer, r
 
 CREATE INDEX tx_action_tx_idx ON tx_action USING btree (tx_id, requested_at);
 
+CREATE INDEX tx_action_waiting_idx ON tx_action USING btree (tx_id, action) WHERE (done_at IS NULL);
+
 CREATE INDEX tx_created_idx ON tx USING btree (created_at DESC, tx_id DESC);
 
 CREATE INDEX tx_list_idx ON tx USING btree (chain_id, signer, created_at DESC, tx_id DESC);
@@ -299,6 +309,9 @@ ALTER TABLE ONLY event
 
 ALTER TABLE ONLY nonce_cursor
     ADD CONSTRAINT nonce_cursor_chain_id_signer_fkey FOREIGN KEY (chain_id, signer) REFERENCES signer_lease(chain_id, signer);
+
+ALTER TABLE ONLY tx_action
+    ADD CONSTRAINT tx_action_filler_tx_id_fkey FOREIGN KEY (filler_tx_id) REFERENCES tx(tx_id);
 
 ALTER TABLE ONLY tx_action
     ADD CONSTRAINT tx_action_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);

@@ -286,11 +286,12 @@ func (w *worker) chainNonce(ctx context.Context, cfg txmanager.SignerConfig) (*u
 	return &n, nil
 }
 
-// round does one pass over the signer's queue: resume what is half done,
-// settle approvals, take new transactions through simulation and the dry
-// run, then allocate, sign and broadcast what is ready.
+// round does one pass over the signer's queue: carry out operators'
+// actions (operator.go), resume what is half done, settle approvals, take
+// new transactions through simulation and the dry run, then allocate, sign
+// and broadcast what is ready.
 func (w *worker) round(ctx context.Context) error {
-	for _, step := range []func(context.Context) error{w.resume, w.approvals, w.intake, w.sendReady} {
+	for _, step := range []func(context.Context) error{w.operatorActions, w.resume, w.approvals, w.intake, w.sendReady} {
 		if err := step(ctx); err != nil {
 			return err
 		}
