@@ -18,6 +18,7 @@ import (
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
@@ -173,25 +174,31 @@ func (a *API) cancelTx(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, tx.JSON)
 }
 
+// requestAction passes an operator's action on a transaction the caller
+// may see to txmanager, with the key as the operator: 202 with a new
+// action, 200 with the one recorded before when the request repeats it.
 func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
 	tx, err := a.txParam(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	var body struct {
-		Action components.TxActionKind `json:"action"`
-	}
+	var body gatewayapi.TxActionRequest
 	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	action, err := a.cfg.TxManager.RequestAction(r.Context(), tx.ID, txmanagerapi.TxActionRequest{Action: body.Action, Operator: caller(r.Context()).operator()})
+	action, fresh, err := a.cfg.TxManager.RequestAction(r.Context(), tx.ID, txmanagerapi.TxActionRequest{Action: body.Action,
+		ActionId: body.ActionId, Operator: caller(r.Context()).operator()})
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusAccepted, action)
+	status := http.StatusOK
+	if fresh {
+		status = http.StatusAccepted
+	}
+	httpserver.WriteJSON(w, status, action)
 }
 
 func (a *API) listActions(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/txmanager"
+	txmanagerpg "github.com/txfence/txfence/txmanager/postgres"
 )
 
 // TestCreateIsIdempotentAndReadsBack: a create answers 201, the same
@@ -226,6 +228,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"a bad state", "GET", "/api/v1/tx?state=LOST", "", "", "state"},
 		{"a limit of 0", "GET", "/api/v1/tx?limit=0", "", "", "limit"},
 		{"a bad action", "POST", "/api/v1/tx/" + uuid.NewString() + "/actions", `{"action": "explode"}`, "", "/action"},
+		{"a bad action id", "POST", "/api/v1/tx/" + uuid.NewString() + "/actions", `{"action": "bump", "action_id": "nope"}`, "", "/action_id"},
 		{"a bad key scope", "POST", "/api/v1/keys", `{"name": "x", "scopes": ["root"]}`, "", "/scopes/0"},
 		{"a bad Last-Event-ID", "GET", "/api/v1/events", "", "", "Last-Event-ID"},
 		{"a bad event type", "GET", "/api/v1/events?types=tx.nothing", "", "", "types"},
@@ -296,5 +299,93 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 	resp, b = r.Do(t, r.Acme, "GET", "/api/v1/signers/31337/"+signerA, "")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"owner":"test-node"`) {
 		t.Errorf("signer status: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestOperatorActionsBeforeTheBroadcast: through the gateway, an admin key
+// acts on ALLOCATED and SIGNED transactions (abandon included), recorded
+// with the key as the operator; a request repeated under its action_id is
+// the same action (200), another under it a 409; abandoning a BROADCASTED
+// transaction is txmanager's 409, passed on; another tenant's transaction
+// is a 404.
+func TestOperatorActionsBeforeTheBroadcast(t *testing.T) {
+	t.Parallel()
+	r := gatewaytest.Start(t, gatewaytest.Options{})
+	ctx := context.Background()
+	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)}
+	token, ok, err := r.TxM.Store.Acquire(ctx, "test-node", key, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	fence := txmanager.Fence{Node: "test-node", Key: key, Token: token}
+	nonce := uint64(0)
+	// to moves a new transfer of acme's up to state, as the owner's worker
+	// would.
+	to := func(requestID string, state txmanager.State) string {
+		t.Helper()
+		id := uuid.MustParse(r.Create(t, r.Acme, signerA, requestID).TxID)
+		fees := txmanager.Fees{MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+		if _, err := r.TxM.Store.Simulated(ctx, fence, id, 21000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.TxM.Store.Allocate(ctx, fence, []uuid.UUID{id}, []txmanager.Fees{fees}, nonce); err != nil {
+			t.Fatal(err)
+		}
+		nonce++
+		if state == txmanager.StateAllocated {
+			return id.String()
+		}
+		if _, err := r.TxM.Store.Signed(ctx, fence, []txmanagerpg.Attempt{{TxID: id, Raw: id[:], Hash: common.BytesToHash(append(id[:], id[:]...)),
+			MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
+			t.Fatal(err)
+		}
+		if state == txmanager.StateBroadcasted {
+			if _, err := r.TxM.Store.Broadcasted(ctx, fence, []txmanagerpg.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return id.String()
+	}
+	type action struct {
+		ActionID   string  `json:"action_id"`
+		TxID       string  `json:"tx_id"`
+		Action     string  `json:"action"`
+		Operator   string  `json:"operator"`
+		Outcome    *string `json:"outcome"`
+		FillerTxID *string `json:"filler_tx_id"`
+	}
+	allocated, signed, broadcast := to("allocated", txmanager.StateAllocated), to("signed", txmanager.StateSigned), to("broadcast", txmanager.StateBroadcasted)
+	for _, c := range []struct{ id, action string }{{allocated, "resend"}, {allocated, "bump"}, {allocated, "abandon"}, {signed, "resend"}, {signed, "bump"}} {
+		resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+c.id+"/actions", `{"action": "`+c.action+`"}`)
+		a := decode[action](t, b)
+		if resp.StatusCode != http.StatusAccepted || a.TxID != c.id || a.Action != c.action || !strings.HasPrefix(a.Operator, "key:") || a.Outcome != nil {
+			t.Errorf("%s of %s: %d %s, want 202 with the key as the operator", c.action, c.id, resp.StatusCode, b)
+		}
+	}
+
+	const actionID = "0193a2c7-41d0-7e8a-b5f3-2c9d8e7f6a10"
+	body := `{"action": "resend", "action_id": "` + actionID + `"}`
+	resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+broadcast+"/actions", body)
+	if a := decode[action](t, b); resp.StatusCode != http.StatusAccepted || a.ActionID != actionID {
+		t.Fatalf("resend with an action id: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+broadcast+"/actions", body); resp.StatusCode != http.StatusOK || decode[action](t, b).ActionID != actionID {
+		t.Errorf("the same again: %d %s, want 200 with the action", resp.StatusCode, b)
+	}
+	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+broadcast+"/actions", `{"action": "bump", "action_id": "`+actionID+`"}`); resp.StatusCode != http.StatusConflict ||
+		!strings.Contains(string(b), actionID) {
+		t.Errorf("another action under the id: %d %s, want 409", resp.StatusCode, b)
+	}
+	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+broadcast+"/actions", `{"action": "abandon"}`); resp.StatusCode != http.StatusConflict ||
+		!strings.Contains(string(b), "cancel it instead") {
+		t.Errorf("abandon a broadcast transaction: %d %s, want 409", resp.StatusCode, b)
+	}
+	if resp, b := r.Do(t, r.Globex, "POST", "/api/v1/tx/"+signed+"/actions", `{"action": "abandon"}`); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's transaction: %d %s, want 404", resp.StatusCode, b)
+	}
+	resp, b = r.Do(t, r.Acme, "GET", "/api/v1/tx/"+allocated+"/actions", "")
+	list := decode[struct{ Actions []action }](t, b).Actions
+	if resp.StatusCode != http.StatusOK || len(list) != 3 || list[2].Action != "abandon" {
+		t.Errorf("the actions of the allocated transaction: %d %s", resp.StatusCode, b)
 	}
 }

@@ -158,13 +158,19 @@ func (m *TxManager) Reject(ctx context.Context, id uuid.UUID, req components.Rej
 	return decodeTx("reject", resp.HTTPResponse, resp.Body, resp.JSON200 != nil)
 }
 
-// RequestAction asks for an operator action on a broadcast transaction.
-func (m *TxManager) RequestAction(ctx context.Context, id uuid.UUID, req txmanagerapi.TxActionRequest) (components.TxAction, error) {
+// RequestAction asks for an operator action on a transaction that does
+// not move. fresh reports a new action (txmanager's 202), not the one a
+// repeated request names (its 200).
+func (m *TxManager) RequestAction(ctx context.Context, id uuid.UUID, req txmanagerapi.TxActionRequest) (a components.TxAction, fresh bool, err error) {
 	resp, err := m.api.RequestTxActionWithResponse(ctx, id, req)
 	if err != nil {
-		return components.TxAction{}, unreachable("request action", err)
+		return components.TxAction{}, false, unreachable("request action", err)
 	}
-	return answer("request action", resp.HTTPResponse, resp.Body, resp.JSON202)
+	if resp.JSON200 != nil {
+		return *resp.JSON200, false, nil
+	}
+	a, err = answer("request action", resp.HTTPResponse, resp.Body, resp.JSON202)
+	return a, err == nil, err
 }
 
 // Actions lists a transaction's operator actions, oldest first.

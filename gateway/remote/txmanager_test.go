@@ -60,8 +60,8 @@ func TestCallsKeepTheirKinds(t *testing.T) {
 	if _, err := m.Actions(ctx, tx.ID); err != nil {
 		t.Errorf("actions: %v", err)
 	}
-	if _, err := m.RequestAction(ctx, tx.ID, txmanagerapi.TxActionRequest{Action: components.TxActionBump, Operator: "ops"}); !errs.Is(err, errs.Conflict) {
-		t.Errorf("a bump before broadcast: %v, want a conflict", err)
+	if _, _, err := m.RequestAction(ctx, tx.ID, txmanagerapi.TxActionRequest{Action: components.TxActionBump, Operator: "ops"}); !errs.Is(err, errs.Conflict) {
+		t.Errorf("a bump before allocation: %v, want a conflict", err)
 	}
 	if st, err := m.SignerStatus(ctx, 31337, signer); err != nil || st.Counts["INIT"] != 1 {
 		t.Errorf("signer status: %+v %v", st, err)
