@@ -460,6 +460,50 @@ func TestStuckBehindAGap(t *testing.T) {
 	}
 }
 
+// TestStuckClockRunsFromTheFirstSendAcrossResends: a transaction the node
+// keeps pooled and never mines is resent every resubmit_interval, each
+// resend moving its attempt's sent-at; it still becomes stuck
+// stuck_timeout after its first send, which the attempt keeps
+// (first_sent_at, the sent-at of the initial tx.attempt event).
+func TestStuckClockRunsFromTheFirstSendAcrossResends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRigWith(t, txmanager.Chain{Confirmations: 2, ResubmitInterval: txmanager.Duration{Duration: 100 * time.Millisecond},
+		StuckTimeout: txmanager.Duration{Duration: 2 * time.Second}})
+	r.step(t)
+	id, _ := r.broadcast(t, "resent", r.transfer(t)) // pooled; no block is mined
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.step(t) // no block: resends and the stuck clock only
+		if _, sub := r.state(t, id); sub == txmanager.SubStuck {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not stuck within 30 s, with a stuck timeout of 2 s (%d events since the broadcast)", len(r.events(t, id)))
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	tx, err := r.store.Get(ctx, id)
+	if err != nil || tx.State != txmanager.StateBroadcasted || !strings.Contains(tx.Reason, "after it was first sent") {
+		t.Errorf("stuck: %s %q %v", tx.State, tx.Reason, err)
+	}
+	var resends int
+	var first, initial time.Time
+	if err := r.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM event WHERE tx_id = $1 AND type = 'tx.attempt' AND payload->>'kind' = 'resend'),
+			(SELECT first_sent_at FROM attempt WHERE tx_id = $1 AND attempt = 1),
+			(SELECT (payload->>'sent_at')::timestamptz FROM event WHERE tx_id = $1 AND type = 'tx.attempt' AND payload->>'kind' = 'initial')`,
+		id).Scan(&resends, &first, &initial); err != nil {
+		t.Fatal(err)
+	}
+	if resends < 2 {
+		t.Errorf("%d resends before it was stuck, want several", resends)
+	}
+	if !first.Equal(initial) {
+		t.Errorf("first_sent_at %s, want the initial send's %s", first, initial)
+	}
+}
+
 // TestFoundWhenRecordedAfterItsBlock: the worker records BROADCASTED only
 // after the route accepted the transaction, so its block may come (and be
 // processed) first. The next block's step still finds it in the window's

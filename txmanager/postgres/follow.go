@@ -43,7 +43,9 @@ type Tracked struct {
 	// whichever is mined decides.
 	Attempts map[common.Hash]int
 	// Current is the attempt last sent; SentAt when it was last sent,
-	// FirstSentAt when the transaction was first sent (database clock).
+	// FirstSentAt when the transaction was first sent (database clock):
+	// the earliest first send of its attempts, which resends never move
+	// (the stuck clock runs from it).
 	Current             int
 	SentAt, FirstSentAt time.Time
 	// CurrentKind and Fees are the current attempt's kind and fees
@@ -109,7 +111,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
 			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
-			coalesce(a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit, a.waiting_since_block,
+			coalesce(a.sent_at, a.created_at), coalesce(a.first_sent_at, a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit, a.waiting_since_block,
 			p.attempt, p.kind, p.gas_limit, p.max_fee_per_gas::text, p.max_priority_fee_per_gas::text, p.gas_price::text, p.action_id
 		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id LEFT JOIN attempt_plan p ON p.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
@@ -132,7 +134,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		blockHash               []byte
 		status                  *int16
 		price                   *string
-		sentAt                  time.Time
+		sentAt, firstSentAt     time.Time
 		kind                    string
 		fees                    [3]*string
 		gasLimit                int64
@@ -144,7 +146,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		planAction              *uuid.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &stuck, &route, &nonce, &current, &mined, &confirmations,
-		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt, &kind, &fees[0], &fees[1], &fees[2], &gasLimit, &waitingSince,
+		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt, &firstSentAt, &kind, &fees[0], &fees[1], &fees[2], &gasLimit, &waitingSince,
 		&planAttempt, &planKind, &planGas, &planFees[0], &planFees[1], &planFees[2], &planAction}, func() error {
 		if len(out) == 0 || out[len(out)-1].TxID != id {
 			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
@@ -165,8 +167,8 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 				t.WaitingSince = &since
 			}
 		}
-		if t.FirstSentAt.IsZero() || sentAt.Before(t.FirstSentAt) {
-			t.FirstSentAt = sentAt
+		if t.FirstSentAt.IsZero() || firstSentAt.Before(t.FirstSentAt) {
+			t.FirstSentAt = firstSentAt
 		}
 		if attempt == mined && blockNumber != nil {
 			t.Mined = &Receipt{Attempt: attempt, Hash: h, BlockNumber: uint64(*blockNumber), BlockHash: common.BytesToHash(blockHash),
@@ -321,7 +323,9 @@ func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lo
 // Resend claims a resend of a BROADCASTED transaction's current attempt,
 // unchanged: its sent-at moves to now, with a tx.attempt event (kind
 // resend), before anything is sent, and the raw transaction to send is
-// returned. A claim that is not followed by a send (a crash) is made again
+// returned. The attempt's first send is kept (first_sent_at, written by
+// the first resend): the stuck clock runs from it, not from the last
+// resend. A claim that is not followed by a send (a crash) is made again
 // after the next interval.
 func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, attempt int) ([]byte, error) {
 	var raw []byte
@@ -336,7 +340,7 @@ func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, att
 			maxFee, tip, price string
 		)
 		err := tx.QueryRow(ctx, `
-			UPDATE attempt a SET sent_at = now()
+			UPDATE attempt a SET first_sent_at = coalesce(a.first_sent_at, a.sent_at, a.created_at), sent_at = now()
 			FROM tx t WHERE a.tx_id = $1 AND a.attempt = $2 AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
 			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $3 AND t.signer = $4 AND `+fence+`
 			RETURNING a.raw, a.hash, a.nonce, t.gas_limit, coalesce(a.route, t.route), a.sent_at,

@@ -32,6 +32,7 @@ CREATE TABLE attempt (
     kind text DEFAULT 'initial'::text NOT NULL,
     gas_limit bigint,
     waiting_since_block bigint,
+    first_sent_at timestamp with time zone,
     CONSTRAINT attempt_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT attempt_block_hash_check CHECK ((length(block_hash) = 32)),
     CONSTRAINT attempt_block_number_check CHECK ((block_number >= 0)),
