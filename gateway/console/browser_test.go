@@ -612,6 +612,75 @@ func TestConsole(t *testing.T) {
 		b.screenshot("console-tx")
 	})
 
+	t.Run("act on transactions stuck before their broadcast", func(t *testing.T) {
+		fees := txmanager.Fees{MaxFeePerGas: big.NewInt(30_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_500_000_000)}
+		// stuckAt takes a new transfer to state at nonce n, stuck with
+		// reason, as the owner node leaves one signerd or every route
+		// refused.
+		stuckAt := func(requestID string, state txmanager.State, n uint64, reason string) uuid.UUID {
+			t.Helper()
+			tx := id(g.Create(t, g.Acme, gatewaytest.SignerA, requestID))
+			if _, err := st.Simulated(ctx, fence, tx, 21000); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Allocate(ctx, fence, []uuid.UUID{tx}, []txmanager.Fees{fees}, n); err != nil {
+				t.Fatal(err)
+			}
+			if state == txmanager.StateSigned {
+				if _, err := st.Signed(ctx, fence, []postgres.Attempt{{TxID: tx, Raw: tx[:], Hash: common.BytesToHash(append(tx[:], tx[:]...)),
+					MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := st.SetSubState(ctx, fence, tx, state, txmanager.SubStuck, reason); err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		}
+		refusedSig := stuckAt("console-refused-signature", txmanager.StateAllocated, nonce+1, "signing_refused: signerd answered denied (rule payouts)")
+		refusedSend := stuckAt("console-refused-send", txmanager.StateSigned, nonce+2, "broadcast_refused: gas_limit_exceeded: too much gas")
+		open := func(tx uuid.UUID) {
+			t.Helper()
+			b.click(`#nav a[data-route="overview"]`)
+			b.click(fmt.Sprintf(`#attention tr[data-tx="%s"] a`, tx))
+			b.waitText("#tx-id", tx.String())
+		}
+
+		// ALLOCATED, signerd refused it: every action, abandon included.
+		open(refusedSig)
+		b.waitText("#tx-fields", "signing_refused")
+		for _, name := range []string{"resend", "bump", "cancel", "abandon"} {
+			b.wait("#action-" + name)
+		}
+		b.click("#action-abandon")
+		if said := b.confirm("Abandon"); !strings.Contains(said, "abandoned") || !strings.Contains(said, "0-value transfer") {
+			t.Errorf("the abandon dialog says %q", said)
+		}
+		b.waitText(`#tx-oplog tr[data-kind="abandon"]`, "pending")
+		actions, err := st.Actions(ctx, refusedSig)
+		if err != nil || len(actions) != 1 || actions[0].Action != "abandon" || !strings.HasPrefix(actions[0].Operator, "key:admin") {
+			t.Fatalf("recorded actions %+v %v, want one abandon by the admin key", actions, err)
+		}
+		// The owner abandons it: the page shows the filler, and no action
+		// applies any more.
+		_, filler, err := st.Abandon(ctx, fence, actions[0], fees)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.click("#tx-refresh")
+		b.waitText(`#tx-oplog tr[data-kind="abandon"]`, "done")
+		b.wait(fmt.Sprintf(`#tx-oplog tr[data-kind="abandon"] a[data-tx="%s"]`, filler.ID))
+		b.waitText("#tx-actions-body", "No action applies to a FAILED transaction")
+
+		// SIGNED, every route refused it: resend.
+		open(refusedSend)
+		b.waitText("#tx-fields", "broadcast_refused")
+		b.click("#action-resend")
+		b.confirm("Resend")
+		b.waitText(`#tx-oplog tr[data-kind="resend"]`, "pending")
+		b.screenshot("console-tx-stuck-signed")
+	})
+
 	t.Run("overview at 1280x800", func(t *testing.T) {
 		b.click(`#nav a[data-route="overview"]`)
 		b.waitText(fmt.Sprintf(`#signers tr[data-signer="31337:%s"] td.owner`, signerA.Hex()), "node-1")

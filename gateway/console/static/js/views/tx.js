@@ -1,7 +1,9 @@
 // One transaction: its fields, its timeline (events), the operator
 // actions on it, and what an operator can do in its state: approve or
 // reject while it waits for approvals, cancel it before it has a nonce,
-// resend, bump or cancel it on chain once broadcast.
+// resend, bump, cancel it on chain or abandon it while it does not move
+// (ALLOCATED, SIGNED, BROADCASTED and not mined; abandon before the
+// broadcast only).
 
 import { get, post, problemBox } from '../api.js';
 import { approver, forgetApprover, hex, intent, loadApproverKey, rfc3339, signApproval } from '../approval.js';
@@ -18,19 +20,46 @@ const maxPolls = 30;
 
 const attemptKinds = { initial: 'first broadcast', resend: 'sent again', fee_bump: 'fee bump', cancel: 'cancel' };
 
+// The operator actions, with what each does in each state it applies to.
 const chainActions = {
   resend: {
     label: 'Resend…', title: 'Resend the transaction?',
-    text: 'Sends the current attempt again, unchanged (same signature, same fees).',
+    text: {
+      ALLOCATED: 'Asks signerd to sign it again now, at the fees fixed with its nonce.',
+      SIGNED: 'Sends its signed attempt again now, unchanged (same signature, same fees), whatever held it back.',
+      BROADCASTED: 'Sends the current attempt again, unchanged (same signature, same fees).',
+    },
   },
   bump: {
     label: 'Bump fees…', title: 'Bump the fees?',
-    text: 'Replaces the current attempt with a new signature at the same nonce, with both fee caps at least 10% higher and at least the market\'s, within the signer\'s caps.',
+    text: {
+      ALLOCATED: 'Fixes its signing fees anew at the market and asks signerd to sign it again (once signerd refused it).',
+      SIGNED: 'Replaces its signed attempt with a new signature at the same nonce, with both fee caps at least 10% higher and at least the market\'s, within the signer\'s caps, and sends it.',
+      BROADCASTED: 'Replaces the current attempt with a new signature at the same nonce, with both fee caps at least 10% higher and at least the market\'s, within the signer\'s caps.',
+    },
   },
   cancel: {
     label: 'Cancel on chain…', title: 'Cancel the transaction on chain?', danger: true,
-    text: 'Replaces the transaction with a same-nonce 0-value transfer from the signer to itself, where the signer\'s policy allows cancels. If the cancel is mined, the transaction ends CANCELLED; if the original is mined first, it stands.',
+    text: {
+      ALLOCATED: 'Has signerd sign a 0-value transfer from the signer to itself at its nonce instead, where the signer\'s policy allows cancels, and sends it: the transaction ends CANCELLED once it is mined.',
+      SIGNED: 'Replaces the transaction with a same-nonce 0-value transfer from the signer to itself, where the signer\'s policy allows cancels. If the cancel is mined, the transaction ends CANCELLED; if the original is mined first, it stands.',
+      BROADCASTED: 'Replaces the transaction with a same-nonce 0-value transfer from the signer to itself, where the signer\'s policy allows cancels. If the cancel is mined, the transaction ends CANCELLED; if the original is mined first, it stands.',
+    },
   },
+  abandon: {
+    label: 'Abandon…', title: 'Abandon the transaction?', danger: true,
+    text: {
+      ALLOCATED: 'The transaction ends FAILED (abandoned) and is never signed; its nonce goes to a new 0-value transfer from the signer to itself, signed and sent like any other, so that the signer\'s later nonces are mined. This cannot be undone.',
+      SIGNED: 'The transaction ends FAILED (abandoned) and is never sent again; its nonce goes to a new 0-value transfer from the signer to itself, which replaces it there (a cancel: the signer must allow cancels), so that the signer\'s later nonces are mined. This cannot be undone.',
+    },
+  },
+};
+
+// Why an operator may act, by state.
+const actionIntro = {
+  ALLOCATED: 'Its nonce is allocated and signerd has not signed it: ask the signer\'s owner node to act on it.',
+  SIGNED: 'Signed and not broadcast yet: ask the signer\'s owner node to act on it.',
+  BROADCASTED: 'Broadcast and not mined yet: ask the signer\'s owner node to act on it.',
 };
 
 /** show renders the transaction id into main; it returns a function that stops polling. */
@@ -186,7 +215,8 @@ function oplog(result) {
     h('td', { text: a.action }),
     h('td', { text: a.operator }),
     h('td', { class: a.outcome === 'refused' ? 'bad' : '' },
-      a.outcome ? `${a.outcome}${a.detail ? `: ${a.detail}` : ''}` : h('span', { class: 'warn', text: 'pending…' })),
+      a.outcome ? `${a.outcome}${a.detail ? `: ${a.detail}` : ''}` : h('span', { class: 'warn', text: 'pending…' }),
+      a.filler_tx_id ? h('span', { class: 'small' }, ' — its nonce went to ', txLink(a.filler_tx_id)) : null),
     h('td', { class: 'num', text: a.attempt ?? '' })))
     : emptyRow(5, 'No operator action.'));
   return actions.some((a) => !a.outcome);
@@ -198,17 +228,20 @@ function renderActions(tx, act) {
   const txPath = `/tx/${encodeURIComponent(tx.tx_id)}`;
   const who = [['Transaction', mono(tx.tx_id)], ['From', mono(tx.from)], ['Nonce', tx.nonce], ['Current hash', mono(tx.hash)]];
 
-  if (tx.state === 'BROADCASTED') {
+  // A mined transaction (included, confirming) has nothing left to act on.
+  if (actionIntro[tx.state] && tx.sub_state !== 'included') {
     const row = h('div', { class: 'actions-row' });
     for (const [name, a] of Object.entries(chainActions)) {
+      const text = a.text[tx.state];
+      if (!text) continue;
       const b = h('button', { type: 'button', class: a.danger ? 'danger' : 'ghost', id: `action-${name}`, text: a.label });
       b.addEventListener('click', () => act(b,
-        { title: a.title, text: a.text, details: who, action: a.label.replace('…', ''), danger: a.danger },
+        { title: a.title, text, details: who, action: a.label.replace('…', ''), danger: a.danger },
         () => post(`${txPath}/actions`, { action: name }),
         (r) => `${name} requested (action ${r.action_id}); the signer's owner node carries it out, see Operator actions.`));
       row.append(b);
     }
-    body.append(h('p', { class: 'muted small', text: 'Broadcast and not mined yet: ask the signer\'s owner node to act on it.' }), row);
+    body.append(h('p', { class: 'muted small', text: actionIntro[tx.state] }), row);
   }
 
   if (beforeNonce.includes(tx.state)) {
