@@ -299,8 +299,9 @@ type Sent struct {
 }
 
 // Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, each with
-// its state change and a tx.attempt event (kind initial: the first
-// attempt a route accepted), in one fenced transaction. A transaction the
+// its state change and a tx.attempt event (the first attempt a route
+// accepted: kind initial, or the operator's bump or cancel of a
+// transaction stuck before its broadcast), in one fenced transaction. A transaction the
 // chain follower found mined before this records its broadcast (a node
 // may mine what it was sent at once) is BROADCASTED, CONFIRMED or REVERTED
 // already: it keeps its state and is not returned, and gets its tx.attempt
@@ -369,8 +370,9 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent,
 const (
 	sentAttempt = `a.tx_id AS e_id, a.attempt AS e_attempt, a.nonce AS e_nonce, a.hash AS e_hash, a.route AS e_route,
 		a.sent_at AS e_sent_at, coalesce(a.gas_limit, t.gas_limit) AS e_gas_limit, coalesce(a.max_fee_per_gas::text, '') AS e_max_fee,
-		coalesce(a.max_priority_fee_per_gas::text, '') AS e_tip, coalesce(a.gas_price::text, '') AS e_price`
-	sentColumns = `e_id, e_attempt, e_nonce, e_hash, e_route, e_sent_at, e_gas_limit, e_max_fee, e_tip, e_price`
+		coalesce(a.max_priority_fee_per_gas::text, '') AS e_tip, coalesce(a.gas_price::text, '') AS e_price, a.kind AS e_kind,
+		(SELECT p.hash FROM attempt p WHERE p.tx_id = a.tx_id AND p.attempt = a.attempt - 1) AS e_replaces`
+	sentColumns = `e_id, e_attempt, e_nonce, e_hash, e_route, e_sent_at, e_gas_limit, e_max_fee, e_tip, e_price, e_kind, e_replaces`
 )
 
 // sentRow is a row of sentColumns.
@@ -382,17 +384,26 @@ type sentRow struct {
 	route            string
 	sentAt           time.Time
 	maxFee, tip, gas string
+	// kind is the attempt's: a bump or cancel an operator made before the
+	// first broadcast is sent as that, and replaces the attempt before it.
+	kind     string
+	replaces []byte
 }
 
 func (r *sentRow) dests() []any {
-	return []any{&r.id, &r.attempt, &r.nonce, &r.hash, &r.route, &r.sentAt, &r.gasLimit, &r.maxFee, &r.tip, &r.gas}
+	return []any{&r.id, &r.attempt, &r.nonce, &r.hash, &r.route, &r.sentAt, &r.gasLimit, &r.maxFee, &r.tip, &r.gas, &r.kind, &r.replaces}
 }
 
-// event is the row's tx.attempt event, of kind initial.
+// event is the row's tx.attempt event, of the attempt's kind.
 func (r *sentRow) event() txmanager.AttemptSent {
-	return txmanager.AttemptSent{Attempt: r.attempt, Kind: txmanager.AttemptInitial, Nonce: uint64(r.nonce), Hash: common.BytesToHash(r.hash),
+	e := txmanager.AttemptSent{Attempt: r.attempt, Kind: r.kind, Nonce: uint64(r.nonce), Hash: common.BytesToHash(r.hash),
 		Route: txmanager.Route(r.route), SentAt: r.sentAt.UTC(),
 		Fees: txmanager.AttemptFees{GasLimit: uint64(r.gasLimit), MaxFeePerGas: r.maxFee, MaxPriorityFeePerGas: r.tip, GasPrice: r.gas}}
+	if r.replaces != nil {
+		prev := common.BytesToHash(r.replaces)
+		e.Replaces = &prev
+	}
+	return e
 }
 
 // writeSent writes the tx.attempt events of sent, in its order.

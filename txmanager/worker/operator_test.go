@@ -253,6 +253,13 @@ func TestOperatorActionsOnARefusedBroadcast(t *testing.T) {
 	if tx := e.waitState(t, bumped.ID, txmanager.StateBroadcasted); *tx.Hash != as[1].hash {
 		t.Errorf("broadcast %s, want the bump %s", tx.Hash, as[1].hash)
 	}
+	// Its broadcast is told as what it is: a fee bump replacing the first.
+	var kind, replaces string
+	if err := e.pool.QueryRow(ctx(t), `SELECT payload->>'kind', payload->>'replaces' FROM event
+		WHERE tx_id = $1 AND type = $2 AND (payload->>'attempt')::int = 2`, bumped.ID, txmanager.EventAttempt).Scan(&kind, &replaces); err != nil ||
+		kind != txmanager.AttemptFeeBump || replaces != as[0].hash.Hex() {
+		t.Errorf("the bump's tx.attempt: kind %q replacing %s (%v), want %s replacing %s", kind, replaces, err, txmanager.AttemptFeeBump, as[0].hash.Hex())
+	}
 
 	cancelled := e.stuckSigned(t, refuse, "cancelled")
 	a = e.act(t, cancelled.ID, postgres.ActionCancel)
