@@ -77,12 +77,23 @@ type FeedBooking struct {
 	// Transits are the transits the events linked or moved, each as the
 	// run leaves it.
 	Transits []TransitWrite
+	// Backlog are events of the run (From, To] moved to the backlog,
+	// unbooked: their chain's trouble kept them from being booked. An
+	// event there already stays as it is.
+	Backlog []BacklogEvent
+	// Drained are the seqs of backlog events the run books (Journals
+	// holds what they book): they leave the backlog. Each must be there;
+	// otherwise another consumer has booked it, and nothing is booked
+	// (errs.Conflict).
+	Drained []uint64
 }
 
 // BookFeed books what a run of b.Feed's events produced, in one
 // transaction: the signers they named join the wallets, the journals are
 // booked (one already booked is a replay, as in Post), the transits are
-// written, and the feed's cursor moves from b.From to b.To. b.From must be
+// written, the events set aside join the backlog and those booked from it
+// leave it, and the feed's cursor moves from b.From to b.To (b.To may be
+// b.From when the run books only from the backlog). b.From must be
 // the cursor as stored; otherwise another consumer has moved it, and
 // nothing is booked (errs.Conflict). A journal whose key holds another
 // fact fails the whole run, the cursor unmoved (errs.Conflict, and an
@@ -98,9 +109,18 @@ func (s *Store) BookFeed(ctx context.Context, b *FeedBooking) ([]Posted, error) 
 	if err := validTransitWrites(b); err != nil {
 		return nil, err
 	}
+	if err := validBacklog(b); err != nil {
+		return nil, err
+	}
 	var out []Posted
 	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
 		if err := moveCursor(ctx, tx, b.Feed, b.From, b.To); err != nil {
+			return err
+		}
+		if err := drainBacklog(ctx, tx, b.Feed, b.Drained); err != nil {
+			return err
+		}
+		if err := addBacklog(ctx, tx, b.Feed, b.Backlog); err != nil {
 			return err
 		}
 		if err := addWallets(ctx, tx, b.Signers); err != nil {

@@ -84,11 +84,17 @@ func (r *Reconciliation) ScannedHash(ctx context.Context, number uint64) (common
 	return common.BytesToHash(hash), true, nil
 }
 
-// FeedCursor is Store.Cursor, read in the reconciliation's transaction:
-// the seq up to which the feed is booked.
+// FeedCursor is the seq up to which the feed is booked for the
+// reconciliation's chain, read in its transaction: Store.Cursor, or, when
+// the chain has events in the feed's backlog, the seq before the oldest.
+// A chain's backlogged settlements are not booked yet: a run that compared
+// its wallets would book them to suspense, and then again when the
+// backlog books them.
 func (r *Reconciliation) FeedCursor(ctx context.Context, feed string) (uint64, error) {
 	var seq int64
-	err := r.tx.QueryRow(ctx, `SELECT seq FROM feed_cursor WHERE feed = $1`, feed).Scan(&seq)
+	err := r.tx.QueryRow(ctx, `
+		SELECT least(c.seq, (SELECT min(seq) - 1 FROM feed_backlog WHERE feed = $1 AND chain_id = $2))
+		FROM feed_cursor c WHERE c.feed = $1`, feed, int64(r.chainID)).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

@@ -155,6 +155,22 @@ ALTER TABLE entry ALTER COLUMN entry_id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE feed_backlog (
+    feed text NOT NULL,
+    seq bigint NOT NULL,
+    chain_id bigint NOT NULL,
+    tx_id text NOT NULL,
+    event jsonb NOT NULL,
+    event_at timestamp with time zone NOT NULL,
+    reason text NOT NULL,
+    error text,
+    added_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT feed_backlog_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT feed_backlog_feed_check CHECK (((length(feed) >= 1) AND (length(feed) <= 100))),
+    CONSTRAINT feed_backlog_reason_check CHECK ((reason = ANY (ARRAY['halted'::text, 'endpoint'::text, 'no_endpoint'::text, 'wallet_not_opened'::text, 'queued'::text]))),
+    CONSTRAINT feed_backlog_seq_check CHECK ((seq > 0))
+);
+
 CREATE TABLE feed_cursor (
     feed text NOT NULL,
     seq bigint NOT NULL,
@@ -401,6 +417,9 @@ ALTER TABLE ONLY balance
 ALTER TABLE ONLY entry
     ADD CONSTRAINT entry_pkey PRIMARY KEY (entry_id);
 
+ALTER TABLE ONLY feed_backlog
+    ADD CONSTRAINT feed_backlog_pkey PRIMARY KEY (feed, seq);
+
 ALTER TABLE ONLY feed_cursor
     ADD CONSTRAINT feed_cursor_pkey PRIMARY KEY (feed);
 
@@ -454,6 +473,8 @@ CREATE INDEX account_address_idx ON account USING btree (address, chain_id);
 CREATE INDEX entry_account_idx ON entry USING btree (account_id, entry_id);
 
 CREATE INDEX entry_journal_idx ON entry USING btree (journal_id);
+
+CREATE INDEX feed_backlog_chain ON feed_backlog USING btree (feed, chain_id, seq);
 
 CREATE INDEX journal_block_idx ON journal USING btree (chain_id, block_number) WHERE (block_number IS NOT NULL);
 

@@ -26,6 +26,9 @@ type Stats struct {
 	// Reconciled is each scanned chain's latest reconciliation run (a
 	// chain is reconciled only once its scanner runs).
 	Reconciled map[uint64]RunStat
+	// Backlogs are the feed consumer's backlogs (of every feed), by
+	// chain; a chain without one is absent.
+	Backlogs map[uint64]BacklogChain
 }
 
 // CursorStat is a cursor: where it is, and when it last moved.
@@ -46,7 +49,8 @@ type RunStat struct {
 // are counted over every balance: one scan of the balance table (one row
 // per account), which is why ledgerd's metrics cache the answer.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{Feeds: map[string]CursorStat{}, Scans: map[uint64]CursorStat{}, NegativeWallets: map[uint64]int{}, Reconciled: map[uint64]RunStat{}}
+	st := Stats{Feeds: map[string]CursorStat{}, Scans: map[uint64]CursorStat{}, NegativeWallets: map[uint64]int{}, Reconciled: map[uint64]RunStat{},
+		Backlogs: map[uint64]BacklogChain{}}
 	b := &pgx.Batch{}
 	var feed string
 	var chain uint64
@@ -76,6 +80,12 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			SELECT * FROM reconciliation_run WHERE chain_id = c.chain_id ORDER BY run_id DESC LIMIT 1) r`).Query(func(rows pgx.Rows) error {
 		_, err := pgx.ForEachRow(rows, []any{&chain, &r.Block, &r.Complete, &r.Differences, &r.Deferred, &r.FinishedAt},
 			func() error { st.Reconciled[chain] = r; return nil })
+		return err
+	})
+	var backlog BacklogChain
+	b.Queue(`SELECT chain_id, count(*), min(seq), min(event_at) FROM feed_backlog GROUP BY chain_id`).Query(func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&chain, &backlog.Events, &backlog.OldestSeq, &backlog.OldestAt},
+			func() error { st.Backlogs[chain] = backlog; return nil })
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
