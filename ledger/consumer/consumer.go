@@ -6,7 +6,10 @@
 // their INIT events link by a transit id, are booked through in_transit
 // accounts (transit.go). Each page of events is booked in one transaction
 // with the feed's cursor (postgres.Store.BookFeed), so a crash anywhere
-// books nothing twice and skips nothing.
+// books nothing twice and skips nothing. An event that one chain's
+// trouble keeps from being booked goes to that chain's backlog, in the
+// same transaction, and the feed goes on for the other chains
+// (backlog.go).
 package consumer
 
 import (
@@ -15,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,11 +58,26 @@ type Consumer struct {
 	// before anything else: fault injection for the crash tests
 	// (ledgerd's TEST_CRASH_AFTER).
 	AfterBook func()
+	// Halted, when set, reports whether ledgerd has halted a chain: its
+	// settlements and reorgs go to the backlog unread, until a ledgerd
+	// that has not halted it books them.
+	Halted func(chainID uint64) bool
+	// ReadTimeout bounds each read of a chain (default 10 s): an endpoint
+	// that does not answer delays the other chains' events by that much,
+	// once, and then its chain's backlog is tried again only now and then
+	// (backlog.go).
+	ReadTimeout time.Duration
+	// BacklogAlertAfter is how long a chain may have a backlog for a
+	// reason that normally passes (its endpoint behind, a wallet not
+	// opened yet) before an alert; default a minute.
+	BacklogAlertAfter time.Duration
 
 	mu sync.Mutex
 	// wallets is the registry: each wallet's opening block, nil until the
 	// scanner opens it.
 	wallets map[postgres.WalletKey]*ledger.Block
+	// holds are the chains with a backlog, as this process knows them.
+	holds map[uint64]*hold
 }
 
 func (c *Consumer) log() *slog.Logger {
@@ -79,6 +99,7 @@ func (c *Consumer) BooksAt(chainID uint64, addr common.Address, block uint64) bo
 // pageBooking is what a page being booked has made so far.
 type pageBooking struct {
 	keys     map[string]bool             // journals
+	reversed map[string]bool             // keys of the journals it reverses
 	signers  map[postgres.WalletKey]bool // wallets it registers
 	settled  map[settlementPin]settlementRead
 	transits *transitPage
@@ -100,26 +121,61 @@ type settlementRead struct {
 // readAhead bounds the settlements read from the chain at once.
 const readAhead = 8
 
-// prefetch reads every settlement of events from the chain, readAhead at
-// once: read one by one as they are booked, a replay would wait on the
-// node for each.
+// defaultReadTimeout is a Consumer's ReadTimeout by default.
+const defaultReadTimeout = 10 * time.Second
+
+// read reads the settlement pin names from its chain, within ReadTimeout.
+func (c *Consumer) read(ctx context.Context, pin settlementPin) (*booking.Settled, error) {
+	timeout := c.ReadTimeout
+	if timeout <= 0 {
+		timeout = defaultReadTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return c.Readers[pin.chainID].Settled(ctx, pin.hash, pin.block)
+}
+
+// prefetch reads every settlement of events (in feed order) from the
+// chain, readAhead at once: read one by one as they are booked, a replay
+// would wait on the node for each. Once a chain's endpoint fails to
+// answer, its later settlements are not read: they go to the backlog
+// behind the one that failed, and an endpoint that does not answer would
+// make each wait ReadTimeout. What is not read here is read when booked.
 func (c *Consumer) prefetch(ctx context.Context, events []components.Event) map[settlementPin]settlementRead {
-	pins := map[settlementPin]bool{}
+	type pending struct {
+		pin settlementPin
+		seq uint64
+	}
+	var pins []pending
+	seen := map[settlementPin]bool{}
 	for _, ev := range events {
-		if pin, ok := settlementOf(ev); ok && c.Readers[pin.chainID] != nil {
-			pins[pin] = true
+		if pin, ok := settlementOf(ev); ok && c.Readers[pin.chainID] != nil && !seen[pin] {
+			seen[pin] = true
+			pins = append(pins, pending{pin, uint64(ev.Seq)})
 		}
 	}
 	out := make(map[settlementPin]settlementRead, len(pins))
+	failedAt := map[uint64]uint64{} // chain -> the first seq whose read found the endpoint failing
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(readAhead)
-	for pin := range pins {
+	for _, p := range pins {
+		mu.Lock()
+		f, failed := failedAt[p.pin.chainID]
+		mu.Unlock()
+		if failed && p.seq > f {
+			continue
+		}
 		g.Go(func() error {
-			s, err := c.Readers[pin.chainID].Settled(ctx, pin.hash, pin.block)
+			s, err := c.read(ctx, p.pin)
 			mu.Lock()
 			defer mu.Unlock()
-			out[pin] = settlementRead{s: s, err: err}
+			out[p.pin] = settlementRead{s: s, err: err}
+			if errs.Is(err, errs.Unavailable) {
+				if f, ok := failedAt[p.pin.chainID]; !ok || p.seq < f {
+					failedAt[p.pin.chainID] = p.seq
+				}
+			}
 			return nil
 		})
 	}
@@ -185,14 +241,23 @@ func (c *Consumer) loadWallets(ctx context.Context, reload bool) error {
 	return nil
 }
 
-// Step books the next page of the feed and returns how many events it
-// read. On an error nothing of the page is booked: the next Step reads it
-// again.
+// Step books the next page of the feed, and what it can of the chains'
+// backlogs before it, and returns how many events it booked or moved to
+// the backlog. On an error nothing of the page is booked: the next Step
+// reads it again.
 func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if err := c.loadWallets(ctx, false); err != nil {
 		return 0, err
 	}
 	cursor, err := c.Store.Cursor(ctx, Feed)
+	if err != nil {
+		return 0, err
+	}
+	// Read in every step, not kept: another consumer may have changed
+	// it. The cursor, checked when the page is booked, keeps two from
+	// booking the same events; the backlog rows they book, from booking
+	// the same backlog.
+	backlogs, err := c.Store.BacklogChains(ctx, Feed)
 	if err != nil {
 		return 0, err
 	}
@@ -203,16 +268,39 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if wait <= 0 {
 		wait = 10 * time.Second
 	}
-	page, err := feed.Read(ctx, c.API, cursor, size, wait)
-	if err != nil || len(page.Events) == 0 {
+	drains, wait, err := c.dueBacklogs(ctx, backlogs, size, wait)
+	if err != nil {
 		return 0, err
+	}
+	page, err := feed.Read(ctx, c.API, cursor, size, wait)
+	if err != nil {
+		return 0, err
+	}
+	if len(page.Events) == 0 && len(drains) == 0 {
+		c.holdsAfter(chainSet(backlogs), nil, nil)
+		return 0, nil
+	}
+
+	// backlogged are the chains whose events go to the backlog: those
+	// with one, until it is booked whole.
+	backlogged := chainSet(backlogs)
+	var drainEvents []components.Event
+	for _, id := range slices.Sorted(maps.Keys(drains)) {
+		drainEvents = append(drainEvents, drains[id].events...)
+	}
+	read := slices.Clone(drainEvents)
+	for _, ev := range page.Events {
+		id := uint64(ev.ChainId)
+		if _, draining := drains[id]; (!backlogged[id] || draining) && !c.halted(id) {
+			read = append(read, ev)
+		}
 	}
 	// Every signer is a wallet from its first event on, before anything of
 	// the page is booked: a payment between two of them is internal.
 	// The registry in memory learns them once they are booked.
 	var signers []postgres.WalletKey
-	p := &pageBooking{keys: map[string]bool{}, signers: map[postgres.WalletKey]bool{}, settled: c.prefetch(ctx, page.Events)}
-	if p.transits, err = c.loadTransits(ctx, page.Events); err != nil {
+	p := &pageBooking{keys: map[string]bool{}, reversed: map[string]bool{}, signers: map[postgres.WalletKey]bool{}, settled: c.prefetch(ctx, read)}
+	if p.transits, err = c.loadTransits(ctx, append(drainEvents, page.Events...)); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
@@ -226,50 +314,102 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	c.mu.Unlock()
 
 	var journals []*ledger.Journal
-	to := cursor
-	for _, ev := range page.Events {
-		b, err := c.bookingFor(ctx, ev, p)
-		if err == errBookFirst {
-			break // the page is booked up to here; the next Step goes on
-		}
-		var wait *waitOpening
-		if errors.As(err, &wait) {
-			if to > cursor {
-				break // book what comes before; the next Step waits
-			}
-			return 0, errs.Wrap(errs.Unavailable, fmt.Sprintf("event %d", ev.Seq), err)
-		}
-		if errs.Is(err, errs.Conflict) {
-			// The receipt is not in the block the event names. When the
-			// feed says later that the block left the chain, there is
-			// nothing to book; otherwise the node may be behind: wait.
-			undone, lerr := c.undoneLater(ctx, ev)
-			if lerr != nil {
-				return 0, lerr
-			}
-			if undone {
-				c.log().Info("ledger: a settlement was undone by a reorg before it could be read; nothing to book",
-					"seq", ev.Seq, "tx_id", fmt.Sprint(ev.TxId))
-				err = nil
-			}
-		}
-		if err != nil {
-			return 0, fmt.Errorf("event %d (%s of tx %s): %w", ev.Seq, ev.Type, ev.TxId, err)
-		}
+	keep := func(b eventBooking) {
 		for _, j := range b.journals {
 			journals = append(journals, j)
 			p.keys[j.Key] = true
 		}
+		if b.reverses != "" {
+			p.reversed[b.reverses] = true
+		}
 		if b.transit != nil {
 			p.transits.put(b.transit)
 		}
-		to = uint64(ev.Seq)
 	}
-	if to == cursor {
+	// Each chain's backlog first, oldest first: up to the first event
+	// that still cannot be booked, which keeps the rest behind it.
+	var drained []uint64
+	drainedSeq := map[uint64]bool{}
+	failed := map[uint64]*heldError{}
+	for _, id := range slices.Sorted(maps.Keys(drains)) {
+		d := drains[id]
+		booked := 0
+		for i, ev := range d.events {
+			b, err := c.bookingFor(ctx, ev, p)
+			var held *heldError
+			if errors.As(err, &held) {
+				failed[id] = held.at(d.rows[i].Seq, ev.TxId)
+				break
+			}
+			if err == errBookFirst {
+				break // the rest with the next Step
+			}
+			if err != nil {
+				return 0, fmt.Errorf("backlog event %d (%s of tx %s): %w", ev.Seq, ev.Type, ev.TxId, err)
+			}
+			keep(b)
+			drained, drainedSeq[uint64(ev.Seq)] = append(drained, uint64(ev.Seq)), true
+			booked++
+		}
+		if booked == backlogs[id].Events {
+			delete(backlogged, id) // booked whole: the chain follows the feed again
+		}
+	}
+
+	// Then the page, in order. An event that books something of its
+	// chain goes to the backlog when the chain is halted, when it has a
+	// backlog (its order is kept: a reversal follows the booking it
+	// reverses), or when the chain cannot book it now.
+	var moved []postgres.BacklogEvent
+	newly := map[uint64]*heldError{}
+	to := cursor
+	for _, ev := range page.Events {
+		id, seq := uint64(ev.ChainId), uint64(ev.Seq)
+		if drainedSeq[seq] { // the feed read again from an earlier cursor
+			to = seq
+			continue
+		}
+		if booksFromChain(ev) {
+			reason := ""
+			switch {
+			case backlogged[id]:
+				reason = postgres.BacklogQueued
+			case c.halted(id):
+				reason = postgres.BacklogHalted
+				newly[id] = &heldError{reason: reason, err: fmt.Errorf("chain %d is halted", id), seq: seq, txID: ev.TxId}
+			}
+			if reason != "" {
+				moved = append(moved, backlogEvent(ev, reason, ""))
+				backlogged[id], to = true, seq
+				continue
+			}
+		}
+		b, err := c.bookingFor(ctx, ev, p)
+		if err == errBookFirst {
+			break // the page is booked up to here; the next Step goes on
+		}
+		var held *heldError
+		if errors.As(err, &held) {
+			newly[id] = held.at(seq, ev.TxId)
+			moved = append(moved, backlogEvent(ev, held.reason, held.err.Error()))
+			backlogged[id], to = true, seq
+			continue
+		}
+		if err != nil {
+			if to > cursor || len(drained) > 0 {
+				break // book what comes before; the next Step fails here
+			}
+			return 0, fmt.Errorf("event %d (%s of tx %s): %w", ev.Seq, ev.Type, ev.TxId, err)
+		}
+		keep(b)
+		to = seq
+	}
+	if to == cursor && len(drained) == 0 {
+		c.holdsAfter(backlogged, failed, newly)
 		return 0, nil
 	}
 	if _, err := c.Store.BookFeed(ctx, &postgres.FeedBooking{Feed: Feed, From: cursor, To: to, Signers: signers, Journals: journals,
-		Transits: p.transits.written()}); err != nil {
+		Transits: p.transits.written(), Backlog: moved, Drained: drained}); err != nil {
 		return 0, err
 	}
 	if c.AfterBook != nil {
@@ -282,7 +422,8 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 	}
 	c.mu.Unlock()
-	return int(to - cursor), nil
+	c.holdsAfter(backlogged, failed, newly)
+	return int(to-cursor) + len(drained), nil
 }
 
 // undoneLater reports whether the feed, after settlement event ev,
@@ -316,7 +457,9 @@ func (c *Consumer) undoneLater(ctx context.Context, ev components.Event) (bool, 
 }
 
 // errBookFirst says an event needs what the page before it books: a
-// reversal of a journal the same page made.
+// reversal of a journal the same page made, or a settlement booked again
+// after a reversal the same page makes (postgres.Store.BookFeed tells a
+// booking again from a replay by the reversal booked before it).
 var errBookFirst = fmt.Errorf("book the events before this one first")
 
 // waitOpening says a settled transaction moves a wallet the scanner has
@@ -366,6 +509,8 @@ func final(state, reason string) bool {
 type eventBooking struct {
 	journals []*ledger.Journal
 	transit  *postgres.TransitWrite
+	// reverses is the key of the settlement a reversal reverses.
+	reverses string
 }
 
 // book is an eventBooking of journal j, or of nothing when j is nil.
@@ -379,7 +524,8 @@ func book(j *ledger.Journal) eventBooking {
 // bookingFor is what ev books: a settled transaction's journal, a
 // reversal, and what they do to a transit; or nothing. It changes no state
 // of page: the caller keeps what it returns once the event is sure to be
-// booked with the page.
+// booked with the page. A *heldError says the event's chain cannot book it
+// now.
 func (c *Consumer) bookingFor(ctx context.Context, ev components.Event, page *pageBooking) (eventBooking, error) {
 	chainID := uint64(ev.ChainId)
 	switch ev.Type {
@@ -395,22 +541,43 @@ func (c *Consumer) bookingFor(ctx context.Context, ev components.Event, page *pa
 		if !ok {
 			return eventBooking{}, nil
 		}
+		if page.reversed[ledger.TxKey(chainID, pin.hash, pin.block)] {
+			return eventBooking{}, errBookFirst // the block came back
+		}
 		if c.Readers[chainID] == nil {
-			return eventBooking{}, fmt.Errorf("no chain endpoint is configured for chain %d", chainID)
+			return eventBooking{}, &heldError{reason: postgres.BacklogNoEndpoint, err: fmt.Errorf("no chain endpoint is configured for chain %d", chainID)}
 		}
 		read, ok := page.settled[pin]
 		if !ok {
-			read.s, read.err = c.Readers[chainID].Settled(ctx, pin.hash, pin.block)
+			read.s, read.err = c.read(ctx, pin)
 		}
 		s, err := read.s, read.err
 		if err != nil {
-			return eventBooking{}, err
+			if ctx.Err() != nil {
+				return eventBooking{}, ctx.Err() // stopping: no trouble of the chain's
+			}
+			if errs.Is(err, errs.Conflict) {
+				// The receipt is not in the block the event names. When
+				// the feed says later that the block left the chain,
+				// there is nothing to book; otherwise the node may be
+				// behind: the chain waits.
+				undone, lerr := c.undoneLater(ctx, ev)
+				if lerr != nil {
+					return eventBooking{}, lerr
+				}
+				if undone {
+					c.log().Info("ledger: a settlement was undone by a reorg before it could be read; nothing to book",
+						"seq", ev.Seq, "tx_id", fmt.Sprint(ev.TxId))
+					return eventBooking{}, nil
+				}
+			}
+			return eventBooking{}, &heldError{reason: postgres.BacklogEndpoint, err: err}
 		}
 		if w, ok, err := c.unopened(ctx, chainID, s.Parties(), page); err != nil || ok {
-			if err == nil {
-				err = &waitOpening{chainID: chainID, wallet: w}
+			if err != nil {
+				return eventBooking{}, err
 			}
-			return eventBooking{}, err
+			return eventBooking{}, &heldError{reason: postgres.BacklogWalletNotOpened, err: &waitOpening{chainID: chainID, wallet: w}}
 		}
 		if t := page.transits.ofTx(ev.TxId); t != nil && d.ToState == "CONFIRMED" {
 			return c.bookEnd(ev, s, t), nil
@@ -435,6 +602,7 @@ func (c *Consumer) bookingFor(ctx context.Context, ev components.Event, page *pa
 			return eventBooking{}, err
 		}
 		b := book(booking.Reverse(id, j))
+		b.reverses = key
 		if t := page.transits.ofTx(ev.TxId); t != nil {
 			return c.reopen(ctx, ev, id, t, b)
 		}

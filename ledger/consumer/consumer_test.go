@@ -167,6 +167,28 @@ func (r *rig) drain(t testing.TB) {
 	}
 }
 
+// backlog is the backlog of the rig's chain, oldest first.
+func (r *rig) backlog(t testing.TB) []postgres.BacklogEvent {
+	t.Helper()
+	b, err := r.store.Backlog(context.Background(), consumer.Feed, r.node.ChainID(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// stepUntil steps the consumer until cond holds, for at most a minute.
+func (r *rig) stepUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for !cond() {
+		if _, err := r.c.Step(ctx); err != nil {
+			t.Fatalf("waiting for %s: step: %v", what, err)
+		}
+	}
+}
+
 // requireTiesOut fails t unless each dev wallet's books, opened at
 // genesis, equal its balance on chain.
 func (r *rig) requireTiesOut(t *testing.T, what string) {
@@ -253,10 +275,11 @@ func TestAReorgInTheSamePageAsItsConfirmation(t *testing.T) {
 }
 
 // A confirmation the ledger's node cannot read in the block named (here
-// the block left the chain before the ledger got to it) is not booked,
-// and the cursor holds before it: the feed is never skipped, until the
-// feed itself says the block left.
-func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
+// the block left the chain before the ledger got to it) is not booked: it
+// waits in the chain's backlog, the cursor past it. The feed never skips
+// it: once the feed says the block left the chain, the settlement is known
+// to be undone, and leaves the backlog with nothing booked.
+func TestAnUnreadableConfirmationWaitsInTheBacklog(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	a, stranger := r.node.Accounts()[0], r.node.Accounts()[5]
@@ -267,18 +290,19 @@ func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
 	}
 	r.confirmed(t, id, receipt)
 	ctx := context.Background()
-	if _, err := r.c.Step(ctx); err == nil {
-		t.Fatal("a confirmation whose block left the chain was booked")
+	if n, err := r.c.Step(ctx); err != nil || n != 2 {
+		t.Fatalf("step: %d events, %v; want the INIT booked and the confirmation moved to the backlog", n, err)
 	}
-	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 0 {
-		t.Errorf("the cursor is at %d (%v) after an unreadable confirmation, want 0", c, err)
+	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 2 {
+		t.Errorf("the cursor is at %d (%v), want 2", c, err)
+	}
+	if got := r.backlog(t); len(got) != 1 || got[0].Seq != 2 || got[0].Reason != postgres.BacklogEndpoint {
+		t.Errorf("the backlog holds %+v, want the confirmation (2), for its endpoint", got)
 	}
 	r.requireTiesOut(t, "nothing booked")
 
-	// Once the feed says the block left the chain, the settlement is
-	// known to be undone: both events pass, and nothing is booked.
 	r.reorged(t, id, receipt)
-	r.drain(t)
+	r.stepUntil(t, "the backlog booked", func() bool { return len(r.backlog(t)) == 0 })
 	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 3 {
 		t.Errorf("the cursor is at %d (%v), want past the INIT, the confirmation and the reorg", c, err)
 	}
@@ -289,9 +313,9 @@ func TestAnUnreadableConfirmationHoldsTheCursor(t *testing.T) {
 }
 
 // A settlement moving a wallet the scanner has not opened waits for the
-// opening, the cursor held before it; once the wallet is opened at or
-// after the settlement's block, the opening holds the settlement and the
-// feed books nothing more of it for that wallet.
+// opening in the chain's backlog; once the wallet is opened at or after
+// the settlement's block, the opening holds the settlement and the feed
+// books nothing more of it for that wallet.
 func TestASettlementWaitsForItsWalletsOpening(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -300,17 +324,17 @@ func TestASettlementWaitsForItsWalletsOpening(t *testing.T) {
 	receipt := chaintest.Transfer(t, r.node, fresh.Key, stranger.Address, big.NewInt(5))
 	r.confirmed(t, id, receipt)
 	ctx := context.Background()
-	if n, err := r.c.Step(ctx); err != nil || n != 1 {
-		t.Fatalf("first step: %d events, %v; want the INIT, booked before the settlement waits", n, err)
+	if n, err := r.c.Step(ctx); err != nil || n != 2 {
+		t.Fatalf("first step: %d events, %v; want the INIT booked and the settlement moved to the backlog", n, err)
 	}
-	if n, err := r.c.Step(ctx); !errs.Is(err, errs.Unavailable) || n != 0 {
-		t.Fatalf("step with an unopened wallet: %d events, %v; want it to wait", n, err)
+	if got := r.backlog(t); len(got) != 1 || got[0].Seq != 2 || got[0].Reason != postgres.BacklogWalletNotOpened {
+		t.Fatalf("the backlog holds %+v, want the settlement (2), waiting for its wallet", got)
 	}
-	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 1 {
-		t.Fatalf("cursor %d (%v) while waiting, want 1", c, err)
+	if n, err := r.c.Step(ctx); err != nil || n != 0 {
+		t.Fatalf("step with the wallet still not opened: %d events, %v; want nothing", n, err)
 	}
 	r.open(t, fresh.Address, receipt.BlockNumber.Uint64())
-	r.drain(t)
+	r.stepUntil(t, "the backlog booked", func() bool { return len(r.backlog(t)) == 0 })
 	if _, _, err := r.store.Journal(ctx, ledger.TxKey(r.node.ChainID(), receipt.TxHash, receipt.BlockHash)); !errs.Is(err, errs.NotFound) {
 		t.Errorf("a journal for a settlement the opening holds: %v", err)
 	}
