@@ -4,7 +4,7 @@
 // transfers in transit, and each chain's latest reconciliation. Every node
 // reports the same values, since they are the database's; alert on them
 // by chain, not by instance. Besides, each node reports the chains it has
-// halted.
+// halted and whether each chain's endpoint answers it.
 package metrics
 
 import (
@@ -26,10 +26,16 @@ type Collector struct {
 	// Halted, when set, reports each chain this ledgerd books and whether
 	// it has halted it (txfence_ledger_chain_halted). Unlike the books'
 	// state, it is the process's own: each ledgerd finds a halt itself.
-	Halted  func() map[uint64]bool
-	MaxAge  time.Duration
-	Timeout time.Duration
-	Log     *slog.Logger
+	Halted func() map[uint64]bool
+	// Endpoints, when set, asks each chain's endpoint whether it answers
+	// (txfence_ledger_chain_endpoint_up), within the ctx it is given: the
+	// process's own view too, asked at every scrape. One chain's endpoint
+	// down is not ledgerd out of service (its /readyz does not check
+	// them): this gauge says which.
+	Endpoints func(context.Context) map[uint64]bool
+	MaxAge    time.Duration
+	Timeout   time.Duration
+	Log       *slog.Logger
 
 	mu   sync.Mutex
 	last postgres.Stats
@@ -68,6 +74,15 @@ var (
 		"Wallet and asset pairs whose books differed from the chain in the latest run (each booked to suspense).", []string{"chain_id"}, nil)
 	deferred = prometheus.NewDesc("txfence_ledger_reconciliation_deferred",
 		"Wallet and asset pairs the latest run did not compare.", []string{"chain_id"}, nil)
+	backlogEvents = prometheus.NewDesc("txfence_ledger_feed_backlog_events",
+		"Events of the chain the feed consumer could not book when it reached them (the chain halted, its endpoint down or behind, a wallet not opened yet), waiting in its backlog; the feed goes on for the other chains. See the runbook.",
+		[]string{"chain_id"}, nil)
+	backlogOldest = prometheus.NewDesc("txfence_ledger_feed_backlog_oldest_event_timestamp_seconds",
+		"When txmanager committed the oldest event in the chain's feed backlog (Unix time): time() minus it is how long a settled fact has waited. Absent when the chain has no backlog.",
+		[]string{"chain_id"}, nil)
+	endpointUp = prometheus.NewDesc("txfence_ledger_chain_endpoint_up",
+		"1 when the chain's endpoint (CHAIN_RPC) answered this ledgerd's eth_blockNumber at the scrape, 0 when it did not.",
+		[]string{"chain_id"}, nil)
 	chainHalted = prometheus.NewDesc("txfence_ledger_chain_halted",
 		"1 when this ledgerd stopped booking the chain: it forked below the blocks the scanner keeps, or its endpoint serves another chain (the alert says which). See the runbook.",
 		[]string{"chain_id"}, nil)
@@ -76,7 +91,7 @@ var (
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{feedSeq, feedMoved, scanBlock, scanMoved, negativeWallets, openTransits, oldestTransit,
-		reconciledBlock, reconciledAt, reconcileComplete, differences, deferred, chainHalted} {
+		reconciledBlock, reconciledAt, reconcileComplete, differences, deferred, chainHalted, backlogEvents, backlogOldest, endpointUp} {
 		ch <- d
 	}
 }
@@ -86,13 +101,19 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // values.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// The process's own state first: it does not wait on the database.
+	booked := map[uint64]bool{} // the chains this process books
 	if c.Halted != nil {
 		for id, halted := range c.Halted() {
-			v := 0.0
-			if halted {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(chainHalted, prometheus.GaugeValue, v, strconv.FormatUint(id, 10))
+			booked[id] = true
+			ch <- prometheus.MustNewConstMetric(chainHalted, prometheus.GaugeValue, one(halted), strconv.FormatUint(id, 10))
+		}
+	}
+	if c.Endpoints != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
+		up := c.Endpoints(ctx)
+		cancel()
+		for id, ok := range up {
+			ch <- prometheus.MustNewConstMetric(endpointUp, prometheus.GaugeValue, one(ok), strconv.FormatUint(id, 10))
 		}
 	}
 	st, err := c.stats()
@@ -128,6 +149,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if st.OldestOpenTransit != nil {
 		gauge(oldestTransit, unix(*st.OldestOpenTransit))
 	}
+	// Every chain scanned or booked here reports its backlog, zero too,
+	// so that an alert on the gauge sees the chain.
+	for id := range st.Scans {
+		booked[id] = true
+	}
+	for id, b := range st.Backlogs {
+		booked[id] = true
+		gauge(backlogOldest, unix(b.OldestAt), chain(id))
+	}
+	for id := range booked {
+		gauge(backlogEvents, float64(st.Backlogs[id].Events), chain(id))
+	}
 	for id, r := range st.Reconciled {
 		complete := 0.0
 		if r.Complete {
@@ -152,11 +185,7 @@ func (c *Collector) stats() (postgres.Stats, error) {
 	if !c.at.IsZero() && time.Since(c.at) < maxAge {
 		return c.last, nil
 	}
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
 	defer cancel()
 	st, err := c.Stats(ctx)
 	if err != nil {
@@ -164,4 +193,19 @@ func (c *Collector) stats() (postgres.Stats, error) {
 	}
 	c.last, c.at = st, time.Now()
 	return st, nil
+}
+
+func (c *Collector) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+// one is 1 for true, 0 for false.
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -30,8 +30,9 @@ var (
 
 // The gauges say what the books hold: the feed and scan cursors, a wallet
 // below zero, an open transit and the latest reconciliation run, for each
-// chain; a chain scanned with none below zero reports 0. Each chain the
-// process books says whether it halted it.
+// chain; a chain scanned with none below zero reports 0, and so for the
+// feed's backlog. Each chain the process books says whether it halted it,
+// and whether its endpoint answers.
 func TestTheGaugesReadTheBooks(t *testing.T) {
 	t.Parallel()
 	store, _ := ledgertest.Store(t)
@@ -45,7 +46,12 @@ func TestTheGaugesReadTheBooks(t *testing.T) {
 		if seq == 0 {
 			journals = append(journals, overdrawn)
 		}
-		if _, err := store.BookFeed(ctx, &postgres.FeedBooking{Feed: "txmanager", From: seq, To: seq + 1, Journals: journals}); err != nil {
+		var backlog []postgres.BacklogEvent
+		if seq == 2 { // an event of chain 10 waits in the backlog
+			backlog = append(backlog, postgres.BacklogEvent{Seq: 3, ChainID: 10, TxID: "tx-3", Event: []byte(`{"seq": 3}`),
+				EventAt: time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC), Reason: postgres.BacklogEndpoint})
+		}
+		if _, err := store.BookFeed(ctx, &postgres.FeedBooking{Feed: "txmanager", From: seq, To: seq + 1, Journals: journals, Backlog: backlog}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,8 +78,13 @@ func TestTheGaugesReadTheBooks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := &metrics.Collector{Stats: store.Stats, Halted: func() map[uint64]bool { return map[uint64]bool{chain: false, 10: true} }}
+	c := &metrics.Collector{Stats: store.Stats, Halted: func() map[uint64]bool { return map[uint64]bool{chain: false, 10: true} },
+		Endpoints: func(context.Context) map[uint64]bool { return map[uint64]bool{chain: true, 10: false} }}
 	want := `
+# HELP txfence_ledger_chain_endpoint_up 1 when the chain's endpoint (CHAIN_RPC) answered this ledgerd's eth_blockNumber at the scrape, 0 when it did not.
+# TYPE txfence_ledger_chain_endpoint_up gauge
+txfence_ledger_chain_endpoint_up{chain_id="10"} 0
+txfence_ledger_chain_endpoint_up{chain_id="31337"} 1
 # HELP txfence_ledger_chain_halted 1 when this ledgerd stopped booking the chain: it forked below the blocks the scanner keeps, or its endpoint serves another chain (the alert says which). See the runbook.
 # TYPE txfence_ledger_chain_halted gauge
 txfence_ledger_chain_halted{chain_id="10"} 1
@@ -81,6 +92,13 @@ txfence_ledger_chain_halted{chain_id="31337"} 0
 # HELP txfence_ledger_feed_cursor_seq The seq of the last event of the feed the ledger has booked.
 # TYPE txfence_ledger_feed_cursor_seq gauge
 txfence_ledger_feed_cursor_seq{feed="txmanager"} 4
+# HELP txfence_ledger_feed_backlog_events Events of the chain the feed consumer could not book when it reached them (the chain halted, its endpoint down or behind, a wallet not opened yet), waiting in its backlog; the feed goes on for the other chains. See the runbook.
+# TYPE txfence_ledger_feed_backlog_events gauge
+txfence_ledger_feed_backlog_events{chain_id="10"} 1
+txfence_ledger_feed_backlog_events{chain_id="31337"} 0
+# HELP txfence_ledger_feed_backlog_oldest_event_timestamp_seconds When txmanager committed the oldest event in the chain's feed backlog (Unix time): time() minus it is how long a settled fact has waited. Absent when the chain has no backlog.
+# TYPE txfence_ledger_feed_backlog_oldest_event_timestamp_seconds gauge
+txfence_ledger_feed_backlog_oldest_event_timestamp_seconds{chain_id="10"} 1.7369352e+09
 # HELP txfence_ledger_negative_wallets Wallet accounts (one per wallet and asset) whose ledger balance is below zero: the chain settled more than the books hold. See the reconciliation runbook.
 # TYPE txfence_ledger_negative_wallets gauge
 txfence_ledger_negative_wallets{chain_id="10"} 0
@@ -105,7 +123,8 @@ txfence_ledger_reconciliation_differences{chain_id="31337"} 2
 txfence_ledger_scanned_block{chain_id="10"} 7
 txfence_ledger_scanned_block{chain_id="31337"} 42
 `
-	names := []string{"txfence_ledger_chain_halted", "txfence_ledger_feed_cursor_seq", "txfence_ledger_negative_wallets", "txfence_ledger_open_transits", "txfence_ledger_reconciled_block",
+	names := []string{"txfence_ledger_chain_endpoint_up", "txfence_ledger_chain_halted", "txfence_ledger_feed_cursor_seq",
+		"txfence_ledger_feed_backlog_events", "txfence_ledger_feed_backlog_oldest_event_timestamp_seconds", "txfence_ledger_negative_wallets", "txfence_ledger_open_transits", "txfence_ledger_reconciled_block",
 		"txfence_ledger_reconciliation_complete", "txfence_ledger_reconciliation_deferred", "txfence_ledger_reconciliation_differences", "txfence_ledger_scanned_block"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
