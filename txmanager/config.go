@@ -24,6 +24,9 @@ import (
 //	  "finality": "depth",                   depth (default) or finalized: final once the node's finalized block covers it
 //	  "resubmit_interval": "30s",            an attempt not mined this long is sent again unchanged
 //	  "stuck_timeout": "10m",                not mined this long after the first send: sub-state stuck, alert
+//	  "drop_checks": true,                   look for attempts a node dropped after taking them (false: rpc cannot see pending transactions)
+//	  "drop_check_blocks": 4,                each send is looked up at this many blocks after it; unknown at two in a row: dropped, resent
+//	  "max_drops": 3,                        an attempt dropped this many times: sub-state stuck, reason dropped_by_node, alert
 //	  "new_heads": "ws://127.0.0.1:8545",    optional: a newHeads subscription wakes the follower on each block
 //	  "signers": [{
 //	    "address": "0x…",
@@ -58,6 +61,22 @@ type Chain struct {
 	// StuckTimeout: a transaction not mined this long after its first
 	// send is marked stuck, with an alert; it stays tracked.
 	StuckTimeout Duration `json:"stuck_timeout"`
+	// DropChecks (on unless false) looks for silent drops: a node may
+	// answer a send with the hash and drop the transaction later (gas too
+	// low for its data, an empty authorization list, pool eviction). At
+	// each of the DropCheckBlocks blocks after a send, the chain follower
+	// asks whether the attempt is known (one batched
+	// eth_getTransactionByHash per block for every recent send, through
+	// rpc[0]; rpc[1:] only for the hashes rpc[0] did not know); unknown to
+	// every endpoint at two blocks in a row, it is dropped (a tx.attempt
+	// event of kind dropped) and resent at once, and once it was dropped
+	// MaxDrops times it is left stuck (reason dropped_by_node) with an
+	// alert, for an operator. Turn it off on a chain whose read endpoints
+	// cannot see pending transactions (a rollup whose sequencer keeps its
+	// pool to itself): there every send would look dropped until mined.
+	DropChecks      *bool `json:"drop_checks"`
+	DropCheckBlocks int   `json:"drop_check_blocks"`
+	MaxDrops        int   `json:"max_drops"`
 	// NewHeads, when set, is a WebSocket endpoint (ws:// or wss://) whose
 	// eth_subscribe("newHeads") wakes the chain follower on every block;
 	// it polls the RPC endpoint beside it all the same.
@@ -137,7 +156,17 @@ const (
 	// blocks without inclusion, to at most 3 × the market's price.
 	DefaultBumpAfterBlocks   = 3
 	DefaultBumpMarketPercent = 300
+	// DefaultDropCheckBlocks and DefaultMaxDrops: a send is looked up at
+	// the 4 blocks after it, so that one lagging answer still leaves room
+	// for two unknown answers in a row; an attempt dropped 3 times is
+	// left to an operator.
+	DefaultDropCheckBlocks = 4
+	DefaultMaxDrops        = 3
 )
+
+// DropChecking reports whether the chain's follower looks for silent
+// drops (DropChecks, on by default).
+func (c *Chain) DropChecking() bool { return c.DropChecks == nil || *c.DropChecks }
 
 // LoadChains reads and checks the chains file, filling in defaults.
 func LoadChains(path string) (*Chains, error) {
@@ -198,6 +227,22 @@ func ParseChains(raw []byte) (*Chains, error) {
 		}
 		if ch.StuckTimeout.Duration == 0 {
 			ch.StuckTimeout.Duration = DefaultStuckTimeout
+		}
+		if ch.DropChecks == nil {
+			yes := true
+			ch.DropChecks = &yes
+		}
+		if ch.DropCheckBlocks == 0 {
+			ch.DropCheckBlocks = DefaultDropCheckBlocks
+		}
+		if ch.DropCheckBlocks < 2 {
+			add("%s.drop_check_blocks: %d is below 2 (a drop takes two unknown answers in a row)", at, ch.DropCheckBlocks)
+		}
+		if ch.MaxDrops == 0 {
+			ch.MaxDrops = DefaultMaxDrops
+		}
+		if ch.MaxDrops < 0 {
+			add("%s.max_drops: must be positive", at)
 		}
 		signers := map[common.Address]bool{}
 		for j := range ch.Signers {

@@ -34,3 +34,27 @@ func TestParseChainsSignerSettings(t *testing.T) {
 		t.Error("a misspelt setting was accepted")
 	}
 }
+
+// TestParseChainsDropSettings: drop checks are on by default, looked up at
+// 4 blocks, left to an operator after 3 drops; a chain may turn them off,
+// and a window too short for two answers in a row is refused.
+func TestParseChainsDropSettings(t *testing.T) {
+	t.Parallel()
+	c, err := txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 1, "rpc": ["http://127.0.0.1:8545"]},
+		{"chain_id": 2, "rpc": ["http://127.0.0.1:8546"], "drop_checks": false, "drop_check_blocks": 6, "max_drops": 1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := c.Chains[0]; !ch.DropChecking() || ch.DropCheckBlocks != txmanager.DefaultDropCheckBlocks || ch.MaxDrops != txmanager.DefaultMaxDrops {
+		t.Errorf("defaults: checks %v, %d blocks, %d drops", ch.DropChecking(), ch.DropCheckBlocks, ch.MaxDrops)
+	}
+	if ch := c.Chains[1]; ch.DropChecking() || ch.DropCheckBlocks != 6 || ch.MaxDrops != 1 {
+		t.Errorf("set: checks %v, %d blocks, %d drops", ch.DropChecking(), ch.DropCheckBlocks, ch.MaxDrops)
+	}
+	_, err = txmanager.ParseChains([]byte(`{"chains": [{"chain_id": 1, "rpc": ["http://127.0.0.1:8545"], "drop_check_blocks": 1, "max_drops": -2}]}`))
+	for _, want := range []string{"chains[0].drop_check_blocks: 1 is below 2", "chains[0].max_drops"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
+}

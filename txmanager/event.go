@@ -143,10 +143,20 @@ const (
 	AttemptResend  = "resend"
 	AttemptFeeBump = "fee_bump"
 	AttemptCancel  = "cancel"
+	// AttemptDropped is no send: an attempt sent before was unknown to
+	// every read endpoint at two blocks in a row after its send (a node
+	// answered the send with its hash and dropped it since). A resend
+	// follows, unless the attempt was dropped the chain's max_drops times.
+	AttemptDropped = "dropped"
 )
 
+// ReasonDroppedByNode: the current attempt was dropped by the nodes the
+// chain's max_drops times (sub-state stuck, until mined or an operator
+// acts); the detail after the colon says which attempt and how often.
+const ReasonDroppedByNode = "dropped_by_node"
+
 // AttemptSent is the data of a tx.attempt event: one signed attempt was
-// sent.
+// sent, or (kind dropped) found dropped since it was last sent at SentAt.
 type AttemptSent struct {
 	Attempt  int          `json:"attempt"`
 	Kind     string       `json:"kind"`
@@ -156,6 +166,9 @@ type AttemptSent struct {
 	Fees     AttemptFees  `json:"fees"`
 	Route    Route        `json:"route"`
 	SentAt   time.Time    `json:"sent_at"`
+	// Drops counts the times this attempt was dropped, this one included
+	// (kind dropped only).
+	Drops int `json:"drops,omitempty"`
 }
 
 // AttemptFees are an attempt's gas limit and fee fields, in wei, as

@@ -223,6 +223,7 @@ func (e TxActionKind) Valid() bool {
 // Defines values for TxAttemptDataKind.
 const (
 	AttemptCancel  TxAttemptDataKind = "cancel"
+	AttemptDropped TxAttemptDataKind = "dropped"
 	AttemptFeeBump TxAttemptDataKind = "fee_bump"
 	AttemptInitial TxAttemptDataKind = "initial"
 	AttemptResend  TxAttemptDataKind = "resend"
@@ -232,6 +233,8 @@ const (
 func (e TxAttemptDataKind) Valid() bool {
 	switch e {
 	case AttemptCancel:
+		return true
+	case AttemptDropped:
 		return true
 	case AttemptFeeBump:
 		return true
@@ -465,7 +468,7 @@ type Event struct {
 	//
 	// - tx.state_changed: the transaction's state or sub-state changed (`TxStateChangedData`).
 	// - tx.attempt: a signed attempt was sent: the first broadcast, an unchanged re-send, a
-	//   fee bump or a cancel (`TxAttemptData`).
+	//   fee bump or a cancel; or a sent attempt was found dropped by the nodes (`TxAttemptData`).
 	// - tx.confirmation: the confirmation count of the mined attempt changed
 	//   (`TxConfirmationData`).
 	// - tx.reorged: the block holding the transaction's receipt left the canonical chain and
@@ -503,7 +506,7 @@ type EventSeq = int64
 //
 //   - tx.state_changed: the transaction's state or sub-state changed (`TxStateChangedData`).
 //   - tx.attempt: a signed attempt was sent: the first broadcast, an unchanged re-send, a
-//     fee bump or a cancel (`TxAttemptData`).
+//     fee bump or a cancel; or a sent attempt was found dropped by the nodes (`TxAttemptData`).
 //   - tx.confirmation: the confirmation count of the mined attempt changed
 //     (`TxConfirmationData`).
 //   - tx.reorged: the block holding the transaction's receipt left the canonical chain and
@@ -966,7 +969,8 @@ type TxActionOperator = string
 // `BROADCASTED`), each unchanged re-send, each fee bump and each
 // cancel. Re-sends, fee bumps and cancels are recorded just before
 // they go out (one a crash cut short is sent again later, with its
-// own event). Every attempt of a transaction is kept; whichever
+// own event). One kind reports no send: `dropped`, an attempt sent
+// before that the nodes no longer know. Every attempt of a transaction is kept; whichever
 // attempt is mined decides the outcome. An attempt every route
 // refused and a node mined anyway is reported by the state change
 // `SIGNED` → `BROADCASTED` (sub-state `included`) and its
@@ -979,6 +983,11 @@ type TxAttemptData struct {
 	//
 	// Example: 2
 	Attempt int32 `json:"attempt"`
+
+	// Drops For `dropped`, how many times this attempt was dropped, this time included.
+	//
+	// Example: 1
+	Drops *int32 `json:"drops,omitempty"`
 
 	// Fees The gas limit and fee fields of one signed attempt. EIP-1559
 	// transactions carry `max_fee_per_gas` and `max_priority_fee_per_gas`,
@@ -1000,7 +1009,15 @@ type TxAttemptData struct {
 	// after the `tx.reorged` event; or an operator's resend);
 	// `fee_bump`: a new signature with both fee caps raised by at
 	// least 10%; `cancel`: a same-nonce 0-value self-transfer
-	// replacing the transaction.
+	// replacing the transaction; `dropped`: no send, the attempt
+	// sent at `sent_at` was unknown to every read endpoint of the
+	// chain at two blocks in a row since (a node answered the send
+	// with its hash and dropped it: gas too low for its data, an
+	// empty authorization list, pool eviction). A `resend` follows at
+	// once, unless the attempt was dropped the chain's `max_drops`
+	// times: then the transaction stays `BROADCASTED`, sub-state
+	// `stuck`, reason `dropped_by_node`, tracked until it is mined or
+	// an operator acts. Consumers ignore kinds they do not know.
 	Kind TxAttemptDataKind `json:"kind"`
 
 	// Nonce A sender's transaction nonce.
@@ -1014,7 +1031,7 @@ type TxAttemptData struct {
 	// Route The route a transaction was actually sent by (`auto` resolved).
 	Route SendRoute `json:"route"`
 
-	// SentAt When this send was made: for `initial`, when a route accepted the attempt; for the others, when the send was recorded, just before it went out.
+	// SentAt When this send was made: for `initial`, when a route accepted the attempt; for `dropped`, the send the nodes dropped; for the others, when the send was recorded, just before it went out.
 	//
 	// Example: 2025-01-15T10:04:17Z
 	SentAt time.Time `json:"sent_at"`
@@ -1026,7 +1043,15 @@ type TxAttemptData struct {
 // after the `tx.reorged` event; or an operator's resend);
 // `fee_bump`: a new signature with both fee caps raised by at
 // least 10%; `cancel`: a same-nonce 0-value self-transfer
-// replacing the transaction.
+// replacing the transaction; `dropped`: no send, the attempt
+// sent at `sent_at` was unknown to every read endpoint of the
+// chain at two blocks in a row since (a node answered the send
+// with its hash and dropped it: gas too low for its data, an
+// empty authorization list, pool eviction). A `resend` follows at
+// once, unless the attempt was dropped the chain's `max_drops`
+// times: then the transaction stays `BROADCASTED`, sub-state
+// `stuck`, reason `dropped_by_node`, tracked until it is mined or
+// an operator acts. Consumers ignore kinds they do not know.
 type TxAttemptDataKind string
 
 // TxAttemptEvent An `Event` of type `tx.attempt`.
@@ -1046,7 +1071,8 @@ type TxAttemptEvent struct {
 	// `BROADCASTED`), each unchanged re-send, each fee bump and each
 	// cancel. Re-sends, fee bumps and cancels are recorded just before
 	// they go out (one a crash cut short is sent again later, with its
-	// own event). Every attempt of a transaction is kept; whichever
+	// own event). One kind reports no send: `dropped`, an attempt sent
+	// before that the nodes no longer know. Every attempt of a transaction is kept; whichever
 	// attempt is mined decides the outcome. An attempt every route
 	// refused and a node mined anyway is reported by the state change
 	// `SIGNED` → `BROADCASTED` (sub-state `included`) and its
@@ -1356,7 +1382,9 @@ type TxStateChangedData struct {
 	// allocated), `gap_fill` (a transaction txfence made to fill a
 	// nonce gap, or the nonce of an abandoned one), `broadcast_refused`,
 	// `abandoned` (an operator abandoned it before its broadcast),
-	// `operator_action` (an operator's action changed it). A sub-state
+	// `operator_action` (an operator's action changed it),
+	// `dropped_by_node` (the nodes dropped its attempt `max_drops`
+	// times after taking it: sub-state `stuck`). A sub-state
 	// change may add detail after a colon (`broadcast_refused:
 	// intrinsic_gas_too_low: ...`, `operator_action: bump (action
 	// ...)`). The list grows; treat unknown codes as opaque text.

@@ -52,6 +52,10 @@ type Config struct {
 	// transactions marked stuck, and BumpsRefused automatic fee bumps the
 	// caps left no room for, by chain and signer.
 	Blocks, Stuck, BumpsRefused *prometheus.CounterVec
+	// Dropped counts attempts found dropped by every endpoint after their
+	// send, and DropRefusals transactions left stuck (dropped_by_node)
+	// after max_drops drops, by chain and signer.
+	Dropped, DropRefusals *prometheus.CounterVec
 }
 
 // Metrics are the followers' counters: new canonical blocks and RPC calls
@@ -62,6 +66,9 @@ type Metrics struct {
 	Stuck  *prometheus.CounterVec
 	// BumpsRefused counts automatic fee bumps not made.
 	BumpsRefused *prometheus.CounterVec
+	// Dropped counts silent drops found; DropRefusals the transactions
+	// left to an operator after max_drops of them.
+	Dropped, DropRefusals *prometheus.CounterVec
 }
 
 // NewMetrics registers the followers' metrics with reg.
@@ -83,8 +90,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "txfence_txmanager_fee_bumps_refused_total",
 			Help: "Automatic fee bumps not made: the caps left no room for a 10% rise, or signerd refused the replacement.",
 		}, []string{"chain_id", "signer"}),
+		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_txmanager_dropped_total",
+			Help: "Attempts a node answered with a hash and dropped: unknown to every read endpoint at two blocks in a row after their send (each is resent, up to the chain's max_drops).",
+		}, []string{"chain_id", "signer"}),
+		DropRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "txfence_txmanager_dropped_refusals_total",
+			Help: "Transactions left stuck with reason dropped_by_node: their attempt was dropped the chain's max_drops times; an operator acts.",
+		}, []string{"chain_id", "signer"}),
 	}
-	for _, c := range []prometheus.Collector{m.Blocks, m.Calls, m.Stuck, m.BumpsRefused} {
+	for _, c := range []prometheus.Collector{m.Blocks, m.Calls, m.Stuck, m.BumpsRefused, m.Dropped, m.DropRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -115,6 +130,11 @@ type Follower struct {
 	// was refused (alerted once each); when each attempt was first seen
 	// waiting is stored with it (Tracked.WaitingSince).
 	refused map[txmanager.SignerKey]map[attemptKey]bool
+	// probes are, per signer, the recent sends being looked up for silent
+	// drops, by attempt hash (drops.go); others the chain's other read
+	// endpoints, asked only about what the first does not know.
+	probes map[txmanager.SignerKey]map[common.Hash]*probe
+	others []*RPC
 }
 
 // signerView is one signer's tracked transactions under one lease, as of
@@ -134,6 +154,12 @@ func New(cfg Config) *Follower {
 	if cfg.Chain.StuckTimeout.Duration <= 0 {
 		cfg.Chain.StuckTimeout.Duration = txmanager.DefaultStuckTimeout
 	}
+	if cfg.Chain.DropCheckBlocks < 2 {
+		cfg.Chain.DropCheckBlocks = txmanager.DefaultDropCheckBlocks
+	}
+	if cfg.Chain.MaxDrops <= 0 {
+		cfg.Chain.MaxDrops = txmanager.DefaultMaxDrops
+	}
 	if cfg.PollEvery <= 0 {
 		cfg.PollEvery = time.Second
 	}
@@ -143,7 +169,8 @@ func New(cfg Config) *Follower {
 	cfg.Log = cfg.Log.With("chain_id", cfg.Chain.ID)
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
 	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{},
-		views: map[txmanager.SignerKey]*signerView{}, refused: map[txmanager.SignerKey]map[attemptKey]bool{}}
+		views: map[txmanager.SignerKey]*signerView{}, refused: map[txmanager.SignerKey]map[attemptKey]bool{},
+		probes: map[txmanager.SignerKey]map[common.Hash]*probe{}}
 }
 
 // Run steps every PollEvery until ctx ends, and at once on each new head
@@ -152,6 +179,7 @@ func New(cfg Config) *Follower {
 // long each time, up to maxBackoff, and back to PollEvery once a step
 // succeeds.
 func (fl *Follower) Run(ctx context.Context) {
+	defer fl.closeOthers()
 	wake := make(chan struct{}, 1)
 	if url := fl.cfg.Chain.NewHeads; url != "" {
 		go fl.subscribeHeads(ctx, url, wake)
@@ -178,7 +206,8 @@ const maxBackoff = 30 * time.Second
 
 // Step reads the chain's head once and acts on what changed: reorged
 // receipts re-open their transactions, new blocks are matched against
-// every tracked attempt, confirmations are counted and final ones end.
+// every tracked attempt, confirmations are counted and final ones end,
+// and the recent sends are looked up for silent drops (drops.go).
 func (fl *Follower) Step(ctx context.Context) error {
 	ch, err := fl.window.Update(ctx, fl.cfg.RPC)
 	deep := errors.Is(err, ErrDeepReorg)
@@ -199,7 +228,7 @@ func (fl *Follower) Step(ctx context.Context) error {
 	for _, b := range ch.Removed {
 		removed[b.Hash] = true
 	}
-	return fl.eachSigner(ctx, func(f txmanager.Fence) error {
+	err = fl.eachSigner(ctx, func(f txmanager.Fence) error {
 		tracked, err := fl.view(ctx, f, head)
 		if err != nil {
 			return err
@@ -213,6 +242,13 @@ func (fl *Follower) Step(ctx context.Context) error {
 		}
 		return fl.replacements(ctx, f, tracked, head, len(ch.Added) > 0)
 	})
+	if len(ch.Added) == 0 {
+		return err
+	}
+	// Once per new head, after the blocks were matched (what is mined is
+	// not looked up) and the resends made (a send made now is looked up
+	// from the next block on): one lookup for every signer.
+	return errors.Join(err, fl.lookForDrops(ctx))
 }
 
 // eachSigner runs fn for every signer of the chain this node holds, each
@@ -240,6 +276,7 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 	forget(fl.caughtUp, unheld)
 	forget(fl.views, unheld)
 	forget(fl.refused, unheld)
+	forget(fl.probes, unheld)
 	return errors.Join(errs...)
 }
 
@@ -262,6 +299,7 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 		return err
 	}
 	defer fl.keep(f, tracked)
+	fl.probesAtStart(f, tracked)
 	// Every attempt's receipt, asked for in batches: what was mined
 	// meanwhile, and whether what the store holds as mined still is (a
 	// reorg while no follower of this node watched).
@@ -346,9 +384,11 @@ func (fl *Follower) timers(ctx context.Context) error {
 
 // timed acts on the time broadcast transactions have waited: an attempt
 // not mined ResubmitInterval after it was last sent is sent again,
-// unchanged (a node may have dropped it; claimed in the database first);
-// a transaction not mined StuckTimeout after its first send, or waiting
-// behind a stuck nonce of its signer, becomes stuck with an alert.
+// unchanged (a node may have dropped it; claimed in the database first),
+// unless the nodes dropped it max_drops times already (left to an
+// operator: sending it for ever would change nothing); a transaction not
+// mined StuckTimeout after its first send, or waiting behind a stuck
+// nonce of its signer, becomes stuck with an alert.
 func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked) error {
 	now := time.Now()
 	stuckBelow := uint64(0) // the lowest stuck nonce + 1; 0: none
@@ -374,7 +414,7 @@ func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []post
 				fl.cfg.Stuck.WithLabelValues(chainLabel(f.Key), f.Key.Signer.Hex()).Inc()
 			}
 		}
-		if now.Sub(t.SentAt) > fl.cfg.Chain.ResubmitInterval.Duration {
+		if now.Sub(t.SentAt) > fl.cfg.Chain.ResubmitInterval.Duration && !fl.leftToOperator(t) {
 			fl.resendCurrent(ctx, f, t)
 		}
 	}
@@ -388,7 +428,8 @@ func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *pos
 
 // claimAndSend claims a resend of t's current attempt (Store.Resend: its
 // sent-at and a tx.attempt event, before anything is sent) and sends it; a
-// refusal is logged with refused.
+// refusal is logged with refused. The send is looked up for a drop from
+// the next block on.
 func (fl *Follower) claimAndSend(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, refused string) {
 	if fl.cfg.Router == nil {
 		return // nothing to send with: no claim
@@ -399,6 +440,7 @@ func (fl *Follower) claimAndSend(ctx context.Context, f txmanager.Fence, t *post
 		return
 	}
 	t.SentAt = time.Now()
+	fl.sentAgain(f, t)
 	fl.send(ctx, t, raw, refused)
 }
 

@@ -1,17 +1,25 @@
 package follow_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -40,7 +48,109 @@ type rig struct {
 	fence txmanager.Fence
 	fl    *follow.Follower
 	cfg   follow.Config
+	// calls counts the follower's calls by method, as its RPC's Counted
+	// is told (a batch counts each call in it); log has its HTTP requests
+	// to anvil (a batch is one).
 	calls map[string]int
+	log   *rpcLog
+}
+
+// rpcLog is a JSON-RPC endpoint in front of a node: it records each HTTP
+// request it passes on (a batch is one request) with the methods in it.
+// While forget is set it plays a lagging node: it answers a batch of
+// eth_getTransactionByHash itself, not knowing any.
+type rpcLog struct {
+	url      string
+	forget   atomic.Bool
+	mu       sync.Mutex
+	requests [][]string
+}
+
+func newRPCLog(t testing.TB, target string) *rpcLog {
+	t.Helper()
+	l := &rpcLog{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		type call struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		var calls []call
+		batch := bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
+		if batch {
+			_ = json.Unmarshal(body, &calls)
+		} else {
+			calls = append(calls, call{})
+			_ = json.Unmarshal(body, &calls[0])
+		}
+		methods := make([]string, len(calls))
+		for i, c := range calls {
+			methods[i] = c.Method
+		}
+		l.mu.Lock()
+		l.requests = append(l.requests, methods)
+		l.mu.Unlock()
+		if batch && l.forget.Load() && !slices.ContainsFunc(methods, func(m string) bool { return m != "eth_getTransactionByHash" }) {
+			answers := make([]string, len(calls))
+			for i, c := range calls {
+				answers[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, c.ID)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, "[%s]", strings.Join(answers, ","))
+			return
+		}
+		fwd, err := http.NewRequestWithContext(req.Context(), http.MethodPost, target, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		fwd.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(fwd)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	l.url = srv.URL
+	return l
+}
+
+// take returns the requests recorded since the last take.
+func (l *rpcLog) take() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.requests
+	l.requests = nil
+	return out
+}
+
+// asked counts the calls of method recorded since the last take, and the
+// requests that held them.
+func (l *rpcLog) asked(method string) (calls, requests int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.requests {
+		n := 0
+		for _, m := range r {
+			if m == method {
+				n++
+			}
+		}
+		calls += n
+		if n > 0 {
+			requests++
+		}
+	}
+	return calls, requests
 }
 
 func newRig(t testing.TB, confirmations uint64) *rig {
@@ -66,7 +176,12 @@ func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{node: stack.Node, store: postgres.New(pool), pool: pool, calls: map[string]int{}}
+	r := &rig{node: stack.Node, store: postgres.New(pool), pool: pool, calls: map[string]int{}, log: newRPCLog(t, stack.Node.URL())}
+	client, err := rpc.DialContext(ctx, r.log.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
 	chain.ID = r.node.ChainID()
 	key := txmanager.SignerKey{ChainID: r.node.ChainID(), Signer: r.node.Accounts()[0].Address}
 	token, ok, err := r.store.Acquire(ctx, "node-a", key, time.Hour)
@@ -76,7 +191,7 @@ func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 	r.fence = txmanager.Fence{Node: "node-a", Key: key, Token: token}
 	r.cfg = follow.Config{
 		Chain:  chain,
-		RPC:    &follow.RPC{Client: r.node.RPC(), Counted: func(m string) { r.calls[m]++ }},
+		RPC:    &follow.RPC{Client: client, Counted: func(m string) { r.calls[m]++ }},
 		Store:  r.store,
 		Router: router,
 		Fences: func() []txmanager.Fence { return []txmanager.Fence{r.fence} },
@@ -558,10 +673,14 @@ func (r *rig) trackMany(t testing.TB, n int, first uint64) {
 }
 
 // TestRPCCallsPerBlockDoNotGrowWithTracked: with 10,000 broadcast
-// transactions tracked, a new block costs the head's block and the
-// signer's mined nonce at the depth (two calls), plus one receipts call
-// for a block that holds one of ours, as counted by the follower's RPC
-// counter, whatever the number tracked.
+// transactions tracked, a new block costs, in HTTP requests to the node
+// (a JSON-RPC batch is one), the head's block and the signer's mined nonce
+// at the depth, plus one receipts call for a block that holds one of ours,
+// plus one batched eth_getTransactionByHash of the sends of the last
+// drop_check_blocks blocks (here one transaction a node keeps pending,
+// sent every other block): at most 3 + 1, whatever the number tracked.
+// The 10,000 were sent before the follower took the signer on: theirs is
+// no recent send, and the lookup holds only the recent ones.
 func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
 	t.Parallel()
 	const tracked = 10_000
@@ -572,36 +691,52 @@ func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
 	r.trackMany(t, tracked, 10)
 	r.step(t)
 	blocks := 0
+	// cost checks one block's requests: at most limit, one of them the
+	// batched lookup of the recent sends.
+	cost := func(what string, limit int) {
+		t.Helper()
+		requests := r.log.take()
+		lookups, looked := 0, 0
+		for _, methods := range requests {
+			if slices.Contains(methods, "eth_getTransactionByHash") {
+				lookups++
+				looked += len(methods)
+			}
+		}
+		if len(requests) > limit {
+			t.Errorf("%s with %d tracked: %d requests %v, want at most %d", what, tracked, len(requests), requests, limit)
+		}
+		if lookups != 1 || looked > txmanager.DefaultDropCheckBlocks {
+			t.Errorf("%s: %d lookup requests of %d transactions in all, want one batch of the recent sends (at most %d)", what, lookups, looked,
+				txmanager.DefaultDropCheckBlocks)
+		}
+	}
 	for n := range uint64(10) {
 		tx := r.transfer(t)(n)
 		if err := r.node.Client().SendTransaction(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		r.record(t, fmt.Sprintf("ours-%d", n), n, tx)
-		clear(r.calls)
-		r.mineAndStep(t, 1)
-		calls := 0
-		for _, c := range r.calls {
-			calls += c
+		// One the node keeps (its nonce is past a gap) and knows: looked up
+		// at each of the next drop_check_blocks blocks, never dropped.
+		pending := r.transfer(t)(20_000 + n)
+		if err := r.node.Client().SendTransaction(ctx, pending); err != nil {
+			t.Fatal(err)
 		}
-		blocks++
-		if calls > 3 {
-			t.Errorf("block %d (one of ours in it, %d tracked): %d calls %v, want at most 3", n, tracked, calls, r.calls)
-		}
-		clear(r.calls) // then an empty block
+		r.record(t, fmt.Sprintf("pending-%d", n), 20_000+n, pending)
+		r.log.take()
 		r.mineAndStep(t, 1)
 		blocks++
-		calls = 0
-		for _, c := range r.calls {
-			calls += c
-		}
-		if calls > 2 {
-			t.Errorf("an empty block with %d tracked: %d calls %v, want at most 2", tracked, calls, r.calls)
-		}
+		cost(fmt.Sprintf("block %d (one of ours in it)", n), 3+1)
+		r.mineAndStep(t, 1) // then an empty block
+		blocks++
+		cost("an empty block", 2+1)
 	}
-	var confirmed int
-	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM tx WHERE request_id LIKE 'ours-%' AND state = 'CONFIRMED'`).Scan(&confirmed); err != nil || confirmed < 8 {
-		t.Errorf("%d of ours confirmed (%v), want at least 8 of 10 after %d blocks", confirmed, err, blocks)
+	var confirmed, dropped int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE request_id LIKE 'ours-%' AND state = 'CONFIRMED'),
+		(SELECT count(*) FROM event WHERE type = 'tx.attempt' AND payload->>'kind' = 'dropped') FROM tx`).Scan(&confirmed, &dropped); err != nil ||
+		confirmed < 8 || dropped != 0 {
+		t.Errorf("%d of ours confirmed, %d dropped (%v), want at least 8 of 10 after %d blocks, none dropped", confirmed, dropped, err, blocks)
 	}
 }
 

@@ -35,6 +35,15 @@ type signingRig struct {
 
 func newSigningRig(t *testing.T, chainCfg txmanager.Chain, settings txmanager.SignerConfig) *signingRig {
 	t.Helper()
+	if chainCfg.DropChecks == nil {
+		// anvil drops a pooled transaction once a block's base fee passes
+		// its fee cap (geth keeps it until the fee falls): with drop checks
+		// on, the underpriced transfers these tests wait with would be
+		// found dropped and resent (drops_test.go has that), which is not
+		// what they are about.
+		off := false
+		chainCfg.DropChecks = &off
+	}
 	r := newRigWith(t, chainCfg)
 	pki := servicetest.PKI(t)
 	srv := signertest.StartServer(t, signertest.ServerOptions{PKI: pki})

@@ -182,3 +182,41 @@ func (s *RPC) TransactionReceipts(ctx context.Context, hashes []common.Hash) (ma
 	}
 	return out, nil
 }
+
+// lookupBatch bounds the calls in one batched lookup request: geth's
+// default batch limit (--rpc.batch-request-limit) is 1,000, and providers
+// cap theirs near it. One request holds every recent send up to there.
+const lookupBatch = 1000
+
+// KnownTransactions asks the node whether it knows each of hashes
+// (eth_getTransactionByHash: pooled or mined), in one batched request per
+// lookupBatch hashes. The answer maps each hash the node answered for to
+// whether it knows it; a hash the node gave an error for is absent: no
+// answer, which is not "unknown". Each call in a batch is counted.
+func (s *RPC) KnownTransactions(ctx context.Context, hashes []common.Hash) (map[common.Hash]bool, error) {
+	out := make(map[common.Hash]bool, len(hashes))
+	for start := 0; start < len(hashes); start += lookupBatch {
+		chunk := hashes[start:min(start+lookupBatch, len(hashes))]
+		// Only whether the answer is null matters: the hash is decoded,
+		// not the whole transaction.
+		results := make([]*struct {
+			Hash common.Hash `json:"hash"`
+		}, len(chunk))
+		elems := make([]rpc.BatchElem, len(chunk))
+		for i, h := range chunk {
+			elems[i] = rpc.BatchElem{Method: "eth_getTransactionByHash", Args: []any{h}, Result: &results[i]}
+			if s.Counted != nil {
+				s.Counted("eth_getTransactionByHash")
+			}
+		}
+		if err := s.Client.BatchCallContext(ctx, elems); err != nil {
+			return nil, fmt.Errorf("eth_getTransactionByHash of %d transactions: %w", len(chunk), err)
+		}
+		for i, el := range elems {
+			if el.Error == nil {
+				out[chunk[i]] = results[i] != nil
+			}
+		}
+	}
+	return out, nil
+}

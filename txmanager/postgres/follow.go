@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -53,6 +54,11 @@ type Tracked struct {
 	CurrentKind string
 	Fees        txmanager.Fees
 	GasLimit    uint64
+	// CurrentRoute is the route the current attempt went out on (the
+	// transaction's when none is recorded); Drops how many times the nodes
+	// dropped it (Dropped).
+	CurrentRoute txmanager.Route
+	Drops        int
 	// WaitingSince is the block from which the current attempt's
 	// bump_after_blocks counts (SetWaitingSince), nil until the follower
 	// first saw it waiting.
@@ -112,6 +118,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
 			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
 			coalesce(a.sent_at, a.created_at), coalesce(a.first_sent_at, a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit, a.waiting_since_block,
+			coalesce(a.route, t.route), a.drops,
 			p.attempt, p.kind, p.gas_limit, p.max_fee_per_gas::text, p.max_priority_fee_per_gas::text, p.gas_price::text, p.action_id
 		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id LEFT JOIN attempt_plan p ON p.tx_id = t.tx_id
 		WHERE t.chain_id = $1 AND t.signer = $2
@@ -139,6 +146,8 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		fees                    [3]*string
 		gasLimit                int64
 		waitingSince            *int64
+		attemptRoute            string
+		drops                   int
 		planAttempt             *int32
 		planKind                *string
 		planGas                 *int64
@@ -147,6 +156,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &stuck, &route, &nonce, &current, &mined, &confirmations,
 		&attempt, &hash, &blockNumber, &blockHash, &status, &gasUsed, &price, &sentAt, &firstSentAt, &kind, &fees[0], &fees[1], &fees[2], &gasLimit, &waitingSince,
+		&attemptRoute, &drops,
 		&planAttempt, &planKind, &planGas, &planFees[0], &planFees[1], &planFees[2], &planAction}, func() error {
 		if len(out) == 0 || out[len(out)-1].TxID != id {
 			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
@@ -160,7 +170,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		h := common.BytesToHash(hash)
 		t.Attempts[h] = attempt
 		if attempt == current {
-			t.SentAt, t.CurrentKind = sentAt, kind
+			t.SentAt, t.CurrentKind, t.CurrentRoute, t.Drops = sentAt, kind, txmanager.Route(attemptRoute), drops
 			t.Fees = txmanager.Fees{MaxFeePerGas: bigOf(fees[0]), MaxPriorityFeePerGas: bigOf(fees[1]), GasPrice: bigOf(fees[2])}
 			if waitingSince != nil {
 				since := uint64(*waitingSince)
@@ -357,6 +367,78 @@ func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, att
 			Fees: txmanager.AttemptFees{GasLimit: uint64(gasLimit), MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip, GasPrice: price}})
 	})
 	return raw, err
+}
+
+// Drop is what Dropped recorded.
+type Drop struct {
+	// Drops counts the times the attempt was dropped, this one included.
+	Drops int
+	// Refused: the attempt reached maxDrops, and the transaction is
+	// stuck with Reason (now, or since an earlier drop).
+	Refused bool
+	Reason  string
+}
+
+// Dropped records that the current attempt of a BROADCASTED transaction,
+// not mined, was dropped by the nodes since it was last sent (the chain
+// follower found it unknown to every read endpoint at two blocks in a
+// row): the drop counted on the attempt and a tx.attempt event of kind
+// dropped, in one fenced transaction. Once the attempt has been dropped
+// maxDrops times, the transaction is left to an operator in the same
+// transaction: sub-state stuck, reason dropped_by_node, with its
+// tx.state_changed event; it stays BROADCASTED, never FAILED (its nonce
+// is signed: a failure would leave a gap under every later nonce), and
+// tracked, so that it still ends as the chain says if it is mined.
+func (s *Store) Dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID, attempt, maxDrops int) (Drop, error) {
+	var out Drop
+	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
+		// Lock the transaction first, as a state change does.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM tx WHERE tx_id = $1 FOR UPDATE`, id); err != nil {
+			return fmt.Errorf("record the drop of %s: %w", id, err)
+		}
+		args := []any{id, attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
+		fence, fenceArgs := FenceSQL(f, len(args))
+		var (
+			hash               []byte
+			nonce, gasLimit    int64
+			route, sub, reason string
+			sentAt             time.Time
+			maxFee, tip, price string
+		)
+		err := tx.QueryRow(ctx, `
+			UPDATE attempt a SET drops = a.drops + 1
+			FROM tx t WHERE a.tx_id = $1 AND a.attempt = $2 AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
+			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $3 AND t.signer = $4 AND `+fence+`
+			RETURNING a.drops, a.hash, a.nonce, t.gas_limit, coalesce(a.route, t.route), coalesce(a.sent_at, a.created_at),
+				coalesce(a.max_fee_per_gas::text, ''), coalesce(a.max_priority_fee_per_gas::text, ''), coalesce(a.gas_price::text, ''),
+				coalesce(t.sub_state, ''), coalesce(t.reason, '')`,
+			append(args, fenceArgs...)...).Scan(&out.Drops, &hash, &nonce, &gasLimit, &route, &sentAt, &maxFee, &tip, &price, &sub, &reason)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.notFollowed(ctx, tx, f, id, "record the drop of")
+		}
+		if err != nil {
+			return fmt.Errorf("record the drop of %s: %w", id, err)
+		}
+		if err := insertTypedEvent(ctx, tx, txmanager.EventAttempt, id, txmanager.AttemptSent{Attempt: attempt, Kind: txmanager.AttemptDropped,
+			Nonce: uint64(nonce), Hash: common.BytesToHash(hash), Route: txmanager.Route(route), SentAt: sentAt.UTC(), Drops: out.Drops,
+			Fees: txmanager.AttemptFees{GasLimit: uint64(gasLimit), MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip, GasPrice: price}}); err != nil {
+			return err
+		}
+		if out.Drops < maxDrops {
+			return nil
+		}
+		out.Refused = true
+		if txmanager.SubState(sub) == txmanager.SubStuck && strings.HasPrefix(reason, txmanager.ReasonDroppedByNode+":") {
+			out.Reason = reason // refused before (an operator resent it since): one state change
+			return nil
+		}
+		out.Reason = fmt.Sprintf("%s: attempt %d (%s) dropped %d times: unknown to every read endpoint at two blocks in a row after its send",
+			txmanager.ReasonDroppedByNode, attempt, common.BytesToHash(hash).Hex(), out.Drops)
+		_, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, txmanager.StateBroadcasted,
+			`, sub_state = 'stuck', reason = $6`, []any{out.Reason}, txmanager.StateChanged{SubState: txmanager.SubStuck, Reason: out.Reason})
+		return err
+	})
+	return out, err
 }
 
 // ConsumedExternally fails a BROADCASTED (or stuck SIGNED) transaction whose nonce the chain

@@ -184,6 +184,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 			Fences: manager.Fences, Fenced: manager.Fenced, Log: svc.Log, AfterStep: crashHook[follow.Step](crash),
 			RPC:    &follow.RPC{Client: readers[ch.ID].RPC(), Counted: func(m string) { followMetrics.Calls.WithLabelValues(id, m).Inc() }},
 			Blocks: followMetrics.Blocks, Stuck: followMetrics.Stuck, BumpsRefused: followMetrics.BumpsRefused,
+			Dropped: followMetrics.Dropped, DropRefusals: followMetrics.DropRefusals,
 		})
 		following.Go(func() { fl.Run(workCtx) })
 	}
