@@ -18,7 +18,7 @@ const approverID = /^[A-Za-z0-9._@-]{1,64}$/;
 const pollEvery = 2000;
 const maxPolls = 30;
 
-const attemptKinds = { initial: 'first broadcast', resend: 'sent again', fee_bump: 'fee bump', cancel: 'cancel' };
+const attemptKinds = { initial: 'first broadcast', resend: 'sent again', fee_bump: 'fee bump', cancel: 'cancel', dropped: 'dropped by the node' };
 
 // The operator actions, with what each does in each state it applies to.
 const chainActions = {
