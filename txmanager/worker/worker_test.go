@@ -6,11 +6,13 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
@@ -73,6 +75,10 @@ type envOptions struct {
 	SignerSettings string
 	// InFlight is the signer's in-flight window (default 64).
 	InFlight int
+	// PublicNode, when set, is where mevrouterd's public route sends
+	// instead of anvil (which still simulates): a node with answers of
+	// its own.
+	PublicNode http.Handler
 }
 
 func newEnvWith(t testing.TB, opts envOptions) *env {
@@ -86,6 +92,17 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	if opts.PublicNode != nil {
+		front := httptest.NewServer(opts.PublicNode)
+		t.Cleanup(front.Close)
+		public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "front", URL: front.URL}}, mevrouter.PublicOptions{},
+			mevrouter.NewMetrics(prometheus.NewRegistry()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(public.Close)
+		stack.Router.Public = public // before the router is served
+	}
 	pki := servicetest.PKI(t)
 	routerClient, err := remote.NewRouter(stack.Serve(t, pki, nil), servicetest.Client(t, pki, "txmanager", "mevrouter"))
 	if err != nil {
