@@ -188,18 +188,7 @@ func (fl *Follower) lookUp(ctx context.Context, hashes []common.Hash) (map[commo
 		return nil, err
 	}
 	out := make(map[common.Hash]verdict, len(hashes))
-	var unknownSoFar []common.Hash
-	for _, h := range hashes {
-		switch k, answered := first[h]; {
-		case !answered:
-			out[h] = noAnswer
-		case k:
-			out[h] = known
-		default:
-			out[h] = unknown
-			unknownSoFar = append(unknownSoFar, h)
-		}
-	}
+	unknownSoFar := judge(out, hashes, first)
 	for i, other := range fl.otherEndpoints(ctx) {
 		if len(unknownSoFar) == 0 {
 			break
@@ -217,20 +206,28 @@ func (fl *Follower) lookUp(ctx context.Context, hashes []common.Hash) (map[commo
 			}
 			break
 		}
-		still := unknownSoFar[:0]
-		for _, h := range unknownSoFar {
-			switch k, answered := answers[h]; {
-			case !answered:
-				out[h] = noAnswer
-			case k:
-				out[h] = known
-			default:
-				still = append(still, h)
-			}
-		}
-		unknownSoFar = still
+		unknownSoFar = judge(out, unknownSoFar, answers)
 	}
 	return out, nil
+}
+
+// judge records in out what one endpoint's answers say of hashes (known,
+// unknown, or no answer for a hash it left out) and returns those it did
+// not know.
+func judge(out map[common.Hash]verdict, hashes []common.Hash, answers map[common.Hash]bool) []common.Hash {
+	var unknownHere []common.Hash
+	for _, h := range hashes {
+		switch k, answered := answers[h]; {
+		case !answered:
+			out[h] = noAnswer
+		case k:
+			out[h] = known
+		default:
+			out[h] = unknown
+			unknownHere = append(unknownHere, h)
+		}
+	}
+	return unknownHere
 }
 
 // dropped acts on a drop of the current attempt of id (f's signer): the
