@@ -206,60 +206,60 @@ func newKillRig(t *testing.T) *killRig {
 	// first starts: the consumer books their movements from block 1 on,
 	// and a scanner, were one running, finds them opened.
 	for _, a := range node.Accounts() {
-		r.openAtGenesis(t, a.Address)
+		openAtGenesis(t, r.pool, r.store, node, a.Address)
 	}
-	r.seedFeed(t, r.settle(t))
+	r.seedFeed(t, settleOn(t, r.node, killTransfers))
 	return r
 }
 
-// openAtGenesis opens wallet at block 0 as the scanner would: its balance
-// there is its opening, and its movements after it are the ledger's to
-// book.
-func (r *killRig) openAtGenesis(t *testing.T, wallet common.Address) {
+// openAtGenesis opens wallet of node at block 0 as the scanner would: its
+// balance there is its opening, and its movements after it are the
+// ledger's to book.
+func openAtGenesis(t *testing.T, pool *pgxpool.Pool, store *postgres.Store, node *anvil.Node, wallet common.Address) {
 	t.Helper()
 	ctx := context.Background()
-	genesis, err := r.node.Client().HeaderByNumber(ctx, big.NewInt(0))
+	genesis, err := node.Client().HeaderByNumber(ctx, big.NewInt(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chainID := r.node.ChainID()
-	if _, err := r.pool.Exec(ctx, `
+	chainID := node.ChainID()
+	if _, err := pool.Exec(ctx, `
 		INSERT INTO wallet (chain_id, address, source, opened_block, opened_hash) VALUES ($1, $2, 'configured', 0, $3)`,
 		int64(chainID), wallet.Bytes(), genesis.Hash().Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	held, err := r.node.Client().BalanceAt(ctx, wallet, genesis.Number)
+	held, err := node.Client().BalanceAt(ctx, wallet, genesis.Number)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := ledger.AccountKey{ChainID: chainID, Asset: ledger.Native, Kind: ledger.Wallet, Address: wallet}
 	equity := k
 	equity.Kind = ledger.OpeningBalance
-	if _, err := r.store.Post(ctx, &ledger.Journal{Kind: ledger.Opening, Key: fmt.Sprintf("opening:%d:%s:%s", chainID, wallet.Hex(), genesis.Hash().Hex()),
+	if _, err := store.Post(ctx, &ledger.Journal{Kind: ledger.Opening, Key: fmt.Sprintf("opening:%d:%s:%s", chainID, wallet.Hex(), genesis.Hash().Hex()),
 		ChainID: chainID, Block: &ledger.Block{Number: 0, Hash: genesis.Hash()},
 		Legs: []ledger.Leg{{Account: k, Amount: held}, {Account: equity, Amount: new(big.Int).Neg(held)}}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// settle sends killTransfers transactions from the dev accounts, one
-// block each: a third to another dev wallet, every 40th a call with value
-// to a contract that reverts, the rest to outside addresses.
-func (r *killRig) settle(t *testing.T) []killSent {
+// settleOn sends n transactions from node's dev accounts, one block each:
+// a third to another dev wallet, every 40th a call with value to a
+// contract that reverts, the rest to outside addresses.
+func settleOn(t *testing.T, node *anvil.Node, n int) []killSent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	reverter := common.HexToAddress("0x000000000000000000000000000000000000fa11")
 	// PUSH1 0 PUSH1 0 REVERT: every call reverts.
-	if err := r.node.RPC().CallContext(ctx, nil, "anvil_setCode", reverter, "0x60006000fd"); err != nil {
+	if err := node.RPC().CallContext(ctx, nil, "anvil_setCode", reverter, "0x60006000fd"); err != nil {
 		t.Fatal(err)
 	}
-	accounts := r.node.Accounts()
-	chainID := new(big.Int).SetUint64(r.node.ChainID())
+	accounts := node.Accounts()
+	chainID := new(big.Int).SetUint64(node.ChainID())
 	signer := types.LatestSignerForChainID(chainID)
 	nonces := map[common.Address]uint64{}
-	sent := make([]killSent, killTransfers)
-	hashes := make([]common.Hash, killTransfers)
+	sent := make([]killSent, n)
+	hashes := make([]common.Hash, n)
 	for i := range sent {
 		from := accounts[i%len(accounts)]
 		s := killSent{from: from.Address, value: big.NewInt(params.GWei + int64(i)), gas: params.TxGas}
@@ -280,7 +280,7 @@ func (r *killRig) settle(t *testing.T) []killSent {
 			t.Fatal(err)
 		}
 		nonces[from.Address]++
-		if err := r.node.Client().SendTransaction(ctx, tx); err != nil {
+		if err := node.Client().SendTransaction(ctx, tx); err != nil {
 			t.Fatalf("send transaction %d: %v", i, err)
 		}
 		sent[i], hashes[i] = s, tx.Hash()
@@ -300,7 +300,7 @@ func (r *killRig) settle(t *testing.T) []killSent {
 		if len(reads) == 0 {
 			break
 		}
-		if err := r.node.RPC().BatchCallContext(ctx, reads); err != nil {
+		if err := node.RPC().BatchCallContext(ctx, reads); err != nil {
 			t.Fatal(err)
 		}
 		for _, read := range reads {

@@ -110,6 +110,15 @@ func (c *chains) halted() map[uint64]bool {
 	return out
 }
 
+// isHalted reports whether chain id is halted: the feed consumer sets
+// its events aside unread. A chain not booked here is not halted.
+func (c *chains) isHalted(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.state[id]
+	return ok && st.halted != ""
+}
+
 // reconcilable is the chain's context when it may be reconciled: its
 // endpoint checked, and not halted.
 func (c *chains) reconcilable(id uint64) (context.Context, error) {

@@ -106,9 +106,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	store := postgres.New(svc.DB, svc.Log)
 	g, ctx := errgroup.WithContext(ctx)
 	booked := newChains(ctx, slices.Collect(maps.Keys(cfg.ChainRPC)), svc.Log)
-	if err := svc.HTTP.Registry().Register(&metrics.Collector{Stats: store.Stats, Halted: booked.halted, Log: svc.Log}); err != nil {
-		return err
-	}
 	var configured []postgres.WalletKey
 	for id, addrs := range cfg.Wallets {
 		for _, a := range addrs {
@@ -127,30 +124,31 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		defer client.Close()
 		readers[id], clients[id] = chain.NewReader(client, id), client
-		// Whether the endpoint answers; a halted chain's does, and its
-		// halt is in the txfence_ledger_chain_halted gauge instead: one
-		// chain the ledger stopped booking takes no other out of service.
-		svc.HTTP.AddReadyCheck(httpserver.Check{Name: fmt.Sprintf("chain %d", id), Fn: func(ctx context.Context) error {
-			var block string
-			return client.CallContext(ctx, &block, "eth_blockNumber")
-		}})
+	}
+	// No chain's endpoint is a readiness check: one chain's endpoint down
+	// would take ledgerd, its API and every other chain out of service,
+	// while the consumer sets that chain's events aside (below) and its
+	// scanner waits for it. Each endpoint's state is a gauge instead
+	// (txfence_ledger_chain_endpoint_up), with the chain's halt and
+	// backlog. The database (daemon's checks) and txmanager's feed, which
+	// every chain needs, stay checks.
+	if err := svc.HTTP.Registry().Register(&metrics.Collector{Stats: store.Stats, Halted: booked.halted,
+		Endpoints: func(ctx context.Context) map[uint64]bool { return endpointsUp(ctx, clients) }, Log: svc.Log}); err != nil {
+		return err
 	}
 	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "txmanager", Fn: func(ctx context.Context) error {
 		_, err := feed.Read(ctx, api, 0, 1, 0)
 		return err
 	}})
-	// The feed consumer books every chain, a halted one too, for its
-	// bookings cannot go wrong whatever the chain's endpoint serves: each
-	// reads the receipt pinned to the block its event names, and refuses
-	// one in another block or in none (chain.Reader.Settled), and a
-	// reversal follows txmanager's tx.reorged of a journal booked. Those
-	// are facts of the chain txmanager follows. Skipping a halted chain's
-	// events instead would move the feed's one cursor past settled facts,
-	// losing them for good. What the consumer cannot read from a halted
-	// chain's endpoint, and a wallet the halted scanner will not open,
-	// hold the feed with an alert (ledger: failing for a minute), as any
-	// unreadable settlement does.
-	c := &consumer.Consumer{Store: store, API: api, Readers: readers, Log: svc.Log}
+	// The feed consumer books every chain the ledger follows. A halted
+	// chain's settlements and reorgs go to the consumer's backlog unread
+	// (consumer/backlog.go): its endpoint may serve another chain, its
+	// scanner opens no wallet, and the runbook may leave it halted for a
+	// while. Skipping them instead would move the feed's one cursor past
+	// settled facts for good; holding the feed on them, as before, held
+	// every other chain. A ledgerd that has not halted the chain (after
+	// a restart on a mended endpoint) books the backlog first, in order.
+	c := &consumer.Consumer{Store: store, API: api, Readers: readers, Log: svc.Log, Halted: booked.isHalted}
 	switch cfg.TestCrashAfter {
 	case "":
 	case "booked":
@@ -239,4 +237,29 @@ func bookChain(booked *chains, id uint64, client *rpc.Client, sc *scanner.Scanne
 		booked.halt(id, err) // ends ctx: the reconciler stops
 	}
 	wg.Wait()
+}
+
+// endpointProbe bounds each endpoint's answer to the gauge's question, as
+// a readiness check would be bounded.
+const endpointProbe = 2 * time.Second
+
+// endpointsUp asks every chain's endpoint for its head, at once, and
+// reports which answered.
+func endpointsUp(ctx context.Context, clients map[uint64]*rpc.Client) map[uint64]bool {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := make(map[uint64]bool, len(clients))
+	for id, client := range clients {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, endpointProbe)
+			defer cancel()
+			var block string
+			err := client.CallContext(ctx, &block, "eth_blockNumber")
+			mu.Lock()
+			defer mu.Unlock()
+			out[id] = err == nil
+		})
+	}
+	wg.Wait()
+	return out
 }
