@@ -52,11 +52,12 @@ func (r *rig) pooled(t testing.TB, hash common.Hash) bool {
 	return pool.Contains(hash)
 }
 
-// attemptEvents are id's tx.attempt events of kind kind, oldest first.
+// attemptEvents are id's tx.attempt events of kind kind (every kind:
+// ""), oldest first.
 func (r *rig) attemptEvents(t testing.TB, id any, kind string) []txmanager.AttemptSent {
 	t.Helper()
-	rows, err := r.pool.Query(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = 'tx.attempt' AND payload->>'kind' = $2
-		ORDER BY id`, id, kind)
+	rows, err := r.pool.Query(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = 'tx.attempt'
+		AND ($2 = '' OR payload->>'kind' = $2) ORDER BY id`, id, kind)
 	if err != nil {
 		t.Fatal(err)
 	}

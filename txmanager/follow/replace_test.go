@@ -2,9 +2,9 @@ package follow_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,25 +167,7 @@ func (r *signingRig) attempts(t *testing.T, id uuid.UUID) []attempt {
 // attemptEvents are id's tx.attempt events after the first send.
 func (r *signingRig) attemptEvents(t *testing.T, id uuid.UUID) []txmanager.AttemptSent {
 	t.Helper()
-	rows, err := r.pool.Query(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = $2 AND payload->>'kind' <> 'initial' ORDER BY id`,
-		id, txmanager.EventAttempt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []txmanager.AttemptSent
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			t.Fatal(err)
-		}
-		var a txmanager.AttemptSent
-		if err := json.Unmarshal(raw, &a); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, a)
-	}
-	return out
+	return slices.DeleteFunc(r.sent(t, id), func(a txmanager.AttemptSent) bool { return a.Kind == txmanager.AttemptInitial })
 }
 
 // TestUnderpricedIsBumpedUntilMined: a transfer signed at 3 gwei waits
@@ -514,20 +496,7 @@ func TestACancelIsBumpedAsACancel(t *testing.T) {
 // sent are all of id's tx.attempt events, in order.
 func (r *signingRig) sent(t *testing.T, id uuid.UUID) []txmanager.AttemptSent {
 	t.Helper()
-	rows, err := r.pool.Query(context.Background(), `SELECT payload FROM event WHERE tx_id = $1 AND type = $2 ORDER BY id`, id, txmanager.EventAttempt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []txmanager.AttemptSent
-	for rows.Next() {
-		var a txmanager.AttemptSent
-		if err := rows.Scan(&a); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, a)
-	}
-	return out
+	return r.rig.attemptEvents(t, id, "")
 }
 
 // requireSent fails t unless id's tx.attempt events are want ("kind/attempt"
