@@ -134,6 +134,11 @@ func (s *Scanner) Step(ctx context.Context) (int, error) {
 // (ErrDeepReorg, ErrWrongChain). A failing step is retried (a growing
 // pause, an alert after a minute).
 func (s *Scanner) Run(ctx context.Context) error {
+	// Each run asks the endpoint its chain id again: it may have been
+	// pointed elsewhere meanwhile, and another chain that happens to share
+	// the genesis block (two development chains started in the same
+	// second) would not show as a deep fork.
+	s.checked = false
 	return retry.Run(ctx, s.log(), "scanning the chain", func(ctx context.Context) error {
 		n, moved, err := s.step(ctx)
 		if errors.Is(err, ErrDeepReorg) || errors.Is(err, ErrWrongChain) {
