@@ -133,17 +133,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(feedSeq, float64(cur.Position), feed)
 		gauge(feedMoved, unix(cur.UpdatedAt), feed)
 	}
+	// Every chain this process books or has scanned reports its negative
+	// wallets, zero too, so that an alert on the gauge sees the chain from
+	// the start (before its first block is scanned).
+	negative := map[uint64]bool{}
+	for id := range booked {
+		negative[id] = true
+	}
 	for id, cur := range st.Scans {
 		gauge(scanBlock, float64(cur.Position), chain(id))
 		gauge(scanMoved, unix(cur.UpdatedAt), chain(id))
-		// Every scanned chain reports its negative wallets, zero too, so
-		// that an alert on the gauge sees the chain.
-		gauge(negativeWallets, float64(st.NegativeWallets[id]), chain(id))
+		negative[id] = true
 	}
-	for id, n := range st.NegativeWallets {
-		if _, scanned := st.Scans[id]; !scanned {
-			gauge(negativeWallets, float64(n), chain(id))
-		}
+	for id := range st.NegativeWallets {
+		negative[id] = true
+	}
+	for id := range negative {
+		gauge(negativeWallets, float64(st.NegativeWallets[id]), chain(id))
 	}
 	gauge(openTransits, float64(st.OpenTransits))
 	if st.OldestOpenTransit != nil {
