@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
@@ -162,12 +163,20 @@ func (r *twoChains) with(a, b string) map[string]string {
 func (r *twoChains) requireBooked(t *testing.T, when string) (uint64, map[uint64]int) {
 	t.Helper()
 	ctx := context.Background()
-	cursor, err := r.store.Cursor(ctx, consumer.Feed)
+	// One snapshot for the cursor, the backlog and the journals: ledgerd
+	// books while this reads, and three reads at three moments would see
+	// bookings past the cursor they read.
+	snap, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = snap.Rollback(ctx) }() // read-only: nothing to keep
+	var cursor uint64
+	if err := snap.QueryRow(ctx, `SELECT coalesce((SELECT seq FROM feed_cursor WHERE feed = $1), 0)`, consumer.Feed).Scan(&cursor); err != nil {
+		t.Fatal(err)
+	}
 	backlog := map[uint64]uint64{} // seq -> chain
-	rows, err := r.pool.Query(ctx, `SELECT seq, chain_id FROM feed_backlog WHERE feed = $1`, consumer.Feed)
+	rows, err := snap.Query(ctx, `SELECT seq, chain_id FROM feed_backlog WHERE feed = $1`, consumer.Feed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +191,7 @@ func (r *twoChains) requireBooked(t *testing.T, when string) (uint64, map[uint64
 		t.Fatal(err)
 	}
 	booked := map[common.Hash]int{}
-	rows, err = r.pool.Query(ctx, `SELECT kind, tx_hash, count(*) FROM journal WHERE kind <> 'opening' GROUP BY kind, tx_hash`)
+	rows, err = snap.Query(ctx, `SELECT kind, tx_hash, count(*) FROM journal WHERE kind <> 'opening' GROUP BY kind, tx_hash`)
 	if err != nil {
 		t.Fatal(err)
 	}
