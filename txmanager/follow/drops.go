@@ -34,7 +34,7 @@ import (
 // alert, BROADCASTED and tracked, for an operator to act on.
 //
 // Which sends are recent is the follower's own record, in memory: the
-// sends it saw happen while it held the lease (the worker's first
+// sends made while it held the lease (the worker's first
 // broadcasts, its resends, new replacement attempts). The attempts a new
 // lease finds (a start, a restart, a takeover) are not looked up until
 // their next send, which the resubmission timer makes: a restart costs no
@@ -69,6 +69,7 @@ func (fl *Follower) probesAtStart(f txmanager.Fence, tracked []postgres.Tracked)
 		}
 	}
 	fl.probes[f.Key] = probes
+	fl.probedFrom[f.Key] = time.Now()
 }
 
 // sentAgain starts a new record for t's current attempt: sent again, it
@@ -130,7 +131,13 @@ func (fl *Follower) lookForDrops(ctx context.Context) error {
 				continue
 			}
 			p := was[h]
-			if p == nil {
+			switch {
+			case p == nil && t.SentAt.Before(fl.probedFrom[f.Key]):
+				// Sent before this lease began, though its events reached
+				// the view only now (numbered late in the feed): one the
+				// lease found, looked up from its next send on.
+				p = &probe{lookups: fl.cfg.Chain.DropCheckBlocks}
+			case p == nil:
 				p = &probe{} // a send made since the last block
 			}
 			now[h] = p

@@ -134,7 +134,10 @@ type Follower struct {
 	// drops, by attempt hash (drops.go); others the chain's other read
 	// endpoints, asked only about what the first does not know.
 	probes map[txmanager.SignerKey]map[common.Hash]*probe
-	others []*RPC
+	// probedFrom is, per signer, when its lease's probes began: a send
+	// made before then is one the lease found, whenever the feed brings it.
+	probedFrom map[txmanager.SignerKey]time.Time
+	others     []*RPC
 }
 
 // signerView is one signer's tracked transactions under one lease, as of
@@ -170,7 +173,7 @@ func New(cfg Config) *Follower {
 	// Deep enough to see a reorg of a transaction CONFIRMED a while ago.
 	return &Follower{cfg: cfg, depth: depth, window: NewWindow(int(max(4*depth, 64))), caughtUp: map[txmanager.SignerKey]int64{},
 		views: map[txmanager.SignerKey]*signerView{}, refused: map[txmanager.SignerKey]map[attemptKey]bool{},
-		probes: map[txmanager.SignerKey]map[common.Hash]*probe{}}
+		probes: map[txmanager.SignerKey]map[common.Hash]*probe{}, probedFrom: map[txmanager.SignerKey]time.Time{}}
 }
 
 // Run steps every PollEvery until ctx ends, and at once on each new head
@@ -277,6 +280,7 @@ func (fl *Follower) eachSigner(ctx context.Context, fn func(txmanager.Fence) err
 	forget(fl.views, unheld)
 	forget(fl.refused, unheld)
 	forget(fl.probes, unheld)
+	forget(fl.probedFrom, unheld)
 	return errors.Join(errs...)
 }
 
