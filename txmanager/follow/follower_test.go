@@ -684,7 +684,11 @@ func (r *rig) trackMany(t testing.TB, n int, first uint64) {
 func TestRPCCallsPerBlockDoNotGrowWithTracked(t *testing.T) {
 	t.Parallel()
 	const tracked = 10_000
-	r := newRig(t, 3)
+	// The cost of a block, not of timers: on a loaded machine the test
+	// outlasted the default 30 s resubmit interval, and the follower
+	// resent all 10,000 one by one (a 20-minute run).
+	hour := txmanager.Duration{Duration: time.Hour}
+	r := newRigWith(t, txmanager.Chain{Confirmations: 3, ResubmitInterval: hour, StuckTimeout: hour})
 	ctx := context.Background()
 	// 10,000 transactions the chain will never see, broadcast as far as
 	// the store knows, after nonces 0..9 that are ours on the chain.
