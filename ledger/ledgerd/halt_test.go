@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,26 +138,7 @@ func TestAChainThatCannotBeFollowedHaltsAlone(t *testing.T) {
 // halted reads txfence_ledger_chain_halted from /metrics, by chain id.
 func halted(t *testing.T, ops string) map[uint64]string {
 	t.Helper()
-	resp, err := http.Get(ops + "/metrics")
-	if err != nil {
-		t.Fatalf("ledgerd's /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	out := map[uint64]string{}
-	for line := range strings.SplitSeq(string(body), "\n") {
-		rest, ok := strings.CutPrefix(line, `txfence_ledger_chain_halted{chain_id="`)
-		if !ok {
-			continue
-		}
-		id, value, _ := strings.Cut(rest, `"} `)
-		n, err := strconv.ParseUint(id, 10, 64)
-		if err != nil {
-			t.Fatalf("/metrics: %q", line)
-		}
-		out[n] = value
-	}
-	return out
+	return gauge(t, ops, "txfence_ledger_chain_halted")
 }
 
 // parseAlerts are the JSON log records logged with "alert": true.
