@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
@@ -171,42 +172,26 @@ func (r *chainsRig) head(t *testing.T) uint64 {
 // backlog is the seqs of node's events in the backlog, in order.
 func (r *chainsRig) backlog(t *testing.T, node *anvil.Node) []uint64 {
 	t.Helper()
-	rows, err := r.pool.Query(context.Background(), `SELECT seq FROM feed_backlog WHERE feed = $1 AND chain_id = $2 ORDER BY seq`,
-		consumer.Feed, int64(node.ChainID()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []uint64
-	for rows.Next() {
-		var seq uint64
-		if err := rows.Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, seq)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return seqs(t, r.pool, `SELECT seq FROM feed_backlog WHERE feed = $1 AND chain_id = $2 ORDER BY seq`, consumer.Feed, int64(node.ChainID()))
 }
 
 // seqsOf are the seqs of the feed's events of transactions ids of types.
 func (r *chainsRig) seqsOf(t *testing.T, ids []uuid.UUID) []uint64 {
 	t.Helper()
-	rows, err := r.txm.Pool.Query(context.Background(), `SELECT seq FROM event WHERE tx_id = ANY($1)
+	return seqs(t, r.txm.Pool, `SELECT seq FROM event WHERE tx_id = ANY($1)
 		AND (type = $2 OR payload->>'to_state' = 'CONFIRMED') ORDER BY seq`, ids, txmanager.EventReorged)
+}
+
+// seqs are the sequence numbers query reads from pool, in its order.
+func seqs(t *testing.T, pool *pgxpool.Pool, query string, args ...any) []uint64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []uint64
-	for rows.Next() {
-		var seq uint64
-		if err := rows.Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, seq)
-	}
-	if err := rows.Err(); err != nil {
+	var seq uint64
+	if _, err := pgx.ForEachRow(rows, []any{&seq}, func() error { out = append(out, seq); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return out
