@@ -119,29 +119,10 @@ func newTwoChains(t *testing.T, onA, onB int) *twoChains {
 			chainOf[s.receipt.TxHash] = node.ChainID()
 		}
 	}
-	if err := r.txm.Pool.QueryRow(ctx, `SELECT last_seq FROM event_sequence`).Scan(&r.last); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := r.txm.Pool.Query(ctx, `SELECT seq, payload->>'to_state', payload->>'hash' FROM event
-		WHERE type = $1 AND payload->>'to_state' IN ('CONFIRMED', 'REVERTED')`, txmanager.EventStateChanged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq uint64
-		var state, hash string
-		if err := rows.Scan(&seq, &state, &hash); err != nil {
-			t.Fatal(err)
-		}
-		kind := ledger.Confirmed
-		if state == "REVERTED" {
-			kind = ledger.Reverted
-		}
-		r.settled[common.HexToHash(hash)] = chainSettlement{chainID: chainOf[common.HexToHash(hash)], seq: seq, kind: kind}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	var settled map[common.Hash]killSettlement
+	r.last, settled = settlementsInFeed(t, r.txm.Pool)
+	for h, s := range settled {
+		r.settled[h] = chainSettlement{chainID: chainOf[h], seq: s.seq, kind: s.kind}
 	}
 	if len(r.settled) != onA+onB || r.last != uint64(8*(onA+onB)) {
 		t.Fatalf("the feed holds %d settlements and %d events, want %d and %d", len(r.settled), r.last, onA+onB, 8*(onA+onB))

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
@@ -357,30 +359,9 @@ func (r *killRig) seedFeed(t *testing.T, sent []killSent) {
 	r.txm.WriteEvents(t, events...)
 
 	// What the feed says, as numbered: each settlement's seq.
-	if err := r.txm.Pool.QueryRow(ctx, `SELECT last_seq FROM event_sequence`).Scan(&r.last); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := r.txm.Pool.Query(ctx, `SELECT seq, payload->>'to_state', payload->>'hash' FROM event
-		WHERE type = $1 AND payload->>'to_state' IN ('CONFIRMED', 'REVERTED')`, txmanager.EventStateChanged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq uint64
-		var state, hash string
-		if err := rows.Scan(&seq, &state, &hash); err != nil {
-			t.Fatal(err)
-		}
-		kind := ledger.Confirmed
-		if state == "REVERTED" {
-			kind = ledger.Reverted
-		}
-		r.settled[common.HexToHash(hash)] = killSettlement{seq: seq, kind: kind}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	var settled map[common.Hash]killSettlement
+	r.last, settled = settlementsInFeed(t, r.txm.Pool)
+	maps.Copy(r.settled, settled)
 	if len(r.settled) != len(sent) || r.last != uint64(8*len(sent)) {
 		t.Fatalf("the feed holds %d settlements and %d events, want %d and %d", len(r.settled), r.last, len(sent), 8*len(sent))
 	}
@@ -444,4 +425,33 @@ func (r *killRig) requireBookedUpTo(t *testing.T, when string) uint64 {
 		t.Fatalf("%s: %d settlements booked wrongly or not at all", when, problems)
 	}
 	return cursor
+}
+
+// settlementsInFeed reads txmanager's feed as numbered: its last seq, and
+// each settlement's seq and journal kind by transaction hash.
+func settlementsInFeed(t *testing.T, pool *pgxpool.Pool) (last uint64, settled map[common.Hash]killSettlement) {
+	t.Helper()
+	ctx := context.Background()
+	if err := pool.QueryRow(ctx, `SELECT last_seq FROM event_sequence`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT seq, payload->>'to_state', payload->>'hash' FROM event
+		WHERE type = $1 AND payload->>'to_state' IN ('CONFIRMED', 'REVERTED')`, txmanager.EventStateChanged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled = map[common.Hash]killSettlement{}
+	var seq uint64
+	var state, hash string
+	if _, err := pgx.ForEachRow(rows, []any{&seq, &state, &hash}, func() error {
+		kind := ledger.Confirmed
+		if state == "REVERTED" {
+			kind = ledger.Reverted
+		}
+		settled[common.HexToHash(hash)] = killSettlement{seq: seq, kind: kind}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return last, settled
 }
