@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/txmanager"
-	txmanagerpg "github.com/txfence/txfence/txmanager/postgres"
 )
 
 // TestCreateIsIdempotentAndReadsBack: a create answers 201, the same
@@ -311,39 +309,12 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 func TestOperatorActionsBeforeTheBroadcast(t *testing.T) {
 	t.Parallel()
 	r := gatewaytest.Start(t, gatewaytest.Options{})
-	ctx := context.Background()
-	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)}
-	token, ok, err := r.TxM.Store.Acquire(ctx, "test-node", key, time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("acquire: %v %v", ok, err)
-	}
-	fence := txmanager.Fence{Node: "test-node", Key: key, Token: token}
-	nonce := uint64(0)
-	// to moves a new transfer of acme's up to state, as the owner's worker
-	// would.
+	owner := r.TxM.NewOwner(t, txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)})
+	// to moves a new transfer up to state, as the owner's worker would.
 	to := func(requestID string, state txmanager.State) string {
 		t.Helper()
 		id := uuid.MustParse(r.Create(t, r.Acme, signerA, requestID).TxID)
-		fees := txmanager.Fees{MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
-		if _, err := r.TxM.Store.Simulated(ctx, fence, id, 21000); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.TxM.Store.Allocate(ctx, fence, []uuid.UUID{id}, []txmanager.Fees{fees}, nonce); err != nil {
-			t.Fatal(err)
-		}
-		nonce++
-		if state == txmanager.StateAllocated {
-			return id.String()
-		}
-		if _, err := r.TxM.Store.Signed(ctx, fence, []txmanagerpg.Attempt{{TxID: id, Raw: id[:], Hash: common.BytesToHash(append(id[:], id[:]...)),
-			MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
-			t.Fatal(err)
-		}
-		if state == txmanager.StateBroadcasted {
-			if _, err := r.TxM.Store.Broadcasted(ctx, fence, []txmanagerpg.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-		}
+		owner.MoveTo(t, id, state)
 		return id.String()
 	}
 	type action struct {

@@ -5,14 +5,12 @@ import (
 	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/txmanager"
-	txmanagerpg "github.com/txfence/txfence/txmanager/postgres"
 )
 
 // TestOperatorCommands: resend, bump and abandon of ALLOCATED and SIGNED
@@ -26,38 +24,14 @@ func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
 	g := gatewaytest.Start(t, gatewaytest.Options{})
 	ctx := context.Background()
-	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)}
-	token, ok, err := g.TxM.Store.Acquire(ctx, "test-node", key, time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("acquire: %v %v", ok, err)
-	}
-	fence := txmanager.Fence{Node: "test-node", Key: key, Token: token}
-	nonce := uint64(0)
+	owner := g.TxM.NewOwner(t, txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)})
+	fence := owner.Fence()
 	// to moves a new transfer up to state, as the owner's worker would.
 	to := func(requestID string, state txmanager.State) string {
 		t.Helper()
 		id := uuid.MustParse(field(t, mustRun(t, g.URL, g.Acme, "create", "--chain-id", "31337", "--from", signerA, "--to", bob,
 			"--value", "1", "--idempotency-key", requestID).stdout, "tx_id"))
-		fees := txmanager.Fees{MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
-		if _, err := g.TxM.Store.Simulated(ctx, fence, id, 21000); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.TxM.Store.Allocate(ctx, fence, []uuid.UUID{id}, []txmanager.Fees{fees}, nonce); err != nil {
-			t.Fatal(err)
-		}
-		nonce++
-		if state == txmanager.StateAllocated {
-			return id.String()
-		}
-		if _, err := g.TxM.Store.Signed(ctx, fence, []txmanagerpg.Attempt{{TxID: id, Raw: id[:], Hash: common.BytesToHash(append(id[:], id[:]...)),
-			MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
-			t.Fatal(err)
-		}
-		if state == txmanager.StateBroadcasted {
-			if _, err := g.TxM.Store.Broadcasted(ctx, fence, []txmanagerpg.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-		}
+		owner.MoveTo(t, id, state)
 		return id.String()
 	}
 	allocated, signed, broadcast := to("allocated", txmanager.StateAllocated), to("signed", txmanager.StateSigned), to("broadcast", txmanager.StateBroadcasted)
