@@ -134,17 +134,7 @@ func (r *chainsRig) reorged(t *testing.T, s settled) {
 // nothing more at once.
 func (r *chainsRig) step(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		n, err := r.c.Step(ctx)
-		if err != nil {
-			t.Fatalf("step: %v", err)
-		}
-		if n == 0 {
-			return
-		}
-	}
+	stepUntilIdle(t, r.c)
 }
 
 // stepUntil steps the consumer until cond holds, for at most a minute.

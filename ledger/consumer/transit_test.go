@@ -177,10 +177,17 @@ func (r *transitRig) reorged(t *testing.T, id uuid.UUID, receipt *types.Receipt)
 
 func (r *transitRig) drain(t *testing.T) {
 	t.Helper()
+	stepUntilIdle(t, r.c)
+}
+
+// stepUntilIdle steps c until it has read the whole feed and books
+// nothing more at once.
+func stepUntilIdle(t *testing.T, c *consumer.Consumer) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		n, err := r.c.Step(ctx)
+		n, err := c.Step(ctx)
 		if err != nil {
 			t.Fatalf("step: %v", err)
 		}
