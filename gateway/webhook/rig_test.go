@@ -52,6 +52,9 @@ type rig struct {
 	api          *txmanagerapi.ClientWithResponses
 	acme, globex uuid.UUID
 	requests     atomic.Int64
+	// written counts the events transactions has caused: the feed numbers
+	// them a moment after they commit, so events waits for all of them.
+	written atomic.Int64
 }
 
 func newRig(t *testing.T) *rig {
@@ -255,22 +258,24 @@ func (r *rig) transactions(signer string, n int) {
 			r.t.Fatalf("cancel: %v %s", err, resp.Body)
 		}
 	}
+	r.written.Add(int64(2 * n)) // created, then cancelled
 }
 
-// events is the whole feed so far.
+// events is the whole feed once every event transactions caused is in
+// it: the sequencer numbers events asynchronously, and on a busy machine
+// it may not have run yet.
 func (r *rig) events() []components.Event {
 	r.t.Helper()
 	var all []components.Event
-	for {
+	waitFor(r.t, "the feed to number every event written", func() bool {
 		page, err := r.tm.EventsAfter(context.Background(), uint64(len(all)), 1000, 0)
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		if len(page) == 0 {
-			return all
-		}
 		all = append(all, page...)
-	}
+		return int64(len(all)) >= r.written.Load()
+	})
+	return all
 }
 
 // eventsOf is the feed's events of signer.
