@@ -35,6 +35,16 @@ CREATE TABLE audit_log (
     CONSTRAINT audit_log_seq_check CHECK ((seq >= 1))
 );
 
+CREATE TABLE nonce_start (
+    chain_id bigint NOT NULL,
+    signer bytea NOT NULL,
+    nonce bigint NOT NULL,
+    set_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT nonce_start_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT nonce_start_nonce_check CHECK ((nonce >= 0)),
+    CONSTRAINT nonce_start_signer_check CHECK ((length(signer) = 20))
+);
+
 CREATE TABLE schema_migrations (
     version bigint NOT NULL,
     name text NOT NULL,
@@ -58,14 +68,21 @@ CREATE TABLE signature (
     raw_tx bytea NOT NULL,
     signed_at timestamp with time zone NOT NULL,
     audit_seq bigint NOT NULL,
+    gas bigint NOT NULL,
+    token bytea,
+    token_amount numeric(78,0),
     CONSTRAINT signature_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT signature_check CHECK (((attempt = 1) = (kind = 'original'::text))),
     CONSTRAINT signature_digest_check CHECK ((length(digest) = 32)),
     CONSTRAINT signature_fee_cap_check CHECK ((fee_cap >= (0)::numeric)),
+    CONSTRAINT signature_gas_check CHECK ((gas >= 0)),
     CONSTRAINT signature_intent_check CHECK ((length(intent) = 32)),
     CONSTRAINT signature_kind_check CHECK ((kind = ANY (ARRAY['original'::text, 'replacement'::text, 'cancel'::text]))),
     CONSTRAINT signature_nonce_check CHECK ((nonce >= 0)),
     CONSTRAINT signature_tip_cap_check CHECK ((tip_cap >= (0)::numeric)),
+    CONSTRAINT signature_token_amount_check CHECK ((token_amount >= (0)::numeric)),
+    CONSTRAINT signature_token_check CHECK ((length(token) = 20)),
+    CONSTRAINT signature_token_pair CHECK (((token IS NULL) = (token_amount IS NULL))),
     CONSTRAINT signature_tx_hash_check CHECK ((length(tx_hash) = 32)),
     CONSTRAINT signature_value_check CHECK ((value >= (0)::numeric))
 );
@@ -86,6 +103,9 @@ ALTER TABLE ONLY audit_log
 ALTER TABLE ONLY audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (seq);
 
+ALTER TABLE ONLY nonce_start
+    ADD CONSTRAINT nonce_start_pkey PRIMARY KEY (chain_id, signer);
+
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
@@ -102,6 +122,8 @@ ALTER TABLE ONLY signer_lock
     ADD CONSTRAINT signer_lock_pkey PRIMARY KEY (chain_id, signer);
 
 CREATE INDEX audit_log_tx_idx ON audit_log USING btree (tx_id);
+
+CREATE INDEX signature_tx_idx ON signature USING btree (tx_id);
 
 CREATE INDEX signature_window_idx ON signature USING btree (chain_id, signer, signed_at) WHERE (attempt = 1);
 
