@@ -18,6 +18,7 @@ type Signed struct {
 	Digest  common.Hash
 	FeeCap  *big.Int
 	TipCap  *big.Int
+	Gas     uint64
 	Value   *big.Int
 	Cancel  bool
 	TxHash  common.Hash

@@ -147,7 +147,7 @@ func (res *Result) signed() Signed {
 	r := res.Request
 	return Signed{
 		ChainID: r.ChainID, From: r.From, Nonce: r.Nonce, TxID: r.TxID, Intent: r.Intent(), Digest: r.Digest(),
-		FeeCap: r.FeeCap(), TipCap: r.TipCap(), Value: r.Value, Cancel: res.Reuse == Cancel,
+		FeeCap: r.FeeCap(), TipCap: r.TipCap(), Gas: r.Gas, Value: r.Value, Cancel: res.Reuse == Cancel,
 		TxHash: res.TxHash, RawTx: res.RawTx,
 	}
 }

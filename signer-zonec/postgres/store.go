@@ -73,7 +73,7 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 		chainIDs[i], signers[i], nonces[i] = int64(k.ChainID), k.From.Bytes(), int64(k.Nonce)
 	}
 	rows, err := t.tx.Query(ctx, `
-		SELECT chain_id, signer, nonce, tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx
+		SELECT chain_id, signer, nonce, tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx, gas
 		FROM signature
 		WHERE (chain_id, signer, nonce) IN (SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]))
 		ORDER BY chain_id, signer, nonce, attempt`,
@@ -83,14 +83,14 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (signer.Signed, error) {
 		var s signer.Signed
-		var chainID, nonce int64
+		var chainID, nonce, gas int64
 		var from, intent, digest, hash []byte
 		var value, feeCap, tipCap pgtype.Numeric
 		var kind string
-		if err := row.Scan(&chainID, &from, &nonce, &s.TxID, &intent, &digest, &value, &feeCap, &tipCap, &kind, &hash, &s.RawTx); err != nil {
+		if err := row.Scan(&chainID, &from, &nonce, &s.TxID, &intent, &digest, &value, &feeCap, &tipCap, &kind, &hash, &s.RawTx, &gas); err != nil {
 			return s, err
 		}
-		s.ChainID, s.From, s.Nonce = uint64(chainID), common.BytesToAddress(from), uint64(nonce)
+		s.ChainID, s.From, s.Nonce, s.Gas = uint64(chainID), common.BytesToAddress(from), uint64(nonce), uint64(gas)
 		copy(s.Intent[:], intent)
 		s.Digest, s.TxHash = common.BytesToHash(digest), common.BytesToHash(hash)
 		var err error
@@ -176,31 +176,32 @@ func (t storeTx) Record(ctx context.Context, at time.Time, sigs []signer.Signatu
 	n := len(sigs)
 	chainIDs, signers, nonces, kinds, txIDs := make([]int64, n), make([][]byte, n), make([]int64, n), make([]string, n), make([]string, n)
 	intents, digests, txHashes, raws := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
-	values, feeCaps, tipCaps, auditSeqs := make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]int64, n)
+	values, feeCaps, tipCaps, auditSeqs, gases := make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]int64, n), make([]int64, n)
 	for i, s := range sigs {
 		kinds[i] = kindNames[s.Reuse]
 		if kinds[i] == "" {
 			return fmt.Errorf("record signature: %v is not a new signature", s.Reuse)
 		}
-		if s.Nonce > math.MaxInt64 || s.ChainID > math.MaxInt64 || s.AuditSeq > math.MaxInt64 {
-			return errors.New("record signature: nonce, chain id or audit seq beyond what signerd stores")
+		if s.Nonce > math.MaxInt64 || s.ChainID > math.MaxInt64 || s.AuditSeq > math.MaxInt64 || s.Gas > math.MaxInt64 {
+			return errors.New("record signature: nonce, chain id, gas or audit seq beyond what signerd stores")
 		}
+		gases[i] = int64(s.Gas)
 		chainIDs[i], signers[i], nonces[i], txIDs[i] = int64(s.ChainID), s.From.Bytes(), int64(s.Nonce), s.TxID
 		intents[i], digests[i], txHashes[i], raws[i] = s.Intent[:], s.Digest.Bytes(), s.TxHash.Bytes(), s.RawTx
 		values[i], feeCaps[i], tipCaps[i], auditSeqs[i] = numeric(s.Value), numeric(s.FeeCap), numeric(s.TipCap), int64(s.AuditSeq)
 	}
 	_, err := t.tx.Exec(ctx, `
 		INSERT INTO signature (chain_id, signer, nonce, attempt, kind, tx_id, intent, digest, value, fee_cap, tip_cap,
-			tx_hash, raw_tx, signed_at, audit_seq)
+			tx_hash, raw_tx, signed_at, audit_seq, gas)
 		SELECT n.chain_id, n.signer, n.nonce,
 			coalesce((SELECT max(s.attempt) FROM signature s
 				WHERE s.chain_id = n.chain_id AND s.signer = n.signer AND s.nonce = n.nonce), 0)
 				+ row_number() OVER (PARTITION BY n.chain_id, n.signer, n.nonce ORDER BY n.ord),
-			n.kind, n.tx_id, n.intent, n.digest, n.value, n.fee_cap, n.tip_cap, n.tx_hash, n.raw_tx, $14, n.audit_seq
+			n.kind, n.tx_id, n.intent, n.digest, n.value, n.fee_cap, n.tip_cap, n.tx_hash, n.raw_tx, $14, n.audit_seq, n.gas
 		FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::bytea[],
-			$8::numeric[], $9::numeric[], $10::numeric[], $11::bytea[], $12::bytea[], $13::bigint[])
-			WITH ORDINALITY AS n(chain_id, signer, nonce, kind, tx_id, intent, digest, value, fee_cap, tip_cap, tx_hash, raw_tx, audit_seq, ord)`,
-		chainIDs, signers, nonces, kinds, txIDs, intents, digests, values, feeCaps, tipCaps, txHashes, raws, auditSeqs, at)
+			$8::numeric[], $9::numeric[], $10::numeric[], $11::bytea[], $12::bytea[], $13::bigint[], $15::bigint[])
+			WITH ORDINALITY AS n(chain_id, signer, nonce, kind, tx_id, intent, digest, value, fee_cap, tip_cap, tx_hash, raw_tx, audit_seq, gas, ord)`,
+		chainIDs, signers, nonces, kinds, txIDs, intents, digests, values, feeCaps, tipCaps, txHashes, raws, auditSeqs, at, gases)
 	if err != nil {
 		return fmt.Errorf("record %d signatures: %w", n, err)
 	}
