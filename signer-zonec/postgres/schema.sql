@@ -1,5 +1,51 @@
 -- Schema produced by the migrations; regenerate with make schema. Do not edit.
 
+CREATE FUNCTION audit_head_advances() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+	on_record boolean;
+BEGIN
+	EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I.audit_log WHERE seq = $1 AND hash = $2)', TG_TABLE_SCHEMA)
+		INTO on_record USING NEW.seq, NEW.hash;
+	IF NEW.seq <= OLD.seq OR NOT on_record THEN
+		RAISE EXCEPTION 'audit_head may only advance onto a record of audit_log: % to % refused', OLD.seq, NEW.seq
+			USING ERRCODE = 'integrity_constraint_violation';
+	END IF;
+	RETURN NEW;
+END
+$_$;
+
+CREATE FUNCTION grant_serving_role(serving name) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	g record;
+	r record;
+BEGIN
+	SELECT rolsuper, pg_has_role(serving, current_user, 'MEMBER') AS is_owner INTO r
+		FROM pg_roles WHERE rolname = serving;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'serving role % does not exist: create it (LOGIN, no other attributes) first', serving
+			USING ERRCODE = 'undefined_object';
+	ELSIF r.is_owner THEN
+		RAISE EXCEPTION 'serving role % is, or is a member of, %, which owns signerd''s tables: serve as another role', serving, current_user
+			USING ERRCODE = 'invalid_grant_operation';
+	ELSIF r.rolsuper THEN
+		RAISE EXCEPTION 'serving role % is a superuser: serve as an ordinary role', serving
+			USING ERRCODE = 'invalid_grant_operation';
+	END IF;
+	EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', current_schema(), serving);
+	EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM %I', current_schema(), serving);
+	IF NOT has_schema_privilege(serving, current_schema(), 'USAGE') THEN
+		EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), serving);
+	END IF;
+	FOR g IN SELECT table_name, privilege FROM serving_grant LOOP
+		EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, current_schema(), g.table_name, serving);
+	END LOOP;
+END
+$$;
+
 CREATE FUNCTION refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -51,6 +97,11 @@ CREATE TABLE schema_migrations (
     checksum text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
+
+CREATE VIEW serving_grant AS
+ SELECT "*VALUES*".column1 AS table_name,
+    "*VALUES*".column2 AS privilege
+   FROM (VALUES ('schema_migrations'::text,'SELECT'::text), ('serving_grant'::text,'SELECT'::text), ('signer_lock'::text,'SELECT'::text), ('signer_lock'::text,'INSERT'::text), ('signer_lock'::text,'UPDATE'::text), ('signature'::text,'SELECT'::text), ('signature'::text,'INSERT'::text), ('audit_log'::text,'SELECT'::text), ('audit_log'::text,'INSERT'::text), ('audit_head'::text,'SELECT'::text), ('audit_head'::text,'UPDATE'::text), ('nonce_start'::text,'SELECT'::text)) "*VALUES*";
 
 CREATE TABLE signature (
     chain_id bigint NOT NULL,
@@ -126,6 +177,12 @@ CREATE INDEX audit_log_tx_idx ON audit_log USING btree (tx_id);
 CREATE INDEX signature_tx_idx ON signature USING btree (tx_id);
 
 CREATE INDEX signature_window_idx ON signature USING btree (chain_id, signer, signed_at) WHERE (attempt = 1);
+
+CREATE TRIGGER audit_head_advances BEFORE UPDATE ON audit_head FOR EACH ROW EXECUTE FUNCTION audit_head_advances();
+
+CREATE TRIGGER audit_head_no_delete BEFORE DELETE ON audit_head FOR EACH ROW EXECUTE FUNCTION refuse_change();
+
+CREATE TRIGGER audit_head_no_truncate BEFORE TRUNCATE ON audit_head FOR EACH STATEMENT EXECUTE FUNCTION refuse_change();
 
 CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON audit_log FOR EACH ROW EXECUTE FUNCTION refuse_change();
 
