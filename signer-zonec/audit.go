@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 )
 
 // Outcome is what signerd did with one request, as the audit log records it.
@@ -164,4 +166,117 @@ func sameColumns(stored, body AuditEntry) bool {
 	return stored.At.Equal(body.At) && stored.PrevHash == body.PrevHash && stored.TxID == body.TxID &&
 		stored.ChainID == body.ChainID && stored.From == body.From && stored.Nonce == body.Nonce &&
 		stored.Outcome == body.Outcome && sameHash
+}
+
+// RecordedSignature is one row of the double-sign record as audit
+// verification reads it: the signature, its attempt at its nonce, and the
+// audit record it names.
+type RecordedSignature struct {
+	Signed
+	Attempt  int
+	AuditSeq uint64
+}
+
+// SignatureError names a signature whose double-sign record and audit log
+// disagree: a row the log does not account for, or a signed record
+// without its row. Either lets a second intent be signed at a used nonce
+// or a rolling window forget what it spent.
+type SignatureError struct {
+	ChainID uint64
+	From    common.Address
+	Nonce   uint64
+	// Attempt is the row's attempt at its nonce; 0 when the row is missing.
+	Attempt  int
+	TxID     string
+	AuditSeq uint64
+	Reason   string
+}
+
+func (e *SignatureError) Error() string {
+	if e.Attempt == 0 {
+		return fmt.Sprintf("signature of audit record %d (tx %s, chain %d, signer %s, nonce %d): %s",
+			e.AuditSeq, e.TxID, e.ChainID, e.From.Hex(), e.Nonce, e.Reason)
+	}
+	return fmt.Sprintf("signature at chain %d, signer %s, nonce %d, attempt %d (tx %s, audit record %d): %s",
+		e.ChainID, e.From.Hex(), e.Nonce, e.Attempt, e.TxID, e.AuditSeq, e.Reason)
+}
+
+// MissingSignature is the error for a signed audit record without its
+// double-sign record.
+func MissingSignature(rec AuditEntry) *SignatureError {
+	return &SignatureError{ChainID: rec.ChainID, From: rec.From, Nonce: rec.Nonce, TxID: rec.TxID, AuditSeq: rec.Seq,
+		Reason: "no signature row in the double-sign record names it (deleted or edited)"}
+}
+
+// CheckRecordedSignature compares a row of the double-sign record with the
+// audit record it names (nil when there is none) and with its own signed
+// transaction: the record must be the signed decision of the same chain,
+// signer, nonce, tx id, transaction and request, and the amounts the
+// windows sum must be those of the transaction that was signed.
+func CheckRecordedSignature(s RecordedSignature, rec *AuditEntry) error {
+	bad := func(format string, args ...any) error {
+		return &SignatureError{ChainID: s.ChainID, From: s.From, Nonce: s.Nonce, Attempt: s.Attempt, TxID: s.TxID,
+			AuditSeq: s.AuditSeq, Reason: fmt.Sprintf(format, args...)}
+	}
+	if rec == nil {
+		return bad("its audit record %d is missing", s.AuditSeq)
+	}
+	if rec.Outcome != OutcomeSigned {
+		return bad("its audit record %d is %s, not %s", s.AuditSeq, rec.Outcome, OutcomeSigned)
+	}
+	var differ []string
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"chain_id", s.ChainID == rec.ChainID},
+		{"signer", s.From == rec.From},
+		{"nonce", s.Nonce == rec.Nonce},
+		{"tx_id", s.TxID == rec.TxID},
+		{"tx_hash", rec.TxHash != nil && s.TxHash == *rec.TxHash},
+		{"request digest", s.Digest == rec.RequestDigest},
+	} {
+		if !f.same {
+			differ = append(differ, f.name)
+		}
+	}
+	if len(differ) > 0 {
+		return bad("%s its audit record %d", differing(differ), s.AuditSeq)
+	}
+
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(s.RawTx); err != nil {
+		return bad("raw transaction does not decode: %v", err)
+	}
+	if tx.Hash() != s.TxHash {
+		return bad("raw transaction hashes to %s, not the recorded tx_hash (replaced)", tx.Hash().Hex())
+	}
+	differ = differ[:0]
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"chain_id", tx.ChainId().IsUint64() && tx.ChainId().Uint64() == s.ChainID},
+		{"nonce", tx.Nonce() == s.Nonce},
+		{"value", s.Value != nil && tx.Value().Cmp(s.Value) == 0},
+		{"gas", tx.Gas() == s.Gas},
+		{"fee_cap", s.FeeCap != nil && tx.GasFeeCap().Cmp(s.FeeCap) == 0},
+		{"tip_cap", s.TipCap != nil && tx.GasTipCap().Cmp(s.TipCap) == 0},
+	} {
+		if !f.same {
+			differ = append(differ, f.name)
+		}
+	}
+	if len(differ) > 0 {
+		return bad("%s the signed raw transaction (edited)", differing(differ))
+	}
+	return nil
+}
+
+// differing says which fields differ, in a sentence.
+func differing(fields []string) string {
+	if len(fields) == 1 {
+		return fields[0] + " differs from"
+	}
+	return strings.Join(fields, ", ") + " differ from"
 }

@@ -3,8 +3,13 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	signer "github.com/txfence/txfence/signer-zonec"
 )
@@ -13,10 +18,12 @@ import (
 const auditPage = 1000
 
 // VerifyAudit walks the whole audit log in order and checks the hash chain
-// and the head, all on one snapshot, so that a record beyond the head is
-// one written outside signerd rather than an append racing the walk. It
-// returns the number of records verified, and for a broken log a
-// *signer.ChainError naming the first bad record.
+// and the head, then cross-checks the double-sign record against the log,
+// all on one snapshot, so that a record beyond the head is one written
+// outside signerd rather than an append racing the walk. It returns the
+// number of records verified, and for a broken log a *signer.ChainError
+// naming the first bad record; for records that disagree with their
+// signatures, a *signer.SignatureError for each (up to maxReported).
 func (s *Store) VerifyAudit(ctx context.Context) (uint64, error) {
 	v := signer.NewVerifier()
 	err := s.inSnapshot(ctx, func(q querier) error {
@@ -27,9 +34,112 @@ func (s *Store) VerifyAudit(ctx context.Context) (uint64, error) {
 		if err := walkAudit(ctx, q, 0, v.Check); err != nil {
 			return err
 		}
-		return v.Finish(head)
+		if err := v.Finish(head); err != nil {
+			return err
+		}
+		return crossCheckSignatures(ctx, q)
 	})
 	return v.Records(), err
+}
+
+// maxReported bounds the problems one verification lists: a wiped table
+// would otherwise be a million lines.
+const maxReported = 100
+
+// problems collects verification problems up to maxReported and counts
+// the rest.
+type problems struct {
+	list []error
+	more int
+}
+
+func (p *problems) add(err error) {
+	if len(p.list) < maxReported {
+		p.list = append(p.list, err)
+		return
+	}
+	p.more++
+}
+
+func (p *problems) err() error {
+	if p.more > 0 {
+		p.list = append(p.list, fmt.Errorf("and %d more problems", p.more))
+	}
+	return errors.Join(p.list...)
+}
+
+// crossCheckSignatures runs after the chain verified, so every body it
+// reads is the one that was hashed. Each row of the double-sign record
+// must name the signed audit record of its own signature, and each signed
+// record must have its row: the owner could otherwise delete a signature
+// (and sign a second intent at its nonce) or lower what a window counts,
+// leaving the chain intact.
+func crossCheckSignatures(ctx context.Context, q querier) error {
+	var found problems
+	rows, err := q.Query(ctx, `
+		SELECT s.chain_id, s.signer, s.nonce, s.attempt, s.tx_id, s.digest, s.value, s.fee_cap, s.tip_cap, s.gas,
+			s.tx_hash, s.raw_tx, s.audit_seq, a.body
+		FROM signature s LEFT JOIN audit_log a ON a.seq = s.audit_seq
+		ORDER BY s.audit_seq, s.chain_id, s.signer, s.nonce, s.attempt`)
+	if err != nil {
+		return fmt.Errorf("read the double-sign record: %w", err)
+	}
+	var (
+		row                           signer.RecordedSignature
+		chainID, nonce, gas, auditSeq int64
+		attempt                       int32
+		from, digest, txHash, body    []byte
+		value, feeCap, tipCap         pgtype.Numeric
+	)
+	_, err = pgx.ForEachRow(rows, []any{&chainID, &from, &nonce, &attempt, &row.TxID, &digest, &value, &feeCap, &tipCap, &gas,
+		&txHash, &row.RawTx, &auditSeq, &body}, func() error {
+		row.ChainID, row.From, row.Nonce, row.Attempt = uint64(chainID), common.BytesToAddress(from), uint64(nonce), int(attempt)
+		row.Digest, row.TxHash, row.Gas, row.AuditSeq = common.BytesToHash(digest), common.BytesToHash(txHash), uint64(gas), uint64(auditSeq)
+		var err error
+		if row.Value, err = integer(value); err != nil {
+			return err
+		}
+		if row.FeeCap, err = integer(feeCap); err != nil {
+			return err
+		}
+		if row.TipCap, err = integer(tipCap); err != nil {
+			return err
+		}
+		var rec *signer.AuditEntry
+		if body != nil {
+			rec = new(signer.AuditEntry)
+			if err := json.Unmarshal(body, rec); err != nil {
+				return fmt.Errorf("audit record %d: %w", auditSeq, err)
+			}
+		}
+		if err := signer.CheckRecordedSignature(row, rec); err != nil {
+			found.add(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cross-check the double-sign record: %w", err)
+	}
+
+	rows, err = q.Query(ctx, `
+		SELECT a.body FROM audit_log a
+		WHERE a.outcome = 'signed' AND NOT EXISTS (SELECT 1 FROM signature s WHERE s.audit_seq = a.seq)
+		ORDER BY a.seq`)
+	if err != nil {
+		return fmt.Errorf("find signed records without their signature: %w", err)
+	}
+	_, err = pgx.ForEachRow(rows, []any{&body}, func() error {
+		var rec signer.AuditEntry
+		if err := json.Unmarshal(body, &rec); err != nil {
+			return err
+		}
+		found.add(signer.MissingSignature(rec))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find signed records without their signature: %w", err)
+	}
+	return found.err()
 }
 
 // walkAudit calls fn with every record after seq, in order, a page at a

@@ -17,10 +17,13 @@ import (
 	"github.com/txfence/txfence/shared/pgtest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/postgres"
+	"github.com/txfence/txfence/signer-zonec/signertest"
 )
 
 // logWithRecords makes a store whose audit log holds n records, appended in
-// batches of three as signerd appends them.
+// batches of three as signerd appends them. They are replays, which carry
+// a transaction hash but no signature row of their own, so the chain is
+// all there is to check.
 func logWithRecords(t *testing.T, n int) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
@@ -39,7 +42,7 @@ func logWithRecords(t *testing.T, n int) (*postgres.Store, *pgxpool.Pool) {
 			h := common.BigToHash(common.Big1)
 			entries = append(entries, signer.AuditEntry{
 				At: time.Now(), Caller: "txmanager", TxID: fmt.Sprintf("tx-%d", j), ChainID: 31337,
-				From: common.HexToAddress("0x0a11ce"), Nonce: uint64(j), Outcome: signer.OutcomeSigned,
+				From: common.HexToAddress("0x0a11ce"), Nonce: uint64(j), Outcome: signer.OutcomeReplayed,
 				RuleID: "allow-dev", PolicyVersion: "1", TxHash: &h,
 			})
 		}
@@ -60,13 +63,22 @@ func replaceInBody(old, new string) string {
 }
 
 // asAttacker runs SQL with the append-only triggers switched off, as
-// someone holding the database's superuser would.
+// someone holding the database's superuser, or the tables' owner, would.
 func asAttacker(t *testing.T, pool *pgxpool.Pool, sql string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, stmt := range []string{`ALTER TABLE audit_log DISABLE TRIGGER USER`, sql, `ALTER TABLE audit_log ENABLE TRIGGER USER`} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
+	tables := []string{"audit_log", "audit_head", "signature"}
+	for _, table := range tables {
+		if _, err := pool.Exec(ctx, `ALTER TABLE `+table+` DISABLE TRIGGER USER`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	for _, table := range tables {
+		if _, err := pool.Exec(ctx, `ALTER TABLE `+table+` ENABLE TRIGGER USER`); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -155,6 +167,52 @@ func TestAuditVerifyNamesTheFirstBadRecord(t *testing.T) {
 			}
 			if bad.Seq != tt.wantSeq || !strings.Contains(bad.Reason, tt.reason) {
 				t.Errorf("verify named record %d (%s); want %d (%s)", bad.Seq, bad.Reason, tt.wantSeq, tt.reason)
+			}
+		})
+	}
+}
+
+// TestAuditVerifyCrossChecksSignatures: every row of the double-sign record
+// must name a signed audit record of the same signature, and every signed
+// record must have its row. The owner, with the triggers off, deletes or
+// edits one or the other, and verify names the signature.
+func TestAuditVerifyCrossChecksSignatures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		tamper    string
+		wantNonce uint64
+		reason    string
+	}{
+		// Deleting the record of a signature is how a second intent gets
+		// signed at a used nonce.
+		{"delete a signature row", `DELETE FROM signature WHERE nonce = 2`, 2, "no signature row"},
+		{"edit a signature's tx id", `UPDATE signature SET tx_id = 'tx-other' WHERE nonce = 1`, 1, "tx_id"},
+		{"edit a signature's nonce", `UPDATE signature SET nonce = 9 WHERE nonce = 3`, 9, "nonce"},
+		{"lower a signature's value", `UPDATE signature SET value = 1 WHERE nonce = 0`, 0, "value"},
+		{"lower a signature's fee cap", `UPDATE signature SET fee_cap = 1 WHERE nonce = 1`, 1, "fee_cap"},
+		{"edit a signature's request digest", `UPDATE signature SET digest = sha256(digest) WHERE nonce = 2`, 2, "request digest"},
+		{"swap a signature's raw transaction", `UPDATE signature SET raw_tx = (SELECT raw_tx FROM signature WHERE nonce = 3) WHERE nonce = 2`, 2, "raw transaction"},
+		{"point a signature at another record", `UPDATE signature SET audit_seq = 1 WHERE nonce = 3`, 3, "audit record 1"},
+		{"point a signature at no record", `UPDATE signature SET audit_seq = 99 WHERE nonce = 3`, 3, "audit record 99 is missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			db := signertest.MigratedDatabase(t)
+			store := postgres.New(db.ServePool(t))
+			signTransfers(t, store, 4)
+			if n, err := store.VerifyAudit(context.Background()); err != nil || n != 4 {
+				t.Fatalf("before tampering: %d records, %v", n, err)
+			}
+			asAttacker(t, db.OwnerPool(t), tt.tamper)
+			_, err := store.VerifyAudit(context.Background())
+			var bad *signer.SignatureError
+			if !errors.As(err, &bad) {
+				t.Fatalf("verify after %q: %v; want a signature error", tt.name, err)
+			}
+			if bad.Nonce != tt.wantNonce || !strings.Contains(bad.Error(), tt.reason) {
+				t.Errorf("verify named %v; want nonce %d (%s)", bad, tt.wantNonce, tt.reason)
 			}
 		})
 	}
