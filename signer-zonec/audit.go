@@ -2,9 +2,15 @@ package signer
 
 import (
 	"bytes"
+	"cmp"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,6 +111,10 @@ func (e *ChainError) Error() string {
 type Verifier struct {
 	next uint64
 	prev common.Hash
+	// anchors are the checkpoints the log is held to, by seq.
+	anchors        map[uint64][]Checkpoint
+	anchored       int
+	anchorProblems []error
 }
 
 // NewVerifier starts at the beginning of the log.
@@ -137,13 +147,21 @@ func (v *Verifier) Check(stored AuditRecord) error {
 	if !sameColumns(stored.Entry, e) {
 		return &ChainError{Seq: e.Seq, Reason: "stored columns differ from the hashed body (edited)"}
 	}
+	v.checkAnchors(e.Seq, stored.Hash)
 	v.next, v.prev = e.Seq+1, stored.Hash
 	return nil
 }
 
-// Finish checks that the log ends where the head says: a log that stops
-// early was truncated.
+// Finish checks that the log ends where the head says (a log that stops
+// early was truncated) and, when the verifier is anchored, that the log
+// matches and reaches every checkpoint: the owner of the database can cut
+// the log back and rewind the head together, which only a checkpoint kept
+// outside the database shows.
 func (v *Verifier) Finish(head AuditHead) error {
+	return errors.Join(v.finishHead(head), v.finishAnchors())
+}
+
+func (v *Verifier) finishHead(head AuditHead) error {
 	last := v.next - 1
 	switch {
 	case last < head.Seq:
@@ -280,3 +298,180 @@ func differing(fields []string) string {
 	}
 	return strings.Join(fields, ", ") + " differ from"
 }
+
+// Checkpoint anchors the audit log outside signerd's database: the head
+// (sequence number and hash) at a time, signed with the zone's checkpoint
+// key and kept where the database's owner cannot reach it. The hash
+// chains every record up to Seq, so a log whose record Seq no longer
+// hashes to it was rewritten, and a log that ends before Seq was cut
+// back, whatever the database's own head says.
+type Checkpoint struct {
+	Seq       uint64      `json:"seq"`
+	Hash      common.Hash `json:"hash"`
+	At        time.Time   `json:"at"`
+	KeyID     string      `json:"key_id"`
+	Signature []byte      `json:"signature"` // Ed25519 over CheckpointMessage; base64 in JSON
+	// Line is where verification read the checkpoint from (its line in
+	// a file); it is not part of the checkpoint.
+	Line int `json:"-"`
+}
+
+// checkpointDomain separates checkpoint signatures from any other use of
+// an Ed25519 key.
+const checkpointDomain = "txfence signer audit checkpoint v1"
+
+// CheckpointMessage is what a checkpoint's signature covers, in a text
+// form an auditor can rebuild with any tool: the domain, then seq, hash
+// and time (Unix nanoseconds) on lines of their own.
+func CheckpointMessage(seq uint64, hash common.Hash, at time.Time) []byte {
+	return fmt.Appendf(nil, "%s\nseq %d\nhash %s\nat %d\n", checkpointDomain, seq, hash.Hex(), at.UnixNano())
+}
+
+// CheckpointKeyID names a checkpoint public key: the first 8 bytes of its
+// SHA-256, in hex.
+func CheckpointKeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// CheckpointKey is the zone's Ed25519 key for signing checkpoints. Its
+// private half is unexported and never printed or logged.
+type CheckpointKey struct {
+	_    [0]func() // incomparable
+	priv ed25519.PrivateKey
+}
+
+// NewCheckpointKey makes the key of an Ed25519 seed; the caller clears
+// its copy of the seed.
+func NewCheckpointKey(seed []byte) (*CheckpointKey, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("a checkpoint key seed is %d bytes, not %d", ed25519.SeedSize, len(seed))
+	}
+	return &CheckpointKey{priv: ed25519.NewKeyFromSeed(seed)}, nil
+}
+
+// Public is the key an auditor verifies checkpoints with.
+func (k *CheckpointKey) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
+
+// Sign makes the checkpoint of head at a time.
+//
+// As an oracle: it signs only the domain-separated checkpoint message, so
+// its signatures vouch for nothing but a head at a time. It signs the head
+// it is given, which signerd reads from its database: a checkpoint says
+// what the log was when signerd looked, and a database rewound between
+// two checkpoints shows as the second one below, or off, the first.
+func (k *CheckpointKey) Sign(head AuditHead, at time.Time) Checkpoint {
+	at = at.UTC().Truncate(time.Microsecond)
+	return Checkpoint{
+		Seq: head.Seq, Hash: head.Hash, At: at, KeyID: CheckpointKeyID(k.Public()),
+		Signature: ed25519.Sign(k.priv, CheckpointMessage(head.Seq, head.Hash, at)),
+	}
+}
+
+// Destroy zeroes the private key.
+func (k *CheckpointKey) Destroy() { clear(k.priv) }
+
+// String names the key by its public id only.
+func (k *CheckpointKey) String() string { return "checkpoint key " + CheckpointKeyID(k.Public()) }
+
+// LogValue names the key by its public id only.
+func (k *CheckpointKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// CheckpointError names a checkpoint that does not verify, or that the
+// log does not reach or does not match.
+type CheckpointError struct {
+	Checkpoint Checkpoint
+	Reason     string
+}
+
+func (e *CheckpointError) Error() string {
+	where := ""
+	if e.Checkpoint.Line > 0 {
+		where = fmt.Sprintf(" on line %d", e.Checkpoint.Line)
+	}
+	return fmt.Sprintf("checkpoint%s (seq %d, hash %s, at %s): %s", where, e.Checkpoint.Seq, e.Checkpoint.Hash.Hex(),
+		e.Checkpoint.At.Format(time.RFC3339Nano), e.Reason)
+}
+
+// CheckCheckpoints verifies each checkpoint's signature with any of keys
+// (a rotated key's checkpoints stay good), then their order: signerd
+// writes them as its head advances, so a checkpoint below the one before
+// it, or at the same seq with another hash, means the log was rewound or
+// rewritten between them. It returns the checkpoints whose signature
+// verifies, to anchor a Verifier with, and a *CheckpointError for each
+// problem.
+func CheckCheckpoints(cps []Checkpoint, keys []ed25519.PublicKey) (good []Checkpoint, problems []error) {
+	byID := make(map[string]ed25519.PublicKey, len(keys))
+	for _, k := range keys {
+		byID[CheckpointKeyID(k)] = k
+	}
+	for _, cp := range cps {
+		key, known := byID[cp.KeyID]
+		switch {
+		case !known:
+			problems = append(problems, &CheckpointError{cp, fmt.Sprintf("signed with key %s, which is not a checkpoint key given", cp.KeyID)})
+			continue
+		case !ed25519.Verify(key, CheckpointMessage(cp.Seq, cp.Hash, cp.At), cp.Signature):
+			problems = append(problems, &CheckpointError{cp, "signature does not verify with checkpoint key " + cp.KeyID + " (forged or edited)"})
+			continue
+		}
+		if n := len(good); n > 0 {
+			prev := good[n-1]
+			switch {
+			case cp.Seq < prev.Seq:
+				problems = append(problems, &CheckpointError{cp, fmt.Sprintf("below the checkpoint before it (line %d, seq %d): the log was rewound between them", prev.Line, prev.Seq)})
+			case cp.Seq == prev.Seq && cp.Hash != prev.Hash:
+				problems = append(problems, &CheckpointError{cp, fmt.Sprintf("same seq as the checkpoint before it (line %d) with another hash: the log was rewritten between them", prev.Line)})
+			}
+		}
+		good = append(good, cp)
+	}
+	return good, problems
+}
+
+// Anchor has the verifier hold the log to checkpoints: each record a
+// checkpoint names must hash to the checkpoint's hash, and the log must
+// reach every checkpoint. Finish reports what does not.
+func (v *Verifier) Anchor(cps []Checkpoint) {
+	if v.anchors == nil {
+		v.anchors = make(map[uint64][]Checkpoint)
+	}
+	for _, cp := range cps {
+		v.anchors[cp.Seq] = append(v.anchors[cp.Seq], cp)
+	}
+}
+
+// checkAnchors compares a record that passed with the checkpoints at its
+// seq.
+func (v *Verifier) checkAnchors(seq uint64, hash common.Hash) {
+	for _, cp := range v.anchors[seq] {
+		v.anchored++
+		if cp.Hash != hash {
+			v.anchorProblems = append(v.anchorProblems, &CheckpointError{cp, fmt.Sprintf(
+				"record %d now hashes to %s: the log was rewritten at or before record %d since this checkpoint", seq, hash.Hex(), seq)})
+		}
+	}
+}
+
+// finishAnchors names the checkpoints beyond the end of the log, with the
+// records that are gone.
+func (v *Verifier) finishAnchors() error {
+	last := v.next - 1
+	var beyond []Checkpoint
+	for seq, cps := range v.anchors {
+		if seq > last {
+			beyond = append(beyond, cps...)
+		}
+	}
+	slices.SortFunc(beyond, func(a, b Checkpoint) int { return cmp.Compare(a.Line, b.Line) })
+	problems := v.anchorProblems
+	for _, cp := range beyond {
+		problems = append(problems, &CheckpointError{cp, fmt.Sprintf(
+			"the log ends at record %d: records %d to %d, which this checkpoint covers, are gone (truncated, and the head rewound)", last, last+1, cp.Seq)})
+	}
+	return errors.Join(problems...)
+}
+
+// Anchored returns how many checkpoints the log was held to and matched
+// or not; those beyond the log are not counted.
+func (v *Verifier) Anchored() int { return v.anchored }

@@ -18,14 +18,18 @@ import (
 const auditPage = 1000
 
 // VerifyAudit walks the whole audit log in order and checks the hash chain
-// and the head, then cross-checks the double-sign record against the log,
-// all on one snapshot, so that a record beyond the head is one written
-// outside signerd rather than an append racing the walk. It returns the
-// number of records verified, and for a broken log a *signer.ChainError
-// naming the first bad record; for records that disagree with their
-// signatures, a *signer.SignatureError for each (up to maxReported).
-func (s *Store) VerifyAudit(ctx context.Context) (uint64, error) {
+// and the head, holds the log to the checkpoints given (whose signatures
+// the caller verified: signer.CheckCheckpoints), then cross-checks the
+// double-sign record against the log, all on one snapshot, so that a
+// record beyond the head is one written outside signerd rather than an
+// append racing the walk. It returns the number of records verified, and
+// for a broken log a *signer.ChainError naming the first bad record, a
+// *signer.CheckpointError for each checkpoint the log does not reach or
+// match, and a *signer.SignatureError for each signature that disagrees
+// with the log (up to maxReported).
+func (s *Store) VerifyAudit(ctx context.Context, checkpoints ...signer.Checkpoint) (uint64, error) {
 	v := signer.NewVerifier()
+	v.Anchor(checkpoints)
 	err := s.inSnapshot(ctx, func(q querier) error {
 		head, err := readHead(ctx, q)
 		if err != nil {

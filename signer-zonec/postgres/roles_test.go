@@ -20,8 +20,15 @@ import (
 
 // signTransfers signs n transfers of the first dev account at nonces
 // 0..n-1 through the real service on store, under the development
-// policy, and returns the results.
+// policy, in one batch, and returns the results.
 func signTransfers(t *testing.T, store signer.Store, n int) []signer.Result {
+	t.Helper()
+	return signTransfersFrom(t, store, 0, n, "tx")
+}
+
+// signTransfersFrom signs n transfers at nonces from, from+1, …, with tx
+// ids txPrefix-NONCE, in one batch.
+func signTransfersFrom(t *testing.T, store signer.Store, from, n int, txPrefix string) []signer.Result {
 	t.Helper()
 	pol, err := policy.Load(signertest.DevelopmentPolicy())
 	if err != nil {
@@ -29,10 +36,10 @@ func signTransfers(t *testing.T, store signer.Store, n int) []signer.Result {
 	}
 	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: store, Now: time.Now}
 	var reqs []*signer.Request
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		to := signertest.DevAddress(1)
 		reqs = append(reqs, &signer.Request{
-			TxID: fmt.Sprintf("tx-%d", i), ChainID: 31337, From: signertest.DevAddress(0), Nonce: uint64(i),
+			TxID: fmt.Sprintf("%s-%d", txPrefix, i), ChainID: 31337, From: signertest.DevAddress(0), Nonce: uint64(i),
 			Type: signer.DynamicFee, To: &to, Value: big.NewInt(int64(1000 + i)), Gas: 21000,
 			MaxFeePerGas: big.NewInt(30_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_000_000_000),
 		})
