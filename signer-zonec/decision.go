@@ -33,22 +33,49 @@ type Decision struct {
 	Approvers []string
 	// Approved lists the approvers whose valid approvals counted.
 	Approved []string
+	// Token is set when policy read the request as a call to a token it
+	// knows: the units the call moves or grants, which signerd records
+	// with the signature and token windows sum (Usage.Token).
+	Token *TokenAmount
 	// PolicyVersion and PolicyHash identify the policy that decided.
 	PolicyVersion string
 	PolicyHash    common.Hash
 }
 
-// SpentFunc reports the value signerd signed for the request's chain and
-// sender within the last window, from its own record of what it signed
-// (fee-bump replacements of one intent count once). Policy calls it for
-// rolling-window limits.
-type SpentFunc func(ctx context.Context, window time.Duration) (*big.Int, error)
+// TokenAmount is an amount of one token, in the token's own units.
+type TokenAmount struct {
+	Contract common.Address
+	Amount   *big.Int
+}
+
+// Usage is what signerd signed for the request's chain and sender within a
+// rolling window ending now, from its own record of what it signed (never
+// from the caller). Policy asks it for the windows its rules set; a
+// request's own amounts are not in it: policy adds them.
+type Usage interface {
+	// Value is the native value of the originals signed in the window:
+	// fee-bump replacements and cancels of a nonce add nothing to it.
+	Value(ctx context.Context, window time.Duration) (*big.Int, error)
+	// Token is the units of token the originals signed in the window
+	// moved or granted, as policy read them (Decision.Token).
+	Token(ctx context.Context, token common.Address, window time.Duration) (*big.Int, error)
+	// Fees is the most the nonces signed in the window can cost in fees:
+	// for each nonce, gas × fee cap of its costliest signature. The
+	// request's own nonce is left out: only one transaction per nonce can
+	// be mined, so the request replaces, not adds to, what it bumps.
+	Fees(ctx context.Context, window time.Duration) (*big.Int, error)
+}
 
 // Policy decides whether a request may be signed.
 type Policy interface {
 	// Evaluate decides req at now. It consults nothing but the policy,
-	// the request (approvals included) and spent.
-	Evaluate(ctx context.Context, req *Request, now time.Time, spent SpentFunc) (Decision, error)
+	// the request (approvals included) and usage.
+	Evaluate(ctx context.Context, req *Request, now time.Time, usage Usage) (Decision, error)
+	// EvaluateCancel decides a cancel at a nonce already signed for an
+	// intent (CheckReuse said Cancel), under the policy's cancels entries.
+	// A cancel-shaped request at a fresh nonce is no cancel: Evaluate
+	// decides it like any other transfer.
+	EvaluateCancel(ctx context.Context, req *Request, now time.Time, usage Usage) (Decision, error)
 	Version() string
 	// Hash is the SHA-256 of the policy file as loaded; every audit
 	// record carries it.

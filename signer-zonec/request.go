@@ -152,6 +152,11 @@ func (r *Request) FeeCap() *big.Int {
 	return r.MaxFeePerGas
 }
 
+// MaxFee is the most the transaction can cost in fees: gas × fee cap.
+func (r *Request) MaxFee() *big.Int {
+	return new(big.Int).Mul(new(big.Int).SetUint64(r.Gas), r.FeeCap())
+}
+
 // TipCap is the most a validator can receive per gas: the gas price of a
 // legacy transaction, max_priority_fee_per_gas of an eip1559 one.
 func (r *Request) TipCap() *big.Int {

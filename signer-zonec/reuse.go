@@ -20,9 +20,12 @@ type Signed struct {
 	TipCap  *big.Int
 	Gas     uint64
 	Value   *big.Int
-	Cancel  bool
-	TxHash  common.Hash
-	RawTx   []byte
+	// Token is what an original moves or grants of a token, as policy
+	// read it; nil otherwise.
+	Token  *TokenAmount
+	Cancel bool
+	TxHash common.Hash
+	RawTx  []byte
 }
 
 // Reuse says how a request relates to what was signed at its nonce.

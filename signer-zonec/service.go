@@ -106,9 +106,7 @@ func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]R
 			}
 			if res.Outcome == OutcomeSigned {
 				signed[at[i]] = append(signed[at[i]], res.signed())
-				if res.Reuse == Fresh {
-					spending.add(r)
-				}
+				spending.add(&res)
 			}
 			results[i] = res
 			entries[i] = s.auditEntry(caller, now, &res)
@@ -148,7 +146,7 @@ func (res *Result) signed() Signed {
 	return Signed{
 		ChainID: r.ChainID, From: r.From, Nonce: r.Nonce, TxID: r.TxID, Intent: r.Intent(), Digest: r.Digest(),
 		FeeCap: r.FeeCap(), TipCap: r.TipCap(), Gas: r.Gas, Value: r.Value, Cancel: res.Reuse == Cancel,
-		TxHash: res.TxHash, RawTx: res.RawTx,
+		Token: res.Decision.Token, TxHash: res.TxHash, RawTx: res.RawTx,
 	}
 }
 
@@ -173,15 +171,11 @@ func (s *Service) decide(ctx context.Context, r *Request, key *Key, now time.Tim
 	}
 	res.Reuse = reuse
 
-	spent := func(ctx context.Context, window time.Duration) (*big.Int, error) {
-		return spending.spent(ctx, r, window)
+	evaluate := s.Policy.Evaluate
+	if reuse == Cancel {
+		evaluate = s.Policy.EvaluateCancel
 	}
-	if reuse != Fresh {
-		// A replacement or a cancel spends nothing new: the window
-		// already counts this nonce's original.
-		spent = func(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
-	}
-	res.Decision, err = s.Policy.Evaluate(ctx, r, now, spent)
+	res.Decision, err = evaluate(ctx, r, now, spending.of(r, reuse))
 	if err != nil {
 		return res, fmt.Errorf("evaluate policy: %w", err)
 	}
@@ -209,55 +203,136 @@ func (s *Service) decide(ctx context.Context, r *Request, key *Key, now time.Tim
 	return res, nil
 }
 
-// spending is what the signers of one batch have spent in rolling
-// windows: the store's sums, read at most once per signer and window,
-// plus the fresh signatures the batch has given so far. Reading each sum
-// once is exact: the batch holds its signers' locks, and records its own
-// signatures only after every decision, so the stored sums cannot move
-// while it decides.
+// spending is what the signers of one batch have signed in rolling
+// windows: the store's sums, each read at most once per batch, plus the
+// signatures the batch has given so far. Reading each sum once is exact:
+// the batch holds its signers' locks, and records its own signatures only
+// after every decision, so the stored sums cannot move while it decides.
 type spending struct {
-	tx      StoreTx
-	now     time.Time
-	stored  map[windowKey]*big.Int
-	inBatch map[SignerKey]*big.Int
+	tx     StoreTx
+	now    time.Time
+	stored map[usageKey]*big.Int
+	// inBatch sums the batch's fresh signatures by signer (value) and by
+	// signer and token (token units); fees holds the costliest signature
+	// of each nonce the batch signed at.
+	inBatch map[usageKey]*big.Int
+	fees    map[NonceKey]*big.Int
 }
 
-type windowKey struct {
+// usageKey names one sum: a signer's value (token zero) or its units of
+// one token, or its fees leaving out one nonce, within a window.
+type usageKey struct {
 	signer SignerKey
+	kind   usageKind
+	token  common.Address
+	nonce  uint64
 	window time.Duration
 }
 
+type usageKind int
+
+const (
+	usageValue usageKind = iota
+	usageToken
+	usageFees
+)
+
 func newSpending(tx StoreTx, now time.Time) *spending {
-	return &spending{tx: tx, now: now, stored: make(map[windowKey]*big.Int), inBatch: make(map[SignerKey]*big.Int)}
+	return &spending{tx: tx, now: now, stored: make(map[usageKey]*big.Int), inBatch: make(map[usageKey]*big.Int), fees: make(map[NonceKey]*big.Int)}
 }
 
-// spent is the value r's signer signed in the window before now, this
-// batch included.
-func (s *spending) spent(ctx context.Context, r *Request, window time.Duration) (*big.Int, error) {
-	who := SignerKey{ChainID: r.ChainID, From: r.From}
-	k := windowKey{who, window}
-	sum, ok := s.stored[k]
+// of is the Usage that policy sees for r. A replacement or a cancel moves
+// no value or tokens that its nonce's original did not: for them only the
+// fee window counts anything.
+func (s *spending) of(r *Request, reuse Reuse) Usage {
+	return requestUsage{s: s, r: r, fresh: reuse == Fresh}
+}
+
+// add counts res, a signature the batch has just given.
+func (s *spending) add(res *Result) {
+	r, who := res.Request, SignerKey{ChainID: res.Request.ChainID, From: res.Request.From}
+	if res.Reuse == Fresh {
+		addTo(s.inBatch, usageKey{signer: who, kind: usageValue}, r.Value)
+		if t := res.Decision.Token; t != nil {
+			addTo(s.inBatch, usageKey{signer: who, kind: usageToken, token: t.Contract}, t.Amount)
+		}
+	}
+	at := r.nonceKey()
+	if cost := r.MaxFee(); s.fees[at] == nil || cost.Cmp(s.fees[at]) > 0 {
+		s.fees[at] = cost
+	}
+}
+
+func addTo(m map[usageKey]*big.Int, k usageKey, v *big.Int) {
+	if m[k] == nil {
+		m[k] = new(big.Int)
+	}
+	m[k].Add(m[k], v)
+}
+
+// sum is the stored sum for k, read once, plus what the batch added.
+func (s *spending) sum(ctx context.Context, k usageKey, read func(since time.Time) (*big.Int, error)) (*big.Int, error) {
+	stored, ok := s.stored[k]
 	if !ok {
 		var err error
-		if sum, err = s.tx.Spent(ctx, r.ChainID, r.From, s.now.Add(-window)); err != nil {
+		if stored, err = read(s.now.Add(-k.window)); err != nil {
 			return nil, err
 		}
-		s.stored[k] = sum
+		s.stored[k] = stored
 	}
-	total := new(big.Int).Set(sum)
-	if b := s.inBatch[who]; b != nil {
-		total.Add(total, b)
+	total := new(big.Int).Set(stored)
+	switch k.kind {
+	case usageFees:
+		for at, cost := range s.fees {
+			if at.ChainID == k.signer.ChainID && at.From == k.signer.From && at.Nonce != k.nonce {
+				total.Add(total, cost)
+			}
+		}
+	default:
+		if b := s.inBatch[usageKey{signer: k.signer, kind: k.kind, token: k.token}]; b != nil {
+			total.Add(total, b)
+		}
 	}
 	return total, nil
 }
 
-// add counts r, a fresh signature given in this batch.
-func (s *spending) add(r *Request) {
-	who := SignerKey{ChainID: r.ChainID, From: r.From}
-	if s.inBatch[who] == nil {
-		s.inBatch[who] = new(big.Int)
+// requestUsage is the Usage of one request of the batch.
+type requestUsage struct {
+	s     *spending
+	r     *Request
+	fresh bool
+}
+
+func (u requestUsage) key(kind usageKind, window time.Duration) usageKey {
+	return usageKey{signer: SignerKey{ChainID: u.r.ChainID, From: u.r.From}, kind: kind, window: window}
+}
+
+func (u requestUsage) Value(ctx context.Context, window time.Duration) (*big.Int, error) {
+	if !u.fresh {
+		return new(big.Int), nil
 	}
-	s.inBatch[who].Add(s.inBatch[who], r.Value)
+	return u.s.sum(ctx, u.key(usageValue, window), func(since time.Time) (*big.Int, error) {
+		return u.s.tx.Spent(ctx, u.r.ChainID, u.r.From, since)
+	})
+}
+
+func (u requestUsage) Token(ctx context.Context, token common.Address, window time.Duration) (*big.Int, error) {
+	if !u.fresh {
+		return new(big.Int), nil
+	}
+	k := u.key(usageToken, window)
+	k.token = token
+	return u.s.sum(ctx, k, func(since time.Time) (*big.Int, error) {
+		return u.s.tx.SpentToken(ctx, u.r.ChainID, u.r.From, token, since)
+	})
+}
+
+func (u requestUsage) Fees(ctx context.Context, window time.Duration) (*big.Int, error) {
+	k := u.key(usageFees, window)
+	k.nonce = u.r.Nonce
+	return u.s.sum(ctx, k, func(since time.Time) (*big.Int, error) {
+		return u.s.tx.Fees(ctx, u.r.ChainID, u.r.From, since, u.r.Nonce)
+	})
 }
 
 // nonceDecision is the decision of double-sign protection, which decides
@@ -297,9 +372,7 @@ func (s *Service) Evaluate(ctx context.Context, r *Request) (Decision, error) {
 	err := s.Store.InTx(ctx, func(tx StoreTx) error {
 		now := s.Now()
 		var err error
-		d, err = s.Policy.Evaluate(ctx, r, now, func(ctx context.Context, window time.Duration) (*big.Int, error) {
-			return tx.Spent(ctx, r.ChainID, r.From, now.Add(-window))
-		})
+		d, err = s.Policy.Evaluate(ctx, r, now, newSpending(tx, now).of(r, Fresh))
 		return err
 	})
 	if err != nil {

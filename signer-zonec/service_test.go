@@ -38,14 +38,14 @@ type openPolicy struct {
 	allowCancel bool
 }
 
-func (p openPolicy) Evaluate(ctx context.Context, r *signer.Request, _ time.Time, spent signer.SpentFunc) (signer.Decision, error) {
+func (p openPolicy) Evaluate(ctx context.Context, r *signer.Request, _ time.Time, usage signer.Usage) (signer.Decision, error) {
 	d := signer.Decision{Verdict: signer.Allow, RuleID: "test-allow", PolicyVersion: p.Version(), PolicyHash: p.Hash()}
 	if !p.chains[r.ChainID] {
 		d.Verdict, d.RuleID = signer.Deny, "default-deny"
 		return d, nil
 	}
 	if p.windowMax != nil {
-		s, err := spent(ctx, p.window)
+		s, err := usage.Value(ctx, p.window)
 		if err != nil {
 			return d, err
 		}
@@ -54,6 +54,12 @@ func (p openPolicy) Evaluate(ctx context.Context, r *signer.Request, _ time.Time
 		}
 	}
 	return d, nil
+}
+func (p openPolicy) EvaluateCancel(ctx context.Context, r *signer.Request, now time.Time, usage signer.Usage) (signer.Decision, error) {
+	if !p.allowCancel {
+		return signer.Decision{Verdict: signer.Deny, RuleID: "default-deny", PolicyVersion: p.Version(), PolicyHash: p.Hash()}, nil
+	}
+	return p.Evaluate(ctx, r, now, usage)
 }
 func (p openPolicy) Version() string                          { return "test-1" }
 func (p openPolicy) Hash() common.Hash                        { return common.HexToHash("0x01") }

@@ -60,6 +60,13 @@ type StoreTx interface {
 	// Spent sums the value of the originals (attempt 1 at each nonce)
 	// signed for the signer since the given time.
 	Spent(ctx context.Context, chainID uint64, from common.Address, since time.Time) (*big.Int, error)
+	// SpentToken sums the token units the originals signed for the signer
+	// since the given time moved or granted of token.
+	SpentToken(ctx context.Context, chainID uint64, from common.Address, token common.Address, since time.Time) (*big.Int, error)
+	// Fees sums, over the signer's nonces other than except with a
+	// signature since the given time, the costliest gas × fee cap signed
+	// at each.
+	Fees(ctx context.Context, chainID uint64, from common.Address, since time.Time, except uint64) (*big.Int, error)
 	// Append seals entries onto the audit chain in order and returns the
 	// records with their sequence numbers.
 	Append(ctx context.Context, entries []AuditEntry) ([]AuditRecord, error)

@@ -17,67 +17,90 @@ import (
 //  1. a request that fails Validate is denied (invalid-request);
 //  2. a chain not in the policy's chains is denied (chain-allowlist);
 //  3. any matching deny rule denies, wherever it stands in the file;
-//  4. a cancel (Request.IsCancel) covered by a cancels entry is allowed
-//     under that entry's fee and gas caps;
-//  5. the first matching allow rule decides: its ERC-20 spender allowlist,
+//  4. the first matching allow rule decides: its ERC-20 spender allowlist,
 //     per-transaction caps and rolling windows deny what exceeds them, then
 //     its approval threshold, if it applies, needs M valid approvals;
-//  6. anything else is denied (default-deny).
+//  5. anything else is denied (default-deny).
 //
-// It reads nothing but the policy, req and spent; it is safe to call
-// concurrently. An error (only from spent, or a nil req) means no decision:
+// A cancel of a signed nonce is decided by EvaluateCancel instead.
+//
+// It reads nothing but the policy, req and usage; it is safe to call
+// concurrently. An error (only from usage, or a nil req) means no decision:
 // the caller must not sign.
-func (p *Policy) Evaluate(ctx context.Context, req *signer.Request, now time.Time, spent signer.SpentFunc) (signer.Decision, error) {
+func (p *Policy) Evaluate(ctx context.Context, req *signer.Request, now time.Time, usage signer.Usage) (signer.Decision, error) {
 	if req == nil {
 		return signer.Decision{}, errors.New("policy: no request to evaluate")
 	}
 	d := signer.Decision{PolicyVersion: p.version, PolicyHash: p.hash}
-	deny := func(id string, reasons ...string) (signer.Decision, error) {
-		d.Verdict, d.RuleID, d.Reasons = signer.Deny, id, reasons
-		return d, nil
+	if denied, ok := p.screen(req); ok {
+		return denied, nil
 	}
-
-	if err := req.Validate(); err != nil {
-		return deny(InvalidRequest, strings.Split(err.Error(), "\n")...)
-	}
-	if !p.chains[req.ChainID] {
-		return deny(ChainNotAllowed, fmt.Sprintf("chain %d is not in the policy's chains", req.ChainID))
-	}
-
-	var denyBy string
-	var reasons []string
-	for _, r := range p.deny {
-		if r.match.matches(req, true) {
-			if denyBy == "" {
-				denyBy = r.id
-			}
-			reasons = append(reasons, "denied by rule "+r.id)
-		}
-	}
-	if denyBy != "" {
-		return deny(denyBy, reasons...)
-	}
-
-	if req.IsCancel() {
-		if g := p.cancelGrant(req.ChainID, req.From); g != nil {
-			if reasons := g.limits.check(req, g.id); len(reasons) > 0 {
-				return deny(g.id, reasons...)
-			}
-			d.Verdict, d.RuleID, d.Reasons = signer.Allow, g.id, []string{"a cancel, allowed by " + g.id}
-			return d, nil
-		}
-	}
-
 	for _, r := range p.allow {
 		if r.match.matches(req, false) {
-			return p.apply(ctx, d, r, req, now, spent)
+			return p.apply(ctx, d, r, req, now, usage)
 		}
 	}
-	return deny(DefaultDeny, "no allow rule matches "+describe(req))
+	d.Verdict, d.RuleID, d.Reasons = signer.Deny, DefaultDeny, []string{"no allow rule matches " + describe(req)}
+	return d, nil
+}
+
+// screen denies what no rule may allow: an invalid request, a chain
+// outside the policy, a request a deny rule matches. ok is false when
+// the request passes.
+func (p *Policy) screen(req *signer.Request) (d signer.Decision, ok bool) {
+	d = signer.Decision{Verdict: signer.Deny, PolicyVersion: p.version, PolicyHash: p.hash}
+	if err := req.Validate(); err != nil {
+		d.RuleID, d.Reasons = InvalidRequest, strings.Split(err.Error(), "\n")
+		return d, true
+	}
+	if !p.chains[req.ChainID] {
+		d.RuleID, d.Reasons = ChainNotAllowed, []string{fmt.Sprintf("chain %d is not in the policy's chains", req.ChainID)}
+		return d, true
+	}
+	for _, r := range p.deny {
+		if r.match.matches(req, true) {
+			if d.RuleID == "" {
+				d.RuleID = r.id
+			}
+			d.Reasons = append(d.Reasons, "denied by rule "+r.id)
+		}
+	}
+	return d, d.RuleID != ""
+}
+
+// EvaluateCancel decides a cancel of what was signed at req's nonce: an
+// invalid request, a chain outside the policy or a matching deny rule
+// denies it, as in Evaluate; otherwise the cancels entry that covers its
+// signer allows it under that entry's fee and gas caps, and without one it
+// is denied.
+func (p *Policy) EvaluateCancel(ctx context.Context, req *signer.Request, now time.Time, usage signer.Usage) (signer.Decision, error) {
+	if req == nil {
+		return signer.Decision{}, errors.New("policy: no request to evaluate")
+	}
+	if denied, ok := p.screen(req); ok {
+		return denied, nil
+	}
+	d := signer.Decision{PolicyVersion: p.version, PolicyHash: p.hash, Verdict: signer.Deny}
+	if !req.IsCancel() {
+		d.RuleID, d.Reasons = InvalidRequest, []string{"not a cancel: a 0-value transfer to the sender itself with no data"}
+		return d, nil
+	}
+	g := p.cancelGrant(req.ChainID, req.From)
+	if g == nil {
+		d.RuleID, d.Reasons = DefaultDeny, []string{fmt.Sprintf("no cancels entry allows %s to cancel on chain %d", req.From.Hex(), req.ChainID)}
+		return d, nil
+	}
+	d.RuleID = g.id
+	if reasons := g.limits.check(req, g.id); len(reasons) > 0 {
+		d.Reasons = reasons
+		return d, nil
+	}
+	d.Verdict, d.Reasons = signer.Allow, []string{"a cancel, allowed by " + g.id}
+	return d, nil
 }
 
 // apply decides req under the allow rule r that matched it.
-func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *signer.Request, now time.Time, spent signer.SpentFunc) (signer.Decision, error) {
+func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *signer.Request, now time.Time, usage signer.Usage) (signer.Decision, error) {
 	d.RuleID = r.id
 	deny := func(reasons []string) (signer.Decision, error) {
 		d.Verdict, d.Reasons = signer.Deny, reasons
@@ -102,10 +125,10 @@ func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *sig
 	}
 
 	for _, w := range r.limits.windows {
-		if spent == nil {
+		if usage == nil {
 			return signer.Decision{}, fmt.Errorf("policy rule %s: a rolling window applies and there is no record of what was signed", r.id)
 		}
-		s, err := spent(ctx, w.duration)
+		s, err := usage.Value(ctx, w.duration)
 		if err != nil {
 			return signer.Decision{}, fmt.Errorf("policy rule %s: value signed in the last %s: %w", r.id, w.duration, err)
 		}

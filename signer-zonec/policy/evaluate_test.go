@@ -38,10 +38,12 @@ var ignoreReasons = cmpopts.IgnoreFields(signer.Decision{}, "Reasons", "PolicyVe
 type evalCase struct {
 	name  string
 	req   *signer.Request
-	spent signer.SpentFunc // spentIs(0) when nil
+	spent valueUsage // spentIs(0) when nil
 	want  signer.Decision
 	// reason, when set, must appear in one of the decision's reasons.
 	reason string
+	// cancel: req cancels what was signed at its nonce (EvaluateCancel).
+	cancel bool
 }
 
 func runEval(t *testing.T, p *policy.Policy, tests []evalCase) {
@@ -53,7 +55,11 @@ func runEval(t *testing.T, p *policy.Policy, tests []evalCase) {
 			if spent == nil {
 				spent = spentIs(0)
 			}
-			got, err := p.Evaluate(context.Background(), tc.req, now, spent)
+			evaluate := p.Evaluate
+			if tc.cancel {
+				evaluate = p.EvaluateCancel
+			}
+			got, err := evaluate(context.Background(), tc.req, now, spent)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,11 +157,13 @@ func TestEvaluateRules(t *testing.T) {
 		{name: "denied destination", req: request(to(blocked)), want: decision(signer.Deny, "deny-blocked")},
 
 		// Cancels.
-		{name: "cancel allowed", req: request(to(ops), value(0)), want: decision(signer.Allow, "cancel-ops")},
-		{name: "cancel above its fee cap", req: request(to(ops), value(0), fees(101, 1)), want: decision(signer.Deny, "cancel-ops"), reason: "max_fee_per_gas 101"},
-		{name: "cancel on a chain it does not cover", req: request(to(ops), value(0), chain(10)), want: decision(signer.Deny, policy.DefaultDeny)},
-		{name: "cancel by a signer it does not cover", req: request(from(treasury), to(treasury), value(0)), want: decision(signer.Deny, policy.DefaultDeny)},
+		{name: "cancel allowed", req: request(to(ops), value(0)), want: decision(signer.Allow, "cancel-ops"), cancel: true},
+		{name: "cancel above its fee cap", req: request(to(ops), value(0), fees(101, 1)), want: decision(signer.Deny, "cancel-ops"), reason: "max_fee_per_gas 101", cancel: true},
+		{name: "cancel on a chain it does not cover", req: request(to(ops), value(0), chain(10)), want: decision(signer.Deny, policy.DefaultDeny), cancel: true},
+		{name: "cancel by a signer it does not cover", req: request(from(treasury), to(treasury), value(0)), want: decision(signer.Deny, policy.DefaultDeny), cancel: true},
 		{name: "a self-transfer with value is no cancel", req: request(to(ops), value(1)), want: decision(signer.Deny, policy.DefaultDeny)},
+		{name: "a cancel at a fresh nonce is a plain transfer", req: request(to(ops), value(0)), want: decision(signer.Deny, policy.DefaultDeny)},
+		{name: "a self-transfer with value is not cancelled", req: request(to(ops), value(1)), want: decision(signer.Deny, policy.InvalidRequest), cancel: true},
 
 		// Requests that are not valid.
 		{name: "no value", req: request(func(r *signer.Request) { r.Value = nil }), want: decision(signer.Deny, policy.InvalidRequest), reason: "value is required"},
@@ -164,7 +172,7 @@ func TestEvaluateRules(t *testing.T) {
 	runEval(t, p, tests)
 }
 
-func spentByWindow(m map[time.Duration]int64) signer.SpentFunc {
+func spentByWindow(m map[time.Duration]int64) valueUsage {
 	return func(_ context.Context, w time.Duration) (*big.Int, error) {
 		v, ok := m[w]
 		if !ok {
@@ -354,14 +362,14 @@ func TestEvaluateFailsClosed(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, testPolicy)
 	boom := errors.New("store unavailable")
-	_, err := p.Evaluate(context.Background(), request(), now, func(context.Context, time.Duration) (*big.Int, error) { return nil, boom })
+	_, err := p.Evaluate(context.Background(), request(), now, valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return nil, boom }))
 	if !errors.Is(err, boom) {
 		t.Errorf("spent failing: %v, want it to carry %v", err, boom)
 	}
 	if _, err := p.Evaluate(context.Background(), request(), now, nil); err == nil {
 		t.Error("no SpentFunc under a window rule: no error")
 	}
-	if _, err := p.Evaluate(context.Background(), request(), now, func(context.Context, time.Duration) (*big.Int, error) { return nil, nil }); err == nil {
+	if _, err := p.Evaluate(context.Background(), request(), now, valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return nil, nil })); err == nil {
 		t.Error("a nil amount from spent: no error")
 	}
 	if _, err := p.Evaluate(context.Background(), request(), now, spentIs(-1)); err == nil {
@@ -396,7 +404,7 @@ func (r *record) add(at time.Time, v *big.Int) {
 }
 
 // spentAt is the SpentFunc at now: the value signed in (now-window, now].
-func (r *record) spentAt(now time.Time) signer.SpentFunc {
+func (r *record) spentAt(now time.Time) valueUsage {
 	return func(_ context.Context, w time.Duration) (*big.Int, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -475,10 +483,10 @@ func TestAllowsCancel(t *testing.T) {
 	if open.AllowsCancel(1, compromised) {
 		t.Error("AllowsCancel for a signer a deny rule matches")
 	}
-	if d, err := open.Evaluate(context.Background(), request(from(compromised), to(compromised), value(0)), now, nil); err != nil || d.RuleID != "frozen" {
+	if d, err := open.EvaluateCancel(context.Background(), request(from(compromised), to(compromised), value(0)), now, nil); err != nil || d.RuleID != "frozen" {
 		t.Errorf("Evaluate of that cancel: %s by %s, %v", d.Verdict, d.RuleID, err)
 	}
-	if d, err := open.Evaluate(context.Background(), request(from(other), to(other), value(0), chain(2)), now, nil); err != nil || d.Verdict != signer.Allow || d.RuleID != "anyone" {
+	if d, err := open.EvaluateCancel(context.Background(), request(from(other), to(other), value(0), chain(2)), now, nil); err != nil || d.Verdict != signer.Allow || d.RuleID != "anyone" {
 		t.Errorf("Evaluate of an allowed cancel: %s by %s, %v", d.Verdict, d.RuleID, err)
 	}
 }

@@ -59,7 +59,11 @@ func TestDevelopmentPolicy(t *testing.T) {
 		{"mainnet", anvil(chain(1)), decision(signer.Deny, policy.ChainNotAllowed)},
 		{"an approval nobody listed", anvil(to(token), data(selApprove, word(router.Bytes()), word([]byte{1}))), decision(signer.Deny, "anvil-calls")},
 	} {
-		got, err := p.Evaluate(context.Background(), tc.req, now, spentIs(0))
+		evaluate := p.Evaluate
+		if tc.req.IsCancel() { // the table's cancels cancel a signed nonce
+			evaluate = p.EvaluateCancel
+		}
+		got, err := evaluate(context.Background(), tc.req, now, spentIs(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +135,11 @@ func TestProductionExamplePolicy(t *testing.T) {
 		{name: "anvil", req: treasuryTx(1, chain(31337)), want: decision(signer.Deny, policy.ChainNotAllowed)},
 		{name: "payouts cancel", req: pay(to(payouts), gas(21000)), want: decision(signer.Allow, "cancel-payouts")},
 	} {
-		got, err := p.Evaluate(context.Background(), tc.req, now, func(context.Context, time.Duration) (*big.Int, error) { return ether(tc.spent), nil })
+		evaluate := p.Evaluate
+		if tc.req.IsCancel() { // the table's cancels cancel a signed nonce
+			evaluate = p.EvaluateCancel
+		}
+		got, err := evaluate(context.Background(), tc.req, now, valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return ether(tc.spent), nil }))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func FuzzEvaluate(f *testing.F) {
 				req.Approvals = append(req.Approvals, signer.SignApproval(approverKey(n), n, req, now.Add(time.Hour)))
 			}
 		}
-		spent := func(context.Context, time.Duration) (*big.Int, error) { return new(big.Int).SetUint64(spentVal), nil }
+		spent := valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return new(big.Int).SetUint64(spentVal), nil })
 		eval := func(r *signer.Request) signer.Decision {
 			t.Helper()
 			d, err := p.Evaluate(context.Background(), r, now, spent)

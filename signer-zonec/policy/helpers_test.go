@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -165,7 +166,19 @@ func withApproval(f func(r *signer.Request) signer.Approval) func(*signer.Reques
 // word is a 32-byte ABI word holding b right-aligned.
 func word(b []byte) []byte { return common.LeftPadBytes(b, 32) }
 
-// spentIs is a SpentFunc that reports v for every window.
-func spentIs(v int64) signer.SpentFunc {
+// valueUsage is a signer.Usage of native value only: the rules these
+// tests evaluate set no token or fee window.
+type valueUsage func(ctx context.Context, window time.Duration) (*big.Int, error)
+
+func (f valueUsage) Value(ctx context.Context, w time.Duration) (*big.Int, error) { return f(ctx, w) }
+func (valueUsage) Token(context.Context, common.Address, time.Duration) (*big.Int, error) {
+	return nil, errors.New("no token window in this test")
+}
+func (valueUsage) Fees(context.Context, time.Duration) (*big.Int, error) {
+	return nil, errors.New("no fee window in this test")
+}
+
+// spentIs is a valueUsage that reports v for every window.
+func spentIs(v int64) valueUsage {
 	return func(context.Context, time.Duration) (*big.Int, error) { return big.NewInt(v), nil }
 }

@@ -79,7 +79,7 @@ const maxFileSize = 4 << 20
 
 // Policy is a compiled policy file. It is immutable and safe for concurrent
 // use; it keeps no state between evaluations (rolling windows are computed
-// from signerd's record through the SpentFunc), so reloading it, or
+// from signerd's record through signer.Usage), so reloading it, or
 // restarting signerd, changes nothing it decides.
 type Policy struct {
 	version   string

@@ -174,9 +174,9 @@ ALTER TABLE ONLY signer_lock
 
 CREATE INDEX audit_log_tx_idx ON audit_log USING btree (tx_id);
 
-CREATE INDEX signature_tx_idx ON signature USING btree (tx_id);
+CREATE INDEX signature_signed_at_idx ON signature USING btree (chain_id, signer, signed_at);
 
-CREATE INDEX signature_window_idx ON signature USING btree (chain_id, signer, signed_at) WHERE (attempt = 1);
+CREATE INDEX signature_tx_idx ON signature USING btree (tx_id);
 
 CREATE TRIGGER audit_head_advances BEFORE UPDATE ON audit_head FOR EACH ROW EXECUTE FUNCTION audit_head_advances();
 

@@ -129,6 +129,34 @@ func (t storeTx) Spent(ctx context.Context, chainID uint64, from common.Address,
 	return integer(sum)
 }
 
+func (t storeTx) SpentToken(ctx context.Context, chainID uint64, from, token common.Address, since time.Time) (*big.Int, error) {
+	var sum pgtype.Numeric
+	err := t.tx.QueryRow(ctx, `
+		SELECT coalesce(sum(token_amount), 0) FROM signature
+		WHERE chain_id = $1 AND signer = $2 AND attempt = 1 AND signed_at > $3 AND token = $4`,
+		int64(chainID), from.Bytes(), since, token.Bytes()).Scan(&sum)
+	if err != nil {
+		return nil, fmt.Errorf("sum signed units of %s: %w", token.Hex(), err)
+	}
+	return integer(sum)
+}
+
+// Fees counts each nonce once, at its costliest signature: only one
+// transaction per nonce can be mined.
+func (t storeTx) Fees(ctx context.Context, chainID uint64, from common.Address, since time.Time, except uint64) (*big.Int, error) {
+	var sum pgtype.Numeric
+	err := t.tx.QueryRow(ctx, `
+		SELECT coalesce(sum(cost), 0) FROM (
+			SELECT max(gas * fee_cap) AS cost FROM signature
+			WHERE chain_id = $1 AND signer = $2 AND signed_at > $3 AND nonce <> $4
+			GROUP BY nonce) AS per_nonce`,
+		int64(chainID), from.Bytes(), since, int64(min(except, math.MaxInt64))).Scan(&sum)
+	if err != nil {
+		return nil, fmt.Errorf("sum signed fees: %w", err)
+	}
+	return integer(sum)
+}
+
 // Append takes two round trips: one to lock and read the head, which
 // sealing needs, and one for the records and the new head.
 func (t storeTx) Append(ctx context.Context, entries []signer.AuditEntry) ([]signer.AuditRecord, error) {
@@ -177,6 +205,7 @@ func (t storeTx) Record(ctx context.Context, at time.Time, sigs []signer.Signatu
 	chainIDs, signers, nonces, kinds, txIDs := make([]int64, n), make([][]byte, n), make([]int64, n), make([]string, n), make([]string, n)
 	intents, digests, txHashes, raws := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	values, feeCaps, tipCaps, auditSeqs, gases := make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]int64, n), make([]int64, n)
+	tokens, tokenAmounts := make([][]byte, n), make([]pgtype.Numeric, n) // NULL where no token
 	for i, s := range sigs {
 		kinds[i] = kindNames[s.Reuse]
 		if kinds[i] == "" {
@@ -186,22 +215,29 @@ func (t storeTx) Record(ctx context.Context, at time.Time, sigs []signer.Signatu
 			return errors.New("record signature: nonce, chain id, gas or audit seq beyond what signerd stores")
 		}
 		gases[i] = int64(s.Gas)
+		if s.Token != nil {
+			tokens[i], tokenAmounts[i] = s.Token.Contract.Bytes(), numeric(s.Token.Amount)
+		}
 		chainIDs[i], signers[i], nonces[i], txIDs[i] = int64(s.ChainID), s.From.Bytes(), int64(s.Nonce), s.TxID
 		intents[i], digests[i], txHashes[i], raws[i] = s.Intent[:], s.Digest.Bytes(), s.TxHash.Bytes(), s.RawTx
 		values[i], feeCaps[i], tipCaps[i], auditSeqs[i] = numeric(s.Value), numeric(s.FeeCap), numeric(s.TipCap), int64(s.AuditSeq)
 	}
 	_, err := t.tx.Exec(ctx, `
 		INSERT INTO signature (chain_id, signer, nonce, attempt, kind, tx_id, intent, digest, value, fee_cap, tip_cap,
-			tx_hash, raw_tx, signed_at, audit_seq, gas)
+			tx_hash, raw_tx, signed_at, audit_seq, gas, token, token_amount)
 		SELECT n.chain_id, n.signer, n.nonce,
 			coalesce((SELECT max(s.attempt) FROM signature s
 				WHERE s.chain_id = n.chain_id AND s.signer = n.signer AND s.nonce = n.nonce), 0)
 				+ row_number() OVER (PARTITION BY n.chain_id, n.signer, n.nonce ORDER BY n.ord),
-			n.kind, n.tx_id, n.intent, n.digest, n.value, n.fee_cap, n.tip_cap, n.tx_hash, n.raw_tx, $14, n.audit_seq, n.gas
+			n.kind, n.tx_id, n.intent, n.digest, n.value, n.fee_cap, n.tip_cap, n.tx_hash, n.raw_tx, $14, n.audit_seq, n.gas,
+			n.token, n.token_amount
 		FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::bytea[],
-			$8::numeric[], $9::numeric[], $10::numeric[], $11::bytea[], $12::bytea[], $13::bigint[], $15::bigint[])
-			WITH ORDINALITY AS n(chain_id, signer, nonce, kind, tx_id, intent, digest, value, fee_cap, tip_cap, tx_hash, raw_tx, audit_seq, gas, ord)`,
-		chainIDs, signers, nonces, kinds, txIDs, intents, digests, values, feeCaps, tipCaps, txHashes, raws, auditSeqs, at, gases)
+			$8::numeric[], $9::numeric[], $10::numeric[], $11::bytea[], $12::bytea[], $13::bigint[], $15::bigint[],
+			$16::bytea[], $17::numeric[])
+			WITH ORDINALITY AS n(chain_id, signer, nonce, kind, tx_id, intent, digest, value, fee_cap, tip_cap, tx_hash, raw_tx,
+				audit_seq, gas, token, token_amount, ord)`,
+		chainIDs, signers, nonces, kinds, txIDs, intents, digests, values, feeCaps, tipCaps, txHashes, raws, auditSeqs, at, gases,
+		tokens, tokenAmounts)
 	if err != nil {
 		return fmt.Errorf("record %d signatures: %w", n, err)
 	}

@@ -17,6 +17,11 @@ ALTER TABLE signature ADD CONSTRAINT signature_token_pair CHECK ((token IS NULL)
 
 CREATE INDEX signature_tx_idx ON signature (tx_id);
 
+-- The fee window reads every attempt of one signer by time, the value and
+-- token windows its originals: one index serves all three.
+CREATE INDEX signature_signed_at_idx ON signature (chain_id, signer, signed_at);
+DROP INDEX signature_window_idx;
+
 -- The nonce a signer's first signature may be at, declared by an operator
 -- for an account that already has history on chain (signerd never talks to
 -- a chain, so it cannot know). Without a row the signer starts at 0.
