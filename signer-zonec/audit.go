@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -475,3 +477,108 @@ func (v *Verifier) finishAnchors() error {
 // Anchored returns how many checkpoints the log was held to and matched
 // or not; those beyond the log are not counted.
 func (v *Verifier) Anchored() int { return v.anchored }
+
+// CheckpointKeyKind marks a checkpoint key file, so that no other key file
+// (an approver's, say) is taken for one.
+const CheckpointKeyKind = "txfence-signer-checkpoint-key"
+
+// checkpointKeyFile is a checkpoint key file: JSON holding the base64
+// seed, and the public key and its id for the operator to hand to the
+// auditor.
+type checkpointKeyFile struct {
+	Kind      string `json:"kind"`
+	KeyID     string `json:"key_id"`
+	Seed      string `json:"seed"`
+	PublicKey string `json:"public_key"`
+}
+
+// GenerateCheckpointKey makes a new checkpoint key and the contents of its
+// key file. The caller writes them where only signerd reads them, and
+// clears them.
+func GenerateCheckpointKey() (*CheckpointKey, []byte, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate a checkpoint key: %w", err)
+	}
+	seed := priv.Seed()
+	defer clear(seed)
+	data, err := json.MarshalIndent(checkpointKeyFile{
+		Kind: CheckpointKeyKind, KeyID: CheckpointKeyID(pub),
+		Seed: base64.StdEncoding.EncodeToString(seed), PublicKey: EncodeCheckpointPublicKey(pub),
+	}, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return &CheckpointKey{priv: priv}, append(data, '\n'), nil
+}
+
+// ParseCheckpointKey reads the contents of a checkpoint key file, strictly:
+// the kind must be a checkpoint key's and the public key must be the
+// seed's. Errors never quote the contents.
+func ParseCheckpointKey(data []byte) (*CheckpointKey, error) {
+	var f checkpointKeyFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil || dec.More() {
+		return nil, errors.New("not a checkpoint key file (JSON with kind, key_id, seed and public_key)")
+	}
+	if f.Kind != CheckpointKeyKind {
+		return nil, fmt.Errorf("a key file of kind %q, not a checkpoint key (%s)", f.Kind, CheckpointKeyKind)
+	}
+	seed, err := base64.StdEncoding.Strict().DecodeString(f.Seed)
+	defer clear(seed)
+	if err != nil {
+		return nil, errors.New("seed: not base64")
+	}
+	k, err := NewCheckpointKey(seed)
+	if err != nil {
+		return nil, err
+	}
+	if EncodeCheckpointPublicKey(k.Public()) != f.PublicKey || CheckpointKeyID(k.Public()) != f.KeyID {
+		k.Destroy()
+		return nil, errors.New("the public key or key id is not the seed's (the file was edited)")
+	}
+	return k, nil
+}
+
+// EncodeCheckpointPublicKey is a public key as operators and auditors
+// pass it around: standard base64.
+func EncodeCheckpointPublicKey(pub ed25519.PublicKey) string {
+	return base64.StdEncoding.EncodeToString(pub)
+}
+
+// ParseCheckpointPublicKey reads a public key in that form.
+func ParseCheckpointPublicKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("checkpoint public key %q: want %d bytes in base64", s, ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// ParseCheckpoint reads one checkpoint as signerd writes it (a JSON
+// object), or a line of signerd's JSON log that carries one under
+// "checkpoint", so that an auditor can verify straight from the log
+// stream.
+func ParseCheckpoint(line []byte) (Checkpoint, error) {
+	var wrapped struct {
+		Checkpoint *Checkpoint `json:"checkpoint"`
+	}
+	if err := json.Unmarshal(line, &wrapped); err == nil && wrapped.Checkpoint != nil {
+		return checkedCheckpoint(*wrapped.Checkpoint)
+	}
+	var cp Checkpoint
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cp); err != nil {
+		return Checkpoint{}, fmt.Errorf("not a checkpoint: %w", err)
+	}
+	return checkedCheckpoint(cp)
+}
+
+func checkedCheckpoint(cp Checkpoint) (Checkpoint, error) {
+	if cp.KeyID == "" || len(cp.Signature) != ed25519.SignatureSize || cp.At.IsZero() {
+		return Checkpoint{}, errors.New("not a checkpoint: seq, hash, at, key_id and a signature are required")
+	}
+	return cp, nil
+}

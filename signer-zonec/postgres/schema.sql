@@ -23,6 +23,9 @@ DECLARE
 	g record;
 	r record;
 BEGIN
+	-- Two migrates at once would otherwise race on the same privileges
+	-- ("tuple concurrently updated").
+	PERFORM pg_advisory_xact_lock(hashtextextended('txfence.grant_serving_role.' || current_schema(), 0));
 	SELECT rolsuper, pg_has_role(serving, current_user, 'MEMBER') AS is_owner INTO r
 		FROM pg_roles WHERE rolname = serving;
 	IF NOT FOUND THEN

@@ -2,10 +2,12 @@ package signerd
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
@@ -14,12 +16,19 @@ import (
 	"github.com/txfence/txfence/signer-zonec/postgres"
 )
 
-// auditCommand is `signerd audit verify` and `signerd audit export
-// [-after SEQ]`, run by operators and auditors against signerd's database
-// (TXFENCE_SIGNER_DATABASE_URL; a read-only role is enough).
+const auditUsage = "usage: signerd audit verify [--checkpoints FILE --public-key KEY ...] | signerd audit export [-after SEQ] | signerd audit new-checkpoint-key --out FILE"
+
+// auditCommand is `signerd audit verify`, `signerd audit export [-after
+// SEQ]` and `signerd audit new-checkpoint-key --out FILE`. verify and
+// export are run by operators and auditors against signerd's database
+// (TXFENCE_SIGNER_DATABASE_URL; a role that may read audit_log,
+// audit_head and signature is enough).
 func auditCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: signerd audit verify | signerd audit export [-after SEQ]")
+		return errors.New(auditUsage)
+	}
+	if args[0] == "new-checkpoint-key" {
+		return newCheckpointKeyCommand(args[1:], stdout)
 	}
 	var cfg struct{ daemon.Database }
 	if err := config.Load(Spec.EnvPrefix, getenv, &cfg); err != nil {
@@ -34,23 +43,7 @@ func auditCommand(ctx context.Context, args []string, getenv func(string) string
 
 	switch args[0] {
 	case "verify":
-		if len(args) > 1 {
-			return fmt.Errorf("audit verify takes no arguments, got %q", args[1:])
-		}
-		n, err := store.VerifyAudit(ctx)
-		var bad *signer.ChainError
-		if errors.As(err, &bad) {
-			return fmt.Errorf("audit log BROKEN after %d good records: %w", n, bad)
-		}
-		if err != nil {
-			return err
-		}
-		head, err := store.AuditHead(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "audit log intact: %d records, head %d %s\n", n, head.Seq, head.Hash.Hex())
-		return nil
+		return verifyCommand(ctx, store, args[1:], stdout)
 	case "export":
 		fs := flag.NewFlagSet("audit export", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -61,6 +54,82 @@ func auditCommand(ctx context.Context, args []string, getenv func(string) string
 		_, err := store.ExportAudit(ctx, *after, stdout)
 		return err
 	default:
-		return fmt.Errorf("unknown audit command %q: verify or export", args[0])
+		return fmt.Errorf("unknown audit command %q; %s", args[0], auditUsage)
 	}
+}
+
+// verifyCommand checks the hash chain and the head, the double-sign record
+// against the log, and, given checkpoints and the checkpoint public key
+// (repeat --public-key for keys used before a rotation), that the log
+// still reaches and matches every checkpoint. It names every problem.
+func verifyCommand(ctx context.Context, store *postgres.Store, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	file := fs.String("checkpoints", "", "a checkpoint file, or signerd's JSON log lines of its audit checkpoints")
+	var keys []ed25519.PublicKey
+	fs.Func("public-key", "the checkpoint public key (base64), as signerd audit new-checkpoint-key printed it", func(s string) error {
+		k, err := signer.ParseCheckpointPublicKey(s)
+		if err == nil {
+			keys = append(keys, k)
+		}
+		return err
+	})
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("audit verify: %w; %s", err, auditUsage)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("audit verify: unexpected arguments %s; %s", strings.Join(fs.Args(), " "), auditUsage)
+	}
+	if (*file == "") != (len(keys) == 0) {
+		return fmt.Errorf("audit verify: --checkpoints and --public-key go together; %s", auditUsage)
+	}
+
+	var good []signer.Checkpoint
+	var problems []error
+	if *file != "" {
+		cps, err := readCheckpoints(*file)
+		if err != nil {
+			return err
+		}
+		good, problems = signer.CheckCheckpoints(cps, keys)
+	}
+	n, err := store.VerifyAudit(ctx, good...)
+	problems = append(problems, err)
+	if err := errors.Join(problems...); err != nil {
+		var chain *signer.ChainError
+		var cp *signer.CheckpointError
+		var sig *signer.SignatureError
+		if errors.As(err, &chain) || errors.As(err, &cp) || errors.As(err, &sig) {
+			return fmt.Errorf("audit log BROKEN (%d records verified):\n%w", n, err)
+		}
+		return err
+	}
+	head, err := store.AuditHead(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "audit log intact: %d records, head %d %s; every signature has its record\n", n, head.Seq, head.Hash.Hex())
+	if *file != "" {
+		fmt.Fprintf(stdout, "held to %d checkpoints of %s: the log reaches and matches each\n", len(good), *file)
+	}
+	return nil
+}
+
+// newCheckpointKeyCommand writes a new checkpoint key file for signerd
+// (TXFENCE_SIGNER_CHECKPOINT_KEY_FILE) and prints its public key, which
+// the auditor keeps to verify checkpoints with.
+func newCheckpointKeyCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("audit new-checkpoint-key", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	out := fs.String("out", "", "the key file to create (mode 0600, never overwritten)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *out == "" {
+		return fmt.Errorf("audit new-checkpoint-key needs --out FILE and nothing else; %s", auditUsage)
+	}
+	key, err := newCheckpointKey(*out)
+	if err != nil {
+		return err
+	}
+	defer key.Destroy()
+	_, err = fmt.Fprintln(stdout, signer.EncodeCheckpointPublicKey(key.Public()))
+	return err
 }

@@ -7,6 +7,7 @@ package signerd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -33,17 +34,26 @@ type Config struct {
 	// out of swap. Turn it off only where a process must not lock memory
 	// (tests running signerd inside a larger process).
 	LockMemory bool `env:"LOCK_MEMORY" default:"true"`
+	// AllowPrivilegedDatabaseRole lets signerd serve as a role that owns
+	// its tables or holds more than serving needs. Development only: such
+	// a role can switch the audit log's append-only triggers off.
+	AllowPrivilegedDatabaseRole bool `env:"ALLOW_PRIVILEGED_DATABASE_ROLE"`
+	// Checkpoint anchors the audit log outside the database.
+	Checkpoint CheckpointConfig `envprefix:"CHECKPOINT_"`
 }
 
 // Spec names signerd.
 var Spec = daemon.Spec{Binary: "signerd", Identity: "signer", EnvPrefix: "TXFENCE_SIGNER_", Migrations: postgres.Migrations}
 
-// Run runs signerd: `serve` (the default), `migrate`, or an operator
-// command: `keys new|import|list`, `audit verify|export`,
-// `approver new|sign`.
+// Run runs signerd: `serve` (the default), `migrate` (as the owner of its
+// tables; see migrateCommand), or an operator command: `keys
+// new|import|list`, `audit verify|export|new-checkpoint-key`, `approver
+// new|sign`.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
+		case daemon.Migrate:
+			return migrateCommand(ctx, args[1:], getenv, stdout)
 		case "keys":
 			return keysCommand(ctx, args[1:], getenv, os.Stdin, stdout)
 		case "audit":
@@ -60,6 +70,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer svc.Close()
 	if cfg.LockMemory {
 		lockMemory(svc.Log)
+	}
+	if err := checkDatabaseRole(ctx, svc, cfg.AllowPrivilegedDatabaseRole, getenv); err != nil {
+		return err
 	}
 
 	if cfg.PolicyFile == "" {
@@ -80,7 +93,56 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		svc.HTTP.AddReadyCheck(httpserver.Check{Name: "vault", Fn: v.Ready})
 	}
 
-	service := &signer.Service{Keys: keys, Policy: pol, Store: postgres.New(svc.DB), Now: time.Now}
+	if cfg.Checkpoint.KeyFile == "" {
+		return errors.New("TXFENCE_SIGNER_CHECKPOINT_KEY_FILE is required to serve: signerd anchors its audit log outside its database with signed checkpoints (create a key with signerd audit new-checkpoint-key)")
+	}
+	checkpointKey, err := readCheckpointKey(cfg.Checkpoint.KeyFile, svc.Log)
+	if err != nil {
+		return err
+	}
+	store := postgres.New(svc.DB)
+	checkpoints, err := newCheckpointer(cfg.Checkpoint, checkpointKey, store, svc.Log)
+	if err != nil {
+		checkpointKey.Destroy()
+		return err
+	}
+	defer checkpoints.close()
+	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "audit_checkpoint", Fn: checkpoints.ready})
+
+	service := &signer.Service{Keys: keys, Policy: pol, Store: countingStore{Store: store, appended: checkpoints.appended}, Now: time.Now}
 	httpapi.New(service, svc.HTTP.Registry()).Mount(svc.HTTP.Router)
-	return svc.Serve(ctx)
+	// The last checkpoint anchors the head after the last request served:
+	// the checkpointer stops only once the listeners have.
+	checkpointCtx, stopCheckpoints := context.WithCancel(context.WithoutCancel(ctx))
+	checkpointsDone := make(chan struct{})
+	go func() {
+		defer close(checkpointsDone)
+		checkpoints.run(checkpointCtx)
+	}()
+	err = svc.Serve(ctx)
+	stopCheckpoints()
+	<-checkpointsDone
+	return err
+}
+
+// checkDatabaseRole refuses to serve as a role that could rewrite the
+// audit log or the signature record (postgres.CheckServingRole), unless
+// allowed for development.
+func checkDatabaseRole(ctx context.Context, svc *daemon.Service, allowPrivileged bool, getenv func(string) string) error {
+	if getenv(Spec.EnvPrefix+"OWNER_DATABASE_URL") != "" {
+		svc.Log.Warn("TXFENCE_SIGNER_OWNER_DATABASE_URL is set while serving: only signerd migrate needs the owner's credentials; keep them out of the serving process")
+	}
+	err := postgres.CheckServingRole(ctx, svc.DB)
+	if err == nil {
+		return nil
+	}
+	var role *postgres.RoleError
+	if allowPrivileged && errors.As(err, &role) {
+		svc.Log.Warn("serving as a privileged database role (TXFENCE_SIGNER_ALLOW_PRIVILEGED_DATABASE_ROLE, development only): it can switch the audit log's append-only triggers off", "err", err)
+		return nil
+	}
+	if errors.As(err, &role) {
+		return fmt.Errorf("%w\nsignerd serves as a role that can append to its audit log and signature record but not change them: run signerd migrate as the owner (TXFENCE_SIGNER_OWNER_DATABASE_URL) with TXFENCE_SIGNER_SERVE_ROLE naming the serving role, and serve with TXFENCE_SIGNER_DATABASE_URL connecting as that role", err)
+	}
+	return err
 }

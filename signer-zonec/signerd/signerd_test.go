@@ -36,11 +36,13 @@ func baseEnv(t *testing.T) (pki string, env map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env = servicetest.Merge(servicetest.TLSEnv(prefix, pki, signerd.Spec.Identity), map[string]string{
-		prefix + "DATABASE_URL": pgtest.URL(t),
-		prefix + "POLICY_FILE":  policyFile,
-		prefix + "LOCK_MEMORY":  "false", // signerd runs inside the test binary here
-	})
+	// The database as a deployment has it: its owner migrates, and signerd
+	// serves as a role that cannot change its audit log.
+	env = servicetest.Merge(servicetest.TLSEnv(prefix, pki, signerd.Spec.Identity),
+		signertest.NewDatabase(t).Env(prefix), signertest.CheckpointEnv(t, prefix), map[string]string{
+			prefix + "POLICY_FILE": policyFile,
+			prefix + "LOCK_MEMORY": "false", // signerd runs inside the test binary here
+		})
 	servicetest.MigrateTwice(t, signerd.Run, env)
 	return pki, env
 }

@@ -77,7 +77,12 @@ func MigratedDatabase(t testing.TB) *Database {
 func (d *Database) Migrate(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	pool := d.OwnerPool(t)
+	// Closed at once: the owner has no business in the test after this.
+	pool, err := pg.Open(ctx, d.OwnerURL, pg.PoolOptions{MaxConns: 2, Application: "signertest migrate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
 		t.Fatalf("migrate as the owner: %v", err)
 	}
@@ -104,7 +109,7 @@ func (d *Database) Env(prefix string) map[string]string {
 
 func openPool(t testing.TB, u string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pg.Open(context.Background(), u, pg.PoolOptions{MaxConns: 16, Application: "signertest"})
+	pool, err := pg.Open(context.Background(), u, pg.PoolOptions{MaxConns: 8, Application: "signertest"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package signertest
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,8 +14,6 @@ import (
 	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/policy"
@@ -40,22 +37,21 @@ type ServerOptions struct {
 // Server is signerd's API in this process over mutual TLS, on a real
 // store, holding DevKeys: for tests of signerd's callers.
 type Server struct {
-	URL  string
+	URL string
+	// Pool connects as the serving role, which the store uses: it reads
+	// everything and appends, but changes nothing.
 	Pool *pgxpool.Pool
+	// Database is the store's database, with its owner.
+	Database *Database
 }
 
-// StartServer starts a Server, stopped at the test's cleanup.
+// StartServer starts a Server, stopped at the test's cleanup. Its store
+// is set up as signerd migrate sets one up, and used as signerd serve
+// uses it: as the serving role.
 func StartServer(t testing.TB, opts ServerOptions) *Server {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	db := MigratedDatabase(t)
+	pool := db.ServePool(t)
 	if opts.PolicyFile == "" {
 		opts.PolicyFile = DevelopmentPolicy()
 	}
@@ -78,7 +74,7 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	ts.TLS = src.ServerConfig()
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
-	return &Server{URL: ts.URL, Pool: pool}
+	return &Server{URL: ts.URL, Pool: pool, Database: db}
 }
 
 // DevelopmentPolicy is the path of the development policy file.
