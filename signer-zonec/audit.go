@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -45,19 +46,24 @@ type AuditEntry struct {
 	From          common.Address `json:"from"`
 	Nonce         uint64         `json:"nonce"`
 	RequestDigest common.Hash    `json:"request_digest"`
-	Outcome       Outcome        `json:"outcome"`
-	Reuse         string         `json:"reuse,omitempty"`
-	RuleID        string         `json:"rule_id"`
-	Reasons       []string       `json:"reasons,omitempty"`
-	Approvals     []string       `json:"approvals,omitempty"`
-	PolicyVersion string         `json:"policy_version"`
-	PolicyHash    common.Hash    `json:"policy_hash"`
-	TxHash        *common.Hash   `json:"tx_hash,omitempty"`
-	PrevHash      common.Hash    `json:"prev_hash"`
+	// FullRequestDigest (version 2) is FullRequestDigest of the request:
+	// RequestDigest leaves its approvals out.
+	FullRequestDigest *common.Hash `json:"full_request_digest,omitempty"`
+	Outcome           Outcome      `json:"outcome"`
+	Reuse             string       `json:"reuse,omitempty"`
+	RuleID            string       `json:"rule_id"`
+	Reasons           []string     `json:"reasons,omitempty"`
+	Approvals         []string     `json:"approvals,omitempty"`
+	PolicyVersion     string       `json:"policy_version"`
+	PolicyHash        common.Hash  `json:"policy_hash"`
+	TxHash            *common.Hash `json:"tx_hash,omitempty"`
+	PrevHash          common.Hash  `json:"prev_hash"`
 }
 
-// AuditVersion is the current AuditEntry encoding.
-const AuditVersion = 1
+// AuditVersion is the current AuditEntry encoding. Version 2 adds
+// full_request_digest; an entry sealed without it is a version 1 entry,
+// as every entry was before.
+const AuditVersion = 2
 
 // AuditRecord is an entry as stored: its canonical encoding and the hash
 // that chains it to the previous record.
@@ -73,6 +79,9 @@ type AuditRecord struct {
 // with its canonical body and hash: sha256(prev_hash || body).
 func Seal(e AuditEntry, seq uint64, prev common.Hash) (AuditRecord, error) {
 	e.Version, e.Seq, e.PrevHash = AuditVersion, seq, prev
+	if e.FullRequestDigest == nil {
+		e.Version = 1
+	}
 	e.At = e.At.UTC().Truncate(time.Microsecond) // what the database keeps
 	body, err := json.Marshal(e)
 	if err != nil {
@@ -139,6 +148,10 @@ func (v *Verifier) Check(stored AuditRecord) error {
 		return &ChainError{Seq: v.next, Reason: fmt.Sprintf("missing: the next record found is %d (deleted or reordered)", e.Seq)}
 	case e.PrevHash != v.prev:
 		return &ChainError{Seq: e.Seq, Reason: "does not follow the previous record (reordered, or an earlier record was replaced)"}
+	case e.Version != 1 && e.Version != 2:
+		return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("version %d is not an audit entry version", e.Version)}
+	case (e.Version == 2) != (e.FullRequestDigest != nil):
+		return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("a version %d entry must have full_request_digest exactly when its version is 2", e.Version)}
 	case chainHash(v.prev, stored.Body) != stored.Hash:
 		return &ChainError{Seq: e.Seq, Reason: "hash does not match its content (edited)"}
 	}
@@ -581,4 +594,39 @@ func checkedCheckpoint(cp Checkpoint) (Checkpoint, error) {
 		return Checkpoint{}, errors.New("not a checkpoint: seq, hash, at, key_id and a signature are required")
 	}
 	return cp, nil
+}
+
+// FullRequestDigest identifies everything a request carried, approvals
+// included: Request.Digest covers the transaction, its tx id, chain and
+// sender but not the approvals, so two requests that differ only in their
+// approvals share it. With this digest in its audit record, a request
+// (txmanager's copy, say) can be shown to be exactly the one signerd
+// decided. Every variable field is length-prefixed, so no two requests
+// encode alike.
+func FullRequestDigest(r *Request) common.Hash {
+	h := sha256.New()
+	h.Write([]byte("txfence/request/v1\x00"))
+	var u [8]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(u[:], uint64(len(b)))
+		h.Write(u[:])
+		h.Write(b)
+	}
+	field([]byte(r.TxID))
+	binary.BigEndian.PutUint64(u[:], r.ChainID)
+	h.Write(u[:])
+	h.Write(r.From.Bytes())
+	tx, _ := r.Transaction().MarshalBinary() // cannot fail for the two types signerd builds
+	field(tx)
+	binary.BigEndian.PutUint64(u[:], uint64(len(r.Approvals)))
+	h.Write(u[:])
+	for _, a := range r.Approvals {
+		field([]byte(a.Approver))
+		binary.BigEndian.PutUint64(u[:], uint64(a.Expiry.Unix()))
+		h.Write(u[:])
+		binary.BigEndian.PutUint32(u[:4], uint32(a.Expiry.Nanosecond()))
+		h.Write(u[:4])
+		field(a.Signature)
+	}
+	return common.BytesToHash(h.Sum(nil))
 }

@@ -3,9 +3,11 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +217,91 @@ func TestAuditVerifyCrossChecksSignatures(t *testing.T) {
 				t.Errorf("verify named %v; want nonce %d (%s)", bad, tt.wantNonce, tt.reason)
 			}
 		})
+	}
+}
+
+// TestAuditRecordsCarryTheFullRequestDigest: Request.Digest leaves the
+// approvals out, so two requests that differ only in their approvals
+// share it. FullRequestDigest covers them (approver, expiry, signature,
+// order), and an entry that carries it is sealed as version 2, stored,
+// and verified; a version 2 body without it, or a version 1 body with
+// it, is named.
+func TestAuditRecordsCarryTheFullRequestDigest(t *testing.T) {
+	t.Parallel()
+	to := common.HexToAddress("0xb0b")
+	base := signer.Request{TxID: "tx-1", ChainID: 31337, From: common.HexToAddress("0xa11ce"), Nonce: 7, Type: signer.DynamicFee,
+		To: &to, Value: big.NewInt(5), Gas: 21000, MaxFeePerGas: big.NewInt(30), MaxPriorityFeePerGas: big.NewInt(1)}
+	expiry := time.Unix(1_900_000_000, 0).UTC()
+	approval := func(who string, sig byte) signer.Approval {
+		return signer.Approval{Approver: who, Expiry: expiry, Signature: bytes.Repeat([]byte{sig}, 64)}
+	}
+	variants := map[string][]signer.Approval{
+		"no approvals":            nil,
+		"one approval":            {approval("alice", 1)},
+		"another signature":       {approval("alice", 2)},
+		"another approver":        {approval("bob", 1)},
+		"a later expiry":          {{Approver: "alice", Expiry: expiry.Add(time.Second), Signature: bytes.Repeat([]byte{1}, 64)}},
+		"two approvals":           {approval("alice", 1), approval("bob", 2)},
+		"the same two, reordered": {approval("bob", 2), approval("alice", 1)},
+	}
+	seen := map[common.Hash]string{}
+	for name, approvals := range variants {
+		r := base
+		r.Approvals = approvals
+		if r.Digest() != base.Digest() {
+			t.Fatalf("%s: Request.Digest changed with the approvals; this test assumes it leaves them out", name)
+		}
+		d := signer.FullRequestDigest(&r)
+		if other, dup := seen[d]; dup {
+			t.Errorf("%s and %s have the same full digest", name, other)
+		}
+		seen[d] = name
+	}
+	r := base
+	r.Approvals = variants["two approvals"]
+	if signer.FullRequestDigest(&r) != signer.FullRequestDigest(&r) {
+		t.Error("the full digest is not deterministic")
+	}
+
+	// Sealed, stored and verified.
+	db := signertest.MigratedDatabase(t)
+	store := postgres.New(db.ServePool(t))
+	full := signer.FullRequestDigest(&r)
+	entry := signer.AuditEntry{At: time.Now(), Caller: "txmanager", TxID: r.TxID, ChainID: r.ChainID, From: r.From, Nonce: r.Nonce,
+		RequestDigest: r.Digest(), FullRequestDigest: &full, Outcome: signer.OutcomeDenied, RuleID: "test", PolicyVersion: "1"}
+	var records []signer.AuditRecord
+	err := store.InTx(context.Background(), func(tx signer.StoreTx) error {
+		var err error
+		records, err = tx.Append(context.Background(), []signer.AuditEntry{entry})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(records[0].Body, []byte(`"v":2`)) || !bytes.Contains(records[0].Body, []byte(`"full_request_digest":"`+full.Hex()+`"`)) {
+		t.Errorf("sealed body %s; want version 2 with the full request digest", records[0].Body)
+	}
+	if n, err := store.VerifyAudit(context.Background()); err != nil || n != 1 {
+		t.Errorf("verify: %d records, %v", n, err)
+	}
+
+	// The version says whether the digest is there.
+	for _, tt := range []struct {
+		name    string
+		version int
+		full    *common.Hash
+	}{{"version 2 without it", 2, nil}, {"version 1 with it", 1, &full}} {
+		e := records[0].Entry
+		e.Version, e.FullRequestDigest, e.PrevHash = tt.version, tt.full, signer.GenesisHash
+		body, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(append(signer.GenesisHash.Bytes(), body...))
+		err = signer.NewVerifier().Check(signer.AuditRecord{Entry: e, Body: body, Hash: common.Hash(sum)})
+		var bad *signer.ChainError
+		if !errors.As(err, &bad) || !strings.Contains(bad.Reason, "full_request_digest") {
+			t.Errorf("%s: %v; want the record named for its version", tt.name, err)
+		}
 	}
 }
