@@ -99,6 +99,12 @@ type Approval struct {
 const (
 	RuleDoubleSign       = "double-sign-protection"
 	RuleIdenticalRequest = "identical-request"
+	// RuleTxIDBinding refuses a tx id at a nonce other than the first it
+	// was signed at: one set of approvals, one transaction.
+	RuleTxIDBinding = "tx-id-binding"
+	// RuleNonceAhead refuses a nonce more than Service.MaxNonceAhead above
+	// the signer's next nonce: no stockpiling of future transactions.
+	RuleNonceAhead = "nonce-look-ahead"
 )
 
 // ApprovalMessage is what an approver signs: the intent (recomputed by

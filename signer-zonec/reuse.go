@@ -63,15 +63,21 @@ func (r Reuse) String() string {
 // replace a pooled transaction.
 const BumpPercent = 10
 
-// RefusedError explains why a second signature at a nonce is refused.
+// RefusedError explains why signerd refuses a request it must never be
+// asked for, whatever policy says: a second intent at a used nonce, a tx id
+// at a second nonce, a nonce far ahead.
 type RefusedError struct {
+	// Rule is RuleDoubleSign, RuleTxIDBinding or RuleNonceAhead.
+	Rule   string
 	Reason string
-	// Earlier is the first signature at the nonce, for the alert.
+	// Earlier is the signature the request conflicts with, for the alert:
+	// the first at its nonce, or the first of its tx id. Zero for
+	// RuleNonceAhead.
 	Earlier Signed
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("double-sign refused at nonce %d of %s on chain %d: %s", e.Earlier.Nonce, e.Earlier.From.Hex(), e.Earlier.ChainID, e.Reason)
+	return fmt.Sprintf("signing refused (%s): %s", e.Rule, e.Reason)
 }
 
 // CheckReuse decides whether req may be signed, given every earlier
@@ -99,15 +105,16 @@ func CheckReuse(req *Request, earlier []Signed, cancelAllowed bool) (Reuse, *Sig
 	if req.Intent() != first.Intent {
 		switch {
 		case !req.IsCancel():
-			return 0, nil, &RefusedError{Reason: "a different intent was already signed at this nonce (tx " + first.TxID + ")", Earlier: first}
+			return 0, nil, &RefusedError{Rule: RuleDoubleSign, Reason: "a different intent was already signed at this nonce (tx " + first.TxID + ")", Earlier: first}
 		case !cancelAllowed:
-			return 0, nil, &RefusedError{Reason: "cancels are not allowed by policy for this signer", Earlier: first}
+			return 0, nil, &RefusedError{Rule: RuleDoubleSign, Reason: "cancels are not allowed by policy for this signer", Earlier: first}
 		}
 		reuse = Cancel
 	}
 	for _, e := range earlier {
 		if !bumped(req.FeeCap(), e.FeeCap) || !bumped(req.TipCap(), e.TipCap) {
 			return 0, nil, &RefusedError{
+				Rule:    RuleDoubleSign,
 				Reason:  fmt.Sprintf("fee cap %s and tip cap %s must each be at least %d%% above every earlier signature's (%s, %s)", req.FeeCap(), req.TipCap(), BumpPercent, e.FeeCap, e.TipCap),
 				Earlier: first,
 			}

@@ -24,7 +24,18 @@ type Service struct {
 	Store  Store
 	// Now is signerd's clock, for approval expiry and rolling windows.
 	Now func() time.Time
+	// MaxNonceAhead bounds how far above a signer's next nonce (one above
+	// the highest it signed, or its declared start) a request may be: a
+	// briefly compromised txmanager cannot stockpile signatures for
+	// nonces far ahead. Zero means DefaultMaxNonceAhead.
+	MaxNonceAhead uint64
 }
+
+// DefaultMaxNonceAhead is the look-ahead bound when none is set. txmanager
+// signs in nonce order, so a nonce is ahead of the next only by the
+// allocated transactions before it that signerd has not signed yet (those
+// waiting for approvals): a few, never hundreds.
+const DefaultMaxNonceAhead = 64
 
 // Result is the answer to one request of a batch.
 type Result struct {
@@ -81,31 +92,25 @@ func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]R
 		if err := tx.LockSigners(ctx, SortSigners(reqs)); err != nil {
 			return err
 		}
-		at := make([]NonceKey, len(reqs))
-		for i, r := range reqs {
-			at[i] = r.nonceKey()
-		}
 		// Read under the locks, so nothing another transaction signs can
 		// come between this read and the records below. Signatures given
 		// in this batch are recorded only after the audit records, so
-		// they are added here as they are given, for later requests.
-		signed, err := tx.Signed(ctx, at)
+		// they are added to what was read as they are given, for later
+		// requests.
+		b, err := s.readBatch(ctx, tx, reqs)
 		if err != nil {
 			return err
-		}
-		if signed == nil {
-			signed = make(map[NonceKey][]Signed)
 		}
 		now := s.Now()
 		spending := newSpending(tx, now)
 		entries := make([]AuditEntry, len(reqs))
 		for i, r := range reqs {
-			res, err := s.decide(ctx, r, keys[r.From], now, signed[at[i]], spending)
+			res, err := s.decide(ctx, r, keys[r.From], now, b, spending)
 			if err != nil {
 				return err
 			}
 			if res.Outcome == OutcomeSigned {
-				signed[at[i]] = append(signed[at[i]], res.signed())
+				b.add(res.signed())
 				spending.add(&res)
 			}
 			results[i] = res
@@ -150,17 +155,94 @@ func (res *Result) signed() Signed {
 	}
 }
 
+// batchRecord is what a batch knows of the signatures before each of its
+// requests: those stored when it took its signers' locks, and those it gave
+// itself since.
+type batchRecord struct {
+	// atNonce holds every signature at each nonce of the batch, oldest
+	// first.
+	atNonce map[NonceKey][]Signed
+	// firstOfTx is the first signature of each tx id of the batch.
+	firstOfTx map[string]Signed
+	// next is each signer's next nonce: one above the highest signed, or
+	// its declared start.
+	next map[SignerKey]uint64
+}
+
+func (s *Service) readBatch(ctx context.Context, tx StoreTx, reqs []*Request) (*batchRecord, error) {
+	at, txIDs := make([]NonceKey, len(reqs)), make([]string, len(reqs))
+	for i, r := range reqs {
+		at[i], txIDs[i] = r.nonceKey(), r.TxID
+	}
+	b := &batchRecord{}
+	var err error
+	if b.atNonce, err = tx.Signed(ctx, at); err != nil {
+		return nil, err
+	}
+	if b.firstOfTx, err = tx.FirstOfTx(ctx, txIDs); err != nil {
+		return nil, err
+	}
+	if b.next, err = tx.NextNonces(ctx, SortSigners(reqs)); err != nil {
+		return nil, err
+	}
+	if b.atNonce == nil {
+		b.atNonce = make(map[NonceKey][]Signed)
+	}
+	if b.firstOfTx == nil {
+		b.firstOfTx = make(map[string]Signed)
+	}
+	if b.next == nil {
+		b.next = make(map[SignerKey]uint64)
+	}
+	return b, nil
+}
+
+// add counts a signature the batch has just given.
+func (b *batchRecord) add(sig Signed) {
+	at := NonceKey{ChainID: sig.ChainID, From: sig.From, Nonce: sig.Nonce}
+	b.atNonce[at] = append(b.atNonce[at], sig)
+	if _, ok := b.firstOfTx[sig.TxID]; !ok {
+		b.firstOfTx[sig.TxID] = sig
+	}
+	who := SignerKey{ChainID: sig.ChainID, From: sig.From}
+	if sig.Nonce >= b.next[who] {
+		b.next[who] = sig.Nonce + 1
+	}
+}
+
+// bound refuses what no policy may allow at any price: a tx id at a second
+// nonce (the approvals given for it would sign twice), and a fresh nonce
+// too far above the signer's next one.
+func (s *Service) bound(r *Request, b *batchRecord, fresh bool) *RefusedError {
+	if first, ok := b.firstOfTx[r.TxID]; ok && (first.ChainID != r.ChainID || first.From != r.From || first.Nonce != r.Nonce) {
+		return &RefusedError{Rule: RuleTxIDBinding, Earlier: first, Reason: fmt.Sprintf(
+			"tx %s was signed at nonce %d of %s on chain %d: a tx id is bound to the first nonce it is signed at", r.TxID, first.Nonce, first.From.Hex(), first.ChainID)}
+	}
+	ahead := cmp.Or(s.MaxNonceAhead, DefaultMaxNonceAhead)
+	next := b.next[SignerKey{ChainID: r.ChainID, From: r.From}]
+	if fresh && r.Nonce >= next && r.Nonce-next >= ahead {
+		return &RefusedError{Rule: RuleNonceAhead, Reason: fmt.Sprintf(
+			"nonce %d is %d above the next nonce %d of this signer; at most %d ahead is signed", r.Nonce, r.Nonce-next, next, ahead-1)}
+	}
+	return nil
+}
+
 // decide runs the checks of one request inside the transaction and signs
-// it when they pass. earlier holds every signature at its nonce, stored or
-// given earlier in this batch, oldest first.
-func (s *Service) decide(ctx context.Context, r *Request, key *Key, now time.Time, earlier []Signed, spending *spending) (Result, error) {
+// it when they pass.
+func (s *Service) decide(ctx context.Context, r *Request, key *Key, now time.Time, b *batchRecord, spending *spending) (Result, error) {
 	res := Result{Request: r}
+	earlier := b.atNonce[r.nonceKey()]
 	reuse, same, err := CheckReuse(r, earlier, s.Policy.AllowsCancel(r.ChainID, r.From))
+	if err == nil && reuse != Identical {
+		if refusal := s.bound(r, b, reuse == Fresh); refusal != nil {
+			err = refusal
+		}
+	}
 	var refused *RefusedError
 	switch {
 	case errors.As(err, &refused):
 		res.Outcome, res.Refusal = OutcomeRefused, refused
-		res.Decision = s.nonceDecision(Deny, RuleDoubleSign, refused.Reason)
+		res.Decision = s.nonceDecision(Deny, refused.Rule, refused.Reason)
 		return res, nil
 	case err != nil:
 		return res, err

@@ -57,6 +57,13 @@ type StoreTx interface {
 	// Signed lists the signatures given at each of the nonces, oldest
 	// first; a nonce without any has no entry. Keys may repeat.
 	Signed(ctx context.Context, at []NonceKey) (map[NonceKey][]Signed, error)
+	// FirstOfTx is the first signature given for each of the tx ids; a tx
+	// id never signed has no entry. Ids may repeat.
+	FirstOfTx(ctx context.Context, txIDs []string) (map[string]Signed, error)
+	// NextNonces is each signer's next nonce: one above the highest nonce
+	// it has a signature at, or the start an operator declared for it
+	// (nonce_start), whichever is higher; 0 for a signer with neither.
+	NextNonces(ctx context.Context, keys []SignerKey) (map[SignerKey]uint64, error)
 	// Spent sums the value of the originals (attempt 1 at each nonce)
 	// signed for the signer since the given time.
 	Spent(ctx context.Context, chainID uint64, from common.Address, since time.Time) (*big.Int, error)

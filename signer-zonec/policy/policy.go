@@ -71,7 +71,7 @@ const (
 )
 
 // reserved are the rule ids the file may not use.
-var reserved = []string{DefaultDeny, ChainNotAllowed, InvalidRequest, signer.RuleDoubleSign, signer.RuleIdenticalRequest}
+var reserved = []string{DefaultDeny, ChainNotAllowed, InvalidRequest, signer.RuleDoubleSign, signer.RuleIdenticalRequest, signer.RuleTxIDBinding, signer.RuleNonceAhead}
 
 // maxFileSize bounds a policy file: a real one is a few kilobytes, and
 // nothing legitimate needs megabytes of rules.

@@ -73,7 +73,7 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 		chainIDs[i], signers[i], nonces[i] = int64(k.ChainID), k.From.Bytes(), int64(k.Nonce)
 	}
 	rows, err := t.tx.Query(ctx, `
-		SELECT chain_id, signer, nonce, tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx, gas
+		SELECT `+signedColumns+`
 		FROM signature
 		WHERE (chain_id, signer, nonce) IN (SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]))
 		ORDER BY chain_id, signer, nonce, attempt`,
@@ -81,31 +81,7 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 	if err != nil {
 		return nil, fmt.Errorf("read signatures at %d nonces: %w", len(at), err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (signer.Signed, error) {
-		var s signer.Signed
-		var chainID, nonce, gas int64
-		var from, intent, digest, hash []byte
-		var value, feeCap, tipCap pgtype.Numeric
-		var kind string
-		if err := row.Scan(&chainID, &from, &nonce, &s.TxID, &intent, &digest, &value, &feeCap, &tipCap, &kind, &hash, &s.RawTx, &gas); err != nil {
-			return s, err
-		}
-		s.ChainID, s.From, s.Nonce, s.Gas = uint64(chainID), common.BytesToAddress(from), uint64(nonce), uint64(gas)
-		copy(s.Intent[:], intent)
-		s.Digest, s.TxHash = common.BytesToHash(digest), common.BytesToHash(hash)
-		var err error
-		if s.Value, err = integer(value); err != nil {
-			return s, err
-		}
-		if s.FeeCap, err = integer(feeCap); err != nil {
-			return s, err
-		}
-		if s.TipCap, err = integer(tipCap); err != nil {
-			return s, err
-		}
-		s.Cancel = kind == "cancel"
-		return s, nil
-	})
+	list, err := pgx.CollectRows(rows, scanSigned)
 	if err != nil {
 		return nil, fmt.Errorf("read signatures at %d nonces: %w", len(at), err)
 	}
@@ -115,6 +91,83 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 		signed[k] = append(signed[k], s)
 	}
 	return signed, nil
+}
+
+// signedColumns are what scanSigned reads, in order.
+const signedColumns = `chain_id, signer, nonce, tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx, gas`
+
+func scanSigned(row pgx.CollectableRow) (signer.Signed, error) {
+	var s signer.Signed
+	var chainID, nonce, gas int64
+	var from, intent, digest, hash []byte
+	var value, feeCap, tipCap pgtype.Numeric
+	var kind string
+	if err := row.Scan(&chainID, &from, &nonce, &s.TxID, &intent, &digest, &value, &feeCap, &tipCap, &kind, &hash, &s.RawTx, &gas); err != nil {
+		return s, err
+	}
+	s.ChainID, s.From, s.Nonce, s.Gas = uint64(chainID), common.BytesToAddress(from), uint64(nonce), uint64(gas)
+	copy(s.Intent[:], intent)
+	s.Digest, s.TxHash = common.BytesToHash(digest), common.BytesToHash(hash)
+	var err error
+	if s.Value, err = integer(value); err != nil {
+		return s, err
+	}
+	if s.FeeCap, err = integer(feeCap); err != nil {
+		return s, err
+	}
+	if s.TipCap, err = integer(tipCap); err != nil {
+		return s, err
+	}
+	s.Cancel = kind == "cancel"
+	return s, nil
+}
+
+// FirstOfTx reads attempt 1 of each tx id's first nonce: a tx id is at one
+// nonce only, so its first signature is the earliest attempt there.
+func (t storeTx) FirstOfTx(ctx context.Context, txIDs []string) (map[string]signer.Signed, error) {
+	rows, err := t.tx.Query(ctx, `
+		SELECT DISTINCT ON (tx_id) `+signedColumns+`
+		FROM signature WHERE tx_id = ANY($1)
+		ORDER BY tx_id, signed_at, audit_seq`, txIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read signatures of %d tx ids: %w", len(txIDs), err)
+	}
+	list, err := pgx.CollectRows(rows, scanSigned)
+	if err != nil {
+		return nil, fmt.Errorf("read signatures of %d tx ids: %w", len(txIDs), err)
+	}
+	first := make(map[string]signer.Signed, len(list))
+	for _, s := range list {
+		first[s.TxID] = s
+	}
+	return first, nil
+}
+
+func (t storeTx) NextNonces(ctx context.Context, keys []signer.SignerKey) (map[signer.SignerKey]uint64, error) {
+	chainIDs, signers := make([]int64, len(keys)), make([][]byte, len(keys))
+	for i, k := range keys {
+		chainIDs[i], signers[i] = int64(k.ChainID), k.From.Bytes()
+	}
+	rows, err := t.tx.Query(ctx, `
+		SELECT k.chain_id, k.signer, greatest(
+			(SELECT max(s.nonce) + 1 FROM signature s WHERE s.chain_id = k.chain_id AND s.signer = k.signer),
+			(SELECT n.nonce FROM nonce_start n WHERE n.chain_id = k.chain_id AND n.signer = k.signer),
+			0)
+		FROM unnest($1::bigint[], $2::bytea[]) AS k (chain_id, signer)`, chainIDs, signers)
+	if err != nil {
+		return nil, fmt.Errorf("read the next nonces of %d signers: %w", len(keys), err)
+	}
+	next := make(map[signer.SignerKey]uint64, len(keys))
+	var chainID, nonce int64
+	var from []byte
+	_, err = pgx.ForEachRow(rows, []any{&chainID, &from, &nonce}, func() error {
+		next[signer.SignerKey{ChainID: uint64(chainID), From: common.BytesToAddress(from)}] = uint64(nonce)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the next nonces of %d signers: %w", len(keys), err)
+	}
+	return next, nil
 }
 
 func (t storeTx) Spent(ctx context.Context, chainID uint64, from common.Address, since time.Time) (*big.Int, error) {

@@ -1,0 +1,142 @@
+package signer_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/postgres"
+	"github.com/txfence/txfence/signer-zonec/signertest"
+)
+
+// TestApprovalsCannotBeReplayedAtASecondNonce: one set of approvals is
+// given to one tx id, so the tx id is bound to the first nonce it is signed
+// at. The same request (approvals and all) at other nonces, alone or in one
+// batch, is refused and audited; fee bumps at its own nonce still pass.
+func TestApprovalsCannotBeReplayedAtASecondNonce(t *testing.T) {
+	t.Parallel()
+	pool, _ := migratedPool(t)
+	svc := newService(t, pool, signertest.NewMemoryKeys(t, devKeyHex), openPolicy{chains: map[uint64]bool{31337: true}})
+	approved := func(nonce uint64) *signer.Request {
+		r := devRequest("payout-1", 31337, nonce, signer.DynamicFee, 100, gwei(30))
+		r.Approvals = []signer.Approval{{Approver: "alice", Signature: []byte{1}}, {Approver: "bob", Signature: []byte{2}}}
+		return r
+	}
+	if res := signOne(t, svc, approved(0)); res.Outcome != signer.OutcomeSigned {
+		t.Fatalf("first signature: %v", res.Outcome)
+	}
+	for nonce := uint64(1); nonce <= 4; nonce++ {
+		res := signOne(t, svc, approved(nonce))
+		if res.Outcome != signer.OutcomeRefused || res.Decision.RuleID != signer.RuleTxIDBinding || res.Refusal.Earlier.Nonce != 0 {
+			t.Errorf("payout-1 at nonce %d: %v by %s (%v), want refused by %s", nonce, res.Outcome, res.Decision.RuleID, res.Refusal, signer.RuleTxIDBinding)
+		}
+		checkAudited(t, pool, res, signer.OutcomeRefused, signer.RuleTxIDBinding)
+	}
+	// In one batch: the second nonce of a new tx id is refused too.
+	res, err := svc.Sign(context.Background(), "txmanager", []*signer.Request{
+		devRequest("payout-2", 31337, 1, signer.DynamicFee, 100, gwei(30)),
+		devRequest("payout-2", 31337, 2, signer.DynamicFee, 100, gwei(30)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != signer.OutcomeSigned || res[1].Outcome != signer.OutcomeRefused || res[1].Decision.RuleID != signer.RuleTxIDBinding {
+		t.Errorf("one batch, one tx id at two nonces: %v then %v by %s", res[0].Outcome, res[1].Outcome, res[1].Decision.RuleID)
+	}
+	// The tx id's own nonce still takes its fee bump.
+	bump := approved(0)
+	bump.MaxFeePerGas, bump.MaxPriorityFeePerGas = gwei(40), gwei(4)
+	if res := signOne(t, svc, bump); res.Outcome != signer.OutcomeSigned || res.Reuse != signer.Replacement {
+		t.Errorf("a fee bump at the bound nonce: %v %v", res.Outcome, res.Reuse)
+	}
+	// And the same tx id on another chain is still that tx id.
+	other := devRequest("payout-1", 1, 0, signer.DynamicFee, 100, gwei(30))
+	svc.Policy = openPolicy{chains: map[uint64]bool{31337: true, 1: true}}
+	if res := signOne(t, svc, other); res.Outcome != signer.OutcomeRefused || res.Decision.RuleID != signer.RuleTxIDBinding {
+		t.Errorf("payout-1 on chain 1: %v by %s", res.Outcome, res.Decision.RuleID)
+	}
+}
+
+// TestNonceFarAheadIsRefused: a fresh nonce more than MaxNonceAhead above
+// the signer's next one is refused and audited, whatever policy says; the
+// next nonce follows what was signed (in the batch too) and an operator's
+// declared start; the default bound holds when none is set.
+func TestNonceFarAheadIsRefused(t *testing.T) {
+	t.Parallel()
+	pool, _ := migratedPool(t)
+	svc := newService(t, pool, signertest.NewMemoryKeys(t, devKeyHex), openPolicy{chains: map[uint64]bool{31337: true, 1: true, 10: true}})
+	tx := 0
+	sign := func(chainID, nonce uint64) signer.Result {
+		tx++
+		return signOne(t, svc, devRequest("tx-"+strings.Repeat("n", tx), chainID, nonce, signer.DynamicFee, 1, gwei(30)))
+	}
+	// The default: 2^40 with nothing below it is refused, the last nonce
+	// within the bound is signed.
+	if res := sign(31337, 1<<40); res.Outcome != signer.OutcomeRefused || res.Decision.RuleID != signer.RuleNonceAhead {
+		t.Fatalf("nonce 2^40 of a fresh signer: %v by %s", res.Outcome, res.Decision.RuleID)
+	} else {
+		checkAudited(t, pool, res, signer.OutcomeRefused, signer.RuleNonceAhead)
+	}
+	if res := sign(31337, signer.DefaultMaxNonceAhead); res.Outcome != signer.OutcomeRefused {
+		t.Errorf("nonce %d of a fresh signer: %v", signer.DefaultMaxNonceAhead, res.Outcome)
+	}
+	if res := sign(31337, signer.DefaultMaxNonceAhead-1); res.Outcome != signer.OutcomeSigned {
+		t.Errorf("nonce %d of a fresh signer: %v", signer.DefaultMaxNonceAhead-1, res.Outcome)
+	}
+
+	svc.MaxNonceAhead = 4
+	for _, st := range []struct {
+		nonce uint64
+		want  signer.Outcome
+	}{{4, signer.OutcomeRefused}, {3, signer.OutcomeSigned}, {8, signer.OutcomeRefused}, {7, signer.OutcomeSigned}, {11, signer.OutcomeSigned}} {
+		if res := sign(1, st.nonce); res.Outcome != st.want {
+			t.Errorf("chain 1, bound 4, nonce %d: %v (%v), want %v", st.nonce, res.Outcome, res.Refusal, st.want)
+		}
+	}
+	// In one batch, each signature moves the next nonce for the requests
+	// after it.
+	var batch []*signer.Request
+	for n := uint64(12); n < 24; n += 3 {
+		tx++
+		batch = append(batch, devRequest("tx-"+strings.Repeat("n", tx), 1, n, signer.DynamicFee, 1, gwei(30)))
+	}
+	res, err := svc.Sign(context.Background(), "txmanager", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Outcome != signer.OutcomeSigned {
+			t.Errorf("batch request %d at nonce %d: %v (%v)", i, r.Request.Nonce, r.Outcome, r.Refusal)
+		}
+	}
+
+	// An account with history: the operator declares where it starts.
+	if _, err := pool.Exec(context.Background(), `INSERT INTO nonce_start (chain_id, signer, nonce) VALUES (10, $1, 5000)`, devAddr().Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if res := sign(10, 5003); res.Outcome != signer.OutcomeSigned {
+		t.Errorf("within the bound above a declared start: %v (%v)", res.Outcome, res.Refusal)
+	}
+	if res := sign(10, 5008); res.Outcome != signer.OutcomeRefused {
+		t.Errorf("beyond the bound above what was signed: %v", res.Outcome)
+	}
+	if res := sign(10, math.MaxInt64); res.Outcome != signer.OutcomeRefused {
+		t.Errorf("the largest nonce stored: %v", res.Outcome)
+	}
+}
+
+// checkAudited: res has an audit record with the outcome, naming the rule.
+func checkAudited(t *testing.T, pool *pgxpool.Pool, res signer.Result, outcome signer.Outcome, rule string) {
+	t.Helper()
+	recs, err := postgres.New(pool).Audit(context.Background(), res.AuditSeq-1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Entry.Outcome != outcome || !strings.Contains(string(recs[0].Body), `"`+rule+`"`) {
+		t.Errorf("audit record %d: %+v, want %s by %s", res.AuditSeq, recs, outcome, rule)
+	}
+}
