@@ -146,6 +146,9 @@ type stack struct {
 
 	certs  string
 	signer keystore.Config
+	// signerDB is signerd's database: its owner, its serving role and
+	// the audit checkpoints it writes.
+	signerDB signerDatabase
 	// relayURL and relayKeyFile are the development relay's address and
 	// mevrouterd's key for it.
 	relayURL     string
@@ -199,6 +202,7 @@ func (s *stack) start(ctx context.Context) error {
 		{"development relay", s.startRelay},
 		{"signer keys", s.signerKeys},
 		{"chains file", s.writeChainsFile},
+		{"signer database", s.signerDatabase},
 		{"migrations", s.migrate},
 		{"admin key", s.adminKey},
 		{"services", s.startServices},
@@ -467,6 +471,93 @@ func (s *stack) signerKeys(ctx context.Context) error {
 	return nil
 }
 
+// signerDatabase is how signerd reaches its database in the stack.
+type signerDatabase struct {
+	ownerURL, serveURL, serveRole string
+	// checkpointKey is signerd's checkpoint key; checkpoints is the file
+	// its audit checkpoints go to, for signerd audit verify --checkpoints
+	// with the public key in checkpointKey + ".pub".
+	checkpointKey, checkpoints string
+}
+
+// signerDatabase sets signerd's database up as a deployment has it:
+// devstack's superuser owns the tables and migrates, and signerd serves as
+// a role of its own (PREFIX + "signer_serve", its password kept in the
+// state directory) that can append to the audit log but never change it.
+// It also gives signerd a checkpoint key, made by signerd itself, and a
+// checkpoint file; a database that is new this run starts a new file,
+// since the old one anchors a log that is gone.
+func (s *stack) signerDatabase(ctx context.Context) error {
+	svc := services[serviceIndex("signer")]
+	ownerURL, err := s.databaseURL(ctx, svc)
+	if err != nil {
+		return err
+	}
+	password, err := s.stateSecret("signer-db.password")
+	if err != nil {
+		return err
+	}
+	role := s.cfg.DatabasePrefix + "signer_serve"
+	conn, err := pgx.Connect(ctx, s.adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists); err != nil {
+		return err
+	}
+	// format() quotes the role and the password on the server: utility
+	// statements take no parameters.
+	query := `SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', $1::text, $2::text)`
+	if exists {
+		query = `SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', $1::text, $2::text)`
+	}
+	var stmt string
+	if err := conn.QueryRow(ctx, query, role, password).Scan(&stmt); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("signer's serving role %s: %w", role, err)
+	}
+	u, err := url.Parse(ownerURL)
+	if err != nil {
+		return err
+	}
+	u.User = url.UserPassword(role, password)
+	s.signerDB = signerDatabase{ownerURL: ownerURL, serveURL: u.String(), serveRole: role,
+		checkpointKey: filepath.Join(s.cfg.StateDir, "signer-checkpoint.key"),
+		checkpoints:   filepath.Join(s.cfg.StateDir, "signer-audit-checkpoints.jsonl")}
+
+	if _, err := os.Stat(s.signerDB.checkpoints); err == nil && !s.earlier[svc.identity] {
+		if err := os.Rename(s.signerDB.checkpoints, s.signerDB.checkpoints+".before-"+time.Now().UTC().Format("20060102T150405Z")); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(s.signerDB.checkpointKey); !errors.Is(err, fs.ErrNotExist) {
+		return err // nil: made by an earlier run
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(s.cfg.BinDir, svc.binary), "audit", "new-checkpoint-key", "--out", s.signerDB.checkpointKey)
+	cmd.Stderr = s.out.writer(svc.identity)
+	publicKey, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("signerd audit new-checkpoint-key: %w", err)
+	}
+	return os.WriteFile(s.signerDB.checkpointKey+".pub", publicKey, 0o644)
+}
+
+// stateSecret is a random secret kept in the state directory under name,
+// made on first use.
+func (s *stack) stateSecret(name string) (string, error) {
+	path := filepath.Join(s.cfg.StateDir, name)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		secret := rand.Text()
+		return secret, os.WriteFile(path, []byte(secret), 0o600)
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
 // serviceEnv is the environment of one service in the stack.
 func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, error) {
 	f := devcert.Files(s.certs, svc.identity)
@@ -489,6 +580,11 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 		env["KEY_BACKEND"] = "keystore"
 		env["KEYSTORE_DIR"] = s.signer.Dir
 		env["KEYSTORE_PASSPHRASE_FILE"] = s.signer.PassphraseFile
+		// signerd serves as its serving role; only migrate gets the
+		// owner (see migrate).
+		env["DATABASE_URL"] = s.signerDB.serveURL
+		env["CHECKPOINT_KEY_FILE"] = s.signerDB.checkpointKey
+		env["CHECKPOINT_FILE"] = s.signerDB.checkpoints
 	}
 	if svc.identity == "txmanager" {
 		env["CHAINS_FILE"] = s.chainsFile
@@ -582,6 +678,11 @@ func (s *stack) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if svc.identity == "signer" {
+			// The owner migrates, and grants the serving role what it
+			// needs to serve.
+			env = append(env, svc.prefix+"OWNER_DATABASE_URL="+s.signerDB.ownerURL, svc.prefix+"SERVE_ROLE="+s.signerDB.serveRole)
+		}
 		p, err := s.spawn(svc.identity, filepath.Join(s.cfg.BinDir, svc.binary), env, "migrate")
 		if err != nil {
 			return err
@@ -658,6 +759,7 @@ func (s *stack) printSummary(w io.Writer) {
 	fmt.Fprintf(tw, "  PostgreSQL\t%s\n", config.MaskURL(s.adminURL))
 	fmt.Fprintf(tw, "  Redis\t%s\n", s.redisURL)
 	fmt.Fprintf(tw, "  certificates\t%s\n", s.certs)
+	fmt.Fprintf(tw, "  signer audit checkpoints\t%s (public key in %s.pub)\n", s.signerDB.checkpoints, s.signerDB.checkpointKey)
 	fmt.Fprintf(tw, "  admin API key (tenant dev)\t%s\n", s.adminKeyFile())
 	fmt.Fprintf(tw, "  operator console\thttp://%s/console/\n", s.cfg.GatewayAddr)
 	_ = tw.Flush()

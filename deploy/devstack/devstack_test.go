@@ -166,6 +166,18 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		if out, err := exec.Command("pgrep", "-f", work).Output(); err == nil {
 			t.Errorf("run %d: processes left behind:\n%s", run, out)
 		}
+		// signerd anchored its audit log (at start and at shutdown at
+		// least), and the log reaches and matches every checkpoint.
+		publicKey, err := os.ReadFile(filepath.Join(state, "signer-checkpoint.key.pub"))
+		if err != nil {
+			t.Fatalf("run %d: signerd's checkpoint public key: %v", run, err)
+		}
+		verify := exec.Command(filepath.Join(bin, "signerd"), "audit", "verify",
+			"--checkpoints", filepath.Join(state, "signer-audit-checkpoints.jsonl"), "--public-key", strings.TrimSpace(string(publicKey)))
+		verify.Env = append(os.Environ(), "TXFENCE_SIGNER_DATABASE_URL="+databaseURL(t, admin, prefix+"signer"))
+		if out, err := verify.CombinedOutput(); err != nil || !strings.Contains(string(out), "audit log intact") {
+			t.Errorf("run %d: signerd audit verify --checkpoints: %v\n%s", run, err, out)
+		}
 		for _, port := range append([]int{gatewayPort}, basePort, basePort+4) {
 			if conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
 				conn.Close()
@@ -476,6 +488,8 @@ func freeRange(t *testing.T, n int) int {
 	return p
 }
 
+// dropDatabases drops the databases and roles a devstack run made under
+// prefix.
 func dropDatabases(t *testing.T, admin, prefix string) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, admin)
@@ -497,6 +511,23 @@ func dropDatabases(t *testing.T, admin, prefix string) {
 	for _, name := range names {
 		if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			t.Errorf("drop %s: %v", name, err)
+		}
+	}
+	// The roles devstack made (signerd's serving role) held privileges in
+	// those databases only, so they can go now.
+	rows, err = conn.Query(ctx, `SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)`, prefix)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, role := range roles {
+		if _, err := conn.Exec(ctx, "DROP ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
 		}
 	}
 }
