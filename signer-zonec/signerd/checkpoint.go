@@ -133,9 +133,11 @@ func newCheckpointer(cfg CheckpointConfig, key *signer.CheckpointKey, store sign
 		log.Warn("no checkpoint file (TXFENCE_SIGNER_CHECKPOINT_FILE): checkpoints go to the log only")
 		return c, nil
 	}
+	// A last line that does not read (torn by a crash mid-write, say) only
+	// costs the check against it: it must not keep signerd from starting.
 	last, err := lastCheckpoint(cfg.File)
 	if err != nil {
-		return nil, err
+		log.Warn("the checkpoint file's last checkpoint could not be read; not checking the log against it", "file", cfg.File, "err", err)
 	}
 	if last != nil {
 		if good, problems := signer.CheckCheckpoints([]signer.Checkpoint{*last}, []ed25519.PublicKey{key.Public()}); len(good) == 1 {

@@ -1,0 +1,130 @@
+package signerd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/policy"
+	"github.com/txfence/txfence/signer-zonec/postgres"
+	"github.com/txfence/txfence/signer-zonec/signertest"
+)
+
+// syncBuffer is a log destination the test reads while nothing writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCheckpointerCatchesALogRewoundUnderIt: the tables' owner cuts the
+// log back under a running signerd, which signs other intents at the
+// freed nonces until the head is where it was. The next checkpoint finds
+// the record it anchored last rewritten: an alert, and signerd unready.
+// A restarted signerd takes the file's last checkpoint as its own, and
+// catches a second cut the same way.
+func TestCheckpointerCatchesALogRewoundUnderIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := signertest.MigratedDatabase(t)
+	store := postgres.New(db.ServePool(t))
+	pol, err := policy.Load(signertest.DevelopmentPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: store, Now: time.Now}
+	signAt := func(txPrefix string, nonces ...uint64) {
+		t.Helper()
+		var reqs []*signer.Request
+		for _, n := range nonces {
+			to := signertest.DevAddress(1)
+			reqs = append(reqs, &signer.Request{TxID: fmt.Sprintf("%s-%d", txPrefix, n), ChainID: 31337, From: signertest.DevAddress(0),
+				Nonce: n, Type: signer.DynamicFee, To: &to, Value: big.NewInt(1), Gas: 21000,
+				MaxFeePerGas: big.NewInt(30_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_000_000_000)})
+		}
+		res, err := svc.Sign(ctx, "txmanager", reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Outcome != signer.OutcomeSigned {
+				t.Fatalf("%s: %s", r.Request.TxID, r.Outcome)
+			}
+		}
+	}
+	cutTo := func(seq int) {
+		t.Helper()
+		owner := db.OwnerPool(t)
+		for _, stmt := range []string{
+			`ALTER TABLE audit_log DISABLE TRIGGER USER`, `ALTER TABLE signature DISABLE TRIGGER USER`, `ALTER TABLE audit_head DISABLE TRIGGER USER`,
+			fmt.Sprintf(`DELETE FROM signature WHERE audit_seq > %d`, seq), fmt.Sprintf(`DELETE FROM audit_log WHERE seq > %d`, seq),
+			fmt.Sprintf(`UPDATE audit_head SET (seq, hash) = (SELECT seq, hash FROM audit_log WHERE seq = %d)`, seq),
+			`ALTER TABLE audit_log ENABLE TRIGGER USER`, `ALTER TABLE signature ENABLE TRIGGER USER`, `ALTER TABLE audit_head ENABLE TRIGGER USER`,
+		} {
+			if _, err := owner.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+	}
+	key, _, err := signer.GenerateCheckpointKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "checkpoints.jsonl")
+	start := func() (*checkpointer, *syncBuffer) {
+		t.Helper()
+		var logs syncBuffer
+		c, err := newCheckpointer(CheckpointConfig{File: file, Interval: time.Hour, Records: 1000}, key, store, slog.New(slog.NewJSONHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.file.Close() })
+		return c, &logs
+	}
+
+	running, logs := start()
+	signAt("tx", 0, 1, 2, 3)
+	running.checkpoint(ctx)
+	if err := running.ready(ctx); err != nil {
+		t.Fatalf("ready after anchoring an intact log: %v", err)
+	}
+	cutTo(2)
+	signAt("tx-again", 2, 3)
+	running.checkpoint(ctx)
+	if err := running.ready(ctx); err == nil || !strings.Contains(err.Error(), "record 4 hashes to") {
+		t.Errorf("ready after the log was rewritten under signerd: %v; want it to name record 4", err)
+	}
+	if !strings.Contains(logs.String(), `"alert":"audit_rewritten"`) {
+		t.Errorf("no audit_rewritten alert in the log:\n%s", logs)
+	}
+
+	// signerd restarts, and the owner cuts again before it looks.
+	cutTo(3)
+	restarted, logs := start()
+	restarted.checkpoint(ctx)
+	if err := restarted.ready(ctx); err == nil || !strings.Contains(err.Error(), "below the checkpoint at 4") {
+		t.Errorf("ready of a restarted signerd over a cut log: %v; want the head named below the file's last checkpoint", err)
+	}
+	if !strings.Contains(logs.String(), `"alert":"audit_rewritten"`) {
+		t.Errorf("no audit_rewritten alert in the restarted signerd's log:\n%s", logs)
+	}
+}
