@@ -82,7 +82,9 @@ func compile(raw rawPolicy) (*Policy, error) {
 			chains: c.chainSet(path+".chains", rc.Chains, p.chains),
 			from:   c.addressSet(path+".from", rc.From),
 		}
-		if rc.Limits != nil {
+		if rc.Limits == nil {
+			c.add(path+".limits", "required: every cancels entry caps fees (max_fee_per_gas, max_gas and fee_windows)")
+		} else {
 			g.limits = c.limits(path+".limits", rc.Limits, true)
 		}
 		p.cancels = append(p.cancels, g)
@@ -116,7 +118,9 @@ func compile(raw rawPolicy) (*Policy, error) {
 			}
 			p.deny = append(p.deny, r)
 		case "allow":
-			if rr.Limits != nil {
+			if rr.Limits == nil {
+				c.add(path+".limits", "required: every allow rule caps fees (max_fee_per_gas, max_gas and fee_windows)")
+			} else {
 				r.limits = c.limits(path+".limits", rr.Limits, false)
 			}
 			if rr.ERC20Spenders != nil && len(rr.ERC20Spenders) == 0 {
@@ -370,7 +374,10 @@ func (c *compiler) match(path string, rm *rawMatch, chains map[uint64]bool) matc
 }
 
 // limits reads caps. A cancel moves no value, so its limits have none of
-// the value caps.
+// the value caps. The fee caps are required of both: a fee cap per
+// transaction alone would let a compromised caller drain a wallet in fees
+// one capped transaction after another, so fees also count toward rolling
+// windows per sender.
 func (c *compiler) limits(path string, rl *rawLimits, cancel bool) limits {
 	var l limits
 	if cancel {
@@ -387,20 +394,10 @@ func (c *compiler) limits(path string, rl *rawLimits, cancel bool) limits {
 	if rl.Windows != nil && len(rl.Windows) == 0 {
 		c.add(path+".windows", emptyList)
 	}
-	seen := map[time.Duration]bool{}
-	for i, rw := range rl.Windows {
-		wpath := fmt.Sprintf("%s.windows[%d]", path, i)
-		d, okD := c.duration(wpath+".duration", rw.Duration)
-		max, okM := c.amount(wpath+".max_value", rw.MaxValue)
-		if okD && seen[d] {
-			c.add(wpath+".duration", fmt.Sprintf("a second window of %s", d))
-		}
-		seen[d] = true
-		if okD && okM {
-			l.windows = append(l.windows, window{duration: d, max: max})
-		}
-	}
-	if rl.MaxFeePerGas != nil {
+	l.windows = c.windows(path+".windows", len(rl.Windows), func(i int) (string, string) { return rl.Windows[i].Duration, rl.Windows[i].MaxValue }, "max_value", "window")
+	if rl.MaxFeePerGas == nil {
+		c.add(path+".max_fee_per_gas", "required: the most a transaction may pay per gas (a legacy gas price included)")
+	} else {
 		l.maxFeePerGas, _ = c.amount(path+".max_fee_per_gas", *rl.MaxFeePerGas)
 	}
 	if rl.MaxPriorityFeePerGas != nil {
@@ -409,13 +406,43 @@ func (c *compiler) limits(path string, rl *rawLimits, cancel bool) limits {
 	if l.maxFeePerGas != nil && l.maxPriorityFee != nil && l.maxPriorityFee.Cmp(l.maxFeePerGas) > 0 {
 		c.add(path+".max_priority_fee_per_gas", "more than max_fee_per_gas, which already caps it")
 	}
-	if rl.MaxGas != nil {
-		if *rl.MaxGas == 0 {
-			c.add(path+".max_gas", "0 would refuse every transaction; leave it out for no cap")
-		}
+	switch {
+	case rl.MaxGas == nil:
+		c.add(path+".max_gas", "required: the most gas a transaction may use")
+	case *rl.MaxGas == 0:
+		c.add(path+".max_gas", "0 would refuse every transaction")
+	default:
 		l.maxGas = *rl.MaxGas
 	}
+	switch {
+	case rl.FeeWindows == nil:
+		c.add(path+".fee_windows", "required: at least one rolling window of the fees (gas × max fee) signed for the sender")
+	case len(rl.FeeWindows) == 0:
+		c.add(path+".fee_windows", "an empty list: at least one fee window is required")
+	}
+	l.feeWindows = c.windows(path+".fee_windows", len(rl.FeeWindows), func(i int) (string, string) { return rl.FeeWindows[i].Duration, rl.FeeWindows[i].MaxFee }, "max_fee", "fee window")
 	return l
+}
+
+// windows reads n rolling windows, at most one per duration: at(i) gives
+// the i-th window's duration and cap, the cap in the field maxField.
+func (c *compiler) windows(path string, n int, at func(i int) (duration, max string), maxField, kind string) []window {
+	var out []window
+	seen := map[time.Duration]bool{}
+	for i := range n {
+		wpath := fmt.Sprintf("%s[%d]", path, i)
+		dur, maxText := at(i)
+		d, okD := c.duration(wpath+".duration", dur)
+		max, okM := c.amount(wpath+"."+maxField, maxText)
+		if okD && seen[d] {
+			c.add(wpath+".duration", fmt.Sprintf("a second %s of %s", kind, d))
+		}
+		seen[d] = true
+		if okD && okM {
+			out = append(out, window{duration: d, max: max})
+		}
+	}
+	return out
 }
 
 func (c *compiler) approval(path string, ra *rawApproval, approvers map[string]ed25519.PublicKey) *approvalRule {
@@ -445,7 +472,9 @@ func (c *compiler) approval(path string, ra *rawApproval, approvers map[string]e
 	if ra.AboveValue != nil {
 		a.above, _ = c.amount(path+".above_value", *ra.AboveValue)
 	}
-	if ra.MaxTTL != nil {
+	if ra.MaxTTL == nil {
+		c.add(path+".max_ttl", "required: how far ahead an approval may expire (such as 24h)")
+	} else {
 		a.maxTTL, _ = c.duration(path+".max_ttl", *ra.MaxTTL)
 	}
 	return a

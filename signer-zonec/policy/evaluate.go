@@ -91,12 +91,54 @@ func (p *Policy) EvaluateCancel(ctx context.Context, req *signer.Request, now ti
 		return d, nil
 	}
 	d.RuleID = g.id
-	if reasons := g.limits.check(req, g.id); len(reasons) > 0 {
+	who := "cancels entry " + g.id
+	if reasons := g.limits.check(req, who); len(reasons) > 0 {
 		d.Reasons = reasons
+		return d, nil
+	}
+	why, err := overFeeWindows(ctx, g.limits.feeWindows, req, usage, who)
+	if err != nil {
+		return signer.Decision{}, err
+	}
+	if why != "" {
+		d.Reasons = []string{why}
 		return d, nil
 	}
 	d.Verdict, d.Reasons = signer.Allow, []string{"a cancel, allowed by " + g.id}
 	return d, nil
+}
+
+// overFeeWindows says why req's fees (gas × fee cap) exceed one of
+// windows, with what usage says the sender signed in fees in it; "" when
+// they fit. An error means no decision: the caller must not sign.
+func overFeeWindows(ctx context.Context, windows []window, req *signer.Request, usage signer.Usage, who string) (string, error) {
+	if usage == nil {
+		return "", fmt.Errorf("policy %s: a fee window applies and there is no record of what was signed", who)
+	}
+	own := req.MaxFee()
+	return overWindows(ctx, windows, own, "fees", usage.Fees, who, func(w window, signed *big.Int) string {
+		return fmt.Sprintf("%s wei of fees signed in the last %s plus this request's %s wei (gas %d × %s wei) exceeds the fee window's max_fee %s (%s)", signed, w.duration, own, req.Gas, req.FeeCap(), w.max, who)
+	})
+}
+
+// overWindows checks own against each window: what read says was signed
+// in the window plus own may not exceed the window's max. It returns why
+// not (from deny), or "" when own fits every window. An error reading the
+// record, or a sum that is not an amount, is an error: no decision.
+func overWindows(ctx context.Context, windows []window, own *big.Int, what string, read func(context.Context, time.Duration) (*big.Int, error), who string, deny func(w window, signed *big.Int) string) (string, error) {
+	for _, w := range windows {
+		signed, err := read(ctx, w.duration)
+		if err != nil {
+			return "", fmt.Errorf("policy %s: %s signed in the last %s: %w", who, what, w.duration, err)
+		}
+		if signed == nil || signed.Sign() < 0 {
+			return "", fmt.Errorf("policy %s: %s signed in the last %s: got %v, not an amount", who, what, w.duration, signed)
+		}
+		if new(big.Int).Add(signed, own).Cmp(w.max) > 0 {
+			return deny(w, signed), nil
+		}
+	}
+	return "", nil
 }
 
 // apply decides req under the allow rule r that matched it.
@@ -109,35 +151,42 @@ func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *sig
 
 	var reasons []string
 	if sel, ok := selectorOf(req); ok && req.To != nil {
-		if name, ok := approvalCalls[sel]; ok {
-			spender, err := decodeSpender(sel, req.Data)
+		if g := grantCalls[sel]; g != nil {
+			args, err := g.decode(req.Data)
 			switch {
 			case err != nil:
-				reasons = append(reasons, fmt.Sprintf("malformed %s call data: %v", name, err))
-			case !r.spenders[spender]:
-				reasons = append(reasons, fmt.Sprintf("%s to spender %s, which is not in erc20_spenders (rule %s)", name, spender.Hex(), r.id))
+				reasons = append(reasons, fmt.Sprintf("malformed %s call data: %v", g.signature, err))
+			case !r.spenders[g.grantee(args)]:
+				reasons = append(reasons, fmt.Sprintf("%s to spender %s, which is not in erc20_spenders (rule %s)", g.signature, g.grantee(args).Hex(), r.id))
 			}
 		}
 	}
-	reasons = append(reasons, r.limits.check(req, r.id)...)
+	who := "rule " + r.id
+	reasons = append(reasons, r.limits.check(req, who)...)
 	if len(reasons) > 0 {
 		return deny(reasons)
 	}
 
-	for _, w := range r.limits.windows {
+	if len(r.limits.windows) > 0 {
 		if usage == nil {
-			return signer.Decision{}, fmt.Errorf("policy rule %s: a rolling window applies and there is no record of what was signed", r.id)
+			return signer.Decision{}, fmt.Errorf("policy %s: a rolling window applies and there is no record of what was signed", who)
 		}
-		s, err := usage.Value(ctx, w.duration)
+		why, err := overWindows(ctx, r.limits.windows, req.Value, "value", usage.Value, who, func(w window, signed *big.Int) string {
+			return fmt.Sprintf("%s wei signed in the last %s plus %s wei exceeds the window's max_value %s (%s)", signed, w.duration, req.Value, w.max, who)
+		})
 		if err != nil {
-			return signer.Decision{}, fmt.Errorf("policy rule %s: value signed in the last %s: %w", r.id, w.duration, err)
+			return signer.Decision{}, err
 		}
-		if s == nil || s.Sign() < 0 {
-			return signer.Decision{}, fmt.Errorf("policy rule %s: value signed in the last %s: got %v, not an amount", r.id, w.duration, s)
+		if why != "" {
+			return deny([]string{why})
 		}
-		if total := new(big.Int).Add(s, req.Value); total.Cmp(w.max) > 0 {
-			return deny([]string{fmt.Sprintf("%s wei signed in the last %s plus %s wei exceeds the window's max_value %s (rule %s)", s, w.duration, req.Value, w.max, r.id)})
-		}
+	}
+	why, err := overFeeWindows(ctx, r.limits.feeWindows, req, usage, who)
+	if err != nil {
+		return signer.Decision{}, err
+	}
+	if why != "" {
+		return deny([]string{why})
 	}
 
 	if a := r.approval; a != nil && a.required(req) {

@@ -38,7 +38,7 @@ var ignoreReasons = cmpopts.IgnoreFields(signer.Decision{}, "Reasons", "PolicyVe
 type evalCase struct {
 	name  string
 	req   *signer.Request
-	spent valueUsage // spentIs(0) when nil
+	spent signer.Usage // spentIs(0) when nil
 	want  signer.Decision
 	// reason, when set, must appear in one of the decision's reasons.
 	reason string
@@ -51,9 +51,9 @@ func runEval(t *testing.T, p *policy.Policy, tests []evalCase) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			spent := tc.spent
-			if spent == nil {
-				spent = spentIs(0)
+			var spent signer.Usage = spentIs(0)
+			if tc.spent != nil {
+				spent = tc.spent
 			}
 			evaluate := p.Evaluate
 			if tc.cancel {
@@ -182,6 +182,28 @@ func spentByWindow(m map[time.Duration]int64) valueUsage {
 	}
 }
 
+// TestEvaluateFeeWindows: gas × max fee of every request counts toward
+// its rule's rolling fee windows (payments: 5000000 wei an hour and
+// 20000000 a day; cancel-ops: 4200000 an hour), cancels included. The
+// request's own fees (gas 21000 × 50 wei by default) are added to what
+// the record says was signed.
+func TestEvaluateFeeWindows(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, testPolicy)
+	cancel := request(to(ops), value(0))
+	runEval(t, p, []evalCase{
+		{name: "fees reach the window exactly", req: request(), spent: feesSpent(3_950_000), want: decision(signer.Allow, "payments")},
+		{name: "fees one wei over", req: request(), spent: feesSpent(3_950_001), want: decision(signer.Deny, "payments"),
+			reason: "3950001 wei of fees signed in the last 1h0m0s plus this request's 1050000 wei (gas 21000 × 50 wei) exceeds the fee window's max_fee 5000000 (rule payments)"},
+		{name: "a legacy gas price counts", req: request(legacy(100)), spent: feesSpent(2_900_001), want: decision(signer.Deny, "payments"), reason: "2100000 wei (gas 21000 × 100 wei)"},
+		{name: "the longer fee window binds", req: request(), spent: feesByWindow(map[time.Duration]int64{time.Hour: 0, 24 * time.Hour: 18_950_001}), want: decision(signer.Deny, "payments"), reason: "in the last 24h0m0s"},
+		{name: "a zero-value request pays fees too", req: request(value(0)), spent: feesSpent(4_000_000), want: decision(signer.Deny, "payments"), reason: "max_fee 5000000"},
+		{name: "a cancel within its fee window", req: cancel, spent: feesSpent(3_150_000), want: decision(signer.Allow, "cancel-ops"), cancel: true},
+		{name: "a cancel over its fee window", req: cancel, spent: feesSpent(3_150_001), want: decision(signer.Deny, "cancel-ops"), cancel: true,
+			reason: "3150001 wei of fees signed in the last 1h0m0s plus this request's 1050000 wei (gas 21000 × 50 wei) exceeds the fee window's max_fee 4200000 (cancels entry cancel-ops)"},
+	})
+}
+
 func TestEvaluateApprovals(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, testPolicy)
@@ -278,9 +300,9 @@ func TestDenyBeatsAllowInAnyOrder(t *testing.T) {
 	t.Parallel()
 	const head = `{"version": "order", "chains": [1], "rules": [`
 	rules := []string{
-		`{"id": "allow-all", "effect": "allow", "match": {}}`,
+		`{"id": "allow-all", "effect": "allow", "match": {}, "limits": {` + feeCaps + `}}`,
 		`{"id": "deny-blocked", "effect": "deny", "match": {"to": ["0x00000000000000000000000000000000000000b1"]}}`,
-		`{"id": "allow-blocked", "effect": "allow", "match": {"to": ["0x00000000000000000000000000000000000000b1"]}}`,
+		`{"id": "allow-blocked", "effect": "allow", "match": {"to": ["0x00000000000000000000000000000000000000b1"]}, "limits": {` + feeCaps + `}}`,
 		`{"id": "deny-big", "effect": "deny", "match": {"value": {"min": "1000"}}}`,
 	}
 	for i := range rules {
@@ -294,7 +316,7 @@ func TestDenyBeatsAllowInAnyOrder(t *testing.T) {
 			{request(value(1000)), decision(signer.Deny, "deny-big")},
 			{request(to(other), value(999)), decision(signer.Allow, "allow-all")},
 		} {
-			got, err := p.Evaluate(context.Background(), tc.req, now, nil)
+			got, err := p.Evaluate(context.Background(), tc.req, now, spentIs(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -310,8 +332,8 @@ func TestDenyBeatsAllowInAnyOrder(t *testing.T) {
 func TestFirstMatchingAllowRuleDecides(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, `{"version": "first", "chains": [1], "rules": [
-		{"id": "strict", "effect": "allow", "match": {"to": ["0x00000000000000000000000000000000000000d1"]}, "limits": {"max_value_per_tx": "10"}},
-		{"id": "lax", "effect": "allow", "match": {}}
+		{"id": "strict", "effect": "allow", "match": {"to": ["0x00000000000000000000000000000000000000d1"]}, "limits": {"max_value_per_tx": "10", `+feeCaps+`}},
+		{"id": "lax", "effect": "allow", "match": {}, "limits": {`+feeCaps+`}}
 	]}`)
 	runEvalOn(t, p, []struct {
 		req  *signer.Request
@@ -378,9 +400,27 @@ func TestEvaluateFailsClosed(t *testing.T) {
 	if _, err := p.Evaluate(context.Background(), nil, now, spentIs(0)); err == nil {
 		t.Error("a nil request: no error")
 	}
-	// A rule without windows never needs the record.
-	if d, err := p.Evaluate(context.Background(), request(to(token), data(selTransfer, word(dest1.Bytes()), word([]byte{1}))), now, nil); err != nil || d.Verdict != signer.Allow {
-		t.Errorf("no window, no SpentFunc: %v %v", d.Verdict, err)
+	// Every allow rule and cancels entry has a fee window, so every
+	// allowed request needs the record, even under a rule without value
+	// windows.
+	if _, err := p.Evaluate(context.Background(), request(to(token), data(selTransfer, word(dest1.Bytes()), word([]byte{1}))), now, nil); err == nil {
+		t.Error("a fee window and no record: no error")
+	}
+	cancel := request(to(ops), value(0))
+	if _, err := p.EvaluateCancel(context.Background(), cancel, now, nil); err == nil {
+		t.Error("a cancel's fee window and no record: no error")
+	}
+	for name, u := range map[string]feeUsage{
+		"failing":  func(time.Duration) (*big.Int, error) { return nil, boom },
+		"nil":      func(time.Duration) (*big.Int, error) { return nil, nil },
+		"negative": feesSpent(-1),
+	} {
+		if _, err := p.Evaluate(context.Background(), request(), now, u); err == nil {
+			t.Errorf("fees %s: no error", name)
+		}
+		if _, err := p.EvaluateCancel(context.Background(), cancel, now, u); err == nil {
+			t.Errorf("fees %s, a cancel: no error", name)
+		}
 	}
 }
 
@@ -474,7 +514,7 @@ func TestAllowsCancel(t *testing.T) {
 			t.Errorf("AllowsCancel(%d, %s) = %v, want %v", tc.chain, tc.from.Hex(), got, tc.want)
 		}
 	}
-	open := mustParse(t, `{"version": "v", "chains": [1, 2], "cancels": [{"id": "anyone"}], "rules": [
+	open := mustParse(t, `{"version": "v", "chains": [1, 2], "cancels": [{"id": "anyone", "limits": {`+feeCaps+`}}], "rules": [
 		{"id": "frozen", "effect": "deny", "match": {"from": ["0x00000000000000000000000000000000000000a5"]}}]}`)
 	if !open.AllowsCancel(2, other) || open.AllowsCancel(3, other) {
 		t.Error("an open cancels entry covers every signer on the policy's chains, and nothing else")
@@ -483,10 +523,10 @@ func TestAllowsCancel(t *testing.T) {
 	if open.AllowsCancel(1, compromised) {
 		t.Error("AllowsCancel for a signer a deny rule matches")
 	}
-	if d, err := open.EvaluateCancel(context.Background(), request(from(compromised), to(compromised), value(0)), now, nil); err != nil || d.RuleID != "frozen" {
+	if d, err := open.EvaluateCancel(context.Background(), request(from(compromised), to(compromised), value(0)), now, spentIs(0)); err != nil || d.RuleID != "frozen" {
 		t.Errorf("Evaluate of that cancel: %s by %s, %v", d.Verdict, d.RuleID, err)
 	}
-	if d, err := open.EvaluateCancel(context.Background(), request(from(other), to(other), value(0), chain(2)), now, nil); err != nil || d.Verdict != signer.Allow || d.RuleID != "anyone" {
+	if d, err := open.EvaluateCancel(context.Background(), request(from(other), to(other), value(0), chain(2)), now, spentIs(0)); err != nil || d.Verdict != signer.Allow || d.RuleID != "anyone" {
 		t.Errorf("Evaluate of an allowed cancel: %s by %s, %v", d.Verdict, d.RuleID, err)
 	}
 }

@@ -60,13 +60,16 @@ type rawRange struct {
 	Max *string `json:"max,omitempty"`
 }
 
-// rawLimits are an allow rule's (or a cancel entry's) caps.
+// rawLimits are an allow rule's (or a cancel entry's) caps. The fee caps
+// (MaxFeePerGas, MaxGas, FeeWindows) are required: fees leave the wallet
+// like value does.
 type rawLimits struct {
-	MaxValuePerTx        *string     `json:"max_value_per_tx,omitempty"`
-	Windows              []rawWindow `json:"windows,omitempty"`
-	MaxFeePerGas         *string     `json:"max_fee_per_gas,omitempty"`
-	MaxPriorityFeePerGas *string     `json:"max_priority_fee_per_gas,omitempty"`
-	MaxGas               *uint64     `json:"max_gas,omitempty"`
+	MaxValuePerTx        *string        `json:"max_value_per_tx,omitempty"`
+	Windows              []rawWindow    `json:"windows,omitempty"`
+	MaxFeePerGas         *string        `json:"max_fee_per_gas,omitempty"`
+	MaxPriorityFeePerGas *string        `json:"max_priority_fee_per_gas,omitempty"`
+	MaxGas               *uint64        `json:"max_gas,omitempty"`
+	FeeWindows           []rawFeeWindow `json:"fee_windows,omitempty"`
 }
 
 // rawWindow caps the value signed for one chain and sender within a rolling
@@ -76,6 +79,13 @@ type rawWindow struct {
 	MaxValue string `json:"max_value"`
 }
 
+// rawFeeWindow caps the fees (gas × fee cap of each nonce's costliest
+// signature) signed for one chain and sender within a rolling duration.
+type rawFeeWindow struct {
+	Duration string `json:"duration"`
+	MaxFee   string `json:"max_fee"`
+}
+
 // rawApproval requires M-of-N approvals.
 type rawApproval struct {
 	Threshold uint64   `json:"threshold"`
@@ -83,8 +93,9 @@ type rawApproval struct {
 	// AboveValue, when set, requires approvals only for a value strictly
 	// above it; without it approvals are always required.
 	AboveValue *string `json:"above_value,omitempty"`
-	// MaxTTL, when set, refuses approvals that expire further ahead than
-	// this from the time of evaluation.
+	// MaxTTL refuses approvals that expire further ahead than this from
+	// the time of evaluation. Required: an approval that lives for months
+	// outlives the reason it was given.
 	MaxTTL *string `json:"max_ttl,omitempty"`
 }
 

@@ -160,12 +160,11 @@ func FuzzEvaluate(f *testing.F) {
 			t.Fatalf("denied by %s, then %s by %s with more approvals", d.RuleID, d2.Verdict, d2.RuleID)
 		}
 		// Appending to call data never turns a denial into an allow once the
-		// call has its selector, except by completing a truncated approval
-		// call: that one was denied as malformed, and completed it is a
-		// different, well-formed call.
-		truncatedApproval := len(callData) >= 4 && len(callData) < 68 && slices.ContainsFunc(
-			[][]byte{selApprove, selIncreaseAllowance, selSetApprovalForAll}, func(s []byte) bool { return bytes.Equal(callData[:4], s) })
-		if len(callData) >= 4 && !truncatedApproval {
+		// call has its selector, except by completing a truncated call that
+		// policy decodes: that one was denied as malformed, and completed it
+		// is a different, well-formed call.
+		known, malformed := policy.Decodes(callData)
+		if len(callData) >= 4 && !(known && malformed != nil) {
 			longer := *req
 			longer.Data = append(slices.Clone(callData), 0, 1, 2, 3)
 			if d2 := eval(&longer); d2.Verdict != signer.Deny {

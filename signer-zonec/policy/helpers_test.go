@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -69,7 +68,7 @@ var testPolicy = strings.NewReplacer(
   "approvers": {"alice": "$ALICE", "bob": "$BOB", "carol": "$CAROL", "dave": "$DAVE"},
   "cancels": [
     {"id": "cancel-ops", "chains": [1], "from": ["0x00000000000000000000000000000000000000a1"],
-     "limits": {"max_fee_per_gas": "100", "max_gas": 21000}}
+     "limits": {"max_fee_per_gas": "100", "max_gas": 21000, "fee_windows": [{"duration": "1h", "max_fee": "4200000"}]}}
   ],
   "rules": [
     {"id": "deny-blocked", "effect": "deny", "match": {"to": ["0x00000000000000000000000000000000000000b1"]}},
@@ -78,18 +77,22 @@ var testPolicy = strings.NewReplacer(
      "match": {"from": ["0x00000000000000000000000000000000000000a1"],
                "to": ["0x00000000000000000000000000000000000000d1", "0x00000000000000000000000000000000000000d2"]},
      "limits": {"max_value_per_tx": "1000", "windows": [{"duration": "1h", "max_value": "2500"}, {"duration": "24h", "max_value": "10000"}],
-                "max_fee_per_gas": "100", "max_priority_fee_per_gas": "10", "max_gas": 50000}},
+                "max_fee_per_gas": "100", "max_priority_fee_per_gas": "10", "max_gas": 50000,
+                "fee_windows": [{"duration": "1h", "max_fee": "5000000"}, {"duration": "24h", "max_fee": "20000000"}]}},
     {"id": "token", "effect": "allow",
      "match": {"chains": [1], "from": ["0x00000000000000000000000000000000000000a1"],
                "selectors": {"0x00000000000000000000000000000000000000c1": ["0xa9059cbb", "0x095ea7b3", "0x39509351", "0xa22cb465"]}},
+     "limits": {"max_fee_per_gas": "100", "max_gas": 100000, "fee_windows": [{"duration": "24h", "max_fee": "100000000"}]},
      "erc20_spenders": ["0x00000000000000000000000000000000000000e1"]},
     {"id": "deploy", "effect": "allow",
-     "match": {"from": ["0x00000000000000000000000000000000000000a3"], "contract_creation": true}},
+     "match": {"from": ["0x00000000000000000000000000000000000000a3"], "contract_creation": true},
+     "limits": {"max_fee_per_gas": "100", "max_gas": 5000000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000"}]}},
     {"id": "misc", "effect": "allow",
      "match": {"from": ["0x00000000000000000000000000000000000000a4", "0x00000000000000000000000000000000000000a5"]},
-     "limits": {"max_value_per_tx": "5"}},
+     "limits": {"max_value_per_tx": "5", "max_fee_per_gas": "100", "max_gas": 100000, "fee_windows": [{"duration": "24h", "max_fee": "100000000"}]}},
     {"id": "treasury", "effect": "allow",
      "match": {"from": ["0x00000000000000000000000000000000000000a2"], "to": ["0x00000000000000000000000000000000000000d1"]},
+     "limits": {"max_fee_per_gas": "100", "max_gas": 50000, "fee_windows": [{"duration": "24h", "max_fee": "100000000"}]},
      "approval": {"threshold": 2, "approvers": ["alice", "bob", "carol"], "above_value": "100", "max_ttl": "24h"}},
     {"id": "deny-evil-selector", "effect": "deny", "match": {"selectors": {"*": ["0xdeadbeef"]}}},
     {"id": "deny-huge", "effect": "deny", "match": {"value": {"min": "1000000"}}}
@@ -166,19 +169,44 @@ func withApproval(f func(r *signer.Request) signer.Approval) func(*signer.Reques
 // word is a 32-byte ABI word holding b right-aligned.
 func word(b []byte) []byte { return common.LeftPadBytes(b, 32) }
 
-// valueUsage is a signer.Usage of native value only: the rules these
-// tests evaluate set no token or fee window.
+// valueUsage is a signer.Usage of native value: it reports no tokens and
+// no fees signed.
 type valueUsage func(ctx context.Context, window time.Duration) (*big.Int, error)
 
 func (f valueUsage) Value(ctx context.Context, w time.Duration) (*big.Int, error) { return f(ctx, w) }
 func (valueUsage) Token(context.Context, common.Address, time.Duration) (*big.Int, error) {
-	return nil, errors.New("no token window in this test")
+	return new(big.Int), nil
 }
-func (valueUsage) Fees(context.Context, time.Duration) (*big.Int, error) {
-	return nil, errors.New("no fee window in this test")
-}
+func (valueUsage) Fees(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
 
 // spentIs is a valueUsage that reports v for every window.
 func spentIs(v int64) valueUsage {
 	return func(context.Context, time.Duration) (*big.Int, error) { return big.NewInt(v), nil }
+}
+
+// feeUsage is a signer.Usage of fees: it reports no value and no tokens
+// signed.
+type feeUsage func(window time.Duration) (*big.Int, error)
+
+func (feeUsage) Value(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
+func (feeUsage) Token(context.Context, common.Address, time.Duration) (*big.Int, error) {
+	return new(big.Int), nil
+}
+func (f feeUsage) Fees(_ context.Context, w time.Duration) (*big.Int, error) { return f(w) }
+
+// feesSpent is a feeUsage that reports v wei of fees for every window.
+func feesSpent(v int64) feeUsage {
+	return func(time.Duration) (*big.Int, error) { return big.NewInt(v), nil }
+}
+
+// feesByWindow is a feeUsage that reports m[window] and fails for a window
+// it does not list.
+func feesByWindow(m map[time.Duration]int64) feeUsage {
+	return func(w time.Duration) (*big.Int, error) {
+		v, ok := m[w]
+		if !ok {
+			return nil, fmt.Errorf("unexpected fee window %s", w)
+		}
+		return big.NewInt(v), nil
+	}
 }

@@ -14,6 +14,10 @@ import (
 	"github.com/txfence/txfence/signer-zonec/policy"
 )
 
+// feeCaps are the fee caps every allow rule and cancels entry must have,
+// for the cases about something else.
+const feeCaps = `"max_fee_per_gas": "100", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "2100000"}]`
+
 // withRule is a small valid policy around one rule.
 func withRule(rule string) string {
 	return `{"version": "v1", "chains": [1, 10], "approvers": {"alice": "` + pubB64("alice") + `", "bob": "` + pubB64("bob") + `"}, "rules": [` + rule + `]}`
@@ -60,46 +64,46 @@ func TestParseProblems(t *testing.T) {
 		// Rules.
 		{"rule without id, effect or match", withRule(`{}`), []policy.Problem{p("rules[0].id", "an id is 1 to 64 letters, digits, '.', '_', '-' or '@'"), p("rules[0].match", "required ({} matches every request)"), p("rules[0].effect", `required: "allow" or "deny"`)}},
 		{"unknown effect", withRule(`{"id": "a", "effect": "permit", "match": {}}`), []policy.Problem{p("rules[0].effect", `"permit" is not "allow" or "deny"`)}},
-		{"duplicate rule id", withRule(`{"id": "a", "effect": "allow", "match": {}}, {"id": "a", "effect": "deny", "match": {}}`), []policy.Problem{p("rules[1].id", `"a" is already the id of rules[0]`)}},
-		{"reserved rule id", withRule(`{"id": "default-deny", "effect": "allow", "match": {}}`), []policy.Problem{p("rules[0].id", `"default-deny" is reserved for signerd's own decisions`)}},
-		{"rule id of a nonce decision", withRule(`{"id": "identical-request", "effect": "allow", "match": {}}`), []policy.Problem{p("rules[0].id", `"identical-request" is reserved for signerd's own decisions`)}},
+		{"duplicate rule id", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}}, {"id": "a", "effect": "deny", "match": {}}`), []policy.Problem{p("rules[1].id", `"a" is already the id of rules[0]`)}},
+		{"reserved rule id", withRule(`{"id": "default-deny", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}}`), []policy.Problem{p("rules[0].id", `"default-deny" is reserved for signerd's own decisions`)}},
+		{"rule id of a nonce decision", withRule(`{"id": "identical-request", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}}`), []policy.Problem{p("rules[0].id", `"identical-request" is reserved for signerd's own decisions`)}},
 		{"deny rule with limits", withRule(`{"id": "a", "effect": "deny", "match": {}, "limits": {}, "erc20_spenders": ["0x00000000000000000000000000000000000000e1"]}`), []policy.Problem{
 			p("rules[0].limits", "only allow rules have limits: a deny rule denies what it matches"),
 			p("rules[0].erc20_spenders", "only allow rules have erc20_spenders: a deny rule denies what it matches"),
 		}},
-		{"chain outside the policy", withRule(`{"id": "a", "effect": "allow", "match": {"chains": [1, 5]}}`), []policy.Problem{p("rules[0].match.chains[1]", "chain 5 is not in the policy's chains")}},
-		{"address too short", withRule(`{"id": "a", "effect": "allow", "match": {"to": ["0x1234"]}}`), []policy.Problem{p("rules[0].match.to[0]", `"0x1234" is not an address (0x and 40 hex digits)`)}},
-		{"address with a bad checksum", withRule(`{"id": "a", "effect": "allow", "match": {"from": ["0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}}`), []policy.Problem{p("rules[0].match.from[0]", "0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266 has a wrong EIP-55 checksum (write it lowercase or as 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266)")}},
-		{"address in upper case", withRule(`{"id": "a", "effect": "allow", "match": {"from": ["0xF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266"]}}`), []policy.Problem{p("rules[0].match.from[0]", "0xF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266 has a wrong EIP-55 checksum (write it lowercase or as 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266)")}},
-		{"address listed twice", withRule(`{"id": "a", "effect": "allow", "match": {"to": ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}}`), []policy.Problem{p("rules[0].match.to[1]", "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 is listed twice")}},
-		{"empty from", withRule(`{"id": "a", "effect": "allow", "match": {"from": []}}`), []policy.Problem{p("rules[0].match.from", "an empty list; leave the field out to match any (an empty list would read as none)")}},
-		{"empty spenders", withRule(`{"id": "a", "effect": "allow", "match": {}, "erc20_spenders": []}`), []policy.Problem{p("rules[0].erc20_spenders", "an empty list; leave it out (without it, no approval call is allowed)")}},
-		{"bad selectors", withRule(`{"id": "a", "effect": "allow", "match": {"selectors": {"0x00000000000000000000000000000000000000c1": ["0xa9059cb", "a9059cbb", "0xa9059cbb", "0xA9059CBB"], "0x00000000000000000000000000000000000000c2": [], "0xnope": ["0xa9059cbb"]}}}`), []policy.Problem{
+		{"chain outside the policy", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"chains": [1, 5]}}`), []policy.Problem{p("rules[0].match.chains[1]", "chain 5 is not in the policy's chains")}},
+		{"address too short", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"to": ["0x1234"]}}`), []policy.Problem{p("rules[0].match.to[0]", `"0x1234" is not an address (0x and 40 hex digits)`)}},
+		{"address with a bad checksum", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"from": ["0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}}`), []policy.Problem{p("rules[0].match.from[0]", "0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266 has a wrong EIP-55 checksum (write it lowercase or as 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266)")}},
+		{"address in upper case", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"from": ["0xF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266"]}}`), []policy.Problem{p("rules[0].match.from[0]", "0xF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266 has a wrong EIP-55 checksum (write it lowercase or as 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266)")}},
+		{"address listed twice", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"to": ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}}`), []policy.Problem{p("rules[0].match.to[1]", "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 is listed twice")}},
+		{"empty from", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"from": []}}`), []policy.Problem{p("rules[0].match.from", "an empty list; leave the field out to match any (an empty list would read as none)")}},
+		{"empty spenders", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}, "erc20_spenders": []}`), []policy.Problem{p("rules[0].erc20_spenders", "an empty list; leave it out (without it, no approval call is allowed)")}},
+		{"bad selectors", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"selectors": {"0x00000000000000000000000000000000000000c1": ["0xa9059cb", "a9059cbb", "0xa9059cbb", "0xA9059CBB"], "0x00000000000000000000000000000000000000c2": [], "0xnope": ["0xa9059cbb"]}}}`), []policy.Problem{
 			p("rules[0].match.selectors.0x00000000000000000000000000000000000000c1[0]", `"0xa9059cb" is not a selector (0x and 8 hex digits)`),
 			p("rules[0].match.selectors.0x00000000000000000000000000000000000000c1[1]", `"a9059cbb" is not a selector (0x and 8 hex digits)`),
 			p("rules[0].match.selectors.0x00000000000000000000000000000000000000c1[3]", "0xA9059CBB is listed twice"),
 			p("rules[0].match.selectors.0x00000000000000000000000000000000000000c2", "no selectors listed"),
 			p("rules[0].match.selectors.0xnope", `"0xnope" is not an address (0x and 40 hex digits)`),
 		}},
-		{"one contract in to and selectors", withRule(`{"id": "a", "effect": "allow", "match": {"to": ["0x00000000000000000000000000000000000000c1"], "selectors": {"0x00000000000000000000000000000000000000c1": ["0xa9059cbb"]}}}`), []policy.Problem{p("rules[0].match.selectors.0x00000000000000000000000000000000000000c1", "0x00000000000000000000000000000000000000C1 is also in to, which allows any call data to it: list it in one place")}},
-		{"bad amounts", withRule(`{"id": "a", "effect": "allow", "match": {"value": {"min": "01", "max": "1e18"}}, "limits": {"max_value_per_tx": "-1", "max_fee_per_gas": "1.5", "max_priority_fee_per_gas": ""}}`), []policy.Problem{
+		{"one contract in to and selectors", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"to": ["0x00000000000000000000000000000000000000c1"], "selectors": {"0x00000000000000000000000000000000000000c1": ["0xa9059cbb"]}}}`), []policy.Problem{p("rules[0].match.selectors.0x00000000000000000000000000000000000000c1", "0x00000000000000000000000000000000000000C1 is also in to, which allows any call data to it: list it in one place")}},
+		{"bad amounts", withRule(`{"id": "a", "effect": "allow", "match": {"value": {"min": "01", "max": "1e18"}}, "limits": {"max_value_per_tx": "-1", "max_fee_per_gas": "1.5", "max_priority_fee_per_gas": "", "max_gas": 21000, "fee_windows": [{"duration": "1h", "max_fee": "1"}]}}`), []policy.Problem{
 			p("rules[0].match.value.min", `"01" is not an amount (a decimal string of wei, no sign, no leading zeros)`),
 			p("rules[0].match.value.max", `"1e18" is not an amount (a decimal string of wei, no sign, no leading zeros)`),
 			p("rules[0].limits.max_value_per_tx", `"-1" is not an amount (a decimal string of wei, no sign, no leading zeros)`),
 			p("rules[0].limits.max_fee_per_gas", `"1.5" is not an amount (a decimal string of wei, no sign, no leading zeros)`),
 			p("rules[0].limits.max_priority_fee_per_gas", `"" is not an amount (a decimal string of wei, no sign, no leading zeros)`),
 		}},
-		{"amount past uint256", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_value_per_tx": "115792089237316195423570985008687907853269984665640564039457584007913129639936"}}`), []policy.Problem{p("rules[0].limits.max_value_per_tx", "115792089237316195423570985008687907853269984665640564039457584007913129639936 is more than 2^256-1")}},
-		{"empty and inverted ranges", withRule(`{"id": "a", "effect": "allow", "match": {"value": {}}}, {"id": "b", "effect": "allow", "match": {"value": {"min": "2", "max": "1"}}}`), []policy.Problem{p("rules[0].match.value", "set min, max or both"), p("rules[1].match.value", "min is more than max: the range is empty")}},
-		{"bad limits", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_gas": 0, "max_fee_per_gas": "10", "max_priority_fee_per_gas": "11", "windows": [{"duration": "0s", "max_value": "1"}, {"duration": "1d", "max_value": "1"}, {"duration": "60m", "max_value": "1"}, {"duration": "1h", "max_value": "1"}]}}`), []policy.Problem{
+		{"amount past uint256", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {` + feeCaps + `, "max_value_per_tx": "115792089237316195423570985008687907853269984665640564039457584007913129639936"}}`), []policy.Problem{p("rules[0].limits.max_value_per_tx", "115792089237316195423570985008687907853269984665640564039457584007913129639936 is more than 2^256-1")}},
+		{"empty and inverted ranges", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"value": {}}}, {"id": "b", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"value": {"min": "2", "max": "1"}}}`), []policy.Problem{p("rules[0].match.value", "set min, max or both"), p("rules[1].match.value", "min is more than max: the range is empty")}},
+		{"bad limits", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_gas": 0, "max_fee_per_gas": "10", "max_priority_fee_per_gas": "11", "fee_windows": [{"duration": "1h", "max_fee": "1"}], "windows": [{"duration": "0s", "max_value": "1"}, {"duration": "1d", "max_value": "1"}, {"duration": "60m", "max_value": "1"}, {"duration": "1h", "max_value": "1"}]}}`), []policy.Problem{
 			p("rules[0].limits.windows[0].duration", `"0s" is not a positive duration (such as 1h, 24h, 168h)`),
 			p("rules[0].limits.windows[1].duration", `"1d" is not a positive duration (such as 1h, 24h, 168h)`),
 			p("rules[0].limits.windows[3].duration", "a second window of 1h0m0s"),
 			p("rules[0].limits.max_priority_fee_per_gas", "more than max_fee_per_gas, which already caps it"),
-			p("rules[0].limits.max_gas", "0 would refuse every transaction; leave it out for no cap"),
+			p("rules[0].limits.max_gas", "0 would refuse every transaction"),
 		}},
-		{"window without max", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"windows": [{"duration": "1h"}]}}`), []policy.Problem{p("rules[0].limits.windows[0].max_value", `"" is not an amount (a decimal string of wei, no sign, no leading zeros)`)}},
-		{"bad approvals", withRule(`{"id": "a", "effect": "allow", "match": {}, "approval": {"threshold": 3, "approvers": ["alice", "carol", "alice"], "max_ttl": "forever"}}, {"id": "b", "effect": "allow", "match": {}, "approval": {"threshold": 0, "approvers": []}}, {"id": "c", "effect": "allow", "match": {}, "approval": {"threshold": 1}}`), []policy.Problem{
+		{"window without max", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {` + feeCaps + `, "windows": [{"duration": "1h"}]}}`), []policy.Problem{p("rules[0].limits.windows[0].max_value", `"" is not an amount (a decimal string of wei, no sign, no leading zeros)`)}},
+		{"bad approvals", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}, "approval": {"threshold": 3, "approvers": ["alice", "carol", "alice"], "max_ttl": "forever"}}, {"id": "b", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}, "approval": {"threshold": 0, "approvers": [], "max_ttl": "1h"}}, {"id": "c", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}, "approval": {"threshold": 1, "max_ttl": "1h"}}`), []policy.Problem{
 			p("rules[0].approval.approvers[1]", `"carol" is not in the policy's approvers`),
 			p("rules[0].approval.approvers[2]", `"alice" is listed twice`),
 			p("rules[0].approval.max_ttl", `"forever" is not a positive duration (such as 1h, 24h, 168h)`),
@@ -108,14 +112,35 @@ func TestParseProblems(t *testing.T) {
 			p("rules[2].approval.approvers", "required: the ids of the approvers who may approve"),
 			p("rules[2].approval.threshold", "1 of 0 approvers can never be reached"),
 		}},
-		{"bad cancels", `{"version": "v1", "chains": [1], "cancels": [{"id": "c", "chains": [2], "limits": {"max_value_per_tx": "0", "windows": []}}, {"id": "c"}], "rules": [{"id": "c", "effect": "allow", "match": {}}]}`, []policy.Problem{
+		{"bad cancels", `{"version": "v1", "chains": [1], "cancels": [{"id": "c", "chains": [2], "limits": {"max_value_per_tx": "0", "windows": []}}, {"id": "c"}], "rules": [{"id": "c", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}}]}`, []policy.Problem{
 			p("cancels[0].chains[0]", "chain 2 is not in the policy's chains"),
 			p("cancels[0].limits.max_value_per_tx", "a cancel moves no value"),
 			p("cancels[0].limits.windows", "a cancel moves no value"),
 			p("cancels[0].limits.windows", "an empty list; leave the field out to match any (an empty list would read as none)"),
+			p("cancels[0].limits.max_fee_per_gas", "required: the most a transaction may pay per gas (a legacy gas price included)"),
+			p("cancels[0].limits.max_gas", "required: the most gas a transaction may use"),
+			p("cancels[0].limits.fee_windows", "required: at least one rolling window of the fees (gas × max fee) signed for the sender"),
 			p("cancels[1].id", `"c" is already the id of cancels[0]`),
+			p("cancels[1].limits", "required: every cancels entry caps fees (max_fee_per_gas, max_gas and fee_windows)"),
 			p("rules[0].id", `"c" is already the id of cancels[0]`),
 		}},
+
+		// Fees are capped by every allow rule and cancels entry, per
+		// transaction and per rolling window; approvals expire.
+		{"allow rule without limits", withRule(`{"id": "a", "effect": "allow", "match": {}}`), []policy.Problem{p("rules[0].limits", "required: every allow rule caps fees (max_fee_per_gas, max_gas and fee_windows)")}},
+		{"limits without fee caps", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_value_per_tx": "1", "max_priority_fee_per_gas": "1"}}`), []policy.Problem{
+			p("rules[0].limits.max_fee_per_gas", "required: the most a transaction may pay per gas (a legacy gas price included)"),
+			p("rules[0].limits.max_gas", "required: the most gas a transaction may use"),
+			p("rules[0].limits.fee_windows", "required: at least one rolling window of the fees (gas × max fee) signed for the sender"),
+		}},
+		{"cancels entry without limits", `{"version": "v1", "chains": [1], "cancels": [{"id": "c"}], "rules": []}`, []policy.Problem{p("cancels[0].limits", "required: every cancels entry caps fees (max_fee_per_gas, max_gas and fee_windows)")}},
+		{"bad fee windows", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_fee_per_gas": "1", "max_gas": 21000, "fee_windows": [{"duration": "1h", "max_fee": "x"}, {"duration": "60m", "max_fee": "1"}, {"duration": "0s", "max_fee": "1"}]}}`), []policy.Problem{
+			p("rules[0].limits.fee_windows[0].max_fee", `"x" is not an amount (a decimal string of wei, no sign, no leading zeros)`),
+			p("rules[0].limits.fee_windows[1].duration", "a second fee window of 1h0m0s"),
+			p("rules[0].limits.fee_windows[2].duration", `"0s" is not a positive duration (such as 1h, 24h, 168h)`),
+		}},
+		{"empty fee windows", withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_fee_per_gas": "1", "max_gas": 21000, "fee_windows": []}}`), []policy.Problem{p("rules[0].limits.fee_windows", "an empty list: at least one fee window is required")}},
+		{"approval without max_ttl", withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {}, "approval": {"threshold": 1, "approvers": ["alice"]}}`), []policy.Problem{p("rules[0].approval.max_ttl", "required: how far ahead an approval may expire (such as 24h)")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,10 +160,10 @@ func TestParseProblems(t *testing.T) {
 func TestParseAcceptsEdges(t *testing.T) {
 	t.Parallel()
 	for name, src := range map[string]string{
-		"max uint256":           withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {"max_value_per_tx": "115792089237316195423570985008687907853269984665640564039457584007913129639935"}}`),
-		"zero amount":           withRule(`{"id": "a", "effect": "allow", "match": {"value": {"max": "0"}}}`),
-		"checksummed address":   withRule(`{"id": "a", "effect": "allow", "match": {"from": ["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}}`),
-		"upper-case selector":   withRule(`{"id": "a", "effect": "allow", "match": {"selectors": {"*": ["0xA9059CBB"]}}}`),
+		"max uint256":           withRule(`{"id": "a", "effect": "allow", "match": {}, "limits": {` + feeCaps + `, "max_value_per_tx": "115792089237316195423570985008687907853269984665640564039457584007913129639935"}}`),
+		"zero amount":           withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"value": {"max": "0"}}}`),
+		"checksummed address":   withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"from": ["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}}`),
+		"upper-case selector":   withRule(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {"selectors": {"*": ["0xA9059CBB"]}}}`),
 		"hex key with 0x":       `{"version": "v1", "chains": [1], "approvers": {"a@example.com": "0x` + pubHex("alice") + `"}, "rules": []}`,
 		"no rules":              `{"version": "v1", "chains": [1], "rules": []}`,
 		"whitespace everywhere": "\n\t{ \"version\" : \"v1\" ,\r\n \"chains\" : [ 1 ] , \"rules\" : [ ] }\n\n",

@@ -80,42 +80,45 @@ func selectorOf(req *signer.Request) ([4]byte, bool) {
 	return sel, true
 }
 
-// limits are caps on a request; nil or 0 means no cap.
+// limits are caps on a request; nil or 0 means no cap. A compiled allow
+// rule or cancels entry always has maxFeePerGas, maxGas and feeWindows.
 type limits struct {
 	maxValue       *big.Int
 	windows        []window
 	maxFeePerGas   *big.Int
 	maxPriorityFee *big.Int
 	maxGas         uint64
+	feeWindows     []window
 }
 
-// window caps the value signed for one chain and sender within a rolling
-// duration.
+// window caps what was signed for one chain and sender within a rolling
+// duration: value, fees or units of a token.
 type window struct {
 	duration time.Duration
 	max      *big.Int
 }
 
-// check returns why req exceeds the caps that need nothing but req.
-func (l *limits) check(req *signer.Request, id string) []string {
+// check returns why req exceeds the caps that need nothing but req; who
+// names the rule or cancels entry for the reasons.
+func (l *limits) check(req *signer.Request, who string) []string {
 	var reasons []string
 	if l.maxValue != nil && req.Value.Cmp(l.maxValue) > 0 {
-		reasons = append(reasons, fmt.Sprintf("value %s wei exceeds max_value_per_tx %s (rule %s)", req.Value, l.maxValue, id))
+		reasons = append(reasons, fmt.Sprintf("value %s wei exceeds max_value_per_tx %s (%s)", req.Value, l.maxValue, who))
 	}
 	if l.maxFeePerGas != nil && req.FeeCap().Cmp(l.maxFeePerGas) > 0 {
 		name := "max_fee_per_gas"
 		if req.Type == signer.Legacy {
 			name = "gas_price"
 		}
-		reasons = append(reasons, fmt.Sprintf("%s %s wei exceeds max_fee_per_gas %s (rule %s)", name, req.FeeCap(), l.maxFeePerGas, id))
+		reasons = append(reasons, fmt.Sprintf("%s %s wei exceeds max_fee_per_gas %s (%s)", name, req.FeeCap(), l.maxFeePerGas, who))
 	}
 	// A legacy transaction has no separate tip: its gas price, capped by
 	// max_fee_per_gas above, is all it can pay.
 	if l.maxPriorityFee != nil && req.Type == signer.DynamicFee && req.MaxPriorityFeePerGas.Cmp(l.maxPriorityFee) > 0 {
-		reasons = append(reasons, fmt.Sprintf("max_priority_fee_per_gas %s wei exceeds max_priority_fee_per_gas %s (rule %s)", req.MaxPriorityFeePerGas, l.maxPriorityFee, id))
+		reasons = append(reasons, fmt.Sprintf("max_priority_fee_per_gas %s wei exceeds max_priority_fee_per_gas %s (%s)", req.MaxPriorityFeePerGas, l.maxPriorityFee, who))
 	}
 	if l.maxGas != 0 && req.Gas > l.maxGas {
-		reasons = append(reasons, fmt.Sprintf("gas %d exceeds max_gas %d (rule %s)", req.Gas, l.maxGas, id))
+		reasons = append(reasons, fmt.Sprintf("gas %d exceeds max_gas %d (%s)", req.Gas, l.maxGas, who))
 	}
 	return reasons
 }

@@ -67,6 +67,8 @@ func TestApprovalFromTheCommandSatisfiesThePolicy(t *testing.T) {
 		"approvers": {` + strings.Join(lines, ", ") + `},
 		"rules": [{"id": "treasury", "effect": "allow",
 			"match": {"from": ["0x1000000000000000000000000000000000000001"]},
+			"limits": {"max_value_per_tx": "100000000000000000000", "windows": [{"duration": "24h", "max_value": "250000000000000000000"}],
+				"max_fee_per_gas": "300000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
 			"approval": {"threshold": 2, "approvers": ["alice", "bob", "carol"], "max_ttl": "2h"}}]}`))
 	if err != nil {
 		t.Fatalf("the printed lines do not make a policy: %v", err)
@@ -111,7 +113,7 @@ func TestApprovalFromTheCommandSatisfiesThePolicy(t *testing.T) {
 	evaluate := func(approvals ...signer.Approval) signer.Decision {
 		t.Helper()
 		req.Approvals = approvals
-		d, err := p.Evaluate(context.Background(), req, now, nil)
+		d, err := p.Evaluate(context.Background(), req, now, nothingSigned{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,3 +264,15 @@ func TestApprovalRequestIntent(t *testing.T) {
 		t.Errorf("intent %s, want %s", got.Intent().Hex(), want.Intent().Hex())
 	}
 }
+
+// nothingSigned is the record of a signer that has signed nothing yet: the
+// policy's value and fee windows read it.
+type nothingSigned struct{}
+
+func (nothingSigned) Value(context.Context, time.Duration) (*big.Int, error) {
+	return new(big.Int), nil
+}
+func (nothingSigned) Token(context.Context, common.Address, time.Duration) (*big.Int, error) {
+	return new(big.Int), nil
+}
+func (nothingSigned) Fees(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }

@@ -54,8 +54,9 @@ func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, ttl time.Durat
 
 // writePolicy writes a signerd policy for chain 31337 and anvil's first
 // account: transfers to 0xdead denied; anything else allowed up to 100 ETH
-// a transaction and windowETH per hour (0: no window), 2 of the approvers
-// required above 1 ETH.
+// a transaction and windowETH per hour (0: 1000 ETH, more than any test
+// sends), at up to 10000 gwei a gas and 30M gas with 1000 ETH of fees a
+// day, 2 of the approvers required above 1 ETH.
 func writePolicy(t *testing.T, as approvers, windowETH int64) string {
 	t.Helper()
 	keys := map[string]string{}
@@ -64,9 +65,14 @@ func writePolicy(t *testing.T, as approvers, windowETH int64) string {
 		keys[id] = base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
 		ids = append(ids, id)
 	}
-	limits := map[string]any{"max_value_per_tx": ether(100).String()}
-	if windowETH > 0 {
-		limits["windows"] = []any{map[string]any{"duration": "1h", "max_value": ether(windowETH).String()}}
+	if windowETH == 0 {
+		windowETH = 1000
+	}
+	limits := map[string]any{
+		"max_value_per_tx": ether(100).String(),
+		"windows":          []any{map[string]any{"duration": "1h", "max_value": ether(windowETH).String()}},
+		"max_fee_per_gas":  "10000000000000", "max_gas": 30_000_000,
+		"fee_windows": []any{map[string]any{"duration": "24h", "max_fee": ether(1000).String()}},
 	}
 	allow := map[string]any{"id": "payouts", "effect": "allow", "match": map[string]any{"from": []string{signertest.DevAddress(0).Hex()}},
 		"limits": limits}
