@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/txfence/txfence/shared/errs"
 )
 
 // Key is a private key held inside signerd. Its fields are unexported, it
@@ -18,7 +21,10 @@ import (
 // private scalar or sign with it: the only way to use a Key is signTx
 // below, reached through the policy and double-sign checks of Service.
 type Key struct {
-	_    [0]func() // incomparable
+	_ [0]func() // incomparable
+	// mu lets Destroy wait for signatures in progress: a backend may drop
+	// a key (Vault no longer vouches for it) while a request signs with it.
+	mu   sync.RWMutex
 	priv *ecdsa.PrivateKey
 	addr common.Address
 }
@@ -52,8 +58,12 @@ func (k *Key) LogValue() slog.Value { return slog.StringValue(k.addr.Hex()) }
 
 // Destroy overwrites the private scalar as far as Go allows (big.Int words
 // in place; copies the runtime made earlier cannot be reached) and makes the
-// key unusable. Backends call it at shutdown.
+// key unusable: a caller still holding it gets an error, never a
+// signature. It waits for signatures in progress. Backends call it
+// whenever a key leaves their cache, and at shutdown.
 func (k *Key) Destroy() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.priv == nil {
 		return
 	}
@@ -65,11 +75,23 @@ func (k *Key) Destroy() {
 	k.priv = nil
 }
 
+// Destroyed reports whether Destroy has run, after which the key cannot
+// sign.
+func (k *Key) Destroyed() bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.priv == nil
+}
+
 // signTx signs tx for chainSigner with the key. Unexported: only Service
 // signs, after policy and double-sign protection have passed.
 func (k *Key) signTx(tx *types.Transaction, chainSigner types.Signer) (*types.Transaction, error) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
 	if k.priv == nil {
-		return nil, errors.New("key destroyed")
+		// Its backend dropped it (Vault no longer vouches for it, or
+		// shutdown) after the caller fetched it.
+		return nil, errs.Errorf(errs.Unavailable, "key backend unavailable: the key of %s was dropped; nothing was signed", k.addr.Hex())
 	}
 	// go-ethereum's secp256k1 signing uses RFC 6979 deterministic nonces:
 	// the same transaction signed twice gives the same signature.
