@@ -9,7 +9,9 @@
 //
 // Only go-ethereum's encrypt and decrypt functions are used, not its
 // KeyStore type, which watches the directory and caches accounts in
-// goroutines of its own.
+// goroutines of its own; and its data-level ones (EncryptDataV3,
+// DecryptDataV3) where it can, so that the plaintext key bytes are in
+// buffers this package clears.
 package keystore
 
 import (
@@ -234,15 +236,14 @@ func (b *Backend) decrypt(path string, addr common.Address) (*signer.Key, error)
 	if err != nil {
 		return nil, fmt.Errorf("keystore: %w", err)
 	}
-	ek, err := ethkeystore.DecryptKey(raw, b.pass)
+	priv, err := decryptKeyFile(raw, b.pass)
 	if errors.Is(err, ethkeystore.ErrDecrypt) {
 		return nil, fmt.Errorf("keystore: cannot decrypt %s: wrong passphrase", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("keystore: decrypt %s: %w", path, err)
 	}
-	k, err := signer.NewKey(ek.PrivateKey)
-	ek.PrivateKey = nil
+	k, err := signer.NewKey(priv)
 	if err != nil {
 		return nil, fmt.Errorf("keystore: %s: %w", path, err)
 	}
@@ -330,7 +331,7 @@ func (b *Backend) store(priv *ecdsa.PrivateKey) (signer.KeyInfo, error) {
 			return signer.KeyInfo{}, fmt.Errorf("keystore: %s: %w (%s)", addr.Hex(), ErrKeyExists, f.path)
 		}
 	}
-	blob, err := ethkeystore.EncryptKey(&ethkeystore.Key{Id: uuid.New(), Address: addr, PrivateKey: priv}, b.pass, b.scryptN, b.scryptP)
+	blob, err := encryptKeyFile(priv, addr, b.pass, b.scryptN, b.scryptP)
 	if err != nil {
 		return signer.KeyInfo{}, fmt.Errorf("keystore: encrypt: %w", err)
 	}
@@ -368,4 +369,64 @@ func writeNew(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// keyFileV3 is a key file in Web3 Secret Storage v3, as go-ethereum writes
+// it (accounts/keystore: address without 0x, a random UUID, version 3).
+type keyFileV3 struct {
+	Address string                 `json:"address"`
+	Crypto  ethkeystore.CryptoJSON `json:"crypto"`
+	ID      string                 `json:"id"`
+	Version int                    `json:"version"`
+}
+
+// decryptKeyFile decrypts a key file. Version 3 files, all that geth and
+// clef have written for years, are decrypted here into a buffer that is
+// cleared; older ones go through ethkeystore.DecryptKey, whose plaintext
+// buffer is left to the collector.
+func decryptKeyFile(keyJSON []byte, pass string) (*ecdsa.PrivateKey, error) {
+	var head struct {
+		Version any `json:"version"`
+	}
+	if err := json.Unmarshal(keyJSON, &head); err != nil {
+		return nil, err
+	}
+	if v, ok := head.Version.(float64); !ok || v != 3 {
+		ek, err := ethkeystore.DecryptKey(keyJSON, pass)
+		if err != nil {
+			return nil, err
+		}
+		return ek.PrivateKey, nil
+	}
+	var f keyFileV3
+	if err := json.Unmarshal(keyJSON, &f); err != nil {
+		return nil, err
+	}
+	if _, err := uuid.Parse(f.ID); err != nil {
+		return nil, fmt.Errorf("key file id: %w", err)
+	}
+	plain, err := ethkeystore.DecryptDataV3(f.Crypto, pass)
+	defer clear(plain)
+	if err != nil {
+		return nil, err
+	}
+	priv, err := crypto.ToECDSA(plain)
+	if err != nil {
+		return nil, fmt.Errorf("invalid key: %w", err)
+	}
+	return priv, nil
+}
+
+// encryptKeyFile is ethkeystore.EncryptKey with the plaintext key bytes in
+// a buffer that is cleared.
+func encryptKeyFile(priv *ecdsa.PrivateKey, addr common.Address, pass string, scryptN, scryptP int) ([]byte, error) {
+	plain := crypto.FromECDSA(priv)
+	defer clear(plain)
+	auth := []byte(pass)
+	defer clear(auth)
+	cj, err := ethkeystore.EncryptDataV3(plain, auth, scryptN, scryptP)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(keyFileV3{Address: hex.EncodeToString(addr[:]), Crypto: cj, ID: uuid.New().String(), Version: 3})
 }

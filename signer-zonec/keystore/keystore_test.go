@@ -244,3 +244,31 @@ func TestImportRejectsBadKeysWithoutQuotingThem(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDestroysKeys: closing the keystore zeroes every key it
+// decrypted, those it handed out included, so none of them signs again.
+func TestCloseDestroysKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := open(t, t.TempDir())
+	info, err := b.Import(ctx, []byte(knownKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := b.Key(ctx, info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Destroyed() {
+		t.Fatal("a key just handed out is destroyed")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !k.Destroyed() {
+		t.Error("Close left a key it handed out usable")
+	}
+	if _, err := b.Key(ctx, info.Address); err == nil {
+		t.Error("Key after Close succeeded")
+	}
+}
