@@ -207,72 +207,152 @@ func TestDecoderRefusesWhatIsNotCanonical(t *testing.T) {
 }
 
 // fuzzPolicy allows every decoded call it can: any call to an undeclared
-// contract with grants to router, under caps no amount exceeds.
-var fuzzPolicy = `{"version": "fuzz", "chains": [1], "rules": [
-  {"id": "calls", "effect": "allow", "match": {}, "limits": {` + feeCaps + `}, "erc20_spenders": ["0x00000000000000000000000000000000000000e1"]}]}`
+// contract with grants to router, and any call of each declared token's
+// standard, under caps no amount exceeds, with router as spender and
+// operator.
+var fuzzPolicy = `{"version": "fuzz", "chains": [1],
+  "tokens": {
+    "t20": {"chain": 1, "address": "0x0000000000000000000000000000000000000020", "standard": "erc20"},
+    "t721": {"chain": 1, "address": "0x0000000000000000000000000000000000000721", "standard": "erc721"},
+    "t1155": {"chain": 1, "address": "0x0000000000000000000000000000000000001155", "standard": "erc1155"}
+  },
+  "rules": [
+    {"id": "tokens", "effect": "allow", "match": {"chains": [1]}, "limits": {` + feeCaps + `}, "tokens": {
+      "t20": {"max_amount_per_tx": "` + maxUint256.String() + `", "windows": [{"duration": "1h", "max_amount": "` + maxUint256.String() + `"}], "spenders": ["0x00000000000000000000000000000000000000e1"]},
+      "t721": {"max_amount_per_tx": "` + maxUint256.String() + `", "windows": [{"duration": "1h", "max_amount": "` + maxUint256.String() + `"}], "spenders": ["0x00000000000000000000000000000000000000e1"], "operators": ["0x00000000000000000000000000000000000000e1"]},
+      "t1155": {"max_amount_per_tx": "` + maxUint256.String() + `", "windows": [{"duration": "1h", "max_amount": "` + maxUint256.String() + `"}], "operators": ["0x00000000000000000000000000000000000000e1"]}}},
+    {"id": "calls", "effect": "allow", "match": {}, "limits": {` + feeCaps + `}, "erc20_spenders": ["0x00000000000000000000000000000000000000e1"]}]}`
+
+// fuzzTokens are fuzzPolicy's token contracts, by standard.
+var fuzzTokens = map[string]common.Address{
+	"erc20":   common.HexToAddress("0x0000000000000000000000000000000000000020"),
+	"erc721":  common.HexToAddress("0x0000000000000000000000000000000000000721"),
+	"erc1155": common.HexToAddress("0x0000000000000000000000000000000000001155"),
+}
+
+// tokenCallArgs are canonical arguments for each token standard's calls.
+func tokenCallArgs(signature string) []any {
+	switch signature {
+	case "transfer(address,uint256)":
+		return []any{dest1, 1000}
+	case "transferFrom(address,address,uint256)":
+		return []any{ops, dest1, 1000}
+	case "approve(address,uint256)", "increaseAllowance(address,uint256)":
+		return []any{router, 1000}
+	case "setApprovalForAll(address,bool)":
+		return []any{router, true}
+	case "safeTransferFrom(address,address,uint256)":
+		return []any{ops, dest1, 7}
+	case "safeTransferFrom(address,address,uint256,bytes)":
+		return []any{ops, dest1, 7, []byte("data for the receiver hook, longer than one word")}
+	case "safeTransferFrom(address,address,uint256,uint256,bytes)":
+		return []any{ops, dest1, 7, 1000, []byte{}}
+	case "safeBatchTransferFrom(address,address,uint256[],uint256[],bytes)":
+		return []any{ops, dest1, []any{1, 2, 3}, []any{10, maxUint256, 30}, []byte{1}}
+	}
+	panic("no arguments for " + signature)
+}
 
 // FuzzDecodeCall feeds call data to each call policy decodes by hand
-// (which picks the call; its selector is put in front of args) and to
-// whatever selector args starts with (which out of range). The decoder
-// never panics; what it accepts encodes back to exactly the input (it
-// reads the canonical encoding only); and policy never allows a call the
-// decoder refuses.
+// (which picks the call and its destination: a declared token of its
+// standard, or an undeclared contract for an allowance-granting call; its
+// selector is put in front of args) and to whatever selector args starts
+// with (which out of range), sent to an undeclared contract and to an
+// ERC-20 token. The decoder never panics; what it accepts encodes back to
+// exactly the input (it reads the canonical encoding only); policy never
+// allows a call the decoder refuses, and an allowed call to a token
+// carries its units.
 func FuzzDecodeCall(f *testing.F) {
 	calls := policy.DecodedCalls()
-	index := func(signature string) uint8 {
-		for i, c := range calls {
-			if c.Signature == signature {
-				return uint8(i)
-			}
+	seed := func(i int, args []byte) {
+		f.Add(uint8(i), args)
+		f.Add(uint8(i), args[:max(len(args)-1, 0)])                      // short
+		f.Add(uint8(i), append(slices.Clone(args), 0, 0, 0, 0))          // extra bytes
+		f.Add(uint8(i), append(slices.Clone(args), make([]byte, 32)...)) // an extra word
+		f.Add(uint8(i), []byte{})
+		huge := slices.Clone(args)
+		for j := 32; j < len(huge) && j < 96; j++ {
+			huge[j] = 0xff // a huge amount, or a bad bool or offset
 		}
-		panic(signature)
+		f.Add(uint8(i), huge)
+		f.Add(uint8(255), append([]byte{0xde, 0xad, 0xbe, 0xef}, args...)) // a wrong selector
 	}
-	for _, sig := range grantSignatures {
-		good := policy.EncodeCall(sig, grantArgs(sig, router)...)[4:]
-		f.Add(index(sig), good)
-		f.Add(index(sig), good[:len(good)-1])                     // short
-		f.Add(index(sig), append(slices.Clone(good), 0, 0, 0, 0)) // extra bytes
-		f.Add(index(sig), []byte{})
-		huge := slices.Clone(good)
-		for i := 32; i < len(huge) && i < 64; i++ {
-			huge[i] = 0xff // a huge amount, or a bad bool or offset
+	for i, c := range calls {
+		if c.Standard == "" {
+			seed(i, policy.EncodeCall(c.Signature, grantArgs(c.Signature, router)...)[4:])
+		} else {
+			seed(i, policy.EncodeCall(c.Signature, tokenCallArgs(c.Signature)...)[4:])
 		}
-		f.Add(index(sig), huge)
-		f.Add(uint8(255), append([]byte{0xde, 0xad, 0xbe, 0xef}, good...)) // a wrong selector
+		if strings.Contains(c.Signature, "[]") || strings.Contains(c.Signature, "bytes)") {
+			bad := policy.EncodeCall(c.Signature, append([]any(nil), argsFor(c)...)...)[4:]
+			bad[95] ^= 0x20 // an offset or a length moved by a word
+			f.Add(uint8(i), bad)
+		}
 	}
-	batch := "permit(address,((address,uint160,uint48,uint48)[],address,uint256),bytes)"
-	badOffset := policy.EncodeCall(batch, grantArgs(batch, router)...)[4:]
-	badOffset[63] = 0x20
-	f.Add(index(batch), badOffset)
 
 	p := mustParse(f, fuzzPolicy)
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
-		data := args
-		if int(which) < len(calls) {
-			data = append(calls[which].Selector[:len(calls[which].Selector):len(calls[which].Selector)], args...)
-		}
-		var sig string
-		for _, c := range calls {
-			if len(data) >= 4 && bytes.Equal(data[:4], c.Selector[:]) {
-				sig = c.Signature
+		evaluate := func(dest common.Address, data []byte) signer.Decision {
+			t.Helper()
+			d, err := p.Evaluate(context.Background(), request(to(dest), value(0), func(r *signer.Request) { r.Data = data }), now, spentIs(0))
+			if err != nil {
+				t.Fatal(err)
 			}
+			if d.Verdict != signer.Allow && d.Verdict != signer.Deny {
+				t.Fatalf("verdict %s", d.Verdict)
+			}
+			return d
 		}
-		if sig == "" {
-			return // not a call policy decodes
+		if int(which) >= len(calls) {
+			// Whatever selector args starts with: to a token, only a call
+			// of its standard decoded exactly may pass.
+			if d := evaluate(fuzzTokens["erc20"], args); d.Verdict == signer.Allow {
+				if _, err := policy.Roundtrip(erc20Signature(t, calls, args), args); err != nil {
+					t.Fatalf("allowed to an ERC-20 token, yet no ERC-20 call: %x", args)
+				}
+			}
+			known, err := policy.Decodes(args)
+			if d := evaluate(other, args); d.Verdict == signer.Allow && known && err != nil {
+				t.Fatalf("allowed, yet the decoder refuses it (%v): %x", err, args)
+			}
+			return
 		}
-		decoded, err := policy.Roundtrip(sig, data)
+		c := calls[which]
+		data := append(c.Selector[:len(c.Selector):len(c.Selector)], args...)
+		decoded, err := policy.Roundtrip(c.Signature, data)
 		if err == nil && !bytes.Equal(decoded, data) {
-			t.Fatalf("%s: accepted %x, which encodes back to %x", sig, data, decoded)
+			t.Fatalf("%s: accepted %x, which encodes back to %x", c.Signature, data, decoded)
 		}
-		d, evalErr := p.Evaluate(context.Background(), request(to(other), value(0), func(r *signer.Request) { r.Data = data }), now, spentIs(0))
-		if evalErr != nil {
-			t.Fatal(evalErr)
+		dest := other
+		if c.Standard != "" {
+			dest = fuzzTokens[c.Standard]
 		}
+		d := evaluate(dest, data)
 		if d.Verdict == signer.Allow && err != nil {
-			t.Fatalf("%s: allowed, yet the decoder refuses it (%v): %x", sig, err, data)
+			t.Fatalf("%s %s: allowed, yet the decoder refuses it (%v): %x", c.Standard, c.Signature, err, data)
 		}
-		if d.Verdict != signer.Allow && d.Verdict != signer.Deny {
-			t.Fatalf("verdict %s", d.Verdict)
+		if d.Verdict == signer.Allow && c.Standard != "" && (d.Token == nil || d.Token.Contract != dest || d.Token.Amount == nil) {
+			t.Fatalf("%s %s: allowed without its token units: %+v", c.Standard, c.Signature, d.Token)
 		}
 	})
+}
+
+// argsFor are the canonical arguments of a decoded call.
+func argsFor(c policy.DecodedCall) []any {
+	if c.Standard == "" {
+		return grantArgs(c.Signature, router)
+	}
+	return tokenCallArgs(c.Signature)
+}
+
+// erc20Signature is the ERC-20 call data starts with, or fails t.
+func erc20Signature(t *testing.T, calls []policy.DecodedCall, data []byte) string {
+	t.Helper()
+	for _, c := range calls {
+		if c.Standard == "erc20" && len(data) >= 4 && bytes.Equal(data[:4], c.Selector[:]) {
+			return c.Signature
+		}
+	}
+	t.Fatalf("allowed to an ERC-20 token, yet no ERC-20 call: %x", data)
+	return ""
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
@@ -51,6 +52,18 @@ func compile(raw rawPolicy) (*Policy, error) {
 			}
 			seenIDs = append(seenIDs, id)
 			p.approvers[id] = pub
+		}
+	}
+
+	if raw.Tokens != nil && len(raw.Tokens) == 0 {
+		c.add("tokens", "empty; leave it out when no token is declared")
+	}
+	p.tokens = map[tokenKey]*token{}
+	tokenIDs := map[string]*token{}
+	for _, id := range sortedKeys(raw.Tokens) {
+		if tok := c.token(childPath("tokens", id), id, raw.Tokens[id], p); tok != nil {
+			p.tokens[tok.key] = tok
+			tokenIDs[id] = tok
 		}
 	}
 
@@ -111,7 +124,7 @@ func compile(raw rawPolicy) (*Policy, error) {
 			for _, f := range []struct {
 				name string
 				set  bool
-			}{{"limits", rr.Limits != nil}, {"erc20_spenders", rr.ERC20Spenders != nil}, {"approval", rr.Approval != nil}} {
+			}{{"limits", rr.Limits != nil}, {"erc20_spenders", rr.ERC20Spenders != nil}, {"tokens", rr.Tokens != nil}, {"approval", rr.Approval != nil}} {
 				if f.set {
 					c.add(path+"."+f.name, "only allow rules have "+f.name+": a deny rule denies what it matches")
 				}
@@ -128,8 +141,14 @@ func compile(raw rawPolicy) (*Policy, error) {
 			} else if rr.ERC20Spenders != nil {
 				r.spenders = c.addressSet(path+".erc20_spenders", rr.ERC20Spenders)
 			}
+			if rr.Tokens != nil {
+				c.ruleTokens(path, rr.Tokens, r, tokenIDs)
+			}
+			if rr.Match != nil {
+				c.tokensReachedAround(path+".match", rr.Match, &r.match, p.tokens)
+			}
 			if rr.Approval != nil {
-				r.approval = c.approval(path+".approval", rr.Approval, p.approvers)
+				r.approval = c.approval(path+".approval", rr.Approval, p.approvers, r.tokens, tokenIDs)
 			}
 			p.allow = append(p.allow, r)
 		case "":
@@ -254,9 +273,20 @@ var decimal = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 
 // amount reads a wei amount: a decimal string in uint256 range. Strings,
 // not JSON numbers, because JSON tools lose precision past 2^53.
-func (c *compiler) amount(path, s string) (*big.Int, bool) {
+func (c *compiler) amount(path, s string) (*big.Int, bool) { return c.number(path, s, wei) }
+
+// units reads an amount of a token, in the token's own units.
+func (c *compiler) units(path, s string) (*big.Int, bool) { return c.number(path, s, tokenUnits) }
+
+// The units amounts are written in.
+const (
+	wei        = "wei"
+	tokenUnits = "token units"
+)
+
+func (c *compiler) number(path, s, unit string) (*big.Int, bool) {
 	if !decimal.MatchString(s) || len(s) > 78 {
-		c.add(path, fmt.Sprintf("%q is not an amount (a decimal string of wei, no sign, no leading zeros)", s))
+		c.add(path, fmt.Sprintf("%q is not an amount (a decimal string of %s, no sign, no leading zeros)", s, unit))
 		return nil, false
 	}
 	v, _ := new(big.Int).SetString(s, 10)
@@ -394,7 +424,7 @@ func (c *compiler) limits(path string, rl *rawLimits, cancel bool) limits {
 	if rl.Windows != nil && len(rl.Windows) == 0 {
 		c.add(path+".windows", emptyList)
 	}
-	l.windows = c.windows(path+".windows", len(rl.Windows), func(i int) (string, string) { return rl.Windows[i].Duration, rl.Windows[i].MaxValue }, "max_value", "window")
+	l.windows = c.windows(path+".windows", len(rl.Windows), func(i int) (string, string) { return rl.Windows[i].Duration, rl.Windows[i].MaxValue }, "max_value", "window", wei)
 	if rl.MaxFeePerGas == nil {
 		c.add(path+".max_fee_per_gas", "required: the most a transaction may pay per gas (a legacy gas price included)")
 	} else {
@@ -420,20 +450,21 @@ func (c *compiler) limits(path string, rl *rawLimits, cancel bool) limits {
 	case len(rl.FeeWindows) == 0:
 		c.add(path+".fee_windows", "an empty list: at least one fee window is required")
 	}
-	l.feeWindows = c.windows(path+".fee_windows", len(rl.FeeWindows), func(i int) (string, string) { return rl.FeeWindows[i].Duration, rl.FeeWindows[i].MaxFee }, "max_fee", "fee window")
+	l.feeWindows = c.windows(path+".fee_windows", len(rl.FeeWindows), func(i int) (string, string) { return rl.FeeWindows[i].Duration, rl.FeeWindows[i].MaxFee }, "max_fee", "fee window", wei)
 	return l
 }
 
 // windows reads n rolling windows, at most one per duration: at(i) gives
-// the i-th window's duration and cap, the cap in the field maxField.
-func (c *compiler) windows(path string, n int, at func(i int) (duration, max string), maxField, kind string) []window {
+// the i-th window's duration and cap, the cap in the field maxField, in
+// unit.
+func (c *compiler) windows(path string, n int, at func(i int) (duration, max string), maxField, kind, unit string) []window {
 	var out []window
 	seen := map[time.Duration]bool{}
 	for i := range n {
 		wpath := fmt.Sprintf("%s[%d]", path, i)
 		dur, maxText := at(i)
 		d, okD := c.duration(wpath+".duration", dur)
-		max, okM := c.amount(wpath+"."+maxField, maxText)
+		max, okM := c.number(wpath+"."+maxField, maxText, unit)
 		if okD && seen[d] {
 			c.add(wpath+".duration", fmt.Sprintf("a second %s of %s", kind, d))
 		}
@@ -445,7 +476,7 @@ func (c *compiler) windows(path string, n int, at func(i int) (duration, max str
 	return out
 }
 
-func (c *compiler) approval(path string, ra *rawApproval, approvers map[string]ed25519.PublicKey) *approvalRule {
+func (c *compiler) approval(path string, ra *rawApproval, approvers map[string]ed25519.PublicKey, ruleTokens map[tokenKey]*tokenRule, tokenIDs map[string]*token) *approvalRule {
 	a := &approvalRule{threshold: int(min(ra.Threshold, 1<<16))}
 	if ra.Approvers == nil {
 		c.add(path+".approvers", "required: the ids of the approvers who may approve")
@@ -472,6 +503,26 @@ func (c *compiler) approval(path string, ra *rawApproval, approvers map[string]e
 	if ra.AboveValue != nil {
 		a.above, _ = c.amount(path+".above_value", *ra.AboveValue)
 	}
+	switch {
+	case ra.AboveTokenAmounts != nil && ra.AboveValue == nil:
+		c.add(path+".above_value", "required with above_token_amounts: without it every request needs approvals, and the token thresholds never apply")
+	case ra.AboveTokenAmounts != nil && len(ra.AboveTokenAmounts) == 0:
+		c.add(path+".above_token_amounts", "empty; leave it out instead")
+	}
+	for _, id := range sortedKeys(ra.AboveTokenAmounts) {
+		tpath := childPath(path+".above_token_amounts", id)
+		tok := tokenIDs[id]
+		if tok == nil || ruleTokens[tok.key] == nil {
+			c.add(tpath, fmt.Sprintf("token %s is not in the rule's tokens", id))
+			continue
+		}
+		if max, ok := c.units(tpath, ra.AboveTokenAmounts[id]); ok {
+			if a.aboveToken == nil {
+				a.aboveToken = map[tokenKey]*big.Int{}
+			}
+			a.aboveToken[tok.key] = max
+		}
+	}
 	if ra.MaxTTL == nil {
 		c.add(path+".max_ttl", "required: how far ahead an approval may expire (such as 24h)")
 	} else {
@@ -487,4 +538,148 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// token reads the declaration of token id; nil when it has a problem.
+func (c *compiler) token(path, id string, rt rawToken, p *Policy) *token {
+	ok := true
+	if !idPattern.MatchString(id) {
+		c.add(path, "a token id is 1 to 64 letters, digits, '.', '_', '-' or '@'")
+		ok = false
+	}
+	switch {
+	case rt.Chain == 0:
+		c.add(path+".chain", "required: the chain id the contract is on")
+		ok = false
+	case !p.chains[rt.Chain]:
+		c.add(path+".chain", fmt.Sprintf("chain %d is not in the policy's chains", rt.Chain))
+		ok = false
+	}
+	addr, okAddr := c.address(path+".address", rt.Address)
+	key := tokenKey{rt.Chain, addr}
+	if prev := p.tokens[key]; okAddr && ok && prev != nil {
+		c.add(path+".address", fmt.Sprintf("%s on chain %d is already token %s: one contract, one standard", addr.Hex(), rt.Chain, prev.id))
+		ok = false
+	}
+	std := standards[rt.Standard]
+	if std == nil {
+		c.add(path+".standard", fmt.Sprintf("%q is not erc20, erc721 or erc1155", rt.Standard))
+	}
+	if rt.Description != nil {
+		c.text(path+".description", *rt.Description, false, 4096)
+	}
+	if !ok || !okAddr || std == nil {
+		return nil
+	}
+	return &token{id: id, key: key, standard: std}
+}
+
+// ruleTokens reads the tokens an allow rule names, with their caps. A rule
+// that names tokens reaches them, and only them among declared tokens; it
+// no longer matches any destination.
+func (c *compiler) ruleTokens(path string, raw map[string]rawTokenRule, r *rule, tokenIDs map[string]*token) {
+	if len(raw) == 0 {
+		c.add(path+".tokens", "empty; leave it out instead")
+	}
+	r.tokens = map[tokenKey]*tokenRule{}
+	r.match.tokens = map[tokenKey]bool{}
+	r.match.anyDest = false
+	for _, id := range sortedKeys(raw) {
+		tpath := childPath(path+".tokens", id)
+		tok := tokenIDs[id]
+		switch {
+		case tok == nil:
+			c.add(tpath, fmt.Sprintf("%q is not in the policy's tokens", id))
+		case r.match.chains != nil && !r.match.chains[tok.key.chain]:
+			c.add(tpath, fmt.Sprintf("token %s is on chain %d, which %s does not match", id, tok.key.chain, path))
+		default:
+			r.tokens[tok.key] = c.tokenRule(tpath, raw[id], tok)
+			r.match.tokens[tok.key] = true
+		}
+	}
+}
+
+// tokenRule reads the caps and lists a rule sets for tok. Caps per
+// transaction and per window are required: a token a rule names with no
+// cap would be the unbounded transfer this section exists to prevent.
+func (c *compiler) tokenRule(path string, rt rawTokenRule, tok *token) *tokenRule {
+	tr := &tokenRule{}
+	if rt.MaxAmountPerTx == nil {
+		c.add(path+".max_amount_per_tx", "required: the most units of the token one transaction may move or grant")
+	} else {
+		tr.maxAmount, _ = c.units(path+".max_amount_per_tx", *rt.MaxAmountPerTx)
+	}
+	switch {
+	case rt.Windows == nil:
+		c.add(path+".windows", "required: at least one rolling window of the units signed for the sender")
+	case len(rt.Windows) == 0:
+		c.add(path+".windows", "an empty list: at least one window is required")
+	}
+	tr.windows = c.windows(path+".windows", len(rt.Windows), func(i int) (string, string) { return rt.Windows[i].Duration, rt.Windows[i].MaxAmount }, "max_amount", "window", tokenUnits)
+	tr.recipients = c.addressSet(path+".recipients", rt.Recipients)
+	switch {
+	case rt.Spenders == nil:
+	case !tok.standard.approves:
+		c.add(path+".spenders", tok.standard.name+" has no approve: list setApprovalForAll's operators under operators")
+	case len(rt.Spenders) == 0:
+		c.add(path+".spenders", "an empty list; leave it out (without it, no approval is allowed)")
+	default:
+		tr.spenders = c.addressSet(path+".spenders", rt.Spenders)
+	}
+	switch {
+	case rt.Operators == nil:
+	case !tok.standard.operators:
+		c.add(path+".operators", tok.standard.name+" has no setApprovalForAll: list approve's spenders under spenders")
+	case len(rt.Operators) == 0:
+		c.add(path+".operators", "an empty list; leave it out (without it, setApprovalForAll(operator, true) is refused)")
+	default:
+		tr.operators = c.addressSet(path+".operators", rt.Operators)
+	}
+	return tr
+}
+
+// tokensReachedAround refuses an allow rule's match that would reach a
+// declared token on a chain the rule covers around the token's caps: its
+// address in to (any call data), or one of its standard's calls, or an
+// allowance-granting call, listed as a selector for it. Selectors of other
+// calls (a burn, WETH's withdraw) may be listed: they move none of the
+// token's units.
+func (c *compiler) tokensReachedAround(path string, rm *rawMatch, m *matcher, tokens map[tokenKey]*token) {
+	declared := func(s string) []*token {
+		if !hexAddress.MatchString(s) {
+			return nil
+		}
+		a := common.HexToAddress(s)
+		var out []*token
+		for key, tok := range tokens {
+			if key.address == a && (m.chains == nil || m.chains[key.chain]) {
+				out = append(out, tok)
+			}
+		}
+		slices.SortFunc(out, func(x, y *token) int { return cmp.Compare(x.key.chain, y.key.chain) })
+		return out
+	}
+	for i, s := range rm.To {
+		for _, tok := range declared(s) {
+			c.add(fmt.Sprintf("%s.to[%d]", path, i), fmt.Sprintf("%s is token %s on chain %d: name it under the rule's tokens, whose calls are read and capped", tok.key.address.Hex(), tok.id, tok.key.chain))
+		}
+	}
+	for _, key := range sortedKeys(rm.Selectors) {
+		toks := declared(key)
+		for i, s := range rm.Selectors[key] {
+			if !hexSelector.MatchString(s) {
+				continue
+			}
+			var sel [4]byte
+			hex.Decode(sel[:], []byte(s[2:]))
+			ipath := fmt.Sprintf("%s[%d]", childPath(path+".selectors", key), i)
+			for _, tok := range toks {
+				if tc := tok.standard.calls[sel]; tc != nil {
+					c.add(ipath, fmt.Sprintf("0x%x is %s %s on token %s: name the token under the rule's tokens, whose calls are read and capped", sel, tok.standard.name, tc.signature, tok.id))
+				} else if g := grantCalls[sel]; g != nil {
+					c.add(ipath, fmt.Sprintf("0x%x is %s, which grants an allowance that token %s's caps would not count", sel, g.signature, tok.id))
+				}
+			}
+		}
+	}
 }

@@ -17,10 +17,17 @@ import (
 //  1. a request that fails Validate is denied (invalid-request);
 //  2. a chain not in the policy's chains is denied (chain-allowlist);
 //  3. any matching deny rule denies, wherever it stands in the file;
-//  4. the first matching allow rule decides: its ERC-20 spender allowlist,
-//     per-transaction caps and rolling windows deny what exceeds them, then
-//     its approval threshold, if it applies, needs M valid approvals;
+//  4. the first matching allow rule decides: a call to a declared token
+//     must be one of its standard's calls, decoded exactly, to listed
+//     recipients, spenders or operators (or a selector the rule lists for
+//     the token); an allowance-granting call to any other contract must be
+//     to one of erc20_spenders; per-transaction caps and rolling windows of
+//     value, fees and token units deny what exceeds them; then its approval
+//     threshold, if it applies, needs M valid approvals;
 //  5. anything else is denied (default-deny).
+//
+// An allowed call to a declared token carries the units it moves or
+// grants in Decision.Token, which signerd records for the token's windows.
 //
 // A cancel of a signed nonce is decided by EvaluateCancel instead.
 //
@@ -35,12 +42,17 @@ func (p *Policy) Evaluate(ctx context.Context, req *signer.Request, now time.Tim
 	if denied, ok := p.screen(req); ok {
 		return denied, nil
 	}
+	tok := p.tokenAt(req)
 	for _, r := range p.allow {
-		if r.match.matches(req, false) {
-			return p.apply(ctx, d, r, req, now, usage)
+		if r.match.matches(req, false, tok) {
+			return p.apply(ctx, d, r, req, tok, now, usage)
 		}
 	}
-	d.Verdict, d.RuleID, d.Reasons = signer.Deny, DefaultDeny, []string{"no allow rule matches " + describe(req)}
+	why := "no allow rule matches " + describe(req)
+	if tok != nil {
+		why = fmt.Sprintf("no allow rule names token %s for %s", tok.id, describe(req))
+	}
+	d.Verdict, d.RuleID, d.Reasons = signer.Deny, DefaultDeny, []string{why}
 	return d, nil
 }
 
@@ -58,7 +70,7 @@ func (p *Policy) screen(req *signer.Request) (d signer.Decision, ok bool) {
 		return d, true
 	}
 	for _, r := range p.deny {
-		if r.match.matches(req, true) {
+		if r.match.matches(req, true, p.tokenAt(req)) {
 			if d.RuleID == "" {
 				d.RuleID = r.id
 			}
@@ -141,8 +153,9 @@ func overWindows(ctx context.Context, windows []window, own *big.Int, what strin
 	return "", nil
 }
 
-// apply decides req under the allow rule r that matched it.
-func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *signer.Request, now time.Time, usage signer.Usage) (signer.Decision, error) {
+// apply decides req, sent to the declared token tok (or nil), under the
+// allow rule r that matched it.
+func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *signer.Request, tok *token, now time.Time, usage signer.Usage) (signer.Decision, error) {
 	d.RuleID = r.id
 	deny := func(reasons []string) (signer.Decision, error) {
 		d.Verdict, d.Reasons = signer.Deny, reasons
@@ -150,7 +163,13 @@ func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *sig
 	}
 
 	var reasons []string
-	if sel, ok := selectorOf(req); ok && req.To != nil {
+	var call *tokenCall
+	var effect *tokenEffect
+	if tok != nil {
+		var why []string
+		call, effect, why = tokenCallOf(tok, r, req)
+		reasons = append(reasons, why...)
+	} else if sel, ok := selectorOf(req); ok && req.To != nil {
 		if g := grantCalls[sel]; g != nil {
 			args, err := g.decode(req.Data)
 			switch {
@@ -188,12 +207,22 @@ func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *sig
 	if why != "" {
 		return deny([]string{why})
 	}
+	if effect != nil {
+		why, err := r.tokens[tok.key].check(ctx, tok, call, effect, usage, who)
+		if err != nil {
+			return signer.Decision{}, err
+		}
+		if why != "" {
+			return deny([]string{why})
+		}
+		d.Token = &signer.TokenAmount{Contract: tok.key.address, Amount: new(big.Int).Set(effect.amount)}
+	}
 
-	if a := r.approval; a != nil && a.required(req) {
+	if a := r.approval; a != nil && a.required(req, tok, effect) {
 		approved, rejected := p.countApprovals(a, req, now, r.id)
 		d.Threshold, d.Approvers, d.Approved = a.threshold, slices.Clone(a.approvers), approved
 		if len(approved) < a.threshold {
-			d.Verdict = signer.NeedsApproval
+			d.Verdict, d.Token = signer.NeedsApproval, nil
 			d.Reasons = append([]string{fmt.Sprintf("rule %s needs %d of %d approvals (%s); %d valid", r.id, a.threshold, len(a.approvers), strings.Join(a.approvers, ", "), len(approved))}, rejected...)
 			return d, nil
 		}

@@ -35,6 +35,9 @@ func allowedWith(rule string, threshold int, approvers []string, ok ...string) s
 
 var ignoreReasons = cmpopts.IgnoreFields(signer.Decision{}, "Reasons", "PolicyVersion", "PolicyHash")
 
+// equalAmounts compares amounts by value.
+var equalAmounts = cmp.Comparer(func(a, b *big.Int) bool { return a == nil && b == nil || a != nil && b != nil && a.Cmp(b) == 0 })
+
 type evalCase struct {
 	name  string
 	req   *signer.Request
@@ -63,7 +66,7 @@ func runEval(t *testing.T, p *policy.Policy, tests []evalCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, got, ignoreReasons, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.want, got, ignoreReasons, equalAmounts, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decision (-want +got):\n%s\nreasons: %q", diff, got.Reasons)
 			}
 			if tc.reason != "" && !slices.ContainsFunc(got.Reasons, func(r string) bool { return strings.Contains(r, tc.reason) }) {

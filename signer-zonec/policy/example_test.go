@@ -110,17 +110,32 @@ func TestProductionExamplePolicy(t *testing.T) {
 	deploy := func(mods ...func(*signer.Request)) *signer.Request {
 		return request(append([]func(*signer.Request){chain(8453), from(deployerW), creation, value(0), gas(3e6), fees(1e9, 1e8)}, mods...)...)
 	}
+	usdcUnits := func(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), big.NewInt(1e6)) }
+	transfer := func(to common.Address, units *big.Int) func(*signer.Request) {
+		return call("transfer(address,uint256)", to, units)
+	}
 	for _, tc := range []struct {
 		name  string
 		req   *signer.Request
-		spent int64 // ether
+		spent int64        // ether
+		usage signer.Usage // instead of spent
 		want  signer.Decision
 	}{
-		{name: "USDC transfer", req: pay(data(selTransfer, word(exchange.Bytes()), word([]byte{1}))), want: decision(signer.Allow, "payouts-usdc-mainnet")},
-		{name: "USDC approve to Permit2", req: pay(data(selApprove, word(permit2.Bytes()), word([]byte{1}))), want: decision(signer.Allow, "payouts-usdc-mainnet")},
-		{name: "USDC approve to someone else", req: pay(data(selApprove, word(exchange.Bytes()), word([]byte{1}))), want: decision(signer.Deny, "payouts-usdc-mainnet")},
-		{name: "USDC transferFrom", req: pay(data(selTransferFrom)), want: decision(signer.Deny, policy.DefaultDeny)},
-		{name: "USDC on Base", req: pay(chain(8453), to(usdcBase), fees(1e9, 1e8), data(selTransfer, word(exchange.Bytes()), word([]byte{1}))), want: decision(signer.Allow, "payouts-usdc-base")},
+		{name: "USDC transfer", req: pay(transfer(exchange, usdcUnits(1))), want: moved("payouts-usdc-mainnet", usdc, 1e6)},
+		{name: "USDC transfer at the per-tx cap, approved", req: pay(transfer(exchange, usdcUnits(50_000)), sign("alice", "bob")), want: movedWith("payouts-usdc-mainnet", usdc, 50_000e6, abc, "alice", "bob")},
+		{name: "USDC transfer above 10,000 needs approvals", req: pay(transfer(exchange, usdcUnits(10_001))), want: needs("payouts-usdc-mainnet", 2, abc)},
+		{name: "USDC transfer above the per-tx cap", req: pay(transfer(exchange, usdcUnits(50_001)), sign("alice", "bob", "carol")), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC transfer of 2^255-1", req: pay(transfer(exchange, new(big.Int).Sub(half256, big.NewInt(1))), sign("alice", "bob", "carol")), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC past the hour", req: pay(transfer(exchange, usdcUnits(5_000))), usage: tokensSpent{usdc: 95_001e6}, want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC payouts past their fee window", req: pay(transfer(exchange, usdcUnits(1))), usage: feesSpent(2e18 - 80000*100e9 + 1), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC approve to Permit2", req: pay(call("approve(address,uint256)", permit2, usdcUnits(1))), want: moved("payouts-usdc-mainnet", usdc, 1e6)},
+		{name: "USDC unlimited approve to Permit2", req: pay(call("approve(address,uint256)", permit2, maxUint256), sign("alice", "bob", "carol")), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC approve to someone else", req: pay(call("approve(address,uint256)", exchange, usdcUnits(1))), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC transferFrom cut short", req: pay(data(selTransferFrom)), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "USDC permit", req: pay(call("permit(address,address,uint256,uint256,uint8,bytes32,bytes32)", payouts, permit2, 1, 1, 27, make([]byte, 32), make([]byte, 32))), want: decision(signer.Deny, "payouts-usdc-mainnet")},
+		{name: "ETH from the payouts wallet", req: pay(to(exchange), value(1)), want: decision(signer.Deny, policy.DefaultDeny)},
+		{name: "USDC on Base", req: pay(chain(8453), to(usdcBase), fees(1e9, 1e8), transfer(exchange, usdcUnits(1))), want: moved("payouts-usdc-base", usdcBase, 1e6)},
+		{name: "mainnet USDC's address on Base is no token", req: pay(chain(8453), fees(1e9, 1e8), transfer(exchange, usdcUnits(1))), want: decision(signer.Deny, policy.DefaultDeny)},
 		{name: "setApprovalForAll to Permit2", req: pay(data(selSetApprovalForAll, word(permit2.Bytes()), word([]byte{1}))), want: decision(signer.Deny, "deny-nft-operators")},
 		{name: "tornado", req: treasuryTx(1, to(tornado)), want: decision(signer.Deny, "deny-tornado-router")},
 		{name: "treasury 10 ETH, no approval needed", req: treasuryTx(10), want: decision(signer.Allow, "treasury-to-exchanges")},
@@ -139,11 +154,15 @@ func TestProductionExamplePolicy(t *testing.T) {
 		if tc.req.IsCancel() { // the table's cancels cancel a signed nonce
 			evaluate = p.EvaluateCancel
 		}
-		got, err := evaluate(context.Background(), tc.req, now, valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return ether(tc.spent), nil }))
+		usage := tc.usage
+		if usage == nil {
+			usage = valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return ether(tc.spent), nil })
+		}
+		got, err := evaluate(context.Background(), tc.req, now, usage)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(tc.want, got, ignoreReasons, cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(tc.want, got, ignoreReasons, equalAmounts, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s (-want +got):\n%s\nreasons: %q", tc.name, diff, got.Reasons)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"slices"
+	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -26,11 +28,20 @@ type DecodedCall struct {
 	Selector  [4]byte
 }
 
-// DecodedCalls lists every call policy decodes, grants first.
+// DecodedCalls lists every call policy decodes, grants first, then each
+// standard's calls in the order of their signatures.
 func DecodedCalls() []DecodedCall {
 	var out []DecodedCall
 	for _, g := range grantCallList {
 		out = append(out, DecodedCall{Signature: g.signature, Selector: g.selector})
+	}
+	for _, name := range []string{"erc20", "erc721", "erc1155"} {
+		var calls []DecodedCall
+		for _, c := range standards[name].calls {
+			calls = append(calls, DecodedCall{Standard: name, Signature: c.signature, Selector: c.selector})
+		}
+		slices.SortFunc(calls, func(a, b DecodedCall) int { return strings.Compare(a.Signature, b.Signature) })
+		out = append(out, calls...)
 	}
 	return out
 }
@@ -48,11 +59,19 @@ func Decodes(data []byte) (known bool, err error) {
 	return false, nil
 }
 
-// callBySignature finds a decoded call by signature.
+// callBySignature finds a decoded call by signature. A signature both a
+// grant and a standard's call (approve) has the same arguments in both.
 func callBySignature(signature string) *abiCall {
 	for i := range grantCallList {
 		if grantCallList[i].signature == signature {
 			return &grantCallList[i].abiCall
+		}
+	}
+	for _, s := range standards {
+		for _, c := range s.calls {
+			if c.signature == signature {
+				return &c.abiCall
+			}
 		}
 	}
 	panic("no decoded call " + signature)
@@ -96,11 +115,14 @@ func toValue(t *abiType, x any) abiValue {
 			v.word[31] = 1
 		}
 	case abiUint:
-		n, ok := x.(*big.Int)
-		if !ok {
-			n = big.NewInt(int64(x.(int)))
+		switch n := x.(type) {
+		case *big.Int:
+			n.FillBytes(v.word[:])
+		case int:
+			big.NewInt(int64(n)).FillBytes(v.word[:])
+		case int64:
+			big.NewInt(n).FillBytes(v.word[:])
 		}
-		n.FillBytes(v.word[:])
 	case abiFixedBytes:
 		copy(v.word[:], x.([]byte))
 	case abiBytes:
@@ -162,3 +184,57 @@ func encodeDynamic(t *abiType, v *abiValue) []byte {
 }
 
 func lengthWord(n int) []byte { return common.LeftPadBytes(big.NewInt(int64(n)).Bytes(), 32) }
+
+// Unbounded lists what p allows without a bound, each as "<rule>: <what>":
+// an allow rule without a per-transaction value cap (max_value_per_tx or
+// match.value.max) or, for a cap above 0, without a value window; an allow
+// rule or cancels entry without fee caps or a fee window; a token a rule
+// names without a per-transaction cap or a window; and erc20_spenders,
+// whose allowances on contracts that are not declared tokens no cap
+// counts.
+func Unbounded(p *Policy) []string {
+	var out []string
+	fees := func(who string, l *limits) {
+		if l.maxFeePerGas == nil || l.maxGas == 0 {
+			out = append(out, who+": no max_fee_per_gas or max_gas")
+		}
+		if len(l.feeWindows) == 0 {
+			out = append(out, who+": no fee window")
+		}
+	}
+	for _, g := range p.cancels {
+		fees("cancels entry "+g.id, &g.limits)
+	}
+	for _, r := range p.allow {
+		who := "rule " + r.id
+		fees(who, &r.limits)
+		perTx := r.limits.maxValue
+		if m := r.match.maxValue; m != nil && (perTx == nil || m.Cmp(perTx) < 0) {
+			perTx = m
+		}
+		switch {
+		case perTx == nil:
+			out = append(out, who+": no per-transaction value cap")
+		case perTx.Sign() > 0 && len(r.limits.windows) == 0:
+			out = append(out, who+": no value window")
+		}
+		if r.spenders != nil {
+			out = append(out, who+": erc20_spenders, whose allowances no cap counts (declare the token and list its spenders)")
+		}
+		var ids []string
+		for key, tr := range r.tokens {
+			id := p.tokens[key].id
+			if tr.maxAmount == nil {
+				ids = append(ids, id+" has no max_amount_per_tx")
+			}
+			if len(tr.windows) == 0 {
+				ids = append(ids, id+" has no window")
+			}
+		}
+		slices.Sort(ids)
+		for _, s := range ids {
+			out = append(out, who+": token "+s)
+		}
+	}
+	return out
+}

@@ -16,6 +16,11 @@ type rawPolicy struct {
 	// Approvers maps an approver id to its Ed25519 public key (base64 or
 	// hex).
 	Approvers map[string]string `json:"approvers,omitempty"`
+	// Tokens declares the token contracts policy reads calls to, by id:
+	// their chain, address and standard. Call data to a declared token is
+	// decoded by its standard and capped in its units; a rule reaches it
+	// only by naming it.
+	Tokens map[string]rawToken `json:"tokens,omitempty"`
 	// Cancels says who may cancel (replace a signed transaction by a
 	// same-nonce 0-value self-transfer); none may without an entry.
 	Cancels []rawCancel `json:"cancels,omitempty"`
@@ -31,9 +36,46 @@ type rawRule struct {
 	Effect      string    `json:"effect"` // "allow" or "deny"
 	Match       *rawMatch `json:"match"`  // required; {} matches every request
 	// The rest is for allow rules only.
-	Limits        *rawLimits   `json:"limits,omitempty"`
-	ERC20Spenders []string     `json:"erc20_spenders,omitempty"`
-	Approval      *rawApproval `json:"approval,omitempty"`
+	Limits *rawLimits `json:"limits,omitempty"`
+	// ERC20Spenders are the spenders allowance-granting calls to contracts
+	// that are not declared tokens may name.
+	ERC20Spenders []string `json:"erc20_spenders,omitempty"`
+	// Tokens names the declared tokens the rule allows calls to, by id,
+	// with their caps.
+	Tokens   map[string]rawTokenRule `json:"tokens,omitempty"`
+	Approval *rawApproval            `json:"approval,omitempty"`
+}
+
+// rawToken declares one token contract.
+type rawToken struct {
+	Chain       uint64  `json:"chain"`
+	Address     string  `json:"address"`
+	Standard    string  `json:"standard"` // "erc20", "erc721" or "erc1155"
+	Description *string `json:"description,omitempty"`
+}
+
+// rawTokenRule is what a rule allows of one token, in the token's units:
+// each call counts the units it moves or grants (ERC-20 amounts, 1 per
+// ERC-721 token, ERC-1155 amounts summed).
+type rawTokenRule struct {
+	MaxAmountPerTx *string          `json:"max_amount_per_tx,omitempty"` // required
+	Windows        []rawTokenWindow `json:"windows,omitempty"`           // required
+	// Recipients, when set, are the only addresses transfers may go to.
+	Recipients []string `json:"recipients,omitempty"`
+	// Spenders may be approved (approve, increaseAllowance), for amounts
+	// under the caps; without it no approval is allowed.
+	Spenders []string `json:"spenders,omitempty"`
+	// Operators may be given every unit of an ERC-721 or ERC-1155 token
+	// (setApprovalForAll(operator, true)), which no cap can bound; without
+	// it nobody may.
+	Operators []string `json:"operators,omitempty"`
+}
+
+// rawTokenWindow caps the units of one token signed for one chain and
+// sender within a rolling duration.
+type rawTokenWindow struct {
+	Duration  string `json:"duration"`
+	MaxAmount string `json:"max_amount"`
 }
 
 // rawMatch selects the requests a rule applies to. Every field left out
@@ -93,6 +135,11 @@ type rawApproval struct {
 	// AboveValue, when set, requires approvals only for a value strictly
 	// above it; without it approvals are always required.
 	AboveValue *string `json:"above_value,omitempty"`
+	// AboveTokenAmounts, by token id, requires approvals for calls to the
+	// token that move or grant strictly more units; a call to a token the
+	// rule names but that has no amount here always needs approvals, and
+	// so does a grant of every unit (setApprovalForAll).
+	AboveTokenAmounts map[string]string `json:"above_token_amounts,omitempty"`
 	// MaxTTL refuses approvals that expire further ahead than this from
 	// the time of evaluation. Required: an approval that lives for months
 	// outlives the reason it was given.

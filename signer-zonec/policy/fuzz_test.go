@@ -89,11 +89,15 @@ func FuzzEvaluate(f *testing.F) {
 	f.Add(uint8(1), uint8(0), uint8(5), uint64(0), []byte{}, uint64(21000), uint64(100), uint64(10), false, uint8(0), uint64(2500))
 	f.Add(uint8(2), uint8(0), uint8(0), uint64(1000), []byte{1, 2, 3}, uint64(50001), uint64(101), uint64(11), false, uint8(7), uint64(1501))
 	f.Add(uint8(0), uint8(3), uint8(1), uint64(2000000), []byte{}, uint64(21000), uint64(50), uint64(2), false, uint8(15), uint64(0))
+	f.Add(uint8(0), uint8(0), uint8(7), uint64(0), policy.EncodeCall("transfer(address,uint256)", dest1, 500), uint64(100000), uint64(50), uint64(2), false, uint8(0), uint64(0))
+	f.Add(uint8(0), uint8(0), uint8(7), uint64(0), policy.EncodeCall("transfer(address,uint256)", dest1, 1000), uint64(100000), uint64(50), uint64(2), false, uint8(3), uint64(0))
+	f.Add(uint8(0), uint8(0), uint8(8), uint64(0), policy.EncodeCall("setApprovalForAll(address,bool)", router, true), uint64(100000), uint64(50), uint64(2), false, uint8(6), uint64(0))
+	f.Add(uint8(0), uint8(0), uint8(9), uint64(0), policy.EncodeCall("safeBatchTransferFrom(address,address,uint256[],uint256[],bytes)", ops, dest1, []any{1, 2}, []any{30, 20}, []byte{}), uint64(100000), uint64(50), uint64(2), false, uint8(0), uint64(0))
 
 	p := mustParse(f, testPolicy)
 	chains := []uint64{1, 10, 5}
 	signers := []common.Address{ops, treasury, deployer, misc, compromised, other}
-	dests := []common.Address{dest1, dest2, blocked, other, token, ops, treasury}
+	dests := []common.Address{dest1, dest2, blocked, other, token, ops, treasury, usd, nft, items}
 	names := []string{"alice", "bob", "carol", "dave"}
 	denyIDs := []string{"deny-blocked", "deny-compromised", "deny-evil-selector", "deny-huge"}
 

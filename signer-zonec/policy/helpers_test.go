@@ -28,7 +28,10 @@ var (
 	dest1       = common.HexToAddress("0x00000000000000000000000000000000000000d1")
 	dest2       = common.HexToAddress("0x00000000000000000000000000000000000000d2")
 	blocked     = common.HexToAddress("0x00000000000000000000000000000000000000b1")
-	token       = common.HexToAddress("0x00000000000000000000000000000000000000c1")
+	token       = common.HexToAddress("0x00000000000000000000000000000000000000c1") // a contract the policy does not declare
+	usd         = common.HexToAddress("0x00000000000000000000000000000000000000c2") // token usd (ERC-20) on chain 1, usd-op on chain 10
+	nft         = common.HexToAddress("0x00000000000000000000000000000000000000c3") // token nft (ERC-721)
+	items       = common.HexToAddress("0x00000000000000000000000000000000000000c4") // token items (ERC-1155)
 	router      = common.HexToAddress("0x00000000000000000000000000000000000000e1")
 	other       = common.HexToAddress("0x00000000000000000000000000000000000000f1")
 )
@@ -66,6 +69,12 @@ var testPolicy = strings.NewReplacer(
   "version": "test-7",
   "chains": [1, 10],
   "approvers": {"alice": "$ALICE", "bob": "$BOB", "carol": "$CAROL", "dave": "$DAVE"},
+  "tokens": {
+    "usd": {"chain": 1, "address": "0x00000000000000000000000000000000000000c2", "standard": "erc20"},
+    "usd-op": {"chain": 10, "address": "0x00000000000000000000000000000000000000c2", "standard": "erc20"},
+    "nft": {"chain": 1, "address": "0x00000000000000000000000000000000000000c3", "standard": "erc721"},
+    "items": {"chain": 1, "address": "0x00000000000000000000000000000000000000c4", "standard": "erc1155"}
+  },
   "cancels": [
     {"id": "cancel-ops", "chains": [1], "from": ["0x00000000000000000000000000000000000000a1"],
      "limits": {"max_fee_per_gas": "100", "max_gas": 21000, "fee_windows": [{"duration": "1h", "max_fee": "4200000"}]}}
@@ -84,6 +93,21 @@ var testPolicy = strings.NewReplacer(
                "selectors": {"0x00000000000000000000000000000000000000c1": ["0xa9059cbb", "0x095ea7b3", "0x39509351", "0xa22cb465"]}},
      "limits": {"max_fee_per_gas": "100", "max_gas": 100000, "fee_windows": [{"duration": "24h", "max_fee": "100000000"}]},
      "erc20_spenders": ["0x00000000000000000000000000000000000000e1"]},
+    {"id": "token-payouts", "effect": "allow",
+     "match": {"chains": [1], "from": ["0x00000000000000000000000000000000000000a1"],
+               "selectors": {"0x00000000000000000000000000000000000000c2": ["0x42966c68"]}},
+     "limits": {"max_value_per_tx": "0", "max_fee_per_gas": "100", "max_gas": 200000, "fee_windows": [{"duration": "24h", "max_fee": "100000000"}]},
+     "tokens": {
+       "usd": {"max_amount_per_tx": "1000", "windows": [{"duration": "24h", "max_amount": "5000"}],
+               "recipients": ["0x00000000000000000000000000000000000000d1", "0x00000000000000000000000000000000000000d2"],
+               "spenders": ["0x00000000000000000000000000000000000000e1"]},
+       "nft": {"max_amount_per_tx": "2", "windows": [{"duration": "24h", "max_amount": "3"}],
+               "spenders": ["0x00000000000000000000000000000000000000e1"], "operators": ["0x00000000000000000000000000000000000000e1"]},
+       "items": {"max_amount_per_tx": "100", "windows": [{"duration": "24h", "max_amount": "150"}],
+                 "operators": ["0x00000000000000000000000000000000000000e1"]}
+     },
+     "approval": {"threshold": 2, "approvers": ["alice", "bob", "carol"], "above_value": "0",
+                  "above_token_amounts": {"usd": "500", "nft": "1", "items": "50"}, "max_ttl": "24h"}},
     {"id": "deploy", "effect": "allow",
      "match": {"from": ["0x00000000000000000000000000000000000000a3"], "contract_creation": true},
      "limits": {"max_fee_per_gas": "100", "max_gas": 5000000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000"}]}},
@@ -178,6 +202,21 @@ func (valueUsage) Token(context.Context, common.Address, time.Duration) (*big.In
 	return new(big.Int), nil
 }
 func (valueUsage) Fees(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
+
+// tokensSpent is a signer.Usage of token units: for every window, m[token]
+// of each token it lists (and an error for any other token), no value and
+// no fees.
+type tokensSpent map[common.Address]int64
+
+func (tokensSpent) Value(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
+func (m tokensSpent) Token(_ context.Context, t common.Address, _ time.Duration) (*big.Int, error) {
+	v, ok := m[t]
+	if !ok {
+		return nil, fmt.Errorf("no record of token %s in this test", t.Hex())
+	}
+	return big.NewInt(v), nil
+}
+func (tokensSpent) Fees(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
 
 // spentIs is a valueUsage that reports v for every window.
 func spentIs(v int64) valueUsage {

@@ -18,6 +18,15 @@ import (
 // for the cases about something else.
 const feeCaps = `"max_fee_per_gas": "100", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "2100000"}]`
 
+// withTokens is a small valid policy with tokens usd (ERC-20) and nft
+// (ERC-721) on chain 1 and items (ERC-1155) on chain 10, around rules.
+func withTokens(rules string) string {
+	return `{"version": "v1", "chains": [1, 10], "approvers": {"alice": "` + pubB64("alice") + `"}, "tokens": {
+		"usd": {"chain": 1, "address": "0x00000000000000000000000000000000000000c2", "standard": "erc20"},
+		"nft": {"chain": 1, "address": "0x00000000000000000000000000000000000000c3", "standard": "erc721"},
+		"items": {"chain": 10, "address": "0x00000000000000000000000000000000000000c4", "standard": "erc1155"}}, "rules": [` + rules + `]}`
+}
+
 // withRule is a small valid policy around one rule.
 func withRule(rule string) string {
 	return `{"version": "v1", "chains": [1, 10], "approvers": {"alice": "` + pubB64("alice") + `", "bob": "` + pubB64("bob") + `"}, "rules": [` + rule + `]}`
@@ -125,6 +134,67 @@ func TestParseProblems(t *testing.T) {
 			p("rules[0].id", `"c" is already the id of cancels[0]`),
 		}},
 
+		// Tokens: declared once, with their standard; named by rules with
+		// caps in token units.
+		{"token declarations", `{"version": "v1", "chains": [1, 10], "tokens": {
+			"bad id!": {"chain": 1, "address": "0x00000000000000000000000000000000000000c1", "standard": "erc20"},
+			"a": {"chain": 0, "address": "0x1", "standard": "erc777"},
+			"b": {"chain": 5, "address": "0x00000000000000000000000000000000000000c2", "standard": "erc721"},
+			"c": {"chain": 1, "address": "0x00000000000000000000000000000000000000c3", "standard": "erc20", "description": "ok"},
+			"d": {"chain": 1, "address": "0x00000000000000000000000000000000000000c3", "standard": "erc1155"},
+			"e": {"chain": 10, "address": "0x00000000000000000000000000000000000000c3", "standard": "erc1155", "description": ""}}, "rules": []}`, []policy.Problem{
+			p("tokens.a.chain", "required: the chain id the contract is on"),
+			p("tokens.a.address", `"0x1" is not an address (0x and 40 hex digits)`),
+			p("tokens.a.standard", `"erc777" is not erc20, erc721 or erc1155`),
+			p("tokens.b.chain", "chain 5 is not in the policy's chains"),
+			p(`tokens["bad id!"]`, "a token id is 1 to 64 letters, digits, '.', '_', '-' or '@'"),
+			p("tokens.d.address", "0x00000000000000000000000000000000000000C3 on chain 1 is already token c: one contract, one standard"),
+			p("tokens.e.description", "empty; leave it out instead"),
+		}},
+		{"empty tokens", `{"version": "v1", "chains": [1], "tokens": {}, "rules": []}`, []policy.Problem{p("tokens", "empty; leave it out when no token is declared")}},
+		{"rule token entries", withTokens(`{"id": "a", "effect": "allow", "match": {"chains": [10]}, "limits": {` + feeCaps + `}, "tokens": {
+			"usd": {"max_amount_per_tx": "1", "windows": [{"duration": "1h", "max_amount": "1"}]},
+			"items": {"recipients": [], "spenders": ["0x00000000000000000000000000000000000000e1"], "windows": []},
+			"nope": {"max_amount_per_tx": "1", "windows": [{"duration": "1h", "max_amount": "1"}]}}}`), []policy.Problem{
+			p("rules[0].tokens.items.max_amount_per_tx", "required: the most units of the token one transaction may move or grant"),
+			p("rules[0].tokens.items.windows", "an empty list: at least one window is required"),
+			p("rules[0].tokens.items.recipients", "an empty list; leave the field out to match any (an empty list would read as none)"),
+			p("rules[0].tokens.items.spenders", "ERC-1155 has no approve: list setApprovalForAll's operators under operators"),
+			p("rules[0].tokens.nope", `"nope" is not in the policy's tokens`),
+			p("rules[0].tokens.usd", "token usd is on chain 1, which rules[0] does not match"),
+		}},
+		{"rule token caps", withTokens(`{"id": "a", "effect": "allow", "match": {}, "limits": {` + feeCaps + `}, "tokens": {
+			"usd": {"max_amount_per_tx": "-1", "windows": [{"duration": "1h", "max_amount": "1.0"}, {"duration": "60m", "max_amount": "1"}], "spenders": [], "operators": ["0x00000000000000000000000000000000000000e1"]},
+			"nft": {"operators": []}}}`), []policy.Problem{
+			p("rules[0].tokens.nft.max_amount_per_tx", "required: the most units of the token one transaction may move or grant"),
+			p("rules[0].tokens.nft.windows", "required: at least one rolling window of the units signed for the sender"),
+			p("rules[0].tokens.nft.operators", "an empty list; leave it out (without it, setApprovalForAll(operator, true) is refused)"),
+			p("rules[0].tokens.usd.max_amount_per_tx", `"-1" is not an amount (a decimal string of token units, no sign, no leading zeros)`),
+			p("rules[0].tokens.usd.windows[0].max_amount", `"1.0" is not an amount (a decimal string of token units, no sign, no leading zeros)`),
+			p("rules[0].tokens.usd.windows[1].duration", "a second window of 1h0m0s"),
+			p("rules[0].tokens.usd.spenders", "an empty list; leave it out (without it, no approval is allowed)"),
+			p("rules[0].tokens.usd.operators", "ERC-20 has no setApprovalForAll: list approve's spenders under spenders"),
+		}},
+		{"tokens on a deny rule, and none on an allow rule", withTokens(`{"id": "a", "effect": "deny", "match": {}, "tokens": {"usd": {}}}, {"id": "b", "effect": "allow", "match": {}, "limits": {` + feeCaps + `}, "tokens": {}}`), []policy.Problem{
+			p("rules[0].tokens", "only allow rules have tokens: a deny rule denies what it matches"),
+			p("rules[1].tokens", "empty; leave it out instead"),
+		}},
+		{"a declared token reached around its caps", withTokens(`{"id": "a", "effect": "allow", "limits": {` + feeCaps + `}, "match": {
+			"to": ["0x00000000000000000000000000000000000000c2", "0x00000000000000000000000000000000000000c4"],
+			"selectors": {"0x00000000000000000000000000000000000000c3": ["0x42966c68", "0x23b872dd", "0xd505accf"]}}}`), []policy.Problem{
+			p("rules[0].match.to[0]", "0x00000000000000000000000000000000000000c2 is token usd on chain 1: name it under the rule's tokens, whose calls are read and capped"),
+			p("rules[0].match.to[1]", "0x00000000000000000000000000000000000000C4 is token items on chain 10: name it under the rule's tokens, whose calls are read and capped"),
+			p("rules[0].match.selectors.0x00000000000000000000000000000000000000c3[1]", "0x23b872dd is ERC-721 transferFrom(address,address,uint256) on token nft: name the token under the rule's tokens, whose calls are read and capped"),
+			p("rules[0].match.selectors.0x00000000000000000000000000000000000000c3[2]", "0xd505accf is permit(address,address,uint256,uint256,uint8,bytes32,bytes32), which grants an allowance that token nft's caps would not count"),
+		}},
+		{"token approval thresholds", withTokens(`{"id": "a", "effect": "allow", "match": {}, "limits": {` + feeCaps + `},
+			"tokens": {"usd": {"max_amount_per_tx": "1", "windows": [{"duration": "1h", "max_amount": "1"}]}},
+			"approval": {"threshold": 1, "approvers": ["alice"], "above_token_amounts": {"usd": "x", "nft": "1"}, "max_ttl": "1h"}}`), []policy.Problem{
+			p("rules[0].approval.above_value", "required with above_token_amounts: without it every request needs approvals, and the token thresholds never apply"),
+			p("rules[0].approval.above_token_amounts.nft", "token nft is not in the rule's tokens"),
+			p("rules[0].approval.above_token_amounts.usd", `"x" is not an amount (a decimal string of token units, no sign, no leading zeros)`),
+		}},
+
 		// Fees are capped by every allow rule and cancels entry, per
 		// transaction and per rolling window; approvals expire.
 		{"allow rule without limits", withRule(`{"id": "a", "effect": "allow", "match": {}}`), []policy.Problem{p("rules[0].limits", "required: every allow rule caps fees (max_fee_per_gas, max_gas and fee_windows)")}},
@@ -168,6 +238,9 @@ func TestParseAcceptsEdges(t *testing.T) {
 		"no rules":              `{"version": "v1", "chains": [1], "rules": []}`,
 		"whitespace everywhere": "\n\t{ \"version\" : \"v1\" ,\r\n \"chains\" : [ 1 ] , \"rules\" : [ ] }\n\n",
 		"max chain id":          `{"version": "v1", "chains": [18446744073709551615], "rules": []}`,
+		"a token's address on a chain where it is no token": withTokens(`{"id": "a", "effect": "allow", "match": {"chains": [1], "to": ["0x00000000000000000000000000000000000000c4"]}, "limits": {` + feeCaps + `}}`),
+		"a selector of no token call on a token":            withTokens(`{"id": "a", "effect": "allow", "match": {"selectors": {"0x00000000000000000000000000000000000000c2": ["0x42966c68"]}}, "limits": {` + feeCaps + `}}`),
+		"a token rule":                                      withTokens(`{"id": "a", "effect": "allow", "match": {"chains": [1]}, "limits": {` + feeCaps + `}, "tokens": {"usd": {"max_amount_per_tx": "0", "windows": [{"duration": "1h", "max_amount": "0"}], "recipients": ["0x00000000000000000000000000000000000000d1"], "spenders": ["0x00000000000000000000000000000000000000e1"]}, "nft": {"max_amount_per_tx": "1", "windows": [{"duration": "1h", "max_amount": "1"}], "operators": ["0x00000000000000000000000000000000000000e1"]}}, "approval": {"threshold": 1, "approvers": ["alice"], "above_value": "0", "above_token_amounts": {"usd": "0"}, "max_ttl": "1h"}}`),
 	} {
 		if _, err := policy.Parse([]byte(src)); err != nil {
 			t.Errorf("%s: %v", name, err)

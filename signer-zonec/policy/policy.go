@@ -86,6 +86,7 @@ type Policy struct {
 	hash      common.Hash
 	chains    map[uint64]bool
 	approvers map[string]ed25519.PublicKey
+	tokens    map[tokenKey]*token
 	deny      []*rule
 	allow     []*rule
 	cancels   []*cancelGrant
@@ -163,7 +164,7 @@ func (p *Policy) AllowsCancel(chainID uint64, from common.Address) bool {
 	self := from
 	cancel := &signer.Request{ChainID: chainID, From: from, To: &self, Value: new(big.Int)}
 	for _, r := range p.deny {
-		if r.match.matches(cancel, true) {
+		if r.match.matches(cancel, true, p.tokenAt(cancel)) {
 			return false
 		}
 	}

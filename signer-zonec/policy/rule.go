@@ -17,9 +17,11 @@ type rule struct {
 	match matcher
 	// For allow rules only.
 	limits limits
-	// spenders is the ERC-20 spender (and ERC-721/1155 operator) allowlist;
-	// nil refuses every approval call.
+	// spenders is the allowlist of grantees of allowance-granting calls to
+	// contracts that are not declared tokens; nil refuses every such call.
 	spenders map[common.Address]bool
+	// tokens are the declared tokens the rule allows calls to.
+	tokens   map[tokenKey]*tokenRule
 	approval *approvalRule
 }
 
@@ -27,9 +29,12 @@ type rule struct {
 type matcher struct {
 	chains map[uint64]bool
 	from   map[common.Address]bool
-	// anyDest is set when the match names no destination at all.
-	anyDest      bool
-	to           map[common.Address]bool
+	// anyDest is set when the match names no destination at all (nor,
+	// for an allow rule, any token).
+	anyDest bool
+	to      map[common.Address]bool
+	// tokens are the declared tokens an allow rule names.
+	tokens       map[tokenKey]bool
 	creation     bool
 	selectors    map[common.Address]map[[4]byte]bool
 	anySelectors map[[4]byte]bool
@@ -37,11 +42,15 @@ type matcher struct {
 	maxValue     *big.Int
 }
 
-// matches reports whether the rule applies to req. A match that names no
+// matches reports whether the rule applies to req, sent to the declared
+// token tok (nil for any other destination). A match that names no
 // destination matches a contract creation only in a deny rule: denying is
 // broad, allowing is narrow, and deploying code is a different act from
 // calling it, so an allow rule must say contract_creation to permit it.
-func (m *matcher) matches(req *signer.Request, deny bool) bool {
+// For the same reason an allow rule reaches a declared token only by
+// naming it, or by listing a selector for its address (a call that is not
+// one of its standard's); a deny rule matches it like any contract.
+func (m *matcher) matches(req *signer.Request, deny bool, tok *token) bool {
 	if m.chains != nil && !m.chains[req.ChainID] {
 		return false
 	}
@@ -59,6 +68,13 @@ func (m *matcher) matches(req *signer.Request, deny bool) bool {
 			return deny
 		}
 		return m.creation
+	}
+	if tok != nil && !deny {
+		if m.tokens[tok.key] {
+			return true
+		}
+		sel, ok := selectorOf(req)
+		return ok && m.selectors[*req.To][sel]
 	}
 	if m.anyDest || m.to[*req.To] {
 		return true
@@ -128,12 +144,27 @@ type approvalRule struct {
 	threshold int
 	approvers []string // ids, in the file's order
 	// above, when set, requires approvals only above this value.
-	above  *big.Int
-	maxTTL time.Duration
+	above *big.Int
+	// aboveToken requires approvals for token calls above these units;
+	// compile sets it only with above.
+	aboveToken map[tokenKey]*big.Int
+	maxTTL     time.Duration
 }
 
-func (a *approvalRule) required(req *signer.Request) bool {
-	return a.above == nil || req.Value.Cmp(a.above) > 0
+// required reports whether req, which calls tok with effect e (both nil
+// for anything else), needs approvals. Each threshold missing counts as
+// exceeded: without above every request needs approvals, and a call to a
+// token without a threshold of its own too; a grant of every unit exceeds
+// any threshold.
+func (a *approvalRule) required(req *signer.Request, tok *token, e *tokenEffect) bool {
+	if a.above == nil || req.Value.Cmp(a.above) > 0 {
+		return true
+	}
+	if tok == nil || e == nil {
+		return false
+	}
+	max, ok := a.aboveToken[tok.key]
+	return !ok || e.kind == grantsAll || e.amount.Cmp(max) > 0
 }
 
 // cancelGrant lets signers on chains cancel.
