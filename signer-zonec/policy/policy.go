@@ -3,40 +3,65 @@
 // compiled into the rules that decide every signing request.
 //
 // The file says which chains signerd signs for, which approver keys exist,
-// when a cancel may replace a signed transaction, and an ordered list of
-// rules. Evaluation is deny-first: any matching deny rule denies, whatever
-// its place in the list; otherwise the first matching allow rule decides,
-// under its limits (value per transaction and per rolling window, fees, gas,
-// ERC-20 spenders, M-of-N approvals); a request no allow rule matches is
-// denied by "default-deny".
+// which token contracts it reads calls to, when a cancel may replace a
+// signed transaction, and an ordered list of rules. Evaluation is
+// deny-first: any matching deny rule denies, whatever its place in the
+// list; otherwise the first matching allow rule decides, under its limits
+// (value per transaction and per rolling window, fees per transaction and
+// per rolling window, gas, token units per transaction and per window,
+// recipients, spenders and operators, M-of-N approvals); a request no
+// allow rule matches is denied by "default-deny".
+//
+// Nothing a file allows is unbounded: every allow rule and cancels entry
+// must cap fees (max_fee_per_gas, max_gas, fee_windows), every token a
+// rule names must be capped per transaction and per window, and every
+// approval must expire within max_ttl, or the file is refused.
 //
 // The file, in short (testdata/policy holds full examples; amounts are wei
-// as decimal strings, addresses lowercase or EIP-55, selectors 0x+8 hex):
+// as decimal strings, token amounts the token's own units, addresses
+// lowercase or EIP-55, selectors 0x+8 hex):
 //
 //	{
 //	  "version": "2025-11-23.1",                  required; in every decision
-//	  "description": "...",                       optional, on rules and cancels too
+//	  "description": "...",                       optional, on tokens, rules and cancels too
 //	  "chains": [1, 8453],                        chain id allowlist
 //	  "approvers": {"alice": "<Ed25519 public key, base64 or hex>"},
+//	  "tokens": {"usdc": {"chain": 1, "address": "0x...",
+//	             "standard": "erc20"}},           or erc721, erc1155: how its calls are read
 //	  "cancels": [{"id": "...", "chains": [1], "from": ["0x..."],
-//	               "limits": {"max_fee_per_gas": "...", "max_gas": 21000}}],
+//	               "limits": {"max_fee_per_gas": "...", "max_gas": 21000,      required
+//	                          "fee_windows": [{"duration": "24h", "max_fee": "..."}]}}],
 //	  "rules": [{
 //	    "id": "treasury", "effect": "allow",      or "deny"
 //	    "match": {                                every field optional: left out matches any
 //	      "chains": [1], "from": ["0x..."],
-//	      "to": ["0x..."],                        any call data to these
+//	      "to": ["0x..."],                        any call data to these (no declared token)
 //	      "selectors": {"0x<contract>": ["0xa9059cbb"], "*": ["0x..."]},
 //	      "contract_creation": true,              allow rules match creations only with this
 //	      "value": {"min": "0", "max": "..."}     inclusive
 //	    },
 //	    "limits": {"max_value_per_tx": "...", "windows": [{"duration": "24h", "max_value": "..."}],
-//	               "max_fee_per_gas": "...", "max_priority_fee_per_gas": "...", "max_gas": 21000},
-//	    "erc20_spenders": ["0x..."],              approve/increaseAllowance/setApprovalForAll only to these
+//	               "max_fee_per_gas": "...", "max_priority_fee_per_gas": "...", "max_gas": 21000,
+//	               "fee_windows": [{"duration": "24h", "max_fee": "..."}]},   required, with fee caps
+//	    "tokens": {"usdc": {                      calls to this declared token, in its units
+//	      "max_amount_per_tx": "...", "windows": [{"duration": "24h", "max_amount": "..."}],
+//	      "recipients": ["0x..."],                transfers only to these (left out: any)
+//	      "spenders": ["0x..."],                  approvals only to these, capped like transfers
+//	      "operators": ["0x..."]}},               setApprovalForAll(op, true) only to these
+//	    "erc20_spenders": ["0x..."],              allowance grants to undeclared contracts only to these
 //	    "approval": {"threshold": 2, "approvers": ["alice", "bob", "carol"],
 //	                 "above_value": "...",        left out: always required
-//	                 "max_ttl": "24h"}            optional cap on an approval's remaining life
+//	                 "above_token_amounts": {"usdc": "..."},  per token; needs above_value
+//	                 "max_ttl": "24h"}            required: an approval's longest remaining life
 //	  }]
 //	}
+//
+// Call data to a declared token is read by its standard only, and an allow
+// rule reaches a declared token only by naming it: selectors collide across
+// standards, and a token no rule names must not be reachable through a
+// rule written for any contract. Call data policy reads (token calls,
+// allowance-granting calls) is decoded by hand, canonical ABI encoding
+// only (calldata.go): what the decoder cannot read exactly is denied.
 //
 // Strictness is the point. The file is checked so that what a reviewer
 // reads is what signerd enforces: unknown fields, fields spelt in another
