@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -138,5 +139,76 @@ func checkAudited(t *testing.T, pool *pgxpool.Pool, res signer.Result, outcome s
 	}
 	if len(recs) != 1 || recs[0].Entry.Outcome != outcome || !strings.Contains(string(recs[0].Body), `"`+rule+`"`) {
 		t.Errorf("audit record %d: %+v, want %s by %s", res.AuditSeq, recs, outcome, rule)
+	}
+}
+
+// skewedStore is a store whose clock is off by skew: a stand-in for a
+// database clock that differs from the replica's own.
+type skewedStore struct {
+	signer.Store
+	skew time.Duration
+}
+
+func (s skewedStore) InTx(ctx context.Context, fn func(signer.StoreTx) error) error {
+	return s.Store.InTx(ctx, func(tx signer.StoreTx) error { return fn(skewedTx{StoreTx: tx, skew: s.skew}) })
+}
+
+type skewedTx struct {
+	signer.StoreTx
+	skew time.Duration
+}
+
+func (t skewedTx) Now(ctx context.Context) (time.Time, error) {
+	now, err := t.StoreTx.Now(ctx)
+	return now.Add(t.skew), err
+}
+
+// clockPolicy is openPolicy remembering the time it was asked at.
+type clockPolicy struct {
+	openPolicy
+	at *time.Time
+}
+
+func (p clockPolicy) Evaluate(ctx context.Context, r *signer.Request, now time.Time, usage signer.Usage) (signer.Decision, error) {
+	*p.at = now
+	return p.openPolicy.Evaluate(ctx, r, now, usage)
+}
+
+// TestDecisionsUseTheDatabaseClock: approval expiry and rolling windows
+// are decided at the store's clock, the one clock all replicas share, and
+// the audit record and the signature carry it; the replica's own clock
+// plays no part.
+func TestDecisionsUseTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	pool, _ := migratedPool(t)
+	var asked time.Time
+	svc := newService(t, pool, signertest.NewMemoryKeys(t, devKeyHex), clockPolicy{openPolicy{chains: map[uint64]bool{31337: true}}, &asked})
+	var before time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	svc.Store = skewedStore{Store: svc.Store, skew: 2 * time.Hour}
+	res := signOne(t, svc, devRequest("tx-1", 31337, 0, signer.DynamicFee, 1, gwei(30)))
+	if res.Outcome != signer.OutcomeSigned {
+		t.Fatal(res.Outcome)
+	}
+	recs, err := postgres.New(pool).Audit(context.Background(), res.AuditSeq-1, 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatal(recs, err)
+	}
+	var signedAt time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT signed_at FROM signature WHERE tx_id = 'tx-1'`).Scan(&signedAt); err != nil {
+		t.Fatal(err)
+	}
+	// The database's clock moved forward by under an hour since before;
+	// the replica's (this process's) by as much: only the skewed store
+	// clock puts all three two hours ahead.
+	for what, at := range map[string]time.Time{"policy's now": asked, "audit record": recs[0].Entry.At, "signature": signedAt} {
+		if d := at.Sub(before); d < 2*time.Hour || d > 3*time.Hour {
+			t.Errorf("%s at %s, %s after the database's clock before signing: not the store's clock", what, at, d)
+		}
+	}
+	if _, err := svc.Evaluate(context.Background(), devRequest("tx-2", 31337, 1, signer.DynamicFee, 1, gwei(30))); err != nil || asked.Sub(before) < 2*time.Hour {
+		t.Errorf("the dry run asked policy at %s (%v), not at the store's clock", asked, err)
 	}
 }

@@ -22,8 +22,6 @@ type Service struct {
 	Keys   KeyBackend
 	Policy Policy
 	Store  Store
-	// Now is signerd's clock, for approval expiry and rolling windows.
-	Now func() time.Time
 	// MaxNonceAhead bounds how far above a signer's next nonce (one above
 	// the highest it signed, or its declared start) a request may be: a
 	// briefly compromised txmanager cannot stockpile signatures for
@@ -64,9 +62,10 @@ const MaxBatch = 256
 // and double-sign refusals are per-request outcomes, each audited.
 //
 // As an oracle: Sign signs only typed transactions whose signing hash it
-// derives itself, only for keys it holds, only what policy allows at
-// signerd's own clock, and never two intents at one nonce. The same
-// request twice returns the stored signature, so replays gain nothing.
+// derives itself, only for keys it holds, only what policy allows at the
+// database's clock (one clock for every replica), and never two intents
+// at one nonce. The same request twice returns the stored signature, so
+// replays gain nothing.
 func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]Result, error) {
 	if err := checkBatch(reqs); err != nil {
 		return nil, err
@@ -101,7 +100,10 @@ func (s *Service) Sign(ctx context.Context, caller string, reqs []*Request) ([]R
 		if err != nil {
 			return err
 		}
-		now := s.Now()
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
 		spending := newSpending(tx, now)
 		entries := make([]AuditEntry, len(reqs))
 		for i, r := range reqs {
@@ -452,8 +454,10 @@ func (s *Service) Evaluate(ctx context.Context, r *Request) (Decision, error) {
 	}
 	var d Decision
 	err := s.Store.InTx(ctx, func(tx StoreTx) error {
-		now := s.Now()
-		var err error
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
 		d, err = s.Policy.Evaluate(ctx, r, now, newSpending(tx, now).of(r, Fresh))
 		return err
 	})

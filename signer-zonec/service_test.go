@@ -67,7 +67,7 @@ func (p openPolicy) AllowsCancel(uint64, common.Address) bool { return p.allowCa
 
 func newService(t testing.TB, pool *pgxpool.Pool, keys signer.KeyBackend, pol signer.Policy) *signer.Service {
 	t.Helper()
-	return &signer.Service{Keys: keys, Policy: pol, Store: postgres.New(pool), Now: time.Now}
+	return &signer.Service{Keys: keys, Policy: pol, Store: postgres.New(pool)}
 }
 
 func migratedPool(t testing.TB) (*pgxpool.Pool, string) {

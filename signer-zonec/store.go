@@ -49,6 +49,11 @@ type Signature struct {
 // method takes the batch at once where it can: every call is a round trip
 // to the database while the signers' locks are held.
 type StoreTx interface {
+	// Now is the database's clock at the start of the transaction: the
+	// one clock every replica decides by, for approval expiry, rolling
+	// windows and the time of every record. A replica whose own clock is
+	// off cannot widen a window or revive an expired approval.
+	Now(ctx context.Context) (time.Time, error)
 	// LockSigners serializes this transaction with every other one that
 	// signs for the same signers, on any replica, until it ends. Callers
 	// pass the keys sorted (SortSigners) so that no two transactions wait

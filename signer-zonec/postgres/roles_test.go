@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,7 +33,7 @@ func signTransfersFrom(t *testing.T, store signer.Store, from, n int, txPrefix s
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: store, Now: time.Now}
+	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: store}
 	var reqs []*signer.Request
 	for i := from; i < from+n; i++ {
 		to := signertest.DevAddress(1)

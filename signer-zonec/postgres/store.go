@@ -45,6 +45,14 @@ const beginTx = `BEGIN; SET LOCAL plan_cache_mode = force_generic_plan`
 
 type storeTx struct{ tx pgx.Tx }
 
+func (t storeTx) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := t.tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return now, nil
+}
+
 // LockSigners takes the locks in one round trip: the statements of a
 // batch run one after another, in the order given.
 func (t storeTx) LockSigners(ctx context.Context, keys []signer.SignerKey) error {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
@@ -109,7 +108,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer checkpoints.close()
 	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "audit_checkpoint", Fn: checkpoints.ready})
 
-	service := &signer.Service{Keys: keys, Policy: pol, Store: countingStore{Store: store, appended: checkpoints.appended}, Now: time.Now}
+	service := &signer.Service{Keys: keys, Policy: pol, Store: countingStore{Store: store, appended: checkpoints.appended}}
 	httpapi.New(service, svc.HTTP.Registry()).Mount(svc.HTTP.Router)
 	// The last checkpoint anchors the head after the last request served:
 	// the checkpointer stops only once the listeners have.

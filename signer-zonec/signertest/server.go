@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -59,7 +58,7 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &signer.Service{Keys: NewMemoryKeys(t, DevKeys...), Policy: pol, Store: postgres.New(pool), Now: time.Now}
+	svc := &signer.Service{Keys: NewMemoryKeys(t, DevKeys...), Policy: pol, Store: postgres.New(pool)}
 	srv := httpserver.New(httpserver.Options{Service: "signer", Logger: opts.Logger})
 	httpapi.New(svc, srv.Registry()).Mount(srv.Router)
 	src, err := mtls.Load(devcert.Files(opts.PKI, "signer"), mtls.Options{})
