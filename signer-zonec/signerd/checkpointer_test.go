@@ -51,7 +51,7 @@ func TestCheckpointerCatchesALogRewoundUnderIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: store, Now: time.Now}
+	svc := &signer.Service{Keys: signertest.NewMemoryKeys(t, signertest.DevKeys...), Policy: pol, Store: store}
 	signAt := func(txPrefix string, nonces ...uint64) {
 		t.Helper()
 		var reqs []*signer.Request
