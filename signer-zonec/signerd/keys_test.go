@@ -140,6 +140,8 @@ func TestKeysCommandVault(t *testing.T) {
 		"TXFENCE_SIGNER_VAULT_KV_MOUNT":    vaulttest.KVMount,
 		"TXFENCE_SIGNER_VAULT_KV_PREFIX":   "txfence/keys-command",
 		"TXFENCE_SIGNER_VAULT_TRANSIT_KEY": "txfence-signer",
+		// The dev server listens on loopback over plain HTTP.
+		"TXFENCE_SIGNER_VAULT_ALLOW_PLAINTEXT_HTTP": "true",
 	}
 	var cfg KeyConfig
 	cfg.Vault.KVPrefix = env["TXFENCE_SIGNER_VAULT_KV_PREFIX"]

@@ -217,7 +217,7 @@ func TestTwoProcessesSignOneIntentPerNonce(t *testing.T) {
 func TestVaultBackedSignerFailsClosed(t *testing.T) {
 	t.Parallel()
 	dev := vaulttest.Server(t)
-	vcfg := vault.Config{Addr: dev.Addr, Token: config.Secret(dev.RootToken), Timeout: 5 * time.Second, HealthInterval: 50 * time.Millisecond}
+	vcfg := vault.Config{Addr: dev.Addr, AllowPlaintextHTTP: true, Token: config.Secret(dev.RootToken), Timeout: 5 * time.Second, HealthInterval: 50 * time.Millisecond, KeyRecheckInterval: time.Second}
 	dev.CreateTransitKey(t, "txfence-signer")
 	ctx := context.Background()
 	backend, err := vault.Open(ctx, vcfg, nil)
@@ -235,6 +235,8 @@ func TestVaultBackedSignerFailsClosed(t *testing.T) {
 		prefix + "VAULT_ADDR":            dev.Addr,
 		prefix + "VAULT_TOKEN":           dev.RootToken,
 		prefix + "VAULT_HEALTH_INTERVAL": "50ms",
+		// The dev server listens on loopback over plain HTTP.
+		prefix + "VAULT_ALLOW_PLAINTEXT_HTTP": "true",
 	})
 	svc := servicetest.Start(t, signerd.Run, nil, env, "internal")
 	client := servicetest.Client(t, pki, "txmanager", signerd.Spec.Identity)
@@ -279,6 +281,7 @@ func TestRunRefusesToStartWithoutItsVault(t *testing.T) {
 	env = servicetest.Merge(env, map[string]string{
 		prefix + "KEY_BACKEND": "vault", prefix + "VAULT_ADDR": "http://127.0.0.1:1",
 		prefix + "VAULT_TOKEN": "dev-only-token", prefix + "VAULT_TIMEOUT": "1s",
+		prefix + "VAULT_ALLOW_PLAINTEXT_HTTP": "true", // refused for being unreachable, not for plain http
 	})
 	logs, err := servicetest.RunOnce(t, signerd.Run, nil, env)
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "vault") {

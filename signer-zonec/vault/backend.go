@@ -1,10 +1,12 @@
 package vault
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,12 +24,17 @@ import (
 // Backend keeps signerd's keys in Vault (see the package comment). It is
 // safe for concurrent use.
 //
-// Fail closed: Key serves a key, cached or not, only when Vault has
-// answered within HealthInterval as unsealed with signerd's token valid
-// (a token self-lookup, or the key's own read and unwrap). Otherwise it
-// asks Vault first and fails, with ErrSealed, ErrUnreachable or ErrDenied,
-// when Vault does not vouch. A failed check also drops the cache, so keys
-// are read and unwrapped afresh once Vault is back.
+// Fail closed, at two levels. Vault as a whole: Key serves a key, cached
+// or not, only when Vault has answered within HealthInterval as unsealed
+// with signerd's token valid (a token self-lookup, or a key's own read);
+// otherwise it asks Vault first and fails, with ErrSealed, ErrUnreachable
+// or ErrDenied, when Vault does not vouch, and drops every cached key.
+// Each key: a cached key is served only within KeyRecheckInterval of
+// Vault last showing its secret, the very version it was unwrapped from;
+// after that Key reads the secret again, and when it is gone (deleted,
+// destroyed), has changed, or cannot be read, drops the key. A dropped
+// key is destroyed at once, so a caller still holding it cannot sign with
+// it; it is read and unwrapped afresh once Vault vouches for it again.
 type Backend struct {
 	cfg    Config
 	client *api.Client
@@ -38,12 +45,30 @@ type Backend struct {
 
 	mu      sync.Mutex
 	vouched time.Time // when Vault last answered unsealed with a valid token
-	cache   map[common.Address]*signer.Key
-	issued  []*signer.Key // every key made, destroyed by Close
+	cache   map[common.Address]*cachedKey
 	closed  bool
 
 	stopRenew context.CancelFunc
 	renewDone chan struct{}
+}
+
+// cachedKey is a key unwrapped from one version of its secret.
+type cachedKey struct {
+	key     *signer.Key
+	version secretVersion
+	checked time.Time // when Vault last showed that version as the current one
+}
+
+// secretVersion names one version of a KV v2 secret. Version numbers
+// start again at 1 when a secret is deleted with its metadata and written
+// anew, so the version's creation time is part of the name.
+type secretVersion struct {
+	number  int
+	created time.Time
+}
+
+func (v secretVersion) same(o secretVersion) bool {
+	return v.number == o.number && v.created.Equal(o.created)
 }
 
 var _ signer.KeyBackend = (*Backend)(nil)
@@ -69,7 +94,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b := &Backend{
 		cfg: cfg, client: client, log: log.With("component", "vault", "vault_addr", cfg.Addr),
-		now: time.Now, cache: map[common.Address]*signer.Key{}, renewDone: make(chan struct{}),
+		now: time.Now, cache: map[common.Address]*cachedKey{}, renewDone: make(chan struct{}),
 	}
 	var secret *api.Secret
 	if cfg.Auth == AuthCert {
@@ -132,33 +157,103 @@ func (b *Backend) Key(ctx context.Context, addr common.Address) (*signer.Key, er
 	if err := b.vouch(ctx); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	k := b.cache[addr]
-	b.mu.Unlock()
-	if k != nil {
+	if k := b.recentlyChecked(addr); k != nil {
 		return k, nil
 	}
-	k, err := b.load(ctx, addr)
+	k, err := b.fetch(ctx, addr)
 	if err != nil {
-		if !errors.Is(err, signer.ErrUnknownKey) && (errors.Is(err, ErrSealed) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrDenied)) {
+		// Whatever Vault holds for addr now (nothing, something else, or
+		// no answer), it no longer vouches for the cached key.
+		b.drop(addr, err)
+		if errors.Is(err, ErrSealed) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrDenied) {
 			b.distrust()
 		}
 		return nil, err
 	}
+	return k, nil
+}
+
+// recentlyChecked returns addr's cached key when Vault showed its secret
+// unchanged within KeyRecheckInterval, nil otherwise.
+func (b *Backend) recentlyChecked(addr common.Address) *signer.Key {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	c := b.cache[addr]
+	if c == nil || b.now().Sub(c.checked) >= b.cfg.KeyRecheckInterval {
+		return nil
+	}
+	return c.key
+}
+
+// fetch reads addr's secret and returns the cached key when the secret is
+// still the version it was unwrapped from, or unwraps the secret read and
+// caches that key instead of the old one, which it destroys.
+func (b *Backend) fetch(ctx context.Context, addr common.Address) (*signer.Key, error) {
+	op := "read key " + addr.Hex()
+	s, err := b.client.KVv2(b.cfg.KVMount).Get(ctx, b.secretPath(addr))
+	if errors.Is(err, api.ErrSecretNotFound) || (err == nil && s.Data == nil) { // never stored, deleted or destroyed
+		return nil, signer.UnknownKey(addr)
+	}
+	if err != nil {
+		return nil, b.classify(op, err)
+	}
+	if s.VersionMetadata == nil || s.VersionMetadata.Version == 0 {
+		return nil, fmt.Errorf("%s: vault returned the secret without its version; refusing it", op)
+	}
+	version := secretVersion{number: s.VersionMetadata.Version, created: s.VersionMetadata.CreatedTime}
+	now := b.now()
+	b.mu.Lock()
+	if c := b.cache[addr]; c != nil && c.version.same(version) {
+		c.checked, b.vouched = now, now
+		b.mu.Unlock()
+		return c.key, nil
+	}
+	b.mu.Unlock()
+	k, err := b.unwrapSecret(ctx, op, addr, s.Data)
+	if err != nil {
+		return nil, err
+	}
+	return b.keep(addr, k, version, now)
+}
+
+// keep caches k, unwrapped from version of addr's secret at now, and
+// returns the key to serve.
+func (b *Backend) keep(addr common.Address, k *signer.Key, version secretVersion, now time.Time) (*signer.Key, error) {
+	b.mu.Lock()
 	if b.closed {
+		b.mu.Unlock()
 		k.Destroy()
 		return nil, errors.New("vault key backend is closed")
 	}
-	if cached := b.cache[addr]; cached != nil { // a concurrent Key got there first
+	old := b.cache[addr]
+	if old != nil && old.version.same(version) { // a concurrent Key got there first
+		b.mu.Unlock()
 		k.Destroy()
-		return cached, nil
+		return old.key, nil
 	}
-	b.cache[addr] = k
-	b.issued = append(b.issued, k)
-	b.vouched = b.now() // the read and unwrap just succeeded
+	b.cache[addr] = &cachedKey{key: k, version: version, checked: now}
+	b.vouched = now // the read and unwrap just succeeded
+	b.mu.Unlock()
+	if old != nil {
+		// Vault now holds another version of the secret: the key from the
+		// old one is no longer vouched for, even if it is the same key.
+		old.key.Destroy()
+		b.log.Warn("key changed in vault: the cached key was destroyed and the stored one unwrapped afresh", "address", addr.Hex(), "version", version.number)
+	}
 	return k, nil
+}
+
+// drop removes addr's key from the cache and destroys it.
+func (b *Backend) drop(addr common.Address, cause error) {
+	b.mu.Lock()
+	c := b.cache[addr]
+	delete(b.cache, addr)
+	b.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.key.Destroy()
+	b.log.Warn("vault no longer vouches for a cached key: it was dropped and destroyed, and nothing signs with it until vault vouches for it again", "address", addr.Hex(), "err", cause)
 }
 
 // Close stops token renewal, destroys every key the backend unwrapped
@@ -171,12 +266,12 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	for _, k := range b.issued {
-		k.Destroy()
-	}
-	b.issued = nil
-	clear(b.cache)
+	cached := b.cache
+	b.cache = map[common.Address]*cachedKey{}
 	b.mu.Unlock()
+	for _, c := range cached {
+		c.key.Destroy()
+	}
 	b.stopRenew()
 	<-b.renewDone
 	if b.cfg.Auth == AuthCert {
@@ -246,15 +341,22 @@ func (b *Backend) markVouched() {
 	b.mu.Unlock()
 }
 
-// distrust forgets the last good check and drops the cache: the next Key
-// asks Vault and, once it answers, reads and unwraps the key afresh. The
-// dropped keys are not destroyed here, since a caller may be signing with
-// one right now; Close destroys them.
+// distrust forgets the last good check and drops and destroys every cached
+// key: the next Key asks Vault and, once it answers, reads and unwraps the
+// key afresh. A caller signing with a dropped key right now finishes
+// first (Destroy waits for it); one that fetched it earlier gets an error.
 func (b *Backend) distrust() {
 	b.mu.Lock()
 	b.vouched = time.Time{}
-	clear(b.cache)
+	cached := b.cache
+	b.cache = map[common.Address]*cachedKey{}
 	b.mu.Unlock()
+	for _, c := range cached {
+		c.key.Destroy()
+	}
+	if len(cached) > 0 {
+		b.log.Warn("vault cannot vouch for signerd's keys: every cached key was dropped and destroyed", "keys", len(cached))
+	}
 }
 
 // The fields of a key's KV secret.
@@ -266,30 +368,24 @@ const (
 	fieldPrivateKey = "private_key"
 )
 
-// load reads addr's secret and unwraps it. The key must be stored in the
-// backend's mode (a plain key found by a transit-mode backend is refused:
-// the operator chose wrapping) and must belong to addr (a secret copied to
-// another address's path would otherwise sign as someone else).
-func (b *Backend) load(ctx context.Context, addr common.Address) (*signer.Key, error) {
-	op := "read key " + addr.Hex()
-	s, err := b.client.KVv2(b.cfg.KVMount).Get(ctx, b.secretPath(addr))
-	if errors.Is(err, api.ErrSecretNotFound) || (err == nil && s.Data == nil) { // never stored, or deleted
-		return nil, signer.UnknownKey(addr)
-	}
-	if err != nil {
-		return nil, b.classify(op, err)
-	}
-	mode, _ := s.Data[fieldMode].(string)
+// unwrapSecret unwraps the key in data, addr's secret. The key must be
+// stored in the backend's mode (a plain key found by a transit-mode
+// backend is refused: the operator chose wrapping) and must belong to addr
+// (a secret copied to another address's path would otherwise sign as
+// someone else).
+func (b *Backend) unwrapSecret(ctx context.Context, op string, addr common.Address, data map[string]any) (*signer.Key, error) {
+	mode, _ := data[fieldMode].(string)
 	if mode != b.cfg.Mode {
 		return nil, fmt.Errorf("%s: stored in mode %q, and this backend runs in mode %q; refusing it", op, mode, b.cfg.Mode)
 	}
 	var raw []byte
+	var err error
 	switch mode {
 	case ModeTransit:
-		raw, err = b.unwrap(ctx, op, s.Data)
+		raw, err = b.unwrap(ctx, op, data)
 	case ModeKV:
-		h, _ := s.Data[fieldPrivateKey].(string)
-		raw, err = hex.DecodeString(h)
+		h, _ := data[fieldPrivateKey].(string)
+		raw, err = decodeHex(h)
 		if err != nil {
 			err = fmt.Errorf("%s: the stored private key is not hex", op)
 		}
@@ -297,12 +393,7 @@ func (b *Backend) load(ctx context.Context, addr common.Address) (*signer.Key, e
 	if err != nil {
 		return nil, err
 	}
-	priv, err := crypto.ToECDSA(raw)
-	clear(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: the stored private key is not a secp256k1 key", op)
-	}
-	k, err := signer.NewKey(priv)
+	k, err := keyFromBytes(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -315,7 +406,8 @@ func (b *Backend) load(ctx context.Context, addr common.Address) (*signer.Key, e
 
 // unwrap decrypts a transit-wrapped key. Vault's answer arrives as a
 // base64 string inside a decoded JSON map, which Go cannot zero: the
-// decoded bytes are cleared, the strings wait for the collector.
+// buffers this package decodes it in are cleared (by keyFromBytes), the
+// strings wait for the collector.
 func (b *Backend) unwrap(ctx context.Context, op string, data map[string]any) ([]byte, error) {
 	ct, _ := data[fieldCiphertext].(string)
 	if ct == "" {
@@ -333,11 +425,40 @@ func (b *Backend) unwrap(ctx context.Context, op string, data map[string]any) ([
 		return nil, fmt.Errorf("%s: transit decrypt returned nothing", op)
 	}
 	pt, _ := s.Data["plaintext"].(string)
-	raw, err := base64.StdEncoding.DecodeString(pt)
+	b64 := []byte(pt)
+	defer clear(b64)
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, err := base64.StdEncoding.Decode(raw, b64)
 	if err != nil {
+		clear(raw)
 		return nil, fmt.Errorf("%s: transit decrypt returned no base64 plaintext", op)
 	}
-	return raw, nil
+	return raw[:n], nil
+}
+
+// decodeHex decodes a hex key into a buffer of its own, which the caller
+// clears (keyFromBytes does), and clears its copy of the hex digits.
+func decodeHex(h string) ([]byte, error) {
+	digits := []byte(h)
+	defer clear(digits)
+	raw := make([]byte, hex.DecodedLen(len(digits)))
+	n, err := hex.Decode(raw, digits)
+	if err != nil {
+		clear(raw)
+		return nil, err
+	}
+	return raw[:n], nil
+}
+
+// keyFromBytes makes a Key of the 32-byte scalar in raw and clears raw,
+// to its capacity, whether or not it holds a valid key.
+func keyFromBytes(raw []byte) (*signer.Key, error) {
+	defer clear(raw[:cap(raw)])
+	priv, err := crypto.ToECDSA(raw)
+	if err != nil {
+		return nil, errors.New("the stored private key is not a secp256k1 key")
+	}
+	return signer.NewKey(priv)
 }
 
 // Create generates a secp256k1 key, stores it (wrapped in mode transit),
@@ -366,16 +487,17 @@ func (b *Backend) Import(ctx context.Context, hexKey []byte) (signer.KeyInfo, er
 // input.
 func ParseHexKey(hexKey []byte) (*ecdsa.PrivateKey, error) {
 	defer clear(hexKey)
-	h := strings.TrimSpace(string(hexKey)) // a copy Go cannot clear; short-lived
-	h = strings.TrimPrefix(strings.TrimPrefix(h, "0x"), "0X")
+	// Trimmed in place: a string copy could not be cleared.
+	h := bytes.TrimSpace(hexKey)
+	h = bytes.TrimPrefix(bytes.TrimPrefix(h, []byte("0x")), []byte("0X"))
 	if len(h) != 64 {
 		return nil, fmt.Errorf("a private key is 64 hex digits; got %d characters", len(h))
 	}
-	raw, err := hex.DecodeString(h)
-	if err != nil {
+	raw := make([]byte, 32)
+	defer clear(raw)
+	if _, err := hex.Decode(raw, h); err != nil {
 		return nil, errors.New("the private key is not hex")
 	}
-	defer clear(raw)
 	priv, err := crypto.ToECDSA(raw)
 	if err != nil {
 		return nil, errors.New("not a valid secp256k1 private key")
@@ -415,8 +537,10 @@ func (b *Backend) store(ctx context.Context, priv *ecdsa.PrivateKey) (signer.Key
 	data := map[string]any{fieldAddress: strings.ToLower(addr.Hex()), fieldMode: b.cfg.Mode}
 	switch b.cfg.Mode {
 	case ModeTransit:
+		// encoding/json writes a []byte as the base64 transit expects,
+		// without a string copy of the key that could not be cleared.
 		s, err := b.client.Logical().WriteWithContext(ctx, b.cfg.TransitMount+"/encrypt/"+b.cfg.TransitKey,
-			map[string]any{"plaintext": base64.StdEncoding.EncodeToString(raw)})
+			map[string]any{"plaintext": raw})
 		if err != nil {
 			return signer.KeyInfo{}, b.classify(op+": transit encrypt", err)
 		}
@@ -430,7 +554,13 @@ func (b *Backend) store(ctx context.Context, priv *ecdsa.PrivateKey) (signer.Key
 		data[fieldCiphertext] = ct
 		data[fieldTransitKey] = b.cfg.TransitMount + "/" + b.cfg.TransitKey
 	case ModeKV:
-		data[fieldPrivateKey] = hex.EncodeToString(raw)
+		// The hex key as a JSON string built in a buffer that is
+		// cleared, rather than a Go string that cannot be.
+		quoted := make([]byte, 2+hex.EncodedLen(len(raw)))
+		defer clear(quoted)
+		quoted[0], quoted[len(quoted)-1] = '"', '"'
+		hex.Encode(quoted[1:len(quoted)-1], raw)
+		data[fieldPrivateKey] = json.RawMessage(quoted)
 	}
 	if _, err := b.client.KVv2(b.cfg.KVMount).Put(ctx, b.secretPath(addr), data, api.WithCheckAndSet(0)); err != nil {
 		err = b.classify(op, err)

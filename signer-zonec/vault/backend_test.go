@@ -54,14 +54,16 @@ func ctx(t *testing.T) context.Context {
 
 // setup starts a dev server with the transit key and returns it with a
 // config for mode (no token yet) whose health interval is 0: every Key
-// asks Vault.
+// asks Vault. The dev server listens on loopback over plain HTTP, which
+// the config must allow explicitly.
 func setup(t *testing.T, mode string) (*vaulttest.Dev, vault.Config) {
 	t.Helper()
 	dev := vaulttest.Server(t)
 	dev.CreateTransitKey(t, transitKey)
 	return dev, vault.Config{
-		Addr: dev.Addr, Mode: mode, KVMount: vaulttest.KVMount, KVPrefix: "txfence/test/keys",
+		Addr: dev.Addr, AllowPlaintextHTTP: true, Mode: mode, KVMount: vaulttest.KVMount, KVPrefix: "txfence/test/keys",
 		TransitMount: vaulttest.TransitMount, TransitKey: transitKey, Timeout: 5 * time.Second,
+		KeyRecheckInterval: 10 * time.Second,
 	}
 }
 
@@ -226,7 +228,8 @@ func TestSealedVaultFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Key(ctx(t), info.Address); err != nil {
+	served, err := b.Key(ctx(t), info.Address)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Ready(ctx(t)); err != nil {
@@ -237,6 +240,9 @@ func TestSealedVaultFailsClosed(t *testing.T) {
 	_, err = b.Key(ctx(t), info.Address)
 	if !errors.Is(err, vault.ErrSealed) || !strings.Contains(err.Error(), "sealed") {
 		t.Fatalf("key while sealed: %v, want ErrSealed", err)
+	}
+	if !served.Destroyed() {
+		t.Error("the key served before the seal was dropped without being destroyed")
 	}
 	if _, err := b.List(ctx(t)); !errors.Is(err, vault.ErrSealed) {
 		t.Errorf("list while sealed: %v, want ErrSealed", err)
@@ -287,7 +293,7 @@ func TestUnreachableVault(t *testing.T) {
 	}
 	addr := "http://" + ln.Addr().String()
 	ln.Close()
-	_, err = vault.Open(ctx(t), vault.Config{Addr: addr, Token: "t", Timeout: 2 * time.Second}, nil)
+	_, err = vault.Open(ctx(t), vault.Config{Addr: addr, AllowPlaintextHTTP: true, Token: "t", Timeout: 2 * time.Second, KeyRecheckInterval: time.Second}, nil)
 	if !errors.Is(err, vault.ErrUnreachable) || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), addr) {
 		t.Errorf("open: %v, want ErrUnreachable naming %s", err, addr)
 	}
@@ -300,7 +306,8 @@ func TestUnreachableVault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Key(ctx(t), info.Address); err != nil {
+	served, err := b.Key(ctx(t), info.Address)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := dev.Stop(); err != nil {
@@ -308,6 +315,9 @@ func TestUnreachableVault(t *testing.T) {
 	}
 	if _, err := b.Key(ctx(t), info.Address); !errors.Is(err, vault.ErrUnreachable) {
 		t.Errorf("key with vault stopped: %v, want ErrUnreachable", err)
+	}
+	if !served.Destroyed() {
+		t.Error("the key served before Vault went away was dropped without being destroyed")
 	}
 }
 
@@ -420,8 +430,9 @@ func TestCloseDestroysKeys(t *testing.T) {
 	if _, err := b.Key(ctx(t), info.Address); err == nil {
 		t.Error("Key after Close succeeded")
 	}
-	// The key still names its address; that it can no longer sign is
-	// package signer's to test (signing is not reachable from here).
+	if !k.Destroyed() {
+		t.Error("Close left a key it handed out usable")
+	}
 	if k.Address() != info.Address {
 		t.Error("destroyed key lost its address")
 	}
@@ -458,6 +469,7 @@ func TestCertAuth(t *testing.T) {
 	cfg := vault.Config{
 		Addr: dev.Addr, Auth: vault.AuthCert, CACert: dev.CACert, CertRole: "signerd",
 		KVMount: vaulttest.KVMount, KVPrefix: "txfence/test/keys", TransitMount: vaulttest.TransitMount, TransitKey: transitKey,
+		KeyRecheckInterval: 10 * time.Second,
 	}
 	caPEM, cert, key := clientCert(t)
 	cfg.ClientCert, cfg.ClientKey = cert, key

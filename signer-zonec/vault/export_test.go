@@ -9,3 +9,6 @@ func SetClock(b *Backend, now func() time.Time) {
 	defer b.mu.Unlock()
 	b.now = now
 }
+
+// KeyFromBytes is keyFromBytes, for the test that it clears its input.
+var KeyFromBytes = keyFromBytes

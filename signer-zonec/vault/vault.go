@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -53,6 +54,10 @@ const (
 // without Vault vouching for it: the point of the interval is that sealing
 // Vault stops signing promptly.
 const maxHealthInterval = time.Minute
+
+// maxKeyRecheckInterval bounds how long a key deleted in Vault may still
+// be used from memory.
+const maxKeyRecheckInterval = 30 * time.Second
 
 // Config is signerd's Vault connection and key layout, from
 // TXFENCE_SIGNER_VAULT_* variables. An empty Addr means signerd runs
@@ -100,6 +105,16 @@ type Config struct {
 	// valid; after it, the next Key asks Vault again and fails while Vault
 	// is sealed, unreachable or denying. 0 asks on every Key. At most 1m.
 	HealthInterval time.Duration `env:"HEALTH_INTERVAL" default:"5s"`
+	// KeyRecheckInterval is how long a cached key is used after Vault last
+	// showed its secret unchanged; after it, the next Key reads the secret
+	// again, and a key deleted, destroyed or rewritten in Vault (or no
+	// longer readable) is dropped and zeroed, while Vault's health and
+	// signerd's token stay good. More than 0 and at most 30s.
+	KeyRecheckInterval time.Duration `env:"KEY_RECHECK_INTERVAL" default:"10s"`
+	// AllowPlaintextHTTP accepts an http:// Addr with token auth, which
+	// sends signerd's token and every key it reads unencrypted: for a
+	// development Vault on loopback only.
+	AllowPlaintextHTTP bool `env:"ALLOW_PLAINTEXT_HTTP" default:"false"`
 }
 
 // withDefaults fills what config.Load would have, for configs built in
@@ -160,10 +175,22 @@ func (c Config) Validate() error {
 	if c.HealthInterval < 0 || c.HealthInterval > maxHealthInterval {
 		problems = append(problems, fmt.Errorf("VAULT_HEALTH_INTERVAL=%s: want 0 to %s", c.HealthInterval, maxHealthInterval))
 	}
+	if c.KeyRecheckInterval <= 0 || c.KeyRecheckInterval > maxKeyRecheckInterval {
+		problems = append(problems, fmt.Errorf("VAULT_KEY_RECHECK_INTERVAL=%s: want more than 0 and at most %s: a key deleted in Vault is used until its next re-check", c.KeyRecheckInterval, maxKeyRecheckInterval))
+	}
+	if c.Auth == AuthToken && isPlainHTTP(c.Addr) && !c.AllowPlaintextHTTP {
+		problems = append(problems, fmt.Errorf("VAULT_ADDR=%s is plain http: signerd's Vault token and every key it reads would cross the network unencrypted; use https:// (with VAULT_CACERT for a private CA), or, for a development Vault only, set VAULT_ALLOW_PLAINTEXT_HTTP=true", c.Addr))
+	}
 	if c.KVPrefix == "" {
 		problems = append(problems, errors.New("VAULT_KV_PREFIX must not be empty: signerd's keys need a path of their own"))
 	}
 	return errors.Join(problems...)
+}
+
+// isPlainHTTP reports whether addr is an http:// URL.
+func isPlainHTTP(addr string) bool {
+	u, err := url.Parse(addr)
+	return err == nil && strings.EqualFold(u.Scheme, "http")
 }
 
 // New makes a client for cfg. It does not contact Vault; with cert auth
