@@ -67,6 +67,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer svc.Close()
+	if err := preventCoreDumps(svc.Log); err != nil {
+		return err
+	}
 	if cfg.LockMemory {
 		lockMemory(svc.Log)
 	}
