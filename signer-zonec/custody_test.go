@@ -2,14 +2,18 @@ package signer_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/policy"
 	"github.com/txfence/txfence/signer-zonec/postgres"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 )
@@ -130,7 +134,8 @@ func TestNonceFarAheadIsRefused(t *testing.T) {
 	}
 }
 
-// checkAudited: res has an audit record with the outcome, naming the rule.
+// checkAudited: res has an audit record with the outcome, naming the rule
+// and carrying the digest of the whole request, approvals included.
 func checkAudited(t *testing.T, pool *pgxpool.Pool, res signer.Result, outcome signer.Outcome, rule string) {
 	t.Helper()
 	recs, err := postgres.New(pool).Audit(context.Background(), res.AuditSeq-1, 1)
@@ -139,6 +144,9 @@ func checkAudited(t *testing.T, pool *pgxpool.Pool, res signer.Result, outcome s
 	}
 	if len(recs) != 1 || recs[0].Entry.Outcome != outcome || !strings.Contains(string(recs[0].Body), `"`+rule+`"`) {
 		t.Errorf("audit record %d: %+v, want %s by %s", res.AuditSeq, recs, outcome, rule)
+	}
+	if full := signer.FullRequestDigest(res.Request).Hex(); len(recs) == 1 && !strings.Contains(string(recs[0].Body), full) {
+		t.Errorf("audit record %d does not carry the full request digest %s: %s", res.AuditSeq, full, recs[0].Body)
 	}
 }
 
@@ -210,5 +218,76 @@ func TestDecisionsUseTheDatabaseClock(t *testing.T) {
 	}
 	if _, err := svc.Evaluate(context.Background(), devRequest("tx-2", 31337, 1, signer.DynamicFee, 1, gwei(30))); err != nil || asked.Sub(before) < 2*time.Hour {
 		t.Errorf("the dry run asked policy at %s (%v), not at the store's clock", asked, err)
+	}
+}
+
+// windowsPolicy is a real policy file: the dev signer pays a token within
+// a per-transaction cap and an hourly window, and spends fees within an
+// hourly fee window.
+const windowsPolicy = `{
+  "version": "windows-1",
+  "chains": [31337],
+  "tokens": {"tok": {"chain": 31337, "address": "0x00000000000000000000000000000000000070c0", "standard": "erc20"}},
+  "rules": [{
+    "id": "payouts", "effect": "allow",
+    "match": {"from": ["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]},
+    "tokens": {"tok": {"max_amount_per_tx": "600", "windows": [{"duration": "1h", "max_amount": "1000"}]}},
+    "limits": {"max_value_per_tx": "0", "max_fee_per_gas": "100000000000", "max_gas": 100000,
+               "fee_windows": [{"duration": "1h", "max_fee": "21000000000000000"}]}
+  }]
+}`
+
+// TestTokenAndFeeWindowsCountSignerdsOwnRecord: the token units and fees
+// policy limits come from what signerd recorded (a restarted signerd sees
+// the same), counted once per nonce, whatever the caller claims.
+func TestTokenAndFeeWindowsCountSignerdsOwnRecord(t *testing.T) {
+	t.Parallel()
+	pool, _ := migratedPool(t)
+	pol, err := policy.Parse([]byte(windowsPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := signertest.NewMemoryKeys(t, devKeyHex)
+	token := common.HexToAddress("0x00000000000000000000000000000000000070c0")
+	pay := func(txID string, nonce uint64, units int64, fee *big.Int) *signer.Request {
+		data := append([]byte{0xa9, 0x05, 0x9c, 0xbb}, common.LeftPadBytes(bob.Bytes(), 32)...)
+		data = append(data, common.LeftPadBytes(big.NewInt(units).Bytes(), 32)...)
+		r := devRequest(txID, 31337, nonce, signer.DynamicFee, 0, fee)
+		r.To, r.Data, r.Gas = &token, data, 50000
+		return r
+	}
+	svc := newService(t, pool, keys, pol)
+	if res := signOne(t, svc, pay("pay-1", 0, 600, gwei(80))); res.Outcome != signer.OutcomeSigned {
+		t.Fatalf("600 units: %v %v", res.Outcome, res.Decision.Reasons)
+	}
+	if res := signOne(t, svc, pay("pay-2", 1, 601, gwei(1))); res.Outcome != signer.OutcomeDenied {
+		t.Errorf("601 units, above the per-transaction cap: %v", res.Outcome)
+	}
+	var recorded string
+	if err := pool.QueryRow(context.Background(), `SELECT token_amount::text FROM signature WHERE tx_id = 'pay-1'`).Scan(&recorded); err != nil || recorded != "600" {
+		t.Fatalf("recorded token amount %q (%v), want 600", recorded, err)
+	}
+	// A restarted signerd: 600 of 1000 units spent this hour.
+	svc = newService(t, pool, keys, pol)
+	if res := signOne(t, svc, pay("pay-3", 1, 401, gwei(1))); res.Outcome != signer.OutcomeDenied {
+		t.Errorf("600+401 units in the window: %v", res.Outcome)
+	}
+	// Fees: pay-1 may cost 50000 × 80 gwei = 0.004 ETH of the 0.021 ETH
+	// an hour; a fee bump of it replaces that cost, it does not add to it.
+	bump := pay("pay-1", 0, 600, gwei(88))
+	bump.MaxPriorityFeePerGas = gwei(9)
+	if res := signOne(t, svc, bump); res.Outcome != signer.OutcomeSigned {
+		t.Fatalf("a fee bump: %v %v", res.Outcome, res.Decision.Reasons)
+	}
+	// 0.0044 so far; three more at 0.005 reach 0.0194, a fourth would not
+	// fit (were the bump added to its original, the third would not).
+	for n := uint64(1); n <= 4; n++ {
+		want := signer.OutcomeSigned
+		if n == 4 {
+			want = signer.OutcomeDenied
+		}
+		if res := signOne(t, svc, pay(fmt.Sprint("fee-", n), n, 1, gwei(100))); res.Outcome != want {
+			t.Errorf("fee window, transaction %d: %v %v, want %v", n, res.Outcome, res.Decision.Reasons, want)
+		}
 	}
 }

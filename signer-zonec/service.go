@@ -474,6 +474,8 @@ func (s *Service) auditEntry(caller string, now time.Time, res *Result) AuditEnt
 		RequestDigest: r.Digest(), Outcome: res.Outcome, RuleID: res.Decision.RuleID, Reasons: res.Decision.Reasons,
 		Approvals: res.Decision.Approved, PolicyVersion: s.Policy.Version(), PolicyHash: s.Policy.Hash(),
 	}
+	full := FullRequestDigest(r)
+	e.FullRequestDigest = &full
 	if res.Outcome != OutcomeRefused {
 		e.Reuse = res.Reuse.String()
 	}
