@@ -29,6 +29,9 @@ type Config struct {
 	// PolicyFile is the signing policy, loaded once at start; its hash is
 	// in every audit record. Required to serve.
 	PolicyFile string `env:"POLICY_FILE"`
+	// MaxNonceAhead bounds how far above a sender's next nonce a fresh
+	// nonce is signed (signer.Service.MaxNonceAhead).
+	MaxNonceAhead uint64 `env:"MAX_NONCE_AHEAD" default:"64"`
 	// LockMemory locks signerd's memory (mlockall) so unwrapped keys stay
 	// out of swap. Turn it off only where a process must not lock memory
 	// (tests running signerd inside a larger process).
@@ -40,6 +43,10 @@ type Config struct {
 	// Checkpoint anchors the audit log outside the database.
 	Checkpoint CheckpointConfig `envprefix:"CHECKPOINT_"`
 }
+
+// maxNonceAheadLimit caps MAX_NONCE_AHEAD: a bound in the thousands is
+// no bound against stockpiling.
+const maxNonceAheadLimit = 1024
 
 // Spec names signerd.
 var Spec = daemon.Spec{Binary: "signerd", Identity: "signer", EnvPrefix: "TXFENCE_SIGNER_", Migrations: postgres.Migrations}
@@ -77,6 +84,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
+	if cfg.MaxNonceAhead < 1 || cfg.MaxNonceAhead > maxNonceAheadLimit {
+		return fmt.Errorf("TXFENCE_SIGNER_MAX_NONCE_AHEAD=%d: want 1 to %d (how many nonces from a sender's next one signerd signs)", cfg.MaxNonceAhead, maxNonceAheadLimit)
+	}
 	if cfg.PolicyFile == "" {
 		return errors.New("TXFENCE_SIGNER_POLICY_FILE is required to serve: signerd signs nothing without a policy")
 	}
@@ -111,7 +121,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer checkpoints.close()
 	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "audit_checkpoint", Fn: checkpoints.ready})
 
-	service := &signer.Service{Keys: keys, Policy: pol, Store: countingStore{Store: store, appended: checkpoints.appended}}
+	service := &signer.Service{Keys: keys, Policy: pol, Store: countingStore{Store: store, appended: checkpoints.appended}, MaxNonceAhead: cfg.MaxNonceAhead}
 	httpapi.New(service, svc.HTTP.Registry()).Mount(svc.HTTP.Router)
 	// The last checkpoint anchors the head after the last request served:
 	// the checkpointer stops only once the listeners have.

@@ -138,6 +138,11 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		t.Errorf("serving without a policy: %v", err)
 	}
 	_, env = baseEnv(t)
+	env[prefix+"MAX_NONCE_AHEAD"] = "0"
+	if _, err := servicetest.RunOnce(t, signerd.Run, nil, servicetest.Merge(env, keystoreEnv(t))); err == nil || !strings.Contains(err.Error(), "MAX_NONCE_AHEAD=0") {
+		t.Errorf("a look-ahead of 0: %v", err)
+	}
+	_, env = baseEnv(t)
 	if _, err := servicetest.RunOnce(t, signerd.Run, nil, env); err == nil || !strings.Contains(err.Error(), "no key backend configured") {
 		t.Errorf("serving without keys: %v", err)
 	}
@@ -150,7 +155,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 func TestTwoProcessesSignOneIntentPerNonce(t *testing.T) {
 	t.Parallel()
 	pki, env := baseEnv(t)
-	env = servicetest.Merge(env, keystoreEnv(t), map[string]string{prefix + "LOCK_MEMORY": "true"})
+	env = servicetest.Merge(env, keystoreEnv(t), map[string]string{prefix + "LOCK_MEMORY": "true", prefix + "MAX_NONCE_AHEAD": "8"})
 	bin := servicetest.Build(t, "github.com/txfence/txfence/signer-zonec/cmd/signerd")
 	procs := []*servicetest.Process{
 		servicetest.StartProcess(t, bin, nil, env, "internal"),
@@ -208,6 +213,14 @@ func TestTwoProcessesSignOneIntentPerNonce(t *testing.T) {
 	}
 	if _, o := sign(t, client, procs[0].URL("internal"), transferJSON(winner, 5, value, "20000000000")); o != "refused" {
 		t.Errorf("a lower fee at the nonce: %s", o)
+	}
+	// MAX_NONCE_AHEAD=8: with nonce 5 signed, nonces 6 to 13 are signed,
+	// 14 is too far ahead.
+	if _, o := sign(t, client, procs[0].URL("internal"), transferJSON("ahead-14", 14, "1", "30000000000")); o != "refused" {
+		t.Errorf("nonce 14, 9 above the next: %s", o)
+	}
+	if _, o := sign(t, client, procs[1].URL("internal"), transferJSON("ahead-13", 13, "1", "30000000000")); o != "signed" {
+		t.Errorf("nonce 13, 8 above the next: %s", o)
 	}
 }
 
