@@ -25,6 +25,7 @@ import (
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/tracing"
 )
 
 // Config is gatewayd's configuration, from TXFENCE_GATEWAY_* variables.
@@ -109,7 +110,7 @@ func (p PublicListener) Validate() error {
 
 // Spec names gatewayd. Its identity is what it presents to the services it
 // calls.
-var Spec = daemon.Spec{Binary: "gatewayd", Identity: "gateway", EnvPrefix: "TXFENCE_GATEWAY_", Migrations: postgres.Migrations}
+var Spec = daemon.Spec{Binary: "gatewayd", Identity: "gateway", EnvPrefix: "TXFENCE_GATEWAY_", Migrations: postgres.Migrations, TraceContext: tracing.Middleware}
 
 // Run runs gatewayd: `serve` (the default), `migrate`, or `bootstrap`
 // (see Bootstrap).

@@ -35,6 +35,7 @@ import (
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/tracing"
 )
 
 // Config is ledgerd's configuration, from TXFENCE_LEDGER_* variables. Its
@@ -79,7 +80,7 @@ type Config struct {
 }
 
 // Spec names ledgerd.
-var Spec = daemon.Spec{Binary: "ledgerd", Identity: "ledger", EnvPrefix: "TXFENCE_LEDGER_", Migrations: postgres.Migrations}
+var Spec = daemon.Spec{Binary: "ledgerd", Identity: "ledger", EnvPrefix: "TXFENCE_LEDGER_", Migrations: postgres.Migrations, TraceContext: tracing.Middleware}
 
 // Run runs ledgerd: `serve` (the default) or `migrate`.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

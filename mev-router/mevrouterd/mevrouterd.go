@@ -28,6 +28,7 @@ import (
 	"github.com/txfence/txfence/mev-router/httpapi"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/tracing"
 )
 
 // Config is mevrouterd's configuration, from TXFENCE_MEVROUTER_* variables.
@@ -133,7 +134,7 @@ func (c Config) autoRule() (*mevrouter.AutoRule, error) {
 }
 
 // Spec names mevrouterd.
-var Spec = daemon.Spec{Binary: "mevrouterd", Identity: "mevrouter", EnvPrefix: "TXFENCE_MEVROUTER_"}
+var Spec = daemon.Spec{Binary: "mevrouterd", Identity: "mevrouter", EnvPrefix: "TXFENCE_MEVROUTER_", TraceContext: tracing.Middleware}
 
 // Run runs mevrouterd. Its only command is `serve` (the default).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -108,6 +109,11 @@ type Spec struct {
 	// Migrations is the service's schema; required when its config
 	// embeds Database.
 	Migrations *pg.Migrations
+	// TraceContext makes the middleware that takes a caller's trace
+	// context on to the calls the service makes: tracing.Middleware for
+	// every service that calls another. Nil (signerd, which calls none):
+	// the caller's trace id is only logged (httpserver.Options).
+	TraceContext func(service string) func(http.Handler) http.Handler
 }
 
 // Service is a service's common wiring: logger, database, mTLS source and
@@ -165,7 +171,11 @@ func Setup(ctx context.Context, spec Spec, args []string, getenv func(string) st
 		svc.Close()
 		return nil, err
 	}
-	svc.HTTP = httpserver.New(httpserver.Options{Service: spec.Identity, Logger: log, Ready: ready})
+	opts := httpserver.Options{Service: spec.Identity, Logger: log, Ready: ready}
+	if spec.TraceContext != nil {
+		opts.TraceContext = spec.TraceContext(spec.Identity)
+	}
+	svc.HTTP = httpserver.New(opts)
 	return svc, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/tracing"
 )
 
 // Options tune New.
@@ -49,7 +50,7 @@ func New(tlsConfig *tls.Config, opts Options) *http.Client {
 	}
 	return &http.Client{
 		Timeout:   opts.Timeout,
-		Transport: otelhttp.NewTransport(requestIDTransport{base}, otelhttp.WithPropagators(httpserver.Propagator)),
+		Transport: otelhttp.NewTransport(requestIDTransport{base}, otelhttp.WithPropagators(tracing.Propagator)),
 	}
 }
 

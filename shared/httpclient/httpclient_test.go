@@ -16,6 +16,7 @@ import (
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/tracing"
 )
 
 // TestTraceAndRequestIDFollowTheCall sends a request with a traceparent and
@@ -29,7 +30,7 @@ func TestTraceAndRequestIDFollowTheCall(t *testing.T) {
 	}
 
 	var logB syncBuffer
-	b := httpserver.New(httpserver.Options{Service: "txmanager", Logger: slog.New(slog.NewJSONHandler(&logB, nil))})
+	b := httpserver.New(httpserver.Options{Service: "txmanager", Logger: slog.New(slog.NewJSONHandler(&logB, nil)), TraceContext: tracing.Middleware("txmanager")})
 	b.Router.With(mtls.Allow("gateway")).Get("/inner", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -47,7 +48,7 @@ func TestTraceAndRequestIDFollowTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := httpclient.New(srcA.ClientConfig("txmanager"), httpclient.Options{Timeout: 5 * time.Second})
-	a := httpserver.New(httpserver.Options{Service: "gateway"})
+	a := httpserver.New(httpserver.Options{Service: "gateway", TraceContext: tracing.Middleware("gateway")})
 	a.Router.Get("/outer", func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), "GET", srvB.URL+"/inner", nil)
 		resp, err := client.Do(req)

@@ -1,7 +1,12 @@
 // Package httpserver is the HTTP stack every txfence service serves: a chi
 // router with request ids, an access log, panic recovery, Prometheus
-// metrics, trace context propagation, /healthz, /readyz and /metrics, and
+// metrics, the caller's trace context, /healthz, /readyz and /metrics, and
 // listeners that shut down gracefully within a bound.
+//
+// It links no tracing library: a service that carries trace context on to
+// the services it calls passes Options.TraceContext (package tracing, with
+// OpenTelemetry); without it the caller's trace id is only logged. signerd,
+// which calls no service, does without, and so without OpenTelemetry.
 package httpserver
 
 import (
@@ -20,9 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/mtls"
@@ -47,6 +49,12 @@ type Options struct {
 	Ready []Check
 	// CheckTimeout bounds each readiness check; zero means two seconds.
 	CheckTimeout time.Duration
+	// TraceContext, when set, is the middleware that takes the caller's
+	// trace context into the request's context, so that calls made with
+	// it carry the trace on, and adds trace_id to the request's logger
+	// (WithLogger): tracing.Middleware. Nil: the trace id of a valid W3C
+	// traceparent header is logged, and the trace goes no further.
+	TraceContext func(http.Handler) http.Handler
 }
 
 // Server is a service's HTTP handler: mount API routes on Router.
@@ -97,7 +105,11 @@ func (s *Server) PublicRouter() chi.Router { return s.newRouter(false) }
 
 func (s *Server) newRouter(withMetrics bool) chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.traceContext, s.observe, s.recoverer)
+	traceContext := s.opts.TraceContext
+	if traceContext == nil {
+		traceContext = logTraceID
+	}
+	r.Use(s.requestID, traceContext, s.observe, s.recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, errs.Errorf(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -223,6 +235,12 @@ func Logger(ctx context.Context) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// WithLogger returns ctx with l as the request-scoped logger Logger
+// returns, for middleware that learns more about a request (its trace).
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey, l)
+}
+
 // requestID takes the caller's X-Request-Id when it is sane, so one id
 // follows a request across services, and makes one up otherwise.
 func (s *Server) requestID(next http.Handler) http.Handler {
@@ -233,28 +251,50 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), requestIDKey, id)
-		ctx = context.WithValue(ctx, loggerKey, s.log.With("request_id", id))
+		ctx = WithLogger(ctx, s.log.With("request_id", id))
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// traceContext extracts W3C trace context from the request, so spans and
-// log lines of one request share a trace id across hops.
-func (s *Server) traceContext(next http.Handler) http.Handler {
-	h := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
-			ctx := context.WithValue(r.Context(), loggerKey, Logger(r.Context()).With("trace_id", sc.TraceID().String()))
-			r = r.WithContext(ctx)
+// logTraceID adds the trace id of the caller's W3C traceparent header to
+// the request's logger, so that log lines of one request share a trace id
+// across hops. It is the trace context of a server without
+// Options.TraceContext.
+func logTraceID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := traceIDOf(r.Header.Get("traceparent")); ok {
+			r = r.WithContext(WithLogger(r.Context(), Logger(r.Context()).With("trace_id", id)))
 		}
 		next.ServeHTTP(w, r)
-	}), s.opts.Service, otelhttp.WithPropagators(Propagator), otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return r.Method + " " + r.URL.Path
-	}))
-	return h
+	})
 }
 
-// Propagator is the trace context format used on every hop.
-var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+// traceIDOf returns the trace id of a W3C traceparent header
+// (version-traceid-parentid-flags, lowercase hex), and whether the header
+// is valid: a version after 00 may append fields, version ff is invalid,
+// and neither id may be all zeros.
+func traceIDOf(traceparent string) (string, bool) {
+	const length = 2 + 1 + 32 + 1 + 16 + 1 + 2
+	if len(traceparent) < length {
+		return "", false
+	}
+	version, traceID, parentID, flags := traceparent[0:2], traceparent[3:35], traceparent[36:52], traceparent[53:55]
+	if traceparent[2] != '-' || traceparent[35] != '-' || traceparent[52] != '-' ||
+		!lowerHex(version) || version == "ff" || !lowerHex(flags) ||
+		!lowerHex(traceID) || allZeros(traceID) || !lowerHex(parentID) || allZeros(parentID) {
+		return "", false
+	}
+	if len(traceparent) > length && (version == "00" || traceparent[length] != '-') {
+		return "", false
+	}
+	return traceID, true
+}
+
+func lowerHex(s string) bool {
+	return strings.IndexFunc(s, func(c rune) bool { return !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') }) < 0
+}
+
+func allZeros(s string) bool { return strings.Trim(s, "0") == "" }
 
 // recoverer turns a panic into a 500 problem and a log line with the stack,
 // so one bad request never takes the process down.

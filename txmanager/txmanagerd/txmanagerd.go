@@ -20,6 +20,7 @@ import (
 
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpclient"
+	"github.com/txfence/txfence/shared/tracing"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
@@ -67,7 +68,7 @@ type Config struct {
 }
 
 // Spec names txmanagerd.
-var Spec = daemon.Spec{Binary: "txmanagerd", Identity: "txmanager", EnvPrefix: "TXFENCE_TXMANAGER_", Migrations: postgres.Migrations}
+var Spec = daemon.Spec{Binary: "txmanagerd", Identity: "txmanager", EnvPrefix: "TXFENCE_TXMANAGER_", Migrations: postgres.Migrations, TraceContext: tracing.Middleware}
 
 // Run runs txmanagerd: `serve` (the default) or `migrate`.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
