@@ -37,7 +37,8 @@ setup-test:
 
 build:
 	@mkdir -p $(BIN)
-	go build -o $(BIN)/ ./gateway/cmd/gatewayd ./gateway/cmd/txctl ./txmanager/cmd/txmanagerd ./signer-zonec/cmd/signerd \
+	go build -o $(BIN)/ ./gateway/cmd/gatewayd ./gateway/cmd/txctl ./txmanager/cmd/txmanagerd \
+		./signer-zonec/cmd/signerd ./signer-zonec/cmd/signerd-dev ./signer-zonec/cmd/signerctl \
 		./mev-router/cmd/mevrouterd ./ledger/cmd/ledgerd ./deploy/cmd/devstack
 
 run: setup build

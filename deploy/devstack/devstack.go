@@ -46,7 +46,8 @@ const EnvPrefix = "TXFENCE_DEVSTACK_"
 
 // Config is what can be changed about the local stack.
 type Config struct {
-	// BinDir holds the five service binaries (make build puts them there).
+	// BinDir holds the five service binaries and signerctl (make build
+	// puts them there).
 	BinDir string `env:"BIN_DIR" default:".build/bin"`
 	// StateDir keeps certificates, a throwaway PostgreSQL cluster and
 	// logs between runs; it is git-ignored.
@@ -87,14 +88,20 @@ type service struct {
 	database bool
 }
 
-// services in start order: each one's callees first.
+// services in start order: each one's callees first. The signer is
+// signerd-dev, signerd with the development keystore that holds anvil's
+// keys here; deployments run signerd, with Vault.
 var services = []service{
-	{"signer", "signerd", "TXFENCE_SIGNER_", true},
+	{"signer", "signerd-dev", "TXFENCE_SIGNER_", true},
 	{"mevrouter", "mevrouterd", "TXFENCE_MEVROUTER_", false},
 	{"txmanager", "txmanagerd", "TXFENCE_TXMANAGER_", true},
 	{"ledger", "ledgerd", "TXFENCE_LEDGER_", true},
 	{"gateway", "gatewayd", "TXFENCE_GATEWAY_", true},
 }
+
+// signerctl is the signer's operator command, which makes signerd's
+// checkpoint key.
+const signerctl = "signerctl"
 
 // Identity is the certificate identity devstack checks health with; an
 // operator's curl can use it too.
@@ -175,8 +182,12 @@ type exit struct {
 
 func (s *stack) start(ctx context.Context) error {
 	s.exited = make(chan exit, len(services))
+	binaries := []string{signerctl}
 	for _, svc := range services {
-		if _, err := os.Stat(filepath.Join(s.cfg.BinDir, svc.binary)); err != nil {
+		binaries = append(binaries, svc.binary)
+	}
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(s.cfg.BinDir, b)); err != nil {
 			return fmt.Errorf("service binary missing (%v): run make build, or make run which builds first", err)
 		}
 	}
@@ -475,7 +486,7 @@ func (s *stack) signerKeys(ctx context.Context) error {
 type signerDatabase struct {
 	ownerURL, serveURL, serveRole string
 	// checkpointKey is signerd's checkpoint key; checkpoints is the file
-	// its audit checkpoints go to, for signerd audit verify --checkpoints
+	// its audit checkpoints go to, for signerctl audit verify --checkpoints
 	// with the public key in checkpointKey + ".pub".
 	checkpointKey, checkpoints string
 }
@@ -484,7 +495,7 @@ type signerDatabase struct {
 // devstack's superuser owns the tables and migrates, and signerd serves as
 // a role of its own (PREFIX + "signer_serve", its password kept in the
 // state directory) that can append to the audit log but never change it.
-// It also gives signerd a checkpoint key, made by signerd itself, and a
+// It also gives signerd a checkpoint key, made by signerctl, and a
 // checkpoint file; a database that is new this run starts a new file,
 // since the old one anchors a log that is gone.
 func (s *stack) signerDatabase(ctx context.Context) error {
@@ -537,11 +548,11 @@ func (s *stack) signerDatabase(ctx context.Context) error {
 	if _, err := os.Stat(s.signerDB.checkpointKey); !errors.Is(err, fs.ErrNotExist) {
 		return err // nil: made by an earlier run
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(s.cfg.BinDir, svc.binary), "audit", "new-checkpoint-key", "--out", s.signerDB.checkpointKey)
+	cmd := exec.CommandContext(ctx, filepath.Join(s.cfg.BinDir, signerctl), "audit", "new-checkpoint-key", "--out", s.signerDB.checkpointKey)
 	cmd.Stderr = s.out.writer(svc.identity)
 	publicKey, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("signerd audit new-checkpoint-key: %w", err)
+		return fmt.Errorf("signerctl audit new-checkpoint-key: %w", err)
 	}
 	return os.WriteFile(s.signerDB.checkpointKey+".pub", publicKey, 0o644)
 }

@@ -172,11 +172,11 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: signerd's checkpoint public key: %v", run, err)
 		}
-		verify := exec.Command(filepath.Join(bin, "signerd"), "audit", "verify",
+		verify := exec.Command(filepath.Join(bin, "signerctl"), "audit", "verify",
 			"--checkpoints", filepath.Join(state, "signer-audit-checkpoints.jsonl"), "--public-key", strings.TrimSpace(string(publicKey)))
 		verify.Env = append(os.Environ(), "TXFENCE_SIGNER_DATABASE_URL="+databaseURL(t, admin, prefix+"signer"))
 		if out, err := verify.CombinedOutput(); err != nil || !strings.Contains(string(out), "audit log intact") {
-			t.Errorf("run %d: signerd audit verify --checkpoints: %v\n%s", run, err, out)
+			t.Errorf("run %d: signerctl audit verify --checkpoints: %v\n%s", run, err, out)
 		}
 		for _, port := range append([]int{gatewayPort}, basePort, basePort+4) {
 			if conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
@@ -196,7 +196,7 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 func TestANewChainUnderOldDatabasesIsRefused(t *testing.T) {
 	t.Parallel()
 	bin, state := t.TempDir(), t.TempDir()
-	for _, name := range []string{"signerd", "mevrouterd", "txmanagerd", "ledgerd", "gatewayd"} {
+	for _, name := range []string{"signerd-dev", "signerctl", "mevrouterd", "txmanagerd", "ledgerd", "gatewayd"} {
 		if err := os.WriteFile(filepath.Join(bin, name), nil, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -426,14 +426,15 @@ func signerKeys(t *testing.T, client *http.Client, url string) []string {
 	return keys
 }
 
-// buildServices builds the five service binaries and devstack into dir,
-// as make build does into .build/bin.
+// buildServices builds the five service binaries (signerd as signerd-dev),
+// signerctl and devstack into dir, as make build does into .build/bin.
 func buildServices(t *testing.T, dir string) {
 	t.Helper()
 	cmd := exec.Command("go", "build", "-o", dir+"/",
 		"github.com/txfence/txfence/gateway/cmd/gatewayd",
 		"github.com/txfence/txfence/txmanager/cmd/txmanagerd",
-		"github.com/txfence/txfence/signer-zonec/cmd/signerd",
+		"github.com/txfence/txfence/signer-zonec/cmd/signerd-dev",
+		"github.com/txfence/txfence/signer-zonec/cmd/signerctl",
 		"github.com/txfence/txfence/mev-router/cmd/mevrouterd",
 		"github.com/txfence/txfence/ledger/cmd/ledgerd",
 		"github.com/txfence/txfence/deploy/cmd/devstack")

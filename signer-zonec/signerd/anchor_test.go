@@ -2,6 +2,7 @@ package signerd_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,14 +14,17 @@ import (
 
 	"github.com/txfence/txfence/shared/servicetest"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/signerctl"
 	"github.com/txfence/txfence/signer-zonec/signerd"
+	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 )
 
 // deployedEnv is signerd's environment as a deployment has it: a database
 // whose owner migrates (signerd migrate, twice) and whose serving role
 // serves, a checkpoint key and file, the test PKI, the development policy
-// and a keystore of the dev keys.
+// and a keystore of the dev keys, which signerd-dev (devsignerd.Run) serves
+// from.
 func deployedEnv(t *testing.T) (pki string, db *signertest.Database, env map[string]string) {
 	t.Helper()
 	pki = servicetest.PKI(t)
@@ -42,14 +46,14 @@ func TestServeRefusesAPrivilegedDatabaseRole(t *testing.T) {
 	t.Parallel()
 	_, db, env := deployedEnv(t)
 	asOwner := servicetest.Merge(env, map[string]string{prefix + "DATABASE_URL": db.OwnerURL})
-	_, err := servicetest.RunOnce(t, signerd.Run, nil, asOwner)
+	_, err := servicetest.RunOnce(t, devsignerd.Run, nil, asOwner)
 	for _, want := range []string{"owns audit_log", "TXFENCE_SIGNER_SERVE_ROLE", "TXFENCE_SIGNER_OWNER_DATABASE_URL"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("serving as the owner: %v; want a refusal saying %q", err, want)
 		}
 	}
 	allowed := servicetest.Merge(asOwner, map[string]string{prefix + "ALLOW_PRIVILEGED_DATABASE_ROLE": "true"})
-	svc := servicetest.Start(t, signerd.Run, nil, allowed, "internal")
+	svc := servicetest.Start(t, devsignerd.Run, nil, allowed, "internal")
 	if !strings.Contains(svc.Logs(), "serving as a privileged database role") {
 		t.Errorf("serving as the owner, allowed for development, without a warning:\n%s", svc.Logs())
 	}
@@ -59,14 +63,14 @@ func TestServeRefusesWithoutACheckpointKey(t *testing.T) {
 	t.Parallel()
 	_, _, env := deployedEnv(t)
 	delete(env, prefix+"CHECKPOINT_KEY_FILE")
-	_, err := servicetest.RunOnce(t, signerd.Run, nil, env)
+	_, err := servicetest.RunOnce(t, devsignerd.Run, nil, env)
 	if err == nil || !strings.Contains(err.Error(), "CHECKPOINT_KEY_FILE is required") {
 		t.Errorf("serving without a checkpoint key: %v; want a refusal naming the setting", err)
 	}
 }
 
 // TestCheckpointsAnchorTheAuditLog runs signerd as a process with a key
-// made by its own command: a checkpoint at start, one once enough
+// made by signerctl: a checkpoint at start, one once enough
 // records were appended, and one at shutdown, each in the file and in
 // the log stream, and audit verify holds the log to them. Then the tables'
 // owner cuts the log back and rewinds its head, which the database alone
@@ -77,12 +81,12 @@ func TestCheckpointsAnchorTheAuditLog(t *testing.T) {
 	pki, db, env := deployedEnv(t)
 	dir := t.TempDir()
 	keyFile, file := filepath.Join(dir, "checkpoint.key"), filepath.Join(dir, "checkpoints.jsonl")
-	out, err := servicetest.RunOnce(t, signerd.Run, []string{"audit", "new-checkpoint-key", "--out", keyFile}, nil)
+	out, err := signerctlRun(nil, "audit", "new-checkpoint-key", "--out", keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	publicKey := strings.TrimSpace(out)
-	if _, err := servicetest.RunOnce(t, signerd.Run, []string{"audit", "new-checkpoint-key", "--out", keyFile}, nil); err == nil {
+	if _, err := signerctlRun(nil, "audit", "new-checkpoint-key", "--out", keyFile); err == nil {
 		t.Error("new-checkpoint-key overwrote an existing key")
 	}
 	env = servicetest.Merge(env, map[string]string{
@@ -91,7 +95,7 @@ func TestCheckpointsAnchorTheAuditLog(t *testing.T) {
 		// and at shutdown.
 		prefix + "CHECKPOINT_INTERVAL": "1h", prefix + "CHECKPOINT_RECORDS": "3",
 	})
-	bin := servicetest.Build(t, "github.com/txfence/txfence/signer-zonec/cmd/signerd")
+	bin := servicetest.Build(t, "github.com/txfence/txfence/signer-zonec/cmd/signerd-dev")
 	proc := servicetest.StartProcess(t, bin, nil, env, "internal")
 	client := servicetest.Client(t, pki, "txmanager", signerd.Spec.Identity)
 	signAt := func(nonce int) {
@@ -128,7 +132,7 @@ func TestCheckpointsAnchorTheAuditLog(t *testing.T) {
 	}
 
 	verify := func(args ...string) (string, error) {
-		return servicetest.RunOnce(t, signerd.Run, append([]string{"audit", "verify"}, args...), env)
+		return signerctlRun(env, append([]string{"audit", "verify"}, args...)...)
 	}
 	for _, sink := range []string{file, logFile} {
 		out, err := verify("--checkpoints", sink, "--public-key", publicKey)
@@ -175,6 +179,13 @@ func TestCheckpointsAnchorTheAuditLog(t *testing.T) {
 			t.Errorf("verify the cut log against its checkpoints: %v; want it to say %q", err, want)
 		}
 	}
+}
+
+// signerctlRun runs signerctl with env and returns what it printed.
+func signerctlRun(env map[string]string, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := signerctl.Run(context.Background(), args, func(k string) string { return env[k] }, nil, &out)
+	return out.String(), err
 }
 
 // waitForCheckpoint polls the file until it holds a checkpoint at seq or

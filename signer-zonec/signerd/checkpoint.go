@@ -1,7 +1,6 @@
 package signerd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -23,7 +22,7 @@ import (
 // goes to the log ("audit checkpoint", the checkpoint under "checkpoint")
 // and, when File is set, to that file.
 type CheckpointConfig struct {
-	// KeyFile holds the zone's checkpoint key (signerd audit
+	// KeyFile holds the zone's checkpoint key (signerctl audit
 	// new-checkpoint-key). Required to serve.
 	KeyFile string `env:"KEY_FILE"`
 	// File, when set, receives each checkpoint as a JSON line, appended
@@ -66,36 +65,6 @@ func readCheckpointKey(path string, log *slog.Logger) (*signer.CheckpointKey, er
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the checkpoint key file can be read by others than its owner: whoever reads it can sign checkpoints", "file", path, "mode", fi.Mode().Perm().String())
-	}
-	return key, nil
-}
-
-// newCheckpointKey writes a new key file at path (created, mode 0600,
-// never overwritten) and returns the public key to hand to the auditor.
-func newCheckpointKey(path string) (*signer.CheckpointKey, error) {
-	key, data, err := signer.GenerateCheckpointKey()
-	if err != nil {
-		return nil, err
-	}
-	defer clear(data)
-	// O_EXCL: an existing key is never overwritten, so a slip of --out
-	// cannot destroy the key older checkpoints were signed with.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		key.Destroy()
-		return nil, fmt.Errorf("create the checkpoint key file: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		key.Destroy()
-		os.Remove(path)
-		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, nil
 }
@@ -340,35 +309,4 @@ func (t countingTx) Append(ctx context.Context, entries []signer.AuditEntry) ([]
 	records, err := t.StoreTx.Append(ctx, entries)
 	*t.n += len(records)
 	return records, err
-}
-
-// readCheckpoints reads a checkpoint file, or signerd's JSON log filtered
-// to its "audit checkpoint" lines, numbering each checkpoint by its line.
-func readCheckpoints(path string) ([]signer.Checkpoint, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
-	}
-	defer f.Close()
-	var cps []signer.Checkpoint
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
-		cp, err := signer.ParseCheckpoint(sc.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, line, err)
-		}
-		cp.Line = line
-		cps = append(cps, cp)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(cps) == 0 {
-		return nil, fmt.Errorf("%s holds no checkpoint", path)
-	}
-	return cps, nil
 }

@@ -1,7 +1,9 @@
 // Package signerd wires the signer daemon together: configuration, its own
-// database, the key backend (Vault or a local keystore), the policy file,
-// the signing API that only txmanager may call, and the operator commands.
-// cmd/signerd calls Run; tests call it too.
+// database, the key backend (Vault, or in a development build the local
+// keystore), the policy file, the signing API that only txmanager may call,
+// and the migrate step. cmd/signerd calls Run; cmd/signerd-dev calls
+// RunWith through package devsignerd; tests call both. The operator's
+// commands are package signerctl's.
 package signerd
 
 import (
@@ -51,24 +53,37 @@ const maxNonceAheadLimit = 1024
 // Spec names signerd.
 var Spec = daemon.Spec{Binary: "signerd", Identity: "signer", EnvPrefix: "TXFENCE_SIGNER_", Migrations: postgres.Migrations}
 
-// Run runs signerd: `serve` (the default), `migrate` (as the owner of its
-// tables; see migrateCommand), or an operator command: `keys
-// new|import|list`, `audit verify|export|new-checkpoint-key`, `approver
-// new|sign`.
+// Run runs signerd as it is deployed, its keys in Vault: `serve` (the
+// default), `migrate` (as the owner of its tables; see migrateCommand), or
+// `approver new|sign`, an approver's tooling. The operator's commands
+// (keys, audit) are signerctl's, so that the serving binary links none of
+// what they need.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	return run(ctx, args, getenv, stdout, nil)
+}
+
+// RunWith returns the Run of a development build of signerd, which also
+// serves keys from local: signerd-dev (devsignerd.Run) with the keystore.
+func RunWith(local LocalBackend) daemon.RunFunc {
+	return func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+		return run(ctx, args, getenv, stdout, &local)
+	}
+}
+
+// run is Run with the development key backend local, nil in deployed
+// signerd.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, local *LocalBackend) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case daemon.Migrate:
 			return migrateCommand(ctx, args[1:], getenv, stdout)
-		case "keys":
-			return keysCommand(ctx, args[1:], getenv, os.Stdin, stdout)
-		case "audit":
-			return auditCommand(ctx, args[1:], getenv, stdout)
 		case "approver":
 			return approverCommand(args[1:], os.Stdin, stdout)
+		case "keys", "audit":
+			return fmt.Errorf("%[1]s is signerctl's: run signerctl %[1]s (cmd/signerctl), which keeps the operator's commands out of the serving binary", args[0])
 		}
 	}
-	var cfg Config
+	cfg := Config{KeyConfig: KeyConfig{local: local}}
 	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
 	if svc == nil { // an error, or a finished subcommand
 		return err
@@ -96,7 +111,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	svc.Log.Info("policy loaded", "policy_version", pol.Version(), "policy_hash", pol.Hash().Hex(), "chains", pol.Chains())
 
-	keys, err := openKeyStore(ctx, cfg.KeyConfig, svc.Log)
+	keys, err := openKeys(ctx, cfg.KeyConfig, getenv, svc.Log)
 	if err != nil {
 		return err
 	}
@@ -106,7 +121,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	if cfg.Checkpoint.KeyFile == "" {
-		return errors.New("TXFENCE_SIGNER_CHECKPOINT_KEY_FILE is required to serve: signerd anchors its audit log outside its database with signed checkpoints (create a key with signerd audit new-checkpoint-key)")
+		return errors.New("TXFENCE_SIGNER_CHECKPOINT_KEY_FILE is required to serve: signerd anchors its audit log outside its database with signed checkpoints (create a key with signerctl audit new-checkpoint-key)")
 	}
 	checkpointKey, err := readCheckpointKey(cfg.Checkpoint.KeyFile, svc.Log)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/txfence/txfence/shared/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
 	"github.com/txfence/txfence/signer-zonec/signerd"
+	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/signer-zonec/vault"
 )
@@ -48,7 +49,8 @@ func baseEnv(t *testing.T) (pki string, env map[string]string) {
 }
 
 // keystoreEnv holds anvil's public development keys in a local keystore
-// (written with a light scrypt cost to keep the test fast).
+// (written with a light scrypt cost to keep the test fast), which
+// signerd-dev (devsignerd.Run) serves from and deployed signerd refuses.
 func keystoreEnv(t *testing.T) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
@@ -99,7 +101,7 @@ func TestRunServesHealthOverMTLS(t *testing.T) {
 	t.Parallel()
 	pki, env := baseEnv(t)
 	env = servicetest.Merge(env, keystoreEnv(t), map[string]string{prefix + "OPS_ADDR": "127.0.0.1:0"})
-	svc := servicetest.Start(t, signerd.Run, nil, env, "internal", "ops")
+	svc := servicetest.Start(t, devsignerd.Run, nil, env, "internal", "ops")
 	servicetest.RequireHealthyOverMTLS(t, svc, pki, "txmanager", signerd.Spec.Identity)
 
 	resp, err := http.Get(svc.URL("ops") + "/metrics")
@@ -134,17 +136,53 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	}
 	_, env := baseEnv(t)
 	delete(env, prefix+"POLICY_FILE")
-	if _, err := servicetest.RunOnce(t, signerd.Run, nil, servicetest.Merge(env, keystoreEnv(t))); err == nil || !strings.Contains(err.Error(), "POLICY_FILE is required") {
+	if _, err := servicetest.RunOnce(t, devsignerd.Run, nil, servicetest.Merge(env, keystoreEnv(t))); err == nil || !strings.Contains(err.Error(), "POLICY_FILE is required") {
 		t.Errorf("serving without a policy: %v", err)
 	}
 	_, env = baseEnv(t)
 	env[prefix+"MAX_NONCE_AHEAD"] = "0"
-	if _, err := servicetest.RunOnce(t, signerd.Run, nil, servicetest.Merge(env, keystoreEnv(t))); err == nil || !strings.Contains(err.Error(), "MAX_NONCE_AHEAD=0") {
+	if _, err := servicetest.RunOnce(t, devsignerd.Run, nil, servicetest.Merge(env, keystoreEnv(t))); err == nil || !strings.Contains(err.Error(), "MAX_NONCE_AHEAD=0") {
 		t.Errorf("a look-ahead of 0: %v", err)
 	}
 	_, env = baseEnv(t)
 	if _, err := servicetest.RunOnce(t, signerd.Run, nil, env); err == nil || !strings.Contains(err.Error(), "no key backend configured") {
 		t.Errorf("serving without keys: %v", err)
+	}
+}
+
+// TestDeployedSignerdHasNoKeystore: signerd, as deployed, refuses the
+// development keystore before it opens anything, and says where it is;
+// signerd-dev serves from it. The operator's commands are signerctl's.
+func TestDeployedSignerdHasNoKeystore(t *testing.T) {
+	t.Parallel()
+	_, env := baseEnv(t)
+	env = servicetest.Merge(env, keystoreEnv(t))
+	_, err := servicetest.RunOnce(t, signerd.Run, nil, env)
+	for _, want := range []string{"KEY_BACKEND=keystore", "not built into signerd", "Vault", "signerd-dev"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("signerd with KEY_BACKEND=keystore: %v; want a refusal saying %q", err, want)
+		}
+	}
+	servicetest.Start(t, devsignerd.Run, nil, env, "internal")
+
+	env[prefix+"KEY_BACKEND"] = "hsm"
+	if _, err := servicetest.RunOnce(t, signerd.Run, nil, env); err == nil || !strings.Contains(err.Error(), `KEY_BACKEND="hsm": want vault`) {
+		t.Errorf("signerd with KEY_BACKEND=hsm: %v", err)
+	}
+	if _, err := servicetest.RunOnce(t, devsignerd.Run, nil, env); err == nil || !strings.Contains(err.Error(), `want vault or keystore`) {
+		t.Errorf("signerd-dev with KEY_BACKEND=hsm: %v", err)
+	}
+	// The keystore is chosen by name only, never because its directory
+	// is set.
+	delete(env, prefix+"KEY_BACKEND")
+	if _, err := servicetest.RunOnce(t, devsignerd.Run, nil, env); err == nil || !strings.Contains(err.Error(), "no key backend configured") {
+		t.Errorf("signerd-dev with KEYSTORE_DIR but no KEY_BACKEND: %v", err)
+	}
+
+	for _, cmd := range []string{"keys", "audit"} {
+		if _, err := servicetest.RunOnce(t, signerd.Run, []string{cmd, "list"}, nil); err == nil || !strings.Contains(err.Error(), "run signerctl "+cmd) {
+			t.Errorf("signerd %s: %v; want it to point at signerctl", cmd, err)
+		}
 	}
 }
 
@@ -156,7 +194,7 @@ func TestTwoProcessesSignOneIntentPerNonce(t *testing.T) {
 	t.Parallel()
 	pki, env := baseEnv(t)
 	env = servicetest.Merge(env, keystoreEnv(t), map[string]string{prefix + "LOCK_MEMORY": "true", prefix + "MAX_NONCE_AHEAD": "8"})
-	bin := servicetest.Build(t, "github.com/txfence/txfence/signer-zonec/cmd/signerd")
+	bin := servicetest.Build(t, "github.com/txfence/txfence/signer-zonec/cmd/signerd-dev")
 	procs := []*servicetest.Process{
 		servicetest.StartProcess(t, bin, nil, env, "internal"),
 		servicetest.StartProcess(t, bin, nil, env, "internal"),

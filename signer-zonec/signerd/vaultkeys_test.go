@@ -12,6 +12,7 @@ import (
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/signer-zonec/signerctl"
 	"github.com/txfence/txfence/signer-zonec/signerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/signer-zonec/vault"
@@ -88,7 +89,7 @@ func TestDeletedVaultKeyStopsSigning(t *testing.T) {
 	}
 }
 
-// TestVaultOverPlainHTTPIsRefusedByDefault: serve and the keys commands
+// TestVaultOverPlainHTTPIsRefusedByDefault: serve and signerctl's keys commands
 // refuse token auth over http:// unless VAULT_ALLOW_PLAINTEXT_HTTP says
 // it is a development Vault, and say what to do; the token is not logged.
 func TestVaultOverPlainHTTPIsRefusedByDefault(t *testing.T) {
@@ -114,8 +115,8 @@ func TestVaultOverPlainHTTPIsRefusedByDefault(t *testing.T) {
 		t.Error("the Vault token appears in the logs or the error")
 	}
 	var out bytes.Buffer
-	err = signerd.Run(context.Background(), []string{"keys", "list"}, func(k string) string { return env[k] }, &out)
+	err = signerctl.Run(context.Background(), []string{"keys", "list"}, func(k string) string { return env[k] }, nil, &out)
 	if err == nil || !strings.Contains(err.Error(), "VAULT_ALLOW_PLAINTEXT_HTTP=true") {
-		t.Errorf("keys list with an http:// Vault: %v; want a refusal", err)
+		t.Errorf("signerctl keys list with an http:// Vault: %v; want a refusal", err)
 	}
 }

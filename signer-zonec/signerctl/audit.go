@@ -1,25 +1,27 @@
-package signerd
+package signerctl
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/pg"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/postgres"
 )
 
-const auditUsage = "usage: signerd audit verify [--checkpoints FILE --public-key KEY ...] | signerd audit export [-after SEQ] | signerd audit new-checkpoint-key --out FILE"
+const auditUsage = "usage: signerctl audit verify [--checkpoints FILE --public-key KEY ...] | signerctl audit export [-after SEQ] | signerctl audit new-checkpoint-key --out FILE"
 
-// auditCommand is `signerd audit verify`, `signerd audit export [-after
-// SEQ]` and `signerd audit new-checkpoint-key --out FILE`. verify and
+// auditCommand is `signerctl audit verify`, `signerctl audit export
+// [-after SEQ]` and `signerctl audit new-checkpoint-key --out FILE`. verify and
 // export are run by operators and auditors against signerd's database
 // (TXFENCE_SIGNER_DATABASE_URL; a role that may read audit_log,
 // audit_head and signature is enough).
@@ -30,11 +32,13 @@ func auditCommand(ctx context.Context, args []string, getenv func(string) string
 	if args[0] == "new-checkpoint-key" {
 		return newCheckpointKeyCommand(args[1:], stdout)
 	}
-	var cfg struct{ daemon.Database }
-	if err := config.Load(Spec.EnvPrefix, getenv, &cfg); err != nil {
+	var cfg struct {
+		DatabaseURL string `env:"DATABASE_URL" required:"true"`
+	}
+	if err := config.Load(envPrefix, getenv, &cfg); err != nil {
 		return err
 	}
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: 2, Application: "signerd audit"})
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: 2, Application: "signerctl audit"})
 	if err != nil {
 		return err
 	}
@@ -67,7 +71,7 @@ func verifyCommand(ctx context.Context, store *postgres.Store, args []string, st
 	fs.SetOutput(io.Discard)
 	file := fs.String("checkpoints", "", "a checkpoint file, or signerd's JSON log lines of its audit checkpoints")
 	var keys []ed25519.PublicKey
-	fs.Func("public-key", "the checkpoint public key (base64), as signerd audit new-checkpoint-key printed it", func(s string) error {
+	fs.Func("public-key", "the checkpoint public key (base64), as signerctl audit new-checkpoint-key printed it", func(s string) error {
 		k, err := signer.ParseCheckpointPublicKey(s)
 		if err == nil {
 			keys = append(keys, k)
@@ -132,4 +136,65 @@ func newCheckpointKeyCommand(args []string, stdout io.Writer) error {
 	defer key.Destroy()
 	_, err = fmt.Fprintln(stdout, signer.EncodeCheckpointPublicKey(key.Public()))
 	return err
+}
+
+// newCheckpointKey writes a new key file at path (created, mode 0600,
+// never overwritten) and returns the public key to hand to the auditor.
+func newCheckpointKey(path string) (*signer.CheckpointKey, error) {
+	key, data, err := signer.GenerateCheckpointKey()
+	if err != nil {
+		return nil, err
+	}
+	defer clear(data)
+	// O_EXCL: an existing key is never overwritten, so a slip of --out
+	// cannot destroy the key older checkpoints were signed with.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		key.Destroy()
+		return nil, fmt.Errorf("create the checkpoint key file: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		key.Destroy()
+		os.Remove(path)
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// readCheckpoints reads a checkpoint file, or signerd's JSON log filtered
+// to its "audit checkpoint" lines, numbering each checkpoint by its line.
+func readCheckpoints(path string) ([]signer.Checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	defer f.Close()
+	var cps []signer.Checkpoint
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		cp, err := signer.ParseCheckpoint(sc.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, line, err)
+		}
+		cp.Line = line
+		cps = append(cps, cp)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(cps) == 0 {
+		return nil, fmt.Errorf("%s holds no checkpoint", path)
+	}
+	return cps, nil
 }

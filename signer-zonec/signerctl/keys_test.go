@@ -1,4 +1,4 @@
-package signerd
+package signerctl
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/txfence/txfence/shared/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
+	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/vault"
 )
 
@@ -110,11 +111,9 @@ func TestKeysCommandKeystore(t *testing.T) {
 	}
 	checkKeysCommand(t, env, "keystore")
 
-	// The backend serve would open holds the same keys.
-	var cfg KeyConfig
-	cfg.Keystore = keystore.Config{Dir: env["TXFENCE_SIGNER_KEYSTORE_DIR"], PassphraseFile: pf}
-	cfg.KeyBackend = BackendKeystore
-	b, err := openKeyStore(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	// The backend signerd-dev serves from, given the same settings, holds
+	// the same keys.
+	b, err := devsignerd.Keystore.Open(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +142,7 @@ func TestKeysCommandVault(t *testing.T) {
 		// The dev server listens on loopback over plain HTTP.
 		"TXFENCE_SIGNER_VAULT_ALLOW_PLAINTEXT_HTTP": "true",
 	}
-	var cfg KeyConfig
+	var cfg keyConfig
 	cfg.Vault.KVPrefix = env["TXFENCE_SIGNER_VAULT_KV_PREFIX"]
 	env["TXFENCE_SIGNER_VAULT_TOKEN"] = dev.ScopedToken(t, vault.ManagePolicy(cfg.Vault))
 	checkKeysCommand(t, env, "vault-transit")
@@ -167,6 +166,9 @@ func TestKeysCommandRefusesBadUse(t *testing.T) {
 		{[]string{"list", "--yaml"}, env, "unexpected arguments"},
 		{[]string{"new", "extra"}, env, "unexpected arguments"},
 		{[]string{"list"}, map[string]string{}, "no key backend configured"},
+		// The development keystore is chosen by name only, never because
+		// its directory is set.
+		{[]string{"list"}, map[string]string{"TXFENCE_SIGNER_KEYSTORE_DIR": t.TempDir(), "TXFENCE_SIGNER_KEYSTORE_PASSPHRASE": "x"}, "no key backend configured"},
 		{[]string{"list"}, map[string]string{"TXFENCE_SIGNER_KEY_BACKEND": "hsm"}, "want vault or keystore"},
 		{[]string{"list"}, map[string]string{"TXFENCE_SIGNER_KEY_BACKEND": "keystore"}, "needs KEYSTORE_DIR"},
 		{[]string{"list"}, map[string]string{"TXFENCE_SIGNER_KEY_BACKEND": "vault"}, "needs VAULT_ADDR"},
