@@ -85,11 +85,19 @@ type Policy interface {
 	AllowsCancel(chainID uint64, from common.Address) bool
 }
 
-// Approval is one approver's consent to an intent, until Expiry.
+// Approval is one approver's consent to an intent, at fee caps up to
+// MaxFeePerGas, until Expiry.
 type Approval struct {
 	// Approver is the approver's id in the policy.
 	Approver string
-	Expiry   time.Time
+	// MaxFeePerGas is the approval's fee ceiling: the highest fee cap per
+	// gas it covers, compared with Request.FeeCap (max_fee_per_gas of an
+	// eip1559 transaction, the gas price of a legacy one). The tip needs
+	// no ceiling of its own: a transaction's tip is at most its fee cap.
+	// Fee bumps stay covered up to the ceiling; above it, new approvals
+	// are needed.
+	MaxFeePerGas *big.Int
+	Expiry       time.Time
 	// Signature is the approver's Ed25519 signature over ApprovalMessage.
 	Signature []byte
 }
@@ -108,30 +116,48 @@ const (
 )
 
 // ApprovalMessage is what an approver signs: the intent (recomputed by
-// signerd from the request, never taken from the caller), the tx id and the
-// expiry, in a fixed encoding with a domain prefix so the signature is good
-// for nothing else.
-func ApprovalMessage(intent Intent, txID string, expiry time.Time) []byte {
-	msg := make([]byte, 0, 64+len(txID))
-	msg = append(msg, "txfence/approval/v1\x00"...)
+// signerd from the request, never taken from the caller), the tx id, the
+// fee ceiling (32 bytes, big-endian) and the expiry, in a fixed encoding
+// with a domain prefix so the signature is good for nothing else. v2 added
+// the fee ceiling; signerd verifies v2 only, so an approval signed before
+// (v1, good for any fee) counts for nothing.
+//
+// maxFeePerGas must be a uint256 (VerifyApproval checks that first).
+func ApprovalMessage(intent Intent, txID string, maxFeePerGas *big.Int, expiry time.Time) []byte {
+	msg := make([]byte, 0, 96+len(txID))
+	msg = append(msg, "txfence/approval/v2\x00"...)
 	msg = append(msg, intent[:]...)
 	msg = binary.BigEndian.AppendUint64(msg, uint64(len(txID)))
 	msg = append(msg, txID...)
+	msg = append(msg, common.LeftPadBytes(maxFeePerGas.Bytes(), 32)...)
 	msg = binary.BigEndian.AppendUint64(msg, uint64(expiry.Unix()))
 	return msg
 }
 
-// VerifyApproval checks a's signature by pub over the request's intent.
-// The signature covers the expiry in whole seconds, so an expiry with a
-// fraction is refused: the expiry signerd enforces is exactly the signed
-// one.
+// VerifyApproval checks a's signature by pub over the request's intent, its
+// tx id, a's fee ceiling and a's expiry. It does not compare the ceiling
+// with the request's fees: policy does, and says so. The signature covers
+// the expiry in whole seconds, so an expiry with a fraction is refused:
+// the expiry signerd enforces is exactly the signed one. An approval
+// without a ceiling, or with one that is not a uint256, verifies for
+// nothing.
 func VerifyApproval(pub ed25519.PublicKey, req *Request, a Approval) bool {
-	return len(pub) == ed25519.PublicKeySize && a.Expiry.Nanosecond() == 0 && ed25519.Verify(pub, ApprovalMessage(req.Intent(), req.TxID, a.Expiry), a.Signature)
+	return len(pub) == ed25519.PublicKeySize && a.Expiry.Nanosecond() == 0 && isUint256(a.MaxFeePerGas) &&
+		ed25519.Verify(pub, ApprovalMessage(req.Intent(), req.TxID, a.MaxFeePerGas, a.Expiry), a.Signature)
 }
 
-// SignApproval signs an approval of req's intent until expiry: what the
-// approval command does with an approver's key file.
-func SignApproval(priv ed25519.PrivateKey, approver string, req *Request, expiry time.Time) Approval {
+// SignApproval signs an approval of req's intent at fee caps up to
+// maxFeePerGas, until expiry: what the approval tools do with an approver's
+// key file. It panics when maxFeePerGas is not a uint256: the tools check
+// what they read before they sign.
+func SignApproval(priv ed25519.PrivateKey, approver string, req *Request, maxFeePerGas *big.Int, expiry time.Time) Approval {
+	if !isUint256(maxFeePerGas) {
+		panic("signer: an approval's fee ceiling must be a uint256")
+	}
+	ceiling := new(big.Int).Set(maxFeePerGas)
 	expiry = expiry.Truncate(time.Second)
-	return Approval{Approver: approver, Expiry: expiry, Signature: ed25519.Sign(priv, ApprovalMessage(req.Intent(), req.TxID, expiry))}
+	return Approval{Approver: approver, MaxFeePerGas: ceiling, Expiry: expiry,
+		Signature: ed25519.Sign(priv, ApprovalMessage(req.Intent(), req.TxID, ceiling, expiry))}
 }
+
+func isUint256(v *big.Int) bool { return v != nil && v.Sign() >= 0 && v.Cmp(maxUint256) <= 0 }

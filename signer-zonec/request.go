@@ -114,6 +114,11 @@ func (r *Request) Validate() error {
 		if a.Expiry.Nanosecond() != 0 {
 			add("approval %d: expiry must be a whole second (the approver's signature covers seconds)", i)
 		}
+		// A missing ceiling is policy's to report (the approval does not
+		// count); one out of range is no amount at all.
+		if a.MaxFeePerGas != nil && !isUint256(a.MaxFeePerGas) {
+			add("approval %d: max_fee_per_gas is not a uint256", i)
+		}
 	}
 	return errors.Join(problems...)
 }

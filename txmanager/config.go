@@ -124,6 +124,24 @@ type SignerConfig struct {
 	Cancels bool `json:"cancels"`
 }
 
+// FeeCeiling is the highest fee cap per gas (max_fee_per_gas, or the gas
+// price of a legacy transaction) txmanager signs in's transaction with,
+// fee bumps included: the lower of the intent's own max_fee_per_gas and
+// the signer's; nil when neither is set (in may be nil). An approval whose
+// fee ceiling is at least this covers every attempt txmanager may make,
+// whatever the market does. The result is never one of the caps
+// themselves.
+func (s SignerConfig) FeeCeiling(in *Intent) *big.Int {
+	var ceiling *big.Int
+	if s.MaxFeePerGas != nil {
+		ceiling = new(big.Int).Set(&s.MaxFeePerGas.Int)
+	}
+	if in != nil && in.MaxFeePerGas != nil && (ceiling == nil || in.MaxFeePerGas.Cmp(ceiling) < 0) {
+		ceiling = new(big.Int).Set(in.MaxFeePerGas)
+	}
+	return ceiling
+}
+
 // Wei is an amount written as a decimal string.
 type Wei struct{ big.Int }
 

@@ -197,13 +197,17 @@ type Tx struct {
 	UpdatedAt         time.Time
 }
 
-// Approval is an approver's Ed25519 signature over a transaction's intent
-// and an expiry: stored by txmanager, verified by signerd, which alone
-// knows the approvers' keys.
+// Approval is an approver's Ed25519 signature over a transaction's intent,
+// its tx id, a fee ceiling and an expiry (txfence/approval/v2): stored by
+// txmanager, verified by signerd, which alone knows the approvers' keys.
 type Approval struct {
-	Approver  string
-	Expiry    time.Time
-	Signature []byte
+	Approver string
+	// MaxFeePerGas is the fee ceiling the approver signed: signerd counts
+	// the approval for an attempt whose fee cap (max_fee_per_gas, or the
+	// gas price of a legacy transaction) is at or below it, and not above.
+	MaxFeePerGas *big.Int
+	Expiry       time.Time
+	Signature    []byte
 }
 
 // Fees are a signed transaction's fee fields: the EIP-1559 caps, or a

@@ -80,7 +80,7 @@ func TestNoTenantSeesAnother(t *testing.T) {
 	r := gatewaytest.Start(t, gatewaytest.Options{})
 	theirs := r.Create(t, r.Acme, signerA, "secret-order")
 	id := theirs.TxID
-	approval := fmt.Sprintf(`{"approver": "alice", "expiry": %q, "signature": %q}`,
+	approval := fmt.Sprintf(`{"approver": "alice", "max_fee_per_gas": "30000000000", "expiry": %q, "signature": %q}`,
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(make([]byte, 64)))
 	acmeKeys, err := r.Store.Keys(context.Background(), r.AcmeTenant.ID)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 	if list := decode[struct{ Transactions []tx }](t, b).Transactions; resp.StatusCode != http.StatusOK || len(list) != 1 || list[0].TxID != waiting.TxID {
 		t.Fatalf("pending approvals: %d %s", resp.StatusCode, b)
 	}
-	approval := fmt.Sprintf(`{"approver": "alice", "expiry": %q, "signature": %q}`,
+	approval := fmt.Sprintf(`{"approver": "alice", "max_fee_per_gas": "30000000000", "expiry": %q, "signature": %q}`,
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(make([]byte, 64)))
 	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+waiting.TxID+"/approvals", approval); resp.StatusCode != http.StatusOK || decode[tx](t, b).State != "PENDING_APPROVAL" {
 		t.Errorf("approve: %d %s", resp.StatusCode, b)

@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/png"
 	"math/big"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,7 +404,14 @@ func TestConsole(t *testing.T) {
 
 	// Three transactions wait for approvals, one is stuck, one is globex's.
 	id := func(tx gatewaytest.Tx) uuid.UUID { return uuid.MustParse(tx.TxID) }
-	toApprove := g.Create(t, g.Acme, gatewaytest.SignerA, "console-approve")
+	// The one to approve has a max_fee_per_gas of its own, 40 gwei: its
+	// fee_ceiling, which the page offers as the approval's.
+	resp, body := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaytest.Transfer(gatewaytest.SignerA, "1000"), `"route"`,
+		`"max_fee_per_gas": "40000000000", "route"`, 1), "Idempotency-Key", "console-approve")
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	toApprove := gatewaytest.Decode[gatewaytest.Tx](t, body)
 	toReject := g.Create(t, g.Acme, gatewaytest.SignerA, "console-reject")
 	toCancel := g.Create(t, g.Acme, gatewaytest.SignerA, "console-cancel")
 	for _, tx := range []gatewaytest.Tx{toApprove, toReject, toCancel} {
@@ -527,9 +535,25 @@ func TestConsole(t *testing.T) {
 		if got, want := b.waitText("#approve-intent", "0x"), approveReq.Intent().Hex(); got != want {
 			t.Errorf("the page computes intent %s, the signer %s", got, want)
 		}
+		// The fee ceiling is the transaction's, to be read and changed at
+		// will; without one nothing is signed.
+		if got := eval[string](b, `document.querySelector("#approve-max-fee").value`); got != "40000000000" {
+			t.Errorf("the fee ceiling offered is %q, want the transaction's fee_ceiling 40000000000", got)
+		}
+		b.waitText("#approve-max-fee-gwei", "40 gwei")
+		eval[bool](b, `(() => { const i = document.querySelector("#approve-max-fee"); i.value = ""; i.dispatchEvent(new Event("input")); return true })()`)
+		b.click("#approve")
+		b.waitText("#tx-actions-body .problem", "fee ceiling")
+		b.do("give a fee ceiling in gwei", chromedp.SetValue(chromedp.CSS("#approve-max-fee"), "35 gwei"))
+		b.click("#approve")
+		b.waitText("#tx-actions-body .problem", "fee ceiling")
+		b.do("give the fee ceiling", chromedp.SetValue(chromedp.CSS("#approve-max-fee"), "35000000000"))
 		b.screenshot("console-approve")
 		b.click("#approve")
 		said := b.confirm(approveReq.Intent().Hex())
+		if !strings.Contains(said, "35 gwei") {
+			t.Errorf("the dialog did not show the fee ceiling signed, 35 gwei:\n%s", said)
+		}
 		b.waitText("#flash .notice", "Approval by alice recorded")
 
 		got, err := st.Approvals(ctx, []uuid.UUID{id(toApprove)})
@@ -540,9 +564,17 @@ func TestConsole(t *testing.T) {
 		if len(as) != 1 || as[0].Approver != "alice" {
 			t.Fatalf("stored approvals %+v, want one by alice", as)
 		}
-		a := signer.Approval{Approver: as[0].Approver, Expiry: as[0].Expiry, Signature: as[0].Signature}
+		a := signer.Approval{Approver: as[0].Approver, MaxFeePerGas: as[0].MaxFeePerGas, Expiry: as[0].Expiry, Signature: as[0].Signature}
+		if a.MaxFeePerGas == nil || a.MaxFeePerGas.Cmp(big.NewInt(35e9)) != 0 {
+			t.Errorf("stored fee ceiling %v, want the 35 gwei given", a.MaxFeePerGas)
+		}
 		if !signer.VerifyApproval(pub, approveReq, a) {
 			t.Errorf("the approval's signature does not verify over the signer's approval message (expiry %s)", a.Expiry)
+		}
+		raised := a
+		raised.MaxFeePerGas = big.NewInt(40e9)
+		if signer.VerifyApproval(pub, approveReq, raised) {
+			t.Error("the approval also verifies with another fee ceiling: the ceiling is not in what was signed")
 		}
 		if left := time.Until(a.Expiry); left < 55*time.Minute || left > 61*time.Minute || a.Expiry.Nanosecond() != 0 {
 			t.Errorf("approval expiry %s: want whole seconds, about an hour ahead", a.Expiry)

@@ -26,12 +26,22 @@ func approvalCommands() []*command {
 	return []*command{
 		{name: "approvals", group: "Approvals", summary: "transactions waiting for approvals, newest first", define: defineApprovals},
 		{name: "approve", group: "Approvals", summary: "sign an approval with an approver's key and post it",
-			args: "ID --key-file PATH [--approver NAME] [--ttl 1h]", minArgs: 1, maxArgs: 1,
+			args: "ID --key-file PATH [--approver NAME] [--max-fee WEI] [--ttl 1h]", minArgs: 1, maxArgs: 1,
 			about: `Reads the transaction, rebuilds from it the message docs/signer.md
-("Approvals") defines, the intent (chain, sender, type, destination,
-value, data), the tx id and the expiry, signs it with the Ed25519 key of
-the key file and posts the approval. The private key never leaves this
-machine. Read what is printed: it is what was approved.
+("Approvals") defines, txfence/approval/v2: the intent (chain, sender,
+type, destination, value, data), the tx id, the fee ceiling and the
+expiry, signs it with the Ed25519 key of the key file and posts the
+approval. The private key never leaves this machine. Read what is
+printed: it is what was approved.
+
+The fee ceiling (--max-fee, wei per gas) is the highest fee cap the
+approval covers: max_fee_per_gas of an eip1559 transaction, the gas
+price of a legacy one (the tip is at most the fee cap). The signer counts
+the approval for attempts at or below it; a fee bump above it needs new
+approvals. Without --max-fee it is the transaction's fee_ceiling, the
+most txmanager may ever sign it for, fee bumps included (the lower of
+its own max_fee_per_gas and its signer's configured cap); a transaction
+without one needs --max-fee.
 
 The key file is the one 'signerd approver new' writes; like signerd, txctl
 refuses one that others may read (chmod 600 it). --approver, when given,
@@ -83,10 +93,11 @@ func defineApprovals(fs *flag.FlagSet) func(*env, []string) error {
 const maxApprovalTTL = 30 * 24 * time.Hour
 
 func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
-	var keyFile, approver string
+	var keyFile, approver, maxFee string
 	var ttl time.Duration
 	fs.StringVar(&keyFile, "key-file", "", "`PATH` of the approver's key file, from 'signerd approver new' (required)")
 	fs.StringVar(&approver, "approver", "", "the approver's `NAME` in the policy (default: the key file's id)")
+	fs.StringVar(&maxFee, "max-fee", "", "the fee ceiling, the highest fee cap per gas the approval covers, `WEI` (default: the transaction's fee_ceiling)")
 	fs.DurationVar(&ttl, "ttl", time.Hour, "how long the approval counts, at most 720h; the policy's max_ttl may be shorter")
 	return func(x *env, args []string) error {
 		id, err := parseID("approve", "transaction", args[0])
@@ -98,6 +109,12 @@ func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if ttl <= 0 || ttl > maxApprovalTTL {
 			return usagef("approve", "--ttl %s: want more than 0 and at most %s", ttl, maxApprovalTTL)
+		}
+		var ceiling *big.Int
+		if given(fs)["max-fee"] {
+			if ceiling = weiAmount(maxFee); ceiling == nil {
+				return usagef("approve", "--max-fee %q: want a decimal amount of wei per gas", maxFee)
+			}
 		}
 		keyID, priv, err := policy.ReadApproverKey(keyFile)
 		if err != nil {
@@ -121,10 +138,19 @@ func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 		if err != nil {
 			return fmt.Errorf("transaction %s: %w", id, err)
 		}
+		if ceiling == nil {
+			if tx.FeeCeiling == nil {
+				return usagef("approve", "transaction %s has no fee_ceiling (no max_fee_per_gas of its own, no cap configured for its signer): give the highest fee cap per gas to approve with --max-fee", id)
+			}
+			if ceiling = weiAmount(*tx.FeeCeiling); ceiling == nil {
+				return fmt.Errorf("transaction %s: fee_ceiling %q is not an amount of wei", id, *tx.FeeCeiling)
+			}
+		}
 		// Whole seconds: the message carries the expiry in Unix seconds.
 		expiry := x.now().Add(ttl).Truncate(time.Second).UTC()
-		a := signer.SignApproval(priv, approver, req, expiry)
-		resp, err := x.api.ApproveTxWithResponse(x.ctx, id, components.ApprovalRequest{Approver: a.Approver, Expiry: a.Expiry, Signature: a.Signature})
+		a := signer.SignApproval(priv, approver, req, ceiling, expiry)
+		resp, err := x.api.ApproveTxWithResponse(x.ctx, id, components.ApprovalRequest{Approver: a.Approver, MaxFeePerGas: a.MaxFeePerGas.String(),
+			Expiry: a.Expiry, Signature: a.Signature})
 		if err := x.check("approve transaction "+id.String(), resp, err, http.StatusOK); err != nil {
 			return err
 		}
@@ -133,6 +159,7 @@ func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		return printTx(x, resp.JSON200, resp.Body, func(f *fields) {
 			f.add("approved_by", approver)
+			f.add("approval_max_fee_per_gas", a.MaxFeePerGas.String()+" wei")
 			f.add("approval_expiry", formatTime(a.Expiry))
 			f.add("intent", req.Intent().Hex()+" ("+string(req.Type)+")")
 			f.add("public_key", base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)))
@@ -145,6 +172,16 @@ var (
 	hexData    = regexp.MustCompile(`^0x([0-9a-fA-F]{2})*$`)
 	decimal    = regexp.MustCompile(`^(0|[1-9][0-9]{0,77})$`)
 )
+
+// weiAmount parses a uint256 written as a decimal string without sign or
+// leading zeros; nil if it is not one.
+func weiAmount(s string) *big.Int {
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok || !decimal.MatchString(s) || v.BitLen() > 256 {
+		return nil
+	}
+	return v
+}
 
 // intentRequest is the signing request whose intent an approval of tx
 // covers: what signerd rebuilds from txmanager's request. Anything that

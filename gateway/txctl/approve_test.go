@@ -68,10 +68,10 @@ func writeApproverKey(t *testing.T, path, id string, mode os.FileMode) ed25519.P
 // approver signs, built here from the document rather than from the
 // signer's code, so that the two are checked against each other:
 //
-//	"txfence/approval/v1" 0x00 ‖ intent ‖ uint64 BE len(tx_id) ‖ tx_id ‖ uint64 BE expiry
+//	"txfence/approval/v2" 0x00 ‖ intent ‖ uint64 BE len(tx_id) ‖ tx_id ‖ max_fee_per_gas (32, BE) ‖ uint64 BE expiry
 //	intent = SHA-256("txfence/intent/v1" 0x00 ‖ uint64 BE chain_id ‖ from ‖ uint8 len(type) ‖ type
 //	                 ‖ 0x00, or 0x01 ‖ to ‖ value (32, BE) ‖ uint64 BE len(data) ‖ data)
-func approvalMessage(chainID uint64, from, to common.Address, value *big.Int, data []byte, txID string, expiry time.Time) []byte {
+func approvalMessage(chainID uint64, from, to common.Address, value *big.Int, data []byte, txID string, maxFee *big.Int, expiry time.Time) []byte {
 	const txType = "eip1559"
 	in := []byte("txfence/intent/v1\x00")
 	in = binary.BigEndian.AppendUint64(in, chainID)
@@ -85,17 +85,20 @@ func approvalMessage(chainID uint64, from, to common.Address, value *big.Int, da
 	in = append(in, data...)
 	intent := sha256.Sum256(in)
 
-	msg := []byte("txfence/approval/v1\x00")
+	msg := []byte("txfence/approval/v2\x00")
 	msg = append(msg, intent[:]...)
 	msg = binary.BigEndian.AppendUint64(msg, uint64(len(txID)))
 	msg = append(msg, txID...)
+	msg = append(msg, common.LeftPadBytes(maxFee.Bytes(), 32)...)
 	return binary.BigEndian.AppendUint64(msg, uint64(expiry.Unix()))
 }
 
 // TestApprove: txctl approve signs the docs/signer.md message with the
-// approver's key file and posts it; the stored signature verifies with
-// the approver's public key. A key file others may read is refused.
-// reject and the pending list work too.
+// approver's key file, up to the fee ceiling --max-fee gives, and posts
+// it; the stored signature verifies with the approver's public key and
+// that ceiling only. Without --max-fee the ceiling is the transaction's
+// fee_ceiling, and a transaction without one needs the flag. A key file
+// others may read is refused. reject and the pending list work too.
 func TestApprove(t *testing.T) {
 	t.Parallel()
 	g := gatewaytest.Start(t, gatewaytest.Options{})
@@ -121,14 +124,25 @@ func TestApprove(t *testing.T) {
 	if r := txctlRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--approver", "bob"); r.code != 2 || !strings.Contains(r.stderr, "approver \"alice\"'s") {
 		t.Errorf("--approver other than the key file's: exit %d %s", r.code, r.stderr)
 	}
+	// The transaction has no max_fee_per_gas of its own and its signer no
+	// cap: no fee_ceiling to take, so the approver must name one.
+	if r := txctlRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key); r.code != 2 || !strings.Contains(r.stderr, "no fee_ceiling") || !strings.Contains(r.stderr, "--max-fee") {
+		t.Errorf("approve without --max-fee nor a fee_ceiling: exit %d %s", r.code, r.stderr)
+	}
+	for _, bad := range []string{"30gwei", "-1", "030", "0x10", new(big.Int).Lsh(big.NewInt(1), 256).String()} {
+		if r := txctlRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--max-fee", bad); r.code != 2 || !strings.Contains(r.stderr, "--max-fee") {
+			t.Errorf("approve --max-fee %s: exit %d %s", bad, r.code, r.stderr)
+		}
+	}
 	if stored, err := g.TxM.Store.Approvals(ctx, []uuid.UUID{id}); err != nil || len(stored[id]) != 0 {
 		t.Fatalf("refused approvals were stored: %v %v", stored, err)
 	}
 
 	before := time.Now()
-	r := mustRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--ttl", "2h")
+	r := mustRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--ttl", "2h", "--max-fee", "30000000000")
 	after := time.Now()
-	if field(t, r.stdout, "approved_by") != "alice" || field(t, r.stdout, "state") != "PENDING_APPROVAL" {
+	if field(t, r.stdout, "approved_by") != "alice" || field(t, r.stdout, "state") != "PENDING_APPROVAL" ||
+		field(t, r.stdout, "approval_max_fee_per_gas") != "30000000000 wei" {
 		t.Errorf("approve:\n%s", r.stdout)
 	}
 	stored, err := g.TxM.Store.Approvals(ctx, []uuid.UUID{id})
@@ -136,18 +150,45 @@ func TestApprove(t *testing.T) {
 		t.Fatalf("stored approvals: %v %v", stored, err)
 	}
 	a := stored[id][0]
-	if a.Approver != "alice" || a.Expiry.Nanosecond() != 0 || a.Expiry.Before(before.Add(2*time.Hour).Truncate(time.Second)) || a.Expiry.After(after.Add(2*time.Hour)) {
-		t.Errorf("stored approval %+v, want alice's for 2h from now in whole seconds", a)
+	if a.Approver != "alice" || a.Expiry.Nanosecond() != 0 || a.Expiry.Before(before.Add(2*time.Hour).Truncate(time.Second)) || a.Expiry.After(after.Add(2*time.Hour)) ||
+		a.MaxFeePerGas.Cmp(big.NewInt(30e9)) != 0 {
+		t.Errorf("stored approval %+v, want alice's up to 30 gwei for 2h from now in whole seconds", a)
 	}
-	msg := approvalMessage(31337, common.HexToAddress(signerA), common.HexToAddress(bob), big.NewInt(1000), nil, tx.TxID, a.Expiry)
+	msg := approvalMessage(31337, common.HexToAddress(signerA), common.HexToAddress(bob), big.NewInt(1000), nil, tx.TxID, big.NewInt(30e9), a.Expiry)
 	if !ed25519.Verify(pub, msg, a.Signature) {
 		t.Errorf("the stored signature does not verify over the docs/signer.md message")
 	}
-	// And signerd's own check agrees.
+	// And signerd's own check agrees, for that ceiling only.
 	to := common.HexToAddress(bob)
 	req := &signer.Request{TxID: tx.TxID, ChainID: 31337, From: common.HexToAddress(signerA), Type: signer.DynamicFee, To: &to, Value: big.NewInt(1000)}
-	if !signer.VerifyApproval(pub, req, signer.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: a.Signature}) {
+	if !signer.VerifyApproval(pub, req, signer.Approval{Approver: a.Approver, MaxFeePerGas: a.MaxFeePerGas, Expiry: a.Expiry, Signature: a.Signature}) {
 		t.Errorf("signer.VerifyApproval refuses the approval txctl made")
+	}
+	if signer.VerifyApproval(pub, req, signer.Approval{Approver: a.Approver, MaxFeePerGas: big.NewInt(3000e9), Expiry: a.Expiry, Signature: a.Signature}) {
+		t.Errorf("the approval txctl made up to 30 gwei also verifies up to 3000 gwei")
+	}
+
+	// A transaction with a max_fee_per_gas of its own: that is its
+	// fee_ceiling, which approve takes when --max-fee is not given.
+	resp, b := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaytest.Transfer(signerA, "1000"), `"route"`, `"max_fee_per_gas": "40000000000", "route"`, 1),
+		"Idempotency-Key", "capped-payment")
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	capped := gatewaytest.Decode[gatewaytest.Tx](t, b)
+	pendingApproval(t, g, capped.TxID)
+	if r := mustRun(t, g.URL, g.Acme, "approvals"); !strings.Contains(r.stdout, "FEE_CEILING") || !strings.Contains(r.stdout, "40000000000") {
+		t.Errorf("approvals does not show the fee ceiling:\n%s", r.stdout)
+	}
+	if r := mustRun(t, g.URL, g.Acme, "get", capped.TxID); field(t, r.stdout, "fee_ceiling") != "40000000000" {
+		t.Errorf("get does not show the fee ceiling:\n%s", r.stdout)
+	}
+	if r := mustRun(t, g.URL, g.Acme, "approve", capped.TxID, "--key-file", key); field(t, r.stdout, "approval_max_fee_per_gas") != "40000000000 wei" {
+		t.Errorf("approve by the transaction's fee_ceiling:\n%s", r.stdout)
+	}
+	cappedID := uuid.MustParse(capped.TxID)
+	if stored, err := g.TxM.Store.Approvals(ctx, []uuid.UUID{cappedID}); err != nil || len(stored[cappedID]) != 1 || stored[cappedID][0].MaxFeePerGas.Cmp(big.NewInt(40e9)) != 0 {
+		t.Errorf("stored approvals of the capped transaction: %v %v, want one up to its fee_ceiling of 40 gwei", stored, err)
 	}
 
 	// reject fails the transaction; approving it then is refused.

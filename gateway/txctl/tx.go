@@ -240,6 +240,7 @@ func printTx(x *env, tx *components.Tx, body []byte, extra func(*fields)) error 
 	f.int("gas_limit", tx.GasLimit)
 	f.str("max_fee_per_gas", tx.MaxFeePerGas)
 	f.str("max_priority_fee_per_gas", tx.MaxPriorityFeePerGas)
+	f.str("fee_ceiling", tx.FeeCeiling)
 	f.add("route", string(tx.Route))
 	if tx.DependsOn != nil {
 		f.add("depends_on", tx.DependsOn.String())
@@ -344,7 +345,7 @@ func (t *txTable) page(body []byte, txs []components.Tx) error {
 	}
 	head := []string{"TX_ID", "STATE", "CHAIN", "NONCE", "FROM", "TO", "VALUE", "CREATED"}
 	if t.approvals {
-		head = []string{"TX_ID", "CHAIN", "FROM", "TO", "VALUE", "WAITS_UNTIL", "CREATED"}
+		head = []string{"TX_ID", "CHAIN", "FROM", "TO", "VALUE", "FEE_CEILING", "WAITS_UNTIL", "CREATED"}
 	}
 	// Each page is flushed as it comes, so a long --all shows progress;
 	// the header comes once.
@@ -365,7 +366,7 @@ func (t *txTable) page(body []byte, txs []components.Tx) error {
 			to = "(creation)"
 		}
 		if t.approvals {
-			tb.row(tx.TxId.String(), strconv.FormatInt(tx.ChainId, 10), tx.From, to, tx.Value, formatTimePtr(tx.ApprovalExpiresAt), formatTime(tx.CreatedAt))
+			tb.row(tx.TxId.String(), strconv.FormatInt(tx.ChainId, 10), tx.From, to, tx.Value, deref(tx.FeeCeiling), formatTimePtr(tx.ApprovalExpiresAt), formatTime(tx.CreatedAt))
 			continue
 		}
 		tb.row(tx.TxId.String(), state, strconv.FormatInt(tx.ChainId, 10), formatInt(tx.Nonce), tx.From, to, tx.Value, formatTime(tx.CreatedAt))

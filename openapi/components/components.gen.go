@@ -342,7 +342,13 @@ func (e TxSubState) Valid() bool {
 // Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
 type Address = string
 
-// ApprovalRequest defines model for ApprovalRequest.
+// ApprovalRequest An approver's Ed25519 signature over the approval message
+// `txfence/approval/v2` (docs/signer.md, "Approvals"): the
+// transaction's intent (chain, sender, type, destination, value,
+// data), its tx id, the fee ceiling `max_fee_per_gas` and the expiry.
+// The signer counts it for an attempt whose fee cap is at or below
+// the ceiling; a fee bump above it needs new approvals. An approval
+// without a ceiling (v1) is refused.
 type ApprovalRequest struct {
 	// Approver An approver's id, as the signer's policy names it.
 	//
@@ -353,6 +359,16 @@ type ApprovalRequest struct {
 	//
 	// Example: 2026-11-23T14:00:00Z
 	Expiry time.Time `json:"expiry"`
+
+	// MaxFeePerGas The fee ceiling, in wei per gas: the highest fee cap the
+	// approval covers (`max_fee_per_gas` of an eip1559 transaction,
+	// the gas price of a legacy one; the tip is at most the fee cap).
+	// Part of what the approver signed. `txctl approve` takes the
+	// transaction's `fee_ceiling` unless told otherwise.
+	//
+	//
+	// Example: 30000000000
+	MaxFeePerGas Uint256 `json:"max_fee_per_gas"`
 
 	// Signature The Ed25519 signature (64 bytes), base64.
 	Signature []byte `json:"signature"`
@@ -772,6 +788,14 @@ type Tx struct {
 	// Example: 0xa9059cbb
 	Data      HexData             `json:"data"`
 	DependsOn *openapi_types.UUID `json:"depends_on,omitempty"`
+
+	// FeeCeiling The highest fee cap per gas (`max_fee_per_gas`, or the gas price
+	// of a legacy transaction) txmanager may sign this transaction
+	// with, fee bumps included: the lower of its own
+	// `max_fee_per_gas` and its signer's configured cap, as
+	// configured now. An approval whose `max_fee_per_gas` is at least
+	// this covers every attempt. Absent when neither cap is set.
+	FeeCeiling *Uint256 `json:"fee_ceiling,omitempty"`
 
 	// From A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
 	//

@@ -1173,7 +1173,9 @@ type ClientInterface interface {
 	// ListPendingApprovals Transactions waiting for approvals
 	//
 	// The tenant's PENDING_APPROVAL transactions, newest first, each with
-	// `approval_expires_at`. Scope `approvals`.
+	// `approval_expires_at` and, where its caps give one, the
+	// `fee_ceiling` an approval needs to cover every attempt. Scope
+	// `approvals`.
 	//
 	// Corresponds with GET /api/v1/approvals (the `ListPendingApprovals` operationId).
 	ListPendingApprovals(ctx context.Context, params *ListPendingApprovalsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1451,12 +1453,17 @@ type ClientInterface interface {
 	// ApproveTxWithBody Add an approver's signed approval
 	//
 	// Carries an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message; the approver's private key never reaches txfence). The
-	// signer checks it against the approver keys of its policy; once M
-	// of N count, the transaction is signed. The same approver again
-	// replaces its approval. A transaction not waiting for approvals is a
-	// `409`. Scope `approvals`.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message; the approver's
+	// private key never reaches txfence). The signer checks it against
+	// the approver keys of its policy and counts it only for attempts
+	// whose fee cap is at or below the ceiling (fee bumps above it need
+	// new approvals; the transaction's `fee_ceiling` is the ceiling that
+	// covers every attempt); once M of N count, the transaction is
+	// signed. The same approver again replaces its approval. A
+	// transaction not waiting for approvals is a `409`; an approval
+	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+	// naming `/max_fee_per_gas`. Scope `approvals`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1466,12 +1473,17 @@ type ClientInterface interface {
 	// ApproveTx Add an approver's signed approval
 	//
 	// Carries an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message; the approver's private key never reaches txfence). The
-	// signer checks it against the approver keys of its policy; once M
-	// of N count, the transaction is signed. The same approver again
-	// replaces its approval. A transaction not waiting for approvals is a
-	// `409`. Scope `approvals`.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message; the approver's
+	// private key never reaches txfence). The signer checks it against
+	// the approver keys of its policy and counts it only for attempts
+	// whose fee cap is at or below the ceiling (fee bumps above it need
+	// new approvals; the transaction's `fee_ceiling` is the ceiling that
+	// covers every attempt); once M of N count, the transaction is
+	// signed. The same approver again replaces its approval. A
+	// transaction not waiting for approvals is a `409`; an approval
+	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+	// naming `/max_fee_per_gas`. Scope `approvals`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1666,7 +1678,9 @@ type ClientInterface interface {
 // ListPendingApprovals Transactions waiting for approvals
 //
 // The tenant's PENDING_APPROVAL transactions, newest first, each with
-// `approval_expires_at`. Scope `approvals`.
+// `approval_expires_at` and, where its caps give one, the
+// `fee_ceiling` an approval needs to cover every attempt. Scope
+// `approvals`.
 //
 // Corresponds with GET /api/v1/approvals (the `ListPendingApprovals` operationId).
 func (c *Client) ListPendingApprovals(ctx context.Context, params *ListPendingApprovalsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2174,12 +2188,17 @@ func (c *Client) RequestTxAction(ctx context.Context, txId TxIdPath, body Reques
 // ApproveTxWithBody Add an approver's signed approval
 //
 // Carries an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message; the approver's private key never reaches txfence). The
-// signer checks it against the approver keys of its policy; once M
-// of N count, the transaction is signed. The same approver again
-// replaces its approval. A transaction not waiting for approvals is a
-// `409`. Scope `approvals`.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message; the approver's
+// private key never reaches txfence). The signer checks it against
+// the approver keys of its policy and counts it only for attempts
+// whose fee cap is at or below the ceiling (fee bumps above it need
+// new approvals; the transaction's `fee_ceiling` is the ceiling that
+// covers every attempt); once M of N count, the transaction is
+// signed. The same approver again replaces its approval. A
+// transaction not waiting for approvals is a `409`; an approval
+// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+// naming `/max_fee_per_gas`. Scope `approvals`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2199,12 +2218,17 @@ func (c *Client) ApproveTxWithBody(ctx context.Context, txId TxIdPath, contentTy
 // ApproveTx Add an approver's signed approval
 //
 // Carries an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message; the approver's private key never reaches txfence). The
-// signer checks it against the approver keys of its policy; once M
-// of N count, the transaction is signed. The same approver again
-// replaces its approval. A transaction not waiting for approvals is a
-// `409`. Scope `approvals`.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message; the approver's
+// private key never reaches txfence). The signer checks it against
+// the approver keys of its policy and counts it only for attempts
+// whose fee cap is at or below the ceiling (fee bumps above it need
+// new approvals; the transaction's `fee_ceiling` is the ceiling that
+// covers every attempt); once M of N count, the transaction is
+// signed. The same approver again replaces its approval. A
+// transaction not waiting for approvals is a `409`; an approval
+// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+// naming `/max_fee_per_gas`. Scope `approvals`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4445,7 +4469,9 @@ type ClientWithResponsesInterface interface {
 	// ListPendingApprovalsWithResponse Transactions waiting for approvals
 	//
 	// The tenant's PENDING_APPROVAL transactions, newest first, each with
-	// `approval_expires_at`. Scope `approvals`.
+	// `approval_expires_at` and, where its caps give one, the
+	// `fee_ceiling` an approval needs to cover every attempt. Scope
+	// `approvals`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4757,12 +4783,17 @@ type ClientWithResponsesInterface interface {
 	// ApproveTxWithBodyWithResponse Add an approver's signed approval
 	//
 	// Carries an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message; the approver's private key never reaches txfence). The
-	// signer checks it against the approver keys of its policy; once M
-	// of N count, the transaction is signed. The same approver again
-	// replaces its approval. A transaction not waiting for approvals is a
-	// `409`. Scope `approvals`.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message; the approver's
+	// private key never reaches txfence). The signer checks it against
+	// the approver keys of its policy and counts it only for attempts
+	// whose fee cap is at or below the ceiling (fee bumps above it need
+	// new approvals; the transaction's `fee_ceiling` is the ceiling that
+	// covers every attempt); once M of N count, the transaction is
+	// signed. The same approver again replaces its approval. A
+	// transaction not waiting for approvals is a `409`; an approval
+	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+	// naming `/max_fee_per_gas`. Scope `approvals`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4772,12 +4803,17 @@ type ClientWithResponsesInterface interface {
 	// ApproveTxWithResponse Add an approver's signed approval
 	//
 	// Carries an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message; the approver's private key never reaches txfence). The
-	// signer checks it against the approver keys of its policy; once M
-	// of N count, the transaction is signed. The same approver again
-	// replaces its approval. A transaction not waiting for approvals is a
-	// `409`. Scope `approvals`.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message; the approver's
+	// private key never reaches txfence). The signer checks it against
+	// the approver keys of its policy and counts it only for attempts
+	// whose fee cap is at or below the ceiling (fee bumps above it need
+	// new approvals; the transaction's `fee_ceiling` is the ceiling that
+	// covers every attempt); once M of N count, the transaction is
+	// signed. The same approver again replaces its approval. A
+	// transaction not waiting for approvals is a `409`; an approval
+	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+	// naming `/max_fee_per_gas`. Scope `approvals`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6684,7 +6720,9 @@ func (r GetReadinessResponse) ContentType() string {
 // ListPendingApprovalsWithResponse Transactions waiting for approvals
 //
 // The tenant's PENDING_APPROVAL transactions, newest first, each with
-// `approval_expires_at`. Scope `approvals`.
+// `approval_expires_at` and, where its caps give one, the
+// `fee_ceiling` an approval needs to cover every attempt. Scope
+// `approvals`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7134,12 +7172,17 @@ func (c *ClientWithResponses) RequestTxActionWithResponse(ctx context.Context, t
 // ApproveTxWithBodyWithResponse Add an approver's signed approval
 //
 // Carries an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message; the approver's private key never reaches txfence). The
-// signer checks it against the approver keys of its policy; once M
-// of N count, the transaction is signed. The same approver again
-// replaces its approval. A transaction not waiting for approvals is a
-// `409`. Scope `approvals`.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message; the approver's
+// private key never reaches txfence). The signer checks it against
+// the approver keys of its policy and counts it only for attempts
+// whose fee cap is at or below the ceiling (fee bumps above it need
+// new approvals; the transaction's `fee_ceiling` is the ceiling that
+// covers every attempt); once M of N count, the transaction is
+// signed. The same approver again replaces its approval. A
+// transaction not waiting for approvals is a `409`; an approval
+// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+// naming `/max_fee_per_gas`. Scope `approvals`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7155,12 +7198,17 @@ func (c *ClientWithResponses) ApproveTxWithBodyWithResponse(ctx context.Context,
 // ApproveTxWithResponse Add an approver's signed approval
 //
 // Carries an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message; the approver's private key never reaches txfence). The
-// signer checks it against the approver keys of its policy; once M
-// of N count, the transaction is signed. The same approver again
-// replaces its approval. A transaction not waiting for approvals is a
-// `409`. Scope `approvals`.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message; the approver's
+// private key never reaches txfence). The signer checks it against
+// the approver keys of its policy and counts it only for attempts
+// whose fee cap is at or below the ceiling (fee bumps above it need
+// new approvals; the transaction's `fee_ceiling` is the ceiling that
+// covers every attempt); once M of N count, the transaction is
+// signed. The same approver again replaces its approval. A
+// transaction not waiting for approvals is a `409`; an approval
+// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
+// naming `/max_fee_per_gas`. Scope `approvals`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

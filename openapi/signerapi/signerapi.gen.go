@@ -111,12 +111,22 @@ func (e TxType) Valid() bool {
 }
 
 // Approval An approver's Ed25519 signature, base64, over signerd's approval
-// message: the intent signerd recomputes from the request, the tx id
-// and the expiry (see `signerd approver sign`).
+// message `txfence/approval/v2`: the intent signerd recomputes from
+// the request (chain, sender, type, destination, value, data), the tx
+// id, the fee ceiling `max_fee_per_gas` and the expiry (see `signerd
+// approver sign` and docs/signer.md, "Approvals"). It counts only
+// for a request whose fee cap (`max_fee_per_gas`, or `gas_price` of a
+// legacy transaction) is at or below the ceiling: a fee bump above it
+// needs new approvals. Approvals without a ceiling (v1) are refused.
 type Approval struct {
-	Approver  string    `json:"approver"`
-	Expiry    time.Time `json:"expiry"`
-	Signature []byte    `json:"signature"`
+	Approver string    `json:"approver"`
+	Expiry   time.Time `json:"expiry"`
+
+	// MaxFeePerGas The fee ceiling, in wei per gas: the highest fee cap the
+	// approval covers (the tip is at most the fee cap, so it needs no
+	// ceiling of its own). Part of what the approver signed.
+	MaxFeePerGas externalRef0.Uint256 `json:"max_fee_per_gas"`
+	Signature    []byte               `json:"signature"`
 }
 
 // AuditPage defines model for AuditPage.

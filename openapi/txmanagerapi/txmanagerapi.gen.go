@@ -563,15 +563,19 @@ type ClientInterface interface {
 	// ApproveTxWithBody Add an approver's approval
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message). txmanager cannot check the signature: signerd alone
-	// knows the approvers' keys. The signer's owner node asks signerd
-	// again with every approval stored; once M of N count, the
-	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-	// with them. The same approver again replaces its approval. A
-	// transaction not waiting for approvals (or whose wait is over) is a
-	// `409`. Only the gateway may call it (mutual TLS identity
-	// `gateway`), after checking the caller may approve.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+	// check the signature: signerd alone knows the approvers' keys. The
+	// signer's owner node asks signerd again with every approval stored;
+	// once M of N count at the fees it would sign with, the transaction
+	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+	// approval counts only while the attempt's fee cap is at or below its
+	// ceiling: fee bumps above it need new approvals. The same approver
+	// again replaces its approval. A transaction not waiting for
+	// approvals (or whose wait is over) is a `409`; an approval without a
+	// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+	// call it (mutual TLS identity `gateway`), after checking the caller
+	// may approve.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -581,15 +585,19 @@ type ClientInterface interface {
 	// ApproveTx Add an approver's approval
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message). txmanager cannot check the signature: signerd alone
-	// knows the approvers' keys. The signer's owner node asks signerd
-	// again with every approval stored; once M of N count, the
-	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-	// with them. The same approver again replaces its approval. A
-	// transaction not waiting for approvals (or whose wait is over) is a
-	// `409`. Only the gateway may call it (mutual TLS identity
-	// `gateway`), after checking the caller may approve.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+	// check the signature: signerd alone knows the approvers' keys. The
+	// signer's owner node asks signerd again with every approval stored;
+	// once M of N count at the fees it would sign with, the transaction
+	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+	// approval counts only while the attempt's fee cap is at or below its
+	// ceiling: fee bumps above it need new approvals. The same approver
+	// again replaces its approval. A transaction not waiting for
+	// approvals (or whose wait is over) is a `409`; an approval without a
+	// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+	// call it (mutual TLS identity `gateway`), after checking the caller
+	// may approve.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1051,15 +1059,19 @@ func (c *Client) RequestTxAction(ctx context.Context, txId TxIdPath, body Reques
 // ApproveTxWithBody Add an approver's approval
 //
 // Stores an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message). txmanager cannot check the signature: signerd alone
-// knows the approvers' keys. The signer's owner node asks signerd
-// again with every approval stored; once M of N count, the
-// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-// with them. The same approver again replaces its approval. A
-// transaction not waiting for approvals (or whose wait is over) is a
-// `409`. Only the gateway may call it (mutual TLS identity
-// `gateway`), after checking the caller may approve.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+// check the signature: signerd alone knows the approvers' keys. The
+// signer's owner node asks signerd again with every approval stored;
+// once M of N count at the fees it would sign with, the transaction
+// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+// approval counts only while the attempt's fee cap is at or below its
+// ceiling: fee bumps above it need new approvals. The same approver
+// again replaces its approval. A transaction not waiting for
+// approvals (or whose wait is over) is a `409`; an approval without a
+// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+// call it (mutual TLS identity `gateway`), after checking the caller
+// may approve.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1079,15 +1091,19 @@ func (c *Client) ApproveTxWithBody(ctx context.Context, txId TxIdPath, contentTy
 // ApproveTx Add an approver's approval
 //
 // Stores an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message). txmanager cannot check the signature: signerd alone
-// knows the approvers' keys. The signer's owner node asks signerd
-// again with every approval stored; once M of N count, the
-// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-// with them. The same approver again replaces its approval. A
-// transaction not waiting for approvals (or whose wait is over) is a
-// `409`. Only the gateway may call it (mutual TLS identity
-// `gateway`), after checking the caller may approve.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+// check the signature: signerd alone knows the approvers' keys. The
+// signer's owner node asks signerd again with every approval stored;
+// once M of N count at the fees it would sign with, the transaction
+// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+// approval counts only while the attempt's fee cap is at or below its
+// ceiling: fee bumps above it need new approvals. The same approver
+// again replaces its approval. A transaction not waiting for
+// approvals (or whose wait is over) is a `409`; an approval without a
+// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+// call it (mutual TLS identity `gateway`), after checking the caller
+// may approve.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2319,15 +2335,19 @@ type ClientWithResponsesInterface interface {
 	// ApproveTxWithBodyWithResponse Add an approver's approval
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message). txmanager cannot check the signature: signerd alone
-	// knows the approvers' keys. The signer's owner node asks signerd
-	// again with every approval stored; once M of N count, the
-	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-	// with them. The same approver again replaces its approval. A
-	// transaction not waiting for approvals (or whose wait is over) is a
-	// `409`. Only the gateway may call it (mutual TLS identity
-	// `gateway`), after checking the caller may approve.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+	// check the signature: signerd alone knows the approvers' keys. The
+	// signer's owner node asks signerd again with every approval stored;
+	// once M of N count at the fees it would sign with, the transaction
+	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+	// approval counts only while the attempt's fee cap is at or below its
+	// ceiling: fee bumps above it need new approvals. The same approver
+	// again replaces its approval. A transaction not waiting for
+	// approvals (or whose wait is over) is a `409`; an approval without a
+	// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+	// call it (mutual TLS identity `gateway`), after checking the caller
+	// may approve.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2337,15 +2357,19 @@ type ClientWithResponsesInterface interface {
 	// ApproveTxWithResponse Add an approver's approval
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
-	// intent and an expiry (docs/signer.md, "Approvals", gives the
-	// message). txmanager cannot check the signature: signerd alone
-	// knows the approvers' keys. The signer's owner node asks signerd
-	// again with every approval stored; once M of N count, the
-	// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-	// with them. The same approver again replaces its approval. A
-	// transaction not waiting for approvals (or whose wait is over) is a
-	// `409`. Only the gateway may call it (mutual TLS identity
-	// `gateway`), after checking the caller may approve.
+	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+	// check the signature: signerd alone knows the approvers' keys. The
+	// signer's owner node asks signerd again with every approval stored;
+	// once M of N count at the fees it would sign with, the transaction
+	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+	// approval counts only while the attempt's fee cap is at or below its
+	// ceiling: fee bumps above it need new approvals. The same approver
+	// again replaces its approval. A transaction not waiting for
+	// approvals (or whose wait is over) is a `409`; an approval without a
+	// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+	// call it (mutual TLS identity `gateway`), after checking the caller
+	// may approve.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3566,15 +3590,19 @@ func (c *ClientWithResponses) RequestTxActionWithResponse(ctx context.Context, t
 // ApproveTxWithBodyWithResponse Add an approver's approval
 //
 // Stores an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message). txmanager cannot check the signature: signerd alone
-// knows the approvers' keys. The signer's owner node asks signerd
-// again with every approval stored; once M of N count, the
-// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-// with them. The same approver again replaces its approval. A
-// transaction not waiting for approvals (or whose wait is over) is a
-// `409`. Only the gateway may call it (mutual TLS identity
-// `gateway`), after checking the caller may approve.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+// check the signature: signerd alone knows the approvers' keys. The
+// signer's owner node asks signerd again with every approval stored;
+// once M of N count at the fees it would sign with, the transaction
+// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+// approval counts only while the attempt's fee cap is at or below its
+// ceiling: fee bumps above it need new approvals. The same approver
+// again replaces its approval. A transaction not waiting for
+// approvals (or whose wait is over) is a `409`; an approval without a
+// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+// call it (mutual TLS identity `gateway`), after checking the caller
+// may approve.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3590,15 +3618,19 @@ func (c *ClientWithResponses) ApproveTxWithBodyWithResponse(ctx context.Context,
 // ApproveTxWithResponse Add an approver's approval
 //
 // Stores an approver's Ed25519 signature over the transaction's
-// intent and an expiry (docs/signer.md, "Approvals", gives the
-// message). txmanager cannot check the signature: signerd alone
-// knows the approvers' keys. The signer's owner node asks signerd
-// again with every approval stored; once M of N count, the
-// transaction leaves PENDING_APPROVAL for SIMULATED and is signed
-// with them. The same approver again replaces its approval. A
-// transaction not waiting for approvals (or whose wait is over) is a
-// `409`. Only the gateway may call it (mutual TLS identity
-// `gateway`), after checking the caller may approve.
+// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
+// (docs/signer.md, "Approvals", gives the message). txmanager cannot
+// check the signature: signerd alone knows the approvers' keys. The
+// signer's owner node asks signerd again with every approval stored;
+// once M of N count at the fees it would sign with, the transaction
+// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
+// approval counts only while the attempt's fee cap is at or below its
+// ceiling: fee bumps above it need new approvals. The same approver
+// again replaces its approval. A transaction not waiting for
+// approvals (or whose wait is over) is a `409`; an approval without a
+// fee ceiling a `400` naming `/max_fee_per_gas`. Only the gateway may
+// call it (mutual TLS identity `gateway`), after checking the caller
+// may approve.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

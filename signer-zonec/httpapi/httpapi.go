@@ -233,9 +233,12 @@ type signRequest struct {
 }
 
 type approvalInput struct {
-	Approver  string    `json:"approver"`
-	Expiry    time.Time `json:"expiry"`
-	Signature string    `json:"signature"`
+	Approver string `json:"approver"`
+	// MaxFeePerGas is the approval's fee ceiling, which its signature
+	// covers (signer.ApprovalMessage).
+	MaxFeePerGas *string   `json:"max_fee_per_gas"`
+	Expiry       time.Time `json:"expiry"`
+	Signature    string    `json:"signature"`
 }
 
 // toRequest converts the wire form, naming every bad field under prefix.
@@ -283,7 +286,14 @@ func (b *signRequest) toRequest(prefix string, needNonce bool) (*signer.Request,
 		if err != nil || ap.Approver == "" {
 			bad(fmt.Sprintf("approvals/%d", i), "needs an approver and a base64 signature")
 		}
-		req.Approvals = append(req.Approvals, signer.Approval{Approver: ap.Approver, Expiry: ap.Expiry, Signature: sig})
+		ceiling := fmt.Sprintf("approvals/%d/max_fee_per_gas", i)
+		if ap.MaxFeePerGas == nil {
+			// An approval signed before the ceiling was in the message
+			// (v1) counts for nothing: its approver must approve again.
+			bad(ceiling, "required: the fee ceiling the approver signed")
+		}
+		req.Approvals = append(req.Approvals, signer.Approval{Approver: ap.Approver, MaxFeePerGas: amount(ap.MaxFeePerGas, ceiling, bad),
+			Expiry: ap.Expiry, Signature: sig})
 	}
 	if len(fields) == 0 {
 		if err := req.Validate(); err != nil {

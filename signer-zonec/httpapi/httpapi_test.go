@@ -3,15 +3,21 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -22,6 +28,7 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
+	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 )
@@ -54,13 +61,18 @@ type api struct {
 	logs *logBuffer
 }
 
-func start(t *testing.T) *api {
+func start(t *testing.T) *api { return startWith(t, "") }
+
+// startWith starts the API with the policy file given (the development
+// policy when empty).
+func startWith(t *testing.T, policyFile string) *api {
 	t.Helper()
 	logs := &logBuffer{}
 	pki := servicetest.PKI(t)
 	srv := signertest.StartServer(t, signertest.ServerOptions{
-		PKI:    pki,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		PKI:        pki,
+		PolicyFile: policyFile,
+		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// Every exchange of every test here is checked against signer.yaml.
 		Wrap: func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.Signer, h) },
 	})
@@ -200,6 +212,13 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 		{"empty batch", "/v1/sign/batch", `{"requests":[]}`, "/requests"},
 		{"oversized batch", "/v1/sign/batch", `{"requests":[` + strings.TrimSuffix(strings.Repeat(good+",", 257), ",") + `]}`, "/requests"},
 		{"bad item in a batch", "/v1/sign/batch", `{"requests":[` + good + `,` + strings.Replace(good, `"value":"1"`, `"value":"x"`, 1) + `]}`, "/requests/1/value"},
+		{"approval without a fee ceiling", "/v1/sign", withApprovals(good, `{"approver":"alice","expiry":"2030-01-01T00:00:00Z","signature":"`+sig64+`"}`),
+			"/approvals/0/max_fee_per_gas"},
+		{"approval with a fee ceiling in gwei", "/v1/sign", withApprovals(good, `{"approver":"alice","max_fee_per_gas":"30 gwei","expiry":"2030-01-01T00:00:00Z","signature":"`+sig64+`"}`),
+			"/approvals/0/max_fee_per_gas"},
+		{"approval with a fee ceiling beyond uint256", "/v1/sign/batch", `{"requests":[` + withApprovals(good,
+			`{"approver":"alice","max_fee_per_gas":"`+new(big.Int).Lsh(big.NewInt(1), 256).String()+`","expiry":"2030-01-01T00:00:00Z","signature":"`+sig64+`"}`) + `]}`,
+			"/requests/0/approvals/0/max_fee_per_gas"},
 	}
 	for _, tt := range tests {
 		resp, body := a.post(t, "txmanager", tt.path, tt.body)
@@ -216,6 +235,85 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 	var n int
 	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("bad input left %d audit records (%v)", n, err)
+	}
+}
+
+// sig64 is 64 zero bytes in base64: the shape of an Ed25519 signature.
+var sig64 = base64.StdEncoding.EncodeToString(make([]byte, 64))
+
+// withApprovals adds approvals (JSON objects) to a signing request's JSON.
+func withApprovals(body string, approvals ...string) string {
+	return strings.TrimSuffix(body, "}") + `,"approvals":[` + strings.Join(approvals, ",") + `]}`
+}
+
+// approvalJSON is an approval as txmanager passes it on.
+func approvalJSON(a signer.Approval) string {
+	return fmt.Sprintf(`{"approver":%q,"max_fee_per_gas":%q,"expiry":%q,"signature":%q}`,
+		a.Approver, a.MaxFeePerGas.String(), a.Expiry.UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(a.Signature))
+}
+
+// TestAFeeBumpAboveTheApprovalsCeilingNeedsNewApprovals: a policy wants
+// alice's approval for every transfer of the first dev account. Signed at
+// 30 gwei with her approval up to 40 gwei, the transaction is bumped to 40
+// gwei under the same approval; a bump to 44 gwei is above it and waits
+// for a new one, which then lets it through.
+func TestAFeeBumpAboveTheApprovalsCeilingNeedsNewApprovals(t *testing.T) {
+	t.Parallel()
+	seed := sha256.Sum256([]byte("txfence httpapi test approver alice"))
+	alice := ed25519.NewKeyFromSeed(seed[:])
+	policyFile := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policyFile, []byte(`{"version": "approvals-1", "chains": [31337],
+		"approvers": {"alice": "`+base64.StdEncoding.EncodeToString(alice.Public().(ed25519.PublicKey))+`"},
+		"rules": [{"id": "approved-transfers", "effect": "allow", "match": {"from": ["`+signertest.DevAddress(0).Hex()+`"]},
+			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
+			"approval": {"threshold": 1, "approvers": ["alice"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startWith(t, policyFile)
+	to := signertest.DevAddress(1)
+	intent := &signer.Request{TxID: "tx-1", ChainID: 31337, From: signertest.DevAddress(0), Type: signer.DynamicFee, To: &to, Value: big.NewInt(1)}
+	upTo40 := approvalJSON(signer.SignApproval(alice, "alice", intent, big.NewInt(40e9), time.Now().Add(time.Hour)))
+	upTo44 := approvalJSON(signer.SignApproval(alice, "alice", intent, big.NewInt(44e9), time.Now().Add(time.Hour)))
+	at := func(maxFee, tip string, approvals ...string) string {
+		body := strings.Replace(transferJSON("tx-1", 0, "1"), `"max_fee_per_gas":"30000000000","max_priority_fee_per_gas":"1000000000"`,
+			`"max_fee_per_gas":"`+maxFee+`","max_priority_fee_per_gas":"`+tip+`"`, 1)
+		if len(approvals) > 0 {
+			body = withApprovals(body, approvals...)
+		}
+		return body
+	}
+	type outcome struct {
+		Outcome string
+		Reasons []string
+	}
+	sign := func(body string) outcome {
+		t.Helper()
+		resp, b := a.post(t, "txmanager", "/v1/sign", body)
+		var res struct {
+			Outcome  string `json:"outcome"`
+			Decision struct {
+				Reasons []string `json:"reasons"`
+			} `json:"decision"`
+		}
+		if err := json.Unmarshal(b, &res); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("sign: %d %s", resp.StatusCode, b)
+		}
+		return outcome{res.Outcome, res.Decision.Reasons}
+	}
+	for _, step := range []struct {
+		name, body, want, reason string
+	}{
+		{"no approval", at("30000000000", "1000000000"), "needs_approval", "needs 1 of 1 approvals"},
+		{"approved up to 40 gwei, at 30", at("30000000000", "1000000000", upTo40), "signed", ""},
+		{"bumped to 40 gwei", at("40000000000", "2000000000", upTo40), "signed", ""},
+		{"bumped to 44 gwei", at("44000000000", "3000000000", upTo40), "needs_approval",
+			`the approval by "alice" covers fee caps up to 40000000000 wei per gas, below this request's 44000000000: a new approval is needed`},
+		{"bumped to 44 gwei, approved anew", at("44000000000", "3000000000", upTo44), "signed", ""},
+	} {
+		got := sign(step.body)
+		if got.Outcome != step.want || !strings.Contains(strings.Join(got.Reasons, "\n"), step.reason) {
+			t.Errorf("%s: %s %q, want %s saying %q", step.name, got.Outcome, got.Reasons, step.want, step.reason)
+		}
 	}
 }
 
@@ -242,6 +340,7 @@ func FuzzDecodeSignRequest(f *testing.F) {
 	f.Add([]byte(transferJSON("tx-1", 0, "1")))
 	f.Add([]byte(`{"tx_id":"a","chain_id":31337,"from":"0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","nonce":1,"type":"legacy","to":null,"value":"0","data":"0x6000","gas":100000,"gas_price":"1"}`))
 	f.Add([]byte(`{"approvals":[{"approver":"a","expiry":"2030-01-01T00:00:00Z","signature":"AAAA"}]}`))
+	f.Add([]byte(`{"approvals":[{"approver":"a","max_fee_per_gas":"30000000000","expiry":"2030-01-01T00:00:00Z","signature":"AAAA"}]}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"value":"00"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

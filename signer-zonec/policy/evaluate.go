@@ -23,7 +23,8 @@ import (
 //     the token); an allowance-granting call to any other contract must be
 //     to one of erc20_spenders; per-transaction caps and rolling windows of
 //     value, fees and token units deny what exceeds them; then its approval
-//     threshold, if it applies, needs M valid approvals;
+//     threshold, if it applies, needs M valid approvals whose fee ceilings
+//     cover the request's fee cap;
 //  5. anything else is denied (default-deny).
 //
 // An allowed call to a declared token carries the units it moves or
@@ -237,9 +238,11 @@ func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *sig
 // countApprovals returns the approvers whose approvals of req are valid at
 // now, in the rule's order, and why the others did not count. An approval
 // counts only if its approver is one of the rule's and of the policy's, it
-// has not expired (nor expires further ahead than max_ttl), and its
-// signature verifies over the intent recomputed from req and req's tx id;
-// each approver counts once however many approvals carry its id.
+// has not expired (nor expires further ahead than max_ttl), its signature
+// verifies over the intent recomputed from req, req's tx id and the
+// approval's fee ceiling, and req's fee cap is at or below that ceiling
+// (a fee bump above it needs new approvals); each approver counts once
+// however many approvals carry its id.
 func (p *Policy) countApprovals(a *approvalRule, req *signer.Request, now time.Time, ruleID string) (approved, rejected []string) {
 	valid := map[string]bool{}
 	for _, ap := range req.Approvals {
@@ -254,8 +257,14 @@ func (p *Policy) countApprovals(a *approvalRule, req *signer.Request, now time.T
 			why = "expired at " + ap.Expiry.UTC().Format(time.RFC3339)
 		case a.maxTTL > 0 && ap.Expiry.After(now.Add(a.maxTTL)):
 			why = fmt.Sprintf("expires at %s, more than the max_ttl of %s ahead", ap.Expiry.UTC().Format(time.RFC3339), a.maxTTL)
+		case ap.MaxFeePerGas == nil:
+			why = "has no fee ceiling (max_fee_per_gas): an approval signed before txfence/approval/v2 must be given again"
 		case !signer.VerifyApproval(pub, req, ap):
-			why = "has a signature that does not verify for this intent and tx id"
+			why = "has a signature that does not verify for this intent, tx id and fee ceiling"
+		case req.FeeCap().Cmp(ap.MaxFeePerGas) > 0:
+			// Checked after the signature, so that it speaks of what the
+			// approver really signed.
+			why = fmt.Sprintf("covers fee caps up to %s wei per gas, below this request's %s: a new approval is needed", ap.MaxFeePerGas, req.FeeCap())
 		default:
 			valid[ap.Approver] = true
 			continue

@@ -222,71 +222,135 @@ func TestEvaluateApprovals(t *testing.T) {
 		{name: "3 of 2", req: large(approved("alice", "bob", "carol")), want: allowedWith("treasury", 2, abc, "alice", "bob", "carol")},
 		{name: "duplicate approver counts once", req: large(approved("alice", "alice")), want: needs("treasury", 2, abc, "alice"), reason: `"alice" counts once`},
 		{name: "expired", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			return signer.SignApproval(approverKey("bob"), "bob", r, now.Add(-time.Second))
+			return signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(-time.Second))
 		})), want: needs("treasury", 2, abc, "alice"), reason: "expired at"},
 		{name: "expiring at now is expired", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			return signer.SignApproval(approverKey("bob"), "bob", r, now)
+			return signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now)
 		})), want: needs("treasury", 2, abc, "alice"), reason: "expired"},
 		{name: "expiring past max_ttl", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			return signer.SignApproval(approverKey("bob"), "bob", r, now.Add(25*time.Hour))
+			return signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(25*time.Hour))
 		})), want: needs("treasury", 2, abc, "alice"), reason: "max_ttl"},
 		{name: "unknown approver", req: large(approved("alice", "mallory")), want: needs("treasury", 2, abc, "alice"), reason: `"mallory" is not an approver`},
 		{name: "approver of the policy but not of the rule", req: large(approved("alice", "dave")), want: needs("treasury", 2, abc, "alice"), reason: `"dave" is not an approver of rule treasury`},
 		{name: "signed by another approver's key", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			return signer.SignApproval(approverKey("alice"), "bob", r, now.Add(time.Hour))
+			return signer.SignApproval(approverKey("alice"), "bob", r, r.FeeCap(), now.Add(time.Hour))
 		})), want: needs("treasury", 2, abc, "alice"), reason: `"bob" has a signature that does not verify`},
 		{name: "signed over a different intent", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			return signer.SignApproval(approverKey("bob"), "bob", large(value(102)), now.Add(time.Hour))
+			return signer.SignApproval(approverKey("bob"), "bob", large(value(102)), r.FeeCap(), now.Add(time.Hour))
 		})), want: needs("treasury", 2, abc, "alice"), reason: "does not verify"},
 		{name: "signed for a different tx id", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
 			o := *r
 			o.TxID = "tx-2"
-			return signer.SignApproval(approverKey("bob"), "bob", &o, now.Add(time.Hour))
+			return signer.SignApproval(approverKey("bob"), "bob", &o, r.FeeCap(), now.Add(time.Hour))
 		})), want: needs("treasury", 2, abc, "alice"), reason: "does not verify"},
 		{name: "tampered signature", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			a := signer.SignApproval(approverKey("bob"), "bob", r, now.Add(time.Hour))
+			a := signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(time.Hour))
 			a.Signature[10] ^= 1
 			return a
 		})), want: needs("treasury", 2, abc, "alice"), reason: "does not verify"},
 		{name: "tampered expiry", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			a := signer.SignApproval(approverKey("bob"), "bob", r, now.Add(time.Hour))
+			a := signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(time.Hour))
 			a.Expiry = a.Expiry.Add(time.Hour)
 			return a
 		})), want: needs("treasury", 2, abc, "alice"), reason: "does not verify"},
 		{name: "expiry moved by a fraction of the signed second", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			a := signer.SignApproval(approverKey("bob"), "bob", r, now.Add(time.Hour))
+			a := signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(time.Hour))
 			a.Expiry = a.Expiry.Add(900 * time.Millisecond)
 			return a
 		})), want: decision(signer.Deny, policy.InvalidRequest), reason: "whole second"},
 		{name: "truncated signature", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
-			a := signer.SignApproval(approverKey("bob"), "bob", r, now.Add(time.Hour))
+			a := signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(time.Hour))
 			a.Signature = a.Signature[:63]
 			return a
 		})), want: needs("treasury", 2, abc, "alice"), reason: "does not verify"},
 		{name: "an invalid approval next to a valid one by the same approver", req: large(withApproval(func(r *signer.Request) signer.Approval {
-			return signer.SignApproval(approverKey("bob"), "bob", r, now.Add(-time.Minute))
+			return signer.SignApproval(approverKey("bob"), "bob", r, r.FeeCap(), now.Add(-time.Minute))
 		}), approved("bob", "carol")), want: allowedWith("treasury", 2, abc, "bob", "carol")},
 		{name: "approvals do not make a request match", req: request(from(treasury), to(other), value(101), approved("alice", "bob")), want: decision(signer.Deny, policy.DefaultDeny)},
 	}
 	runEval(t, p, tests)
 }
 
+// TestApprovalsCoverFeeCapsUpToTheirCeiling: an approval counts for a
+// request whose fee cap (max_fee_per_gas, or a legacy gas price) is at or
+// below the approval's ceiling, and not above, saying why; the ceiling is
+// part of what the approver signed.
+func TestApprovalsCoverFeeCapsUpToTheirCeiling(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, testPolicy)
+	abc := []string{"alice", "bob", "carol"}
+	large := func(mods ...func(*signer.Request)) *signer.Request {
+		return request(append([]func(*signer.Request){from(treasury), value(101)}, mods...)...)
+	}
+	// The default request's fee cap is 50 wei per gas.
+	runEval(t, p, []evalCase{
+		{name: "ceiling at the fee cap", req: large(approvedUpTo(50, "alice", "bob")), want: allowedWith("treasury", 2, abc, "alice", "bob")},
+		{name: "ceiling above the fee cap", req: large(approvedUpTo(90, "alice", "bob")), want: allowedWith("treasury", 2, abc, "alice", "bob")},
+		{name: "one ceiling one wei below the fee cap", req: large(approvedUpTo(50, "alice"), approvedUpTo(49, "bob")), want: needs("treasury", 2, abc, "alice"),
+			reason: `the approval by "bob" covers fee caps up to 49 wei per gas, below this request's 50: a new approval is needed`},
+		{name: "both ceilings below the fee cap", req: large(approvedUpTo(30, "alice", "bob")), want: needs("treasury", 2, abc),
+			reason: `the approval by "alice" covers fee caps up to 30 wei per gas, below this request's 50`},
+		{name: "a ceiling below the fee cap next to a covering one by the same approver", req: large(approvedUpTo(10, "bob"), approvedUpTo(50, "bob", "carol")),
+			want: allowedWith("treasury", 2, abc, "bob", "carol")},
+		{name: "legacy gas price at the ceiling", req: large(legacy(70), approvedUpTo(70, "alice", "bob")), want: allowedWith("treasury", 2, abc, "alice", "bob")},
+		{name: "legacy gas price above the ceiling", req: large(legacy(71), approvedUpTo(70, "alice", "bob")), want: needs("treasury", 2, abc),
+			reason: "covers fee caps up to 70 wei per gas, below this request's 71"},
+		{name: "the tip does not count against the ceiling", req: large(fees(50, 50), approvedUpTo(50, "alice", "bob")), want: allowedWith("treasury", 2, abc, "alice", "bob")},
+		{name: "ceiling raised after signing", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
+			a := signer.SignApproval(approverKey("bob"), "bob", r, big.NewInt(40), now.Add(time.Hour))
+			a.MaxFeePerGas = big.NewInt(4000)
+			return a
+		})), want: needs("treasury", 2, abc, "alice"), reason: `"bob" has a signature that does not verify`},
+		{name: "ceiling lowered after signing", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
+			a := signer.SignApproval(approverKey("bob"), "bob", r, big.NewInt(4000), now.Add(time.Hour))
+			a.MaxFeePerGas = big.NewInt(50)
+			return a
+		})), want: needs("treasury", 2, abc, "alice"), reason: `"bob" has a signature that does not verify`},
+		{name: "an approval without a ceiling", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
+			a := signer.SignApproval(approverKey("bob"), "bob", r, big.NewInt(50), now.Add(time.Hour))
+			a.MaxFeePerGas = nil
+			return a
+		})), want: needs("treasury", 2, abc, "alice"), reason: `the approval by "bob" has no fee ceiling (max_fee_per_gas)`},
+		{name: "an approval with a ceiling beyond uint256", req: large(approved("alice"), withApproval(func(r *signer.Request) signer.Approval {
+			a := signer.SignApproval(approverKey("bob"), "bob", r, big.NewInt(50), now.Add(time.Hour))
+			a.MaxFeePerGas = new(big.Int).Lsh(big.NewInt(1), 256)
+			return a
+		})), want: decision(signer.Deny, policy.InvalidRequest), reason: "approval 1: max_fee_per_gas is not a uint256"},
+	})
+}
+
 // TestApprovalsFollowTheIntent: approvals given to an intent still count
-// for its fee-bump replacement (fees are not part of the intent), while
-// a change of destination, value or data voids them.
+// for its fee-bump replacements up to their fee ceiling (fees are not part
+// of the intent, the ceiling is part of the approval), while a bump above
+// the ceiling needs new approvals and a change of destination, value or
+// data voids them.
 func TestApprovalsFollowTheIntent(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, testPolicy)
-	orig := request(from(treasury), value(500), approved("alice", "bob"))
+	orig := request(from(treasury), value(500), approvedUpTo(66, "alice", "bob"))
 	bump := *orig
 	bump.MaxFeePerGas, bump.MaxPriorityFeePerGas, bump.Gas = big.NewInt(60), big.NewInt(3), 21001
+	toCeiling := bump
+	toCeiling.MaxFeePerGas, toCeiling.MaxPriorityFeePerGas = big.NewInt(66), big.NewInt(4)
+	aboveCeiling := toCeiling
+	aboveCeiling.MaxFeePerGas, aboveCeiling.MaxPriorityFeePerGas = big.NewInt(73), big.NewInt(5)
+	reapproved := aboveCeiling
+	reapproved.Approvals = nil
+	approvedUpTo(73, "alice", "bob")(&reapproved)
 	changed := *orig
 	changed.Data = []byte{1}
 	for _, tc := range []struct {
 		name string
 		req  *signer.Request
 		want signer.Verdict
-	}{{"original", orig, signer.Allow}, {"fee bump", &bump, signer.Allow}, {"other data", &changed, signer.NeedsApproval}} {
+	}{
+		{"original", orig, signer.Allow},
+		{"fee bump", &bump, signer.Allow},
+		{"fee bump to the ceiling", &toCeiling, signer.Allow},
+		{"fee bump above the ceiling", &aboveCeiling, signer.NeedsApproval},
+		{"fee bump above the old ceiling, approved anew", &reapproved, signer.Allow},
+		{"other data", &changed, signer.NeedsApproval},
+	} {
 		got, err := p.Evaluate(context.Background(), tc.req, now, spentIs(0))
 		if err != nil {
 			t.Fatal(err)

@@ -102,7 +102,7 @@ func TestProductionExamplePolicy(t *testing.T) {
 	sign := func(names ...string) func(*signer.Request) {
 		return func(r *signer.Request) {
 			for _, n := range names {
-				r.Approvals = append(r.Approvals, signer.SignApproval(exampleApprover(n), n, r, now.Add(time.Hour)))
+				r.Approvals = append(r.Approvals, signer.SignApproval(exampleApprover(n), n, r, r.FeeCap(), now.Add(time.Hour)))
 			}
 		}
 	}

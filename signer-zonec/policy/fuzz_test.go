@@ -116,7 +116,7 @@ func FuzzEvaluate(f *testing.F) {
 		}
 		for i, n := range names {
 			if approvers&(1<<i) != 0 {
-				req.Approvals = append(req.Approvals, signer.SignApproval(approverKey(n), n, req, now.Add(time.Hour)))
+				req.Approvals = append(req.Approvals, signer.SignApproval(approverKey(n), n, req, req.FeeCap(), now.Add(time.Hour)))
 			}
 		}
 		spent := valueUsage(func(context.Context, time.Duration) (*big.Int, error) { return new(big.Int).SetUint64(spentVal), nil })
@@ -158,7 +158,7 @@ func FuzzEvaluate(f *testing.F) {
 		more := *req
 		more.Approvals = slices.Clone(req.Approvals)
 		for _, n := range names {
-			more.Approvals = append(more.Approvals, signer.SignApproval(approverKey(n), n, &more, now.Add(time.Hour)))
+			more.Approvals = append(more.Approvals, signer.SignApproval(approverKey(n), n, &more, more.FeeCap(), now.Add(time.Hour)))
 		}
 		if d2 := eval(&more); d2.Verdict != signer.Deny || d2.RuleID != d.RuleID {
 			t.Fatalf("denied by %s, then %s by %s with more approvals", d.RuleID, d2.Verdict, d2.RuleID)

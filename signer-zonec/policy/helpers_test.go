@@ -175,11 +175,21 @@ func fees(maxFee, tip int64) func(*signer.Request) {
 func gas(g uint64) func(*signer.Request) { return func(r *signer.Request) { r.Gas = g } }
 
 // approved attaches approvals by names, each signed over the request as it
-// stands, valid for an hour.
+// stands, up to its fee cap, valid for an hour.
 func approved(names ...string) func(*signer.Request) {
 	return func(r *signer.Request) {
 		for _, n := range names {
-			r.Approvals = append(r.Approvals, signer.SignApproval(approverKey(n), n, r, now.Add(time.Hour)))
+			r.Approvals = append(r.Approvals, signer.SignApproval(approverKey(n), n, r, r.FeeCap(), now.Add(time.Hour)))
+		}
+	}
+}
+
+// approvedUpTo attaches approvals by names, each signed over the request as
+// it stands with a fee ceiling of maxFee wei per gas, valid for an hour.
+func approvedUpTo(maxFee int64, names ...string) func(*signer.Request) {
+	return func(r *signer.Request) {
+		for _, n := range names {
+			r.Approvals = append(r.Approvals, signer.SignApproval(approverKey(n), n, r, big.NewInt(maxFee), now.Add(time.Hour)))
 		}
 	}
 }

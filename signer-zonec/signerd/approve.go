@@ -29,27 +29,32 @@ import (
 
 // approvalRequest is what an approver is asked to approve: the fields of a
 // signing request that make up its intent (chain, sender, type,
-// destination, value, data) and the tx id. Gas and fees are not part of an
-// intent, so an approval survives a fee bump; neither is the nonce, which
-// may be given but changes nothing.
+// destination, value, data), the tx id, and the fee ceiling: the highest
+// fee cap per gas the approval covers (max_fee_per_gas of an eip1559
+// transaction, the gas price of a legacy one; the tip is at most the fee
+// cap). Gas and the fees themselves are not part of an intent, so an
+// approval survives a fee bump up to its ceiling; neither is the nonce,
+// which may be given but changes nothing.
 type approvalRequest struct {
-	TxID    string  `json:"tx_id"`
-	ChainID uint64  `json:"chain_id"`
-	From    string  `json:"from"`
-	Type    string  `json:"type"`         // "legacy" or "eip1559"
-	To      *string `json:"to,omitempty"` // absent: a contract creation
-	Value   string  `json:"value"`        // wei, decimal
-	Data    string  `json:"data,omitempty"`
-	Nonce   *uint64 `json:"nonce,omitempty"`
+	TxID         string  `json:"tx_id"`
+	ChainID      uint64  `json:"chain_id"`
+	From         string  `json:"from"`
+	Type         string  `json:"type"`         // "legacy" or "eip1559"
+	To           *string `json:"to,omitempty"` // absent: a contract creation
+	Value        string  `json:"value"`        // wei, decimal
+	Data         string  `json:"data,omitempty"`
+	Nonce        *uint64 `json:"nonce,omitempty"`
+	MaxFeePerGas *string `json:"max_fee_per_gas"` // wei per gas, decimal
 }
 
 // approvalJSON is an approval as the approver hands it over: attached to the
 // transaction, it travels to signerd, which verifies it against the intent
 // it recomputes.
 type approvalJSON struct {
-	Approver  string    `json:"approver"`
-	Expiry    time.Time `json:"expiry"`    // RFC 3339, whole seconds
-	Signature string    `json:"signature"` // base64 Ed25519 signature
+	Approver     string    `json:"approver"`
+	MaxFeePerGas string    `json:"max_fee_per_gas"` // the fee ceiling, wei per gas
+	Expiry       time.Time `json:"expiry"`          // RFC 3339, whole seconds
+	Signature    string    `json:"signature"`       // base64 Ed25519 signature
 }
 
 // approval converts to the domain type.
@@ -58,7 +63,11 @@ func (a approvalJSON) approval() (signer.Approval, error) {
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return signer.Approval{}, errors.New("signature: not a base64 Ed25519 signature")
 	}
-	return signer.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: sig}, nil
+	ceiling, ok := new(big.Int).SetString(a.MaxFeePerGas, 10)
+	if !ok || !approvalAmount.MatchString(a.MaxFeePerGas) || ceiling.BitLen() > 256 {
+		return signer.Approval{}, errors.New("max_fee_per_gas: not a decimal amount of wei")
+	}
+	return signer.Approval{Approver: a.Approver, MaxFeePerGas: ceiling, Expiry: a.Expiry, Signature: sig}, nil
 }
 
 // maxApprovalRequest bounds a request file: call data of a contract
@@ -76,13 +85,13 @@ const maxApprovalTTL = 30 * 24 * time.Hour
 //     (created, mode 0600, never overwritten) and prints the line to add to
 //     the policy's approvers: "ID": "PUBLIC_KEY".
 //   - sign --key FILE --request FILE|- [--ttl 1h] reads a signing request
-//     (JSON: tx_id, chain_id, from, type, to, value, data, nonce optional),
-//     recomputes its intent and prints the approval as JSON: approver,
-//     expiry, signature.
+//     (JSON: tx_id, chain_id, from, type, to, value, data, max_fee_per_gas,
+//     nonce optional), recomputes its intent and prints the approval as
+//     JSON: approver, max_fee_per_gas, expiry, signature.
 //
-// Abuse as an oracle: sign signs whatever intent the request file
-// describes, for as long as --ttl says; whoever can run it with the key
-// file is the approver. It signs only the domain-separated approval message
+// Abuse as an oracle: sign signs whatever intent and fee ceiling the
+// request file describes, for as long as --ttl says; whoever can run it
+// with the key file is the approver. It signs only the domain-separated approval message
 // (signer.ApprovalMessage), so its signatures are good for nothing but
 // approvals, and the approver must read the request before signing it.
 func approverCommand(args []string, stdin io.Reader, stdout io.Writer) error {
@@ -201,7 +210,7 @@ func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, s
 	if len(raw) > maxApprovalRequest {
 		return fmt.Errorf("the signing request is more than %d bytes", maxApprovalRequest)
 	}
-	req, err := parseApprovalRequest(raw)
+	req, ceiling, err := parseApprovalRequest(raw)
 	if err != nil {
 		return fmt.Errorf("signing request: %w", err)
 	}
@@ -214,8 +223,9 @@ func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, s
 	// Whole seconds: the approval message carries the expiry in Unix
 	// seconds, and RFC 3339 without fractions says exactly that.
 	expiry := now().Add(ttl).Truncate(time.Second).UTC()
-	a := signer.SignApproval(priv, id, req, expiry)
-	out, err := json.Marshal(approvalJSON{Approver: a.Approver, Expiry: a.Expiry, Signature: base64.StdEncoding.EncodeToString(a.Signature)})
+	a := signer.SignApproval(priv, id, req, ceiling, expiry)
+	out, err := json.Marshal(approvalJSON{Approver: a.Approver, MaxFeePerGas: a.MaxFeePerGas.String(), Expiry: a.Expiry,
+		Signature: base64.StdEncoding.EncodeToString(a.Signature)})
 	if err != nil {
 		return err
 	}
@@ -229,15 +239,16 @@ var (
 )
 
 // parseApprovalRequest decodes a signing request strictly and builds the
-// signer.Request whose intent is approved. It refuses what it does not
-// understand rather than approve something other than what was meant.
-func parseApprovalRequest(raw []byte) (*signer.Request, error) {
+// signer.Request whose intent is approved, and the fee ceiling. It refuses
+// what it does not understand rather than approve something other than
+// what was meant.
+func parseApprovalRequest(raw []byte) (*signer.Request, *big.Int, error) {
 	// Strict: the approver reads this file before signing it, so what the
 	// approver reads must be what is signed (no duplicate keys, no field
 	// names in another case, nothing after the object).
 	var ar approvalRequest
 	if err := policy.DecodeStrict(raw, &ar); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var problems []error
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
@@ -268,6 +279,15 @@ func parseApprovalRequest(raw []byte) (*signer.Request, error) {
 	} else {
 		req.Value = v
 	}
+	var ceiling *big.Int
+	switch v, ok := new(big.Int).SetString(deref(ar.MaxFeePerGas), 10); {
+	case ar.MaxFeePerGas == nil:
+		bad("max_fee_per_gas is required: the highest fee cap per gas (an eip1559 max_fee_per_gas, a legacy gas price) the approval covers")
+	case !approvalAmount.MatchString(*ar.MaxFeePerGas) || !ok || v.BitLen() > 256:
+		bad("max_fee_per_gas %q: want a decimal amount of wei per gas", *ar.MaxFeePerGas)
+	default:
+		ceiling = v
+	}
 	if ar.Data != "" {
 		d, err := hex.DecodeString(strings.TrimPrefix(ar.Data, "0x"))
 		if err != nil || !strings.HasPrefix(ar.Data, "0x") {
@@ -278,5 +298,12 @@ func parseApprovalRequest(raw []byte) (*signer.Request, error) {
 	if req.To == nil && len(req.Data) == 0 {
 		bad("a contract creation (no to) needs data")
 	}
-	return req, errors.Join(problems...)
+	return req, ceiling, errors.Join(problems...)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -46,13 +46,15 @@ const approvalRequestJSON = `{
   "to": "0x4000000000000000000000000000000000000004",
   "value": "50000000000000000000",
   "data": "0x",
-  "nonce": 12
+  "nonce": 12,
+  "max_fee_per_gas": "30000000000"
 }`
 
 // TestApprovalFromTheCommandSatisfiesThePolicy: keys made by `approver new`,
 // listed in a policy by the lines it printed, sign with `approver sign` an
 // approval that policy counts, for the request signerd then evaluates
-// (with its gas and fees, which the approver never saw).
+// (with its gas and its fees, up to the fee ceiling the approver signed:
+// a fee bump above it needs new approvals).
 func TestApprovalFromTheCommandSatisfiesThePolicy(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -94,8 +96,8 @@ func TestApprovalFromTheCommandSatisfiesThePolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.Approver != id {
-			t.Errorf("approval by %q, want %q", a.Approver, id)
+		if a.Approver != id || a.MaxFeePerGas.Cmp(big.NewInt(30e9)) != 0 {
+			t.Errorf("approval by %q up to %s wei per gas, want %q up to the request file's 30 gwei", a.Approver, a.MaxFeePerGas, id)
 		}
 		return a
 	}
@@ -136,6 +138,17 @@ func TestApprovalFromTheCommandSatisfiesThePolicy(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s\nreasons: %q", tc.name, diff, d.Reasons)
 		}
 	}
+
+	// They cover fee bumps up to the ceiling, and no further.
+	req.MaxFeePerGas, req.MaxPriorityFeePerGas = big.NewInt(30e9), big.NewInt(3e9)
+	if d := evaluate(alice, carol); d.Verdict != signer.Allow {
+		t.Errorf("a fee bump to the ceiling: %s %q", d.Verdict, d.Reasons)
+	}
+	req.MaxFeePerGas = big.NewInt(30e9 + 1)
+	if d := evaluate(alice, carol); d.Verdict != signer.NeedsApproval || len(d.Approved) != 0 || !strings.Contains(strings.Join(d.Reasons, "\n"), "covers fee caps up to 30000000000 wei per gas") {
+		t.Errorf("a fee bump above the ceiling: %s, approved %v, %q", d.Verdict, d.Approved, d.Reasons)
+	}
+	req.MaxFeePerGas, req.MaxPriorityFeePerGas = big.NewInt(30e9), big.NewInt(1e9)
 
 	// The approvals are for this intent and tx id only.
 	req.Value = new(big.Int).Add(value, big.NewInt(1))
@@ -225,6 +238,12 @@ func TestApproverRefusesBadUse(t *testing.T) {
 		{"not a key file", approvalRequestJSON, []string{"sign", "--key", notKey, "--request", "-"}, "not an approver key file"},
 		{"missing key", approvalRequestJSON, []string{"sign", "--key", filepath.Join(dir, "none.key"), "--request", "-"}, "no such file"},
 		{"gas is not approved", edit(`"nonce": 12`, `"nonce": 12, "gas": 21000`), []string{"sign", "--key", key, "--request", "-"}, `unknown field "gas"`},
+		{"no fee ceiling", edit(`,
+  "max_fee_per_gas": "30000000000"`, ``), []string{"sign", "--key", key, "--request", "-"}, "max_fee_per_gas is required"},
+		{"a fee ceiling in gwei", edit(`"30000000000"`, `"30 gwei"`), []string{"sign", "--key", key, "--request", "-"}, `max_fee_per_gas "30 gwei": want a decimal amount of wei`},
+		{"a fee ceiling as a number", edit(`"30000000000"`, `30000000000`), []string{"sign", "--key", key, "--request", "-"}, "max_fee_per_gas"},
+		{"a fee ceiling beyond uint256", edit(`"30000000000"`, `"115792089237316195423570985008687907853269984665640564039457584007913129639936"`), []string{"sign", "--key", key, "--request", "-"}, "max_fee_per_gas"},
+		{"a gas price is no ceiling", edit(`"max_fee_per_gas"`, `"gas_price"`), []string{"sign", "--key", key, "--request", "-"}, `unknown field "gas_price"`},
 		{"duplicate to", edit(`"data": "0x",`, `"data": "0x", "to": "0xd90e2f925da726b50c4ed8d0fb90ad053324f31b",`), []string{"sign", "--key", key, "--request", "-"}, "to: duplicate key"},
 		{"field in another case", edit(`"value"`, `"Value"`), []string{"sign", "--key", key, "--request", "-"}, `unknown field "Value"`},
 		{"two requests", approvalRequestJSON + approvalRequestJSON, []string{"sign", "--key", key, "--request", "-"}, "data after the object"},
@@ -249,12 +268,16 @@ func TestApproverRefusesBadUse(t *testing.T) {
 }
 
 // TestApprovalRequestIntent: the intent the command signs is the one signerd
-// computes from the same fields, whatever nonce, gas and fees.
+// computes from the same fields, whatever nonce, gas and fees, and the fee
+// ceiling is the file's.
 func TestApprovalRequestIntent(t *testing.T) {
 	t.Parallel()
-	got, err := parseApprovalRequest([]byte(`{"tx_id": "t", "chain_id": 8453, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "type": "legacy", "value": "0", "data": "0x6080604052"}`))
+	got, ceiling, err := parseApprovalRequest([]byte(`{"tx_id": "t", "chain_id": 8453, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "type": "legacy", "value": "0", "data": "0x6080604052", "max_fee_per_gas": "7"}`))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ceiling.Cmp(big.NewInt(7)) != 0 {
+		t.Errorf("fee ceiling %s, want the file's 7", ceiling)
 	}
 	want := &signer.Request{
 		TxID: "t", ChainID: 8453, From: common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"), Type: signer.Legacy,

@@ -21,11 +21,12 @@ const BumpPercent = 10
 // smaller rise would be refused by the nodes, and the attempt in flight
 // stays the one that counts.
 func (m Market) Bump(prev txmanager.Fees, signer txmanager.SignerConfig, in *txmanager.Intent, marketPercent int) (txmanager.Fees, error) {
-	var intentFee, intentTip *big.Int
+	var intentTip *big.Int
 	if in != nil {
-		intentFee, intentTip = in.MaxFeePerGas, in.MaxPriorityFeePerGas
+		intentTip = in.MaxPriorityFeePerGas
 	}
-	feeCap := lower(intentFee, weiInt(signer.MaxFeePerGas))
+	// The fee ceiling an approval must cover (txmanager.SignerConfig.FeeCeiling).
+	feeCap := signer.FeeCeiling(in)
 	tipCap := lower(intentTip, weiInt(signer.MaxPriorityFeePerGas))
 	market := m.Fees(txmanager.SignerConfig{}, nil) // the uncapped market price
 	if m.legacy || prev.GasPrice != nil {

@@ -95,11 +95,12 @@ func (r *Reader) Market(ctx context.Context, legacy bool) (Market, error) {
 // Fees prices one transaction at this market within the caps (see
 // Reader.Fees); in may be nil. It reads nothing.
 func (m Market) Fees(signer txmanager.SignerConfig, in *txmanager.Intent) Fees {
-	var intentFee, intentTip *big.Int
+	var intentTip *big.Int
 	if in != nil {
-		intentFee, intentTip = in.MaxFeePerGas, in.MaxPriorityFeePerGas
+		intentTip = in.MaxPriorityFeePerGas
 	}
-	feeCap := lower(intentFee, weiInt(signer.MaxFeePerGas))
+	// The fee ceiling an approval must cover (txmanager.SignerConfig.FeeCeiling).
+	feeCap := signer.FeeCeiling(in)
 	tipCap := lower(intentTip, weiInt(signer.MaxPriorityFeePerGas))
 
 	if m.legacy {

@@ -265,7 +265,9 @@ func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgr
 		req.Tx = &cancel
 	} else {
 		// A replacement goes through signerd's policy too: the approvals
-		// stored for the transaction count again.
+		// stored for the transaction count again, each up to its fee
+		// ceiling, so a bump above it is refused and the attempt in
+		// flight stays the one that counts.
 		approvals, err := fl.cfg.Store.Approvals(ctx, []uuid.UUID{t.TxID})
 		if err != nil {
 			return err

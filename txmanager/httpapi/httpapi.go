@@ -247,9 +247,13 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 
 // ApprovalRequest is the body of an approval.
 type ApprovalRequest struct {
-	Approver  string    `json:"approver"`
-	Expiry    time.Time `json:"expiry"`
-	Signature []byte    `json:"signature"`
+	Approver string `json:"approver"`
+	// MaxFeePerGas is the fee ceiling the approver signed (wei per gas,
+	// decimal); an approval without one was signed before
+	// txfence/approval/v2 and is refused.
+	MaxFeePerGas *string   `json:"max_fee_per_gas"`
+	Expiry       time.Time `json:"expiry"`
+	Signature    []byte    `json:"signature"`
 }
 
 // RejectRequest is the body of a rejection.
@@ -260,28 +264,48 @@ type RejectRequest struct {
 // approverID is what signerd's policy accepts as an approver id.
 var approverID = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
 
-// check names every problem of the approval; now is the server's clock.
-func (b *ApprovalRequest) check(now time.Time) error {
-	var problems []string
+// check names every problem of the approval, and returns its fee ceiling;
+// now is the server's clock.
+func (b *ApprovalRequest) check(now time.Time) (*big.Int, error) {
+	var fields []errs.FieldError
+	bad := func(pointer, detail string) {
+		fields = append(fields, errs.FieldError{Pointer: pointer, Detail: detail})
+	}
 	if !approverID.MatchString(b.Approver) {
-		problems = append(problems, "approver: 1 to 64 letters, digits, '.', '_', '-' or '@'")
+		bad("/approver", "1 to 64 letters, digits, '.', '_', '-' or '@'")
+	}
+	var ceiling *big.Int
+	if b.MaxFeePerGas == nil {
+		bad("/max_fee_per_gas", "required: the fee ceiling the approver signed (wei per gas); approvals signed without one (txfence/approval/v1) must be given again")
+	} else if v, ok := new(big.Int).SetString(*b.MaxFeePerGas, 10); !ok || !uint256.MatchString(*b.MaxFeePerGas) || v.BitLen() > 256 {
+		bad("/max_fee_per_gas", fmt.Sprintf("%q is not a uint256 decimal amount of wei per gas", *b.MaxFeePerGas))
+	} else {
+		ceiling = v
 	}
 	switch {
 	case b.Expiry.IsZero():
-		problems = append(problems, "expiry: required")
+		bad("/expiry", "required")
 	case b.Expiry.Nanosecond() != 0:
-		problems = append(problems, "expiry: whole seconds (the approver signed it in whole seconds)")
+		bad("/expiry", "whole seconds (the approver signed it in whole seconds)")
 	case !b.Expiry.After(now):
-		problems = append(problems, fmt.Sprintf("expiry: %s is past", b.Expiry.UTC().Format(time.RFC3339)))
+		bad("/expiry", fmt.Sprintf("%s is past", b.Expiry.UTC().Format(time.RFC3339)))
 	}
 	if len(b.Signature) != ed25519.SignatureSize {
-		problems = append(problems, fmt.Sprintf("signature: %d bytes, want an Ed25519 signature of %d, base64", len(b.Signature), ed25519.SignatureSize))
+		bad("/signature", fmt.Sprintf("%d bytes, want an Ed25519 signature of %d, base64", len(b.Signature), ed25519.SignatureSize))
 	}
-	if len(problems) > 0 {
-		return errs.E(errs.Invalid, strings.Join(problems, "; "))
+	if len(fields) > 0 {
+		details := make([]string, len(fields))
+		for i, f := range fields {
+			details[i] = strings.TrimPrefix(f.Pointer, "/") + ": " + f.Detail
+		}
+		return nil, errs.InvalidFields(strings.Join(details, "; "), fields...)
 	}
-	return nil
+	return ceiling, nil
 }
+
+// uint256 is a uint256's decimal form without sign or leading zeros
+// (components.yaml Uint256); the value is range-checked besides.
+var uint256 = regexp.MustCompile(`^(0|[1-9][0-9]{0,77})$`)
 
 // decodeBody reads a small strict JSON body into v.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
@@ -297,14 +321,15 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = decodeBody(w, r, &body)
 	}
+	var ceiling *big.Int
 	if err == nil {
-		err = body.check(time.Now())
+		ceiling, err = body.check(time.Now())
 	}
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	tx, err := a.Store.Approve(r.Context(), id, postgres.Approval{Approver: body.Approver, Expiry: body.Expiry, Signature: body.Signature})
+	tx, err := a.Store.Approve(r.Context(), id, postgres.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature})
 	a.writeTx(w, r, tx, err)
 }
 
@@ -547,18 +572,25 @@ type txJSON struct {
 	Nonce                *uint64            `json:"nonce,omitempty"`
 	Hash                 *common.Hash       `json:"hash,omitempty"`
 	ApprovalExpiresAt    *time.Time         `json:"approval_expires_at,omitempty"`
+	FeeCeiling           *string            `json:"fee_ceiling,omitempty"`
 	CreatedAt            time.Time          `json:"created_at"`
 	UpdatedAt            time.Time          `json:"updated_at"`
 }
 
 // toTx is the API's document of t, with the transaction type its chain
-// is configured for.
+// is configured for and the fee ceiling its signer's caps give it.
 func (a *API) toTx(t *txmanager.Tx) txJSON {
 	out := toTxJSON(t)
 	if ch, ok := a.Chains.Chain(t.ChainID); ok {
 		out.Type = "eip1559"
 		if ch.Legacy {
 			out.Type = "legacy"
+		}
+	}
+	if sc, ok := a.Chains.Signer(t.Key()); ok {
+		if ceiling := sc.FeeCeiling(&t.Intent); ceiling != nil {
+			s := ceiling.String()
+			out.FeeCeiling = &s
 		}
 	}
 	return out

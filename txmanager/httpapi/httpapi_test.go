@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
+	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/txmanager"
@@ -368,22 +372,35 @@ func TestApproveAndReject(t *testing.T) {
 	}
 	sig := base64.StdEncoding.EncodeToString(make([]byte, 64))
 	expiry := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
-	approval := func(approver, expiry, sig string) string {
-		return fmt.Sprintf(`{"approver": %q, "expiry": %q, "signature": %q}`, approver, expiry, sig)
+	approvalUpTo := func(approver, maxFee, expiry, sig string) string {
+		return fmt.Sprintf(`{"approver": %q, "max_fee_per_gas": %q, "expiry": %q, "signature": %q}`, approver, maxFee, expiry, sig)
 	}
-	bad := []struct{ name, body, want string }{
-		{"an approver id with a space", approval("al ice", expiry, sig), "approver"},
-		{"an expiry with a fraction", approval("alice", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano), sig), "whole seconds"},
-		{"an expiry in the past", approval("alice", "2020-01-01T00:00:00Z", sig), "past"},
-		{"a short signature", approval("alice", expiry, base64.StdEncoding.EncodeToString(make([]byte, 63))), "signature"},
-		{"a signature not base64", approval("alice", expiry, "!!"), "request body"},
-		{"no signature", fmt.Sprintf(`{"approver": "alice", "expiry": %q}`, expiry), "signature"},
-		{"an unknown field", fmt.Sprintf(`{"approver": "alice", "expiry": %q, "signature": %q, "nonce": 1}`, expiry, sig), "nonce"},
+	approval := func(approver, expiry, sig string) string { return approvalUpTo(approver, "30000000000", expiry, sig) }
+	bad := []struct{ name, body, want, pointer string }{
+		{"an approver id with a space", approval("al ice", expiry, sig), "approver", "/approver"},
+		{"an expiry with a fraction", approval("alice", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano), sig), "whole seconds", "/expiry"},
+		{"an expiry in the past", approval("alice", "2020-01-01T00:00:00Z", sig), "past", "/expiry"},
+		{"a short signature", approval("alice", expiry, base64.StdEncoding.EncodeToString(make([]byte, 63))), "signature", "/signature"},
+		{"a signature not base64", approval("alice", expiry, "!!"), "request body", ""},
+		{"no signature", fmt.Sprintf(`{"approver": "alice", "max_fee_per_gas": "1", "expiry": %q}`, expiry), "signature", "/signature"},
+		{"an unknown field", fmt.Sprintf(`{"approver": "alice", "max_fee_per_gas": "1", "expiry": %q, "signature": %q, "nonce": 1}`, expiry, sig), "nonce", ""},
+		{"no fee ceiling (an approval as signed before v2)", fmt.Sprintf(`{"approver": "alice", "expiry": %q, "signature": %q}`, expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
+		{"a fee ceiling in gwei", approvalUpTo("alice", "30 gwei", expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
+		{"a fee ceiling with a leading zero", approvalUpTo("alice", "030", expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
+		{"a fee ceiling beyond uint256", approvalUpTo("alice", new(big.Int).Lsh(big.NewInt(1), 256).String(), expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
 	}
 	for _, tt := range bad {
 		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", tt.body)
 		if code != http.StatusBadRequest || !strings.Contains(string(b), tt.want) {
 			t.Errorf("%s: %d %s; want a 400 problem mentioning %q", tt.name, code, b, tt.want)
+			continue
+		}
+		var p errs.Problem
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatal(err)
+		}
+		if tt.pointer != "" && !slices.ContainsFunc(p.Errors, func(f errs.FieldError) bool { return f.Pointer == tt.pointer }) {
+			t.Errorf("%s: the problem names %+v, want %s", tt.name, p.Errors, tt.pointer)
 		}
 	}
 	var stored int
@@ -394,6 +411,19 @@ func TestApproveAndReject(t *testing.T) {
 	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", approval("alice", expiry, sig))
 	if code != http.StatusOK || decode[txJSON](t, b).State != "PENDING_APPROVAL" || !strings.Contains(string(b), `"approval_expires_at"`) {
 		t.Fatalf("approve: %d %s", code, b)
+	}
+	// The fee ceiling is stored with the signature it belongs to, for the
+	// worker to pass on to signerd.
+	var ceiling string
+	if err := a.pool.QueryRow(ctx, `SELECT max_fee_per_gas::text FROM approval WHERE tx_id = $1 AND approver = 'alice'`, waiting).Scan(&ceiling); err != nil || ceiling != "30000000000" {
+		t.Errorf("stored fee ceiling %q (%v), want 30000000000", ceiling, err)
+	}
+	// Approved again, the approval and its ceiling are replaced.
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", approvalUpTo("alice", "45000000000", expiry, sig)); code != http.StatusOK {
+		t.Fatalf("approve again: %d %s", code, b)
+	}
+	if err := a.pool.QueryRow(ctx, `SELECT max_fee_per_gas::text FROM approval WHERE tx_id = $1 AND approver = 'alice'`, waiting).Scan(&ceiling); err != nil || ceiling != "45000000000" {
+		t.Errorf("stored fee ceiling after approving again %q (%v), want 45000000000", ceiling, err)
 	}
 	for _, c := range []struct {
 		as, path string
@@ -428,6 +458,56 @@ func TestApproveAndReject(t *testing.T) {
 		AND payload->>'approver' = 'carol'`, other).Scan(&events); err != nil || events != 1 {
 		t.Errorf("%d rejection events (%v), want 1", events, err)
 	}
+}
+
+// TestTxCarriesItsFeeCeiling: a transaction's document names the highest
+// fee cap txmanager may sign it with, fee bumps included (the lower of its
+// own max_fee_per_gas and its signer's configured cap), the fee ceiling an
+// approval needs to cover it whatever the market does; without either cap
+// there is none.
+func TestTxCarriesItsFeeCeiling(t *testing.T) {
+	t.Parallel()
+	withCap := startServer(t, true, `[{"address": "`+signer+`", "max_fee_per_gas": "200000000000"}]`)
+	uncapped := start(t)
+	withFee := func(requestID, maxFee string) string {
+		return strings.Replace(createBody(requestID, "1"), `"data": "0x",`, `"data": "0x", "max_fee_per_gas": "`+maxFee+`",`, 1)
+	}
+	for _, tc := range []struct {
+		name string
+		a    *api
+		body string
+		want *string
+	}{
+		{"the signer's cap", withCap, createBody("c-1", "1"), ptr("200000000000")},
+		{"the transaction's own, lower cap", withCap, withFee("c-2", "90000000000"), ptr("90000000000")},
+		{"the signer's cap, lower than the transaction's", withCap, withFee("c-3", "300000000000"), ptr("200000000000")},
+		{"the transaction's cap, the signer has none", uncapped, withFee("u-1", "70000000000"), ptr("70000000000")},
+		{"no cap at all", uncapped, createBody("u-2", "1"), nil},
+	} {
+		code, b := tc.a.do(t, "gateway", "POST", "/internal/v1/tx", tc.body)
+		var tx struct {
+			TxID       string  `json:"tx_id"`
+			FeeCeiling *string `json:"fee_ceiling"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(b, &tx) != nil {
+			t.Fatalf("%s: create answered %d %s", tc.name, code, b)
+		}
+		if !reflect.DeepEqual(tx.FeeCeiling, tc.want) {
+			t.Errorf("%s: fee_ceiling %v, want %v (%s)", tc.name, deref(tx.FeeCeiling), deref(tc.want), b)
+		}
+		if code, got := tc.a.do(t, "gateway", "GET", "/internal/v1/tx/"+tx.TxID, ""); code != http.StatusOK || (tc.want != nil) != strings.Contains(string(got), `"fee_ceiling"`) {
+			t.Errorf("%s: get answered %d %s", tc.name, code, got)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return "(none)"
+	}
+	return *s
 }
 
 // TestTxCarriesItsChainsType: a transaction's document names the type its

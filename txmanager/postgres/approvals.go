@@ -17,10 +17,11 @@ import (
 // Approval is an approver's signature, as stored (txmanager.Approval).
 type Approval = txmanager.Approval
 
-// Approve stores an approval of a transaction waiting for approvals; the
-// signer's worker passes it to signerd. The same approver again replaces
-// its earlier approval. A transaction in any other state is an
-// errs.Conflict, one that does not exist errs.NotFound.
+// Approve stores an approval of a transaction waiting for approvals, with
+// the fee ceiling its signature covers; the signer's worker passes it to
+// signerd. The same approver again replaces its earlier approval (ceiling
+// included). A transaction in any other state is an errs.Conflict, one
+// that does not exist errs.NotFound.
 func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
@@ -29,9 +30,10 @@ func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval) (txmanage
 			return err
 		}
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO approval (tx_id, approver, decision, expiry, signature) VALUES ($1, $2, 'approve', $3, $4)
-			ON CONFLICT (tx_id, approver) DO UPDATE SET expiry = EXCLUDED.expiry, signature = EXCLUDED.signature, created_at = now()
-				WHERE approval.decision = 'approve'`, id, a.Approver, a.Expiry, a.Signature)
+			INSERT INTO approval (tx_id, approver, decision, expiry, signature, max_fee_per_gas) VALUES ($1, $2, 'approve', $3, $4, $5)
+			ON CONFLICT (tx_id, approver) DO UPDATE SET expiry = EXCLUDED.expiry, signature = EXCLUDED.signature,
+				max_fee_per_gas = EXCLUDED.max_fee_per_gas, created_at = now()
+				WHERE approval.decision = 'approve'`, id, a.Approver, a.Expiry, a.Signature, optNumeric(a.MaxFeePerGas))
 		if err != nil {
 			return err
 		}
@@ -65,7 +67,7 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, approver string) (txma
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO approval (tx_id, approver, decision) VALUES ($1, $2, 'reject')
-			ON CONFLICT (tx_id, approver) DO UPDATE SET decision = 'reject', expiry = NULL, signature = NULL, created_at = now()`,
+			ON CONFLICT (tx_id, approver) DO UPDATE SET decision = 'reject', expiry = NULL, signature = NULL, max_fee_per_gas = NULL, created_at = now()`,
 			id, approver); err != nil {
 			return err
 		}
@@ -107,7 +109,7 @@ func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what str
 // Approvals are the stored approvals of the transactions ids, by
 // transaction, in approver order.
 func (s *Store) Approvals(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]Approval, error) {
-	rows, err := s.pool.Query(ctx, `SELECT tx_id, approver, expiry, signature FROM approval
+	rows, err := s.pool.Query(ctx, `SELECT tx_id, approver, max_fee_per_gas::text, expiry, signature FROM approval
 		WHERE tx_id = ANY($1) AND decision = 'approve' ORDER BY tx_id, approver`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
@@ -115,7 +117,9 @@ func (s *Store) Approvals(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][
 	out := map[uuid.UUID][]Approval{}
 	var id uuid.UUID
 	var a Approval
-	_, err = pgx.ForEachRow(rows, []any{&id, &a.Approver, &a.Expiry, &a.Signature}, func() error {
+	var ceiling string
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.Approver, &ceiling, &a.Expiry, &a.Signature}, func() error {
+		a.MaxFeePerGas = bigOf(&ceiling)
 		out[id] = append(out[id], a)
 		return nil
 	})

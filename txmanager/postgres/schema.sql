@@ -7,9 +7,12 @@ CREATE TABLE approval (
     expiry timestamp with time zone,
     signature bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_fee_per_gas numeric(78,0),
     CONSTRAINT approval_approver_check CHECK ((approver <> ''::text)),
     CONSTRAINT approval_check CHECK (((decision = 'reject'::text) OR ((expiry IS NOT NULL) AND (signature IS NOT NULL)))),
-    CONSTRAINT approval_decision_check CHECK ((decision = ANY (ARRAY['approve'::text, 'reject'::text])))
+    CONSTRAINT approval_decision_check CHECK ((decision = ANY (ARRAY['approve'::text, 'reject'::text]))),
+    CONSTRAINT approval_fee_ceiling_check CHECK (((decision = 'reject'::text) OR (max_fee_per_gas IS NOT NULL))),
+    CONSTRAINT approval_max_fee_per_gas_check CHECK (((max_fee_per_gas >= (0)::numeric) AND (max_fee_per_gas < ((2)::numeric ^ (256)::numeric))))
 );
 
 CREATE TABLE attempt (

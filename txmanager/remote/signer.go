@@ -133,7 +133,7 @@ func request(s ToSign) signerapi.SignRequest {
 	if len(s.Approvals) > 0 {
 		as := make([]signerapi.Approval, len(s.Approvals))
 		for i, a := range s.Approvals {
-			as[i] = signerapi.Approval{Approver: a.Approver, Expiry: a.Expiry, Signature: a.Signature}
+			as[i] = signerapi.Approval{Approver: a.Approver, MaxFeePerGas: a.MaxFeePerGas.String(), Expiry: a.Expiry, Signature: a.Signature}
 		}
 		r.Approvals = &as
 	}

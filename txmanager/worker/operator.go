@@ -299,7 +299,9 @@ func (w *worker) signAction(ctx context.Context, log *slog.Logger, a *postgres.A
 		req.Tx, req.GasLimit = &cancel, cancelGas
 	} else {
 		// A replacement goes through signerd's policy too: the approvals
-		// stored for the transaction count again.
+		// stored for the transaction count again, each up to its fee
+		// ceiling, so a bump above it is refused and the attempt in
+		// flight stays the one that counts.
 		approvals, err := w.approvalsOf(ctx, []txmanager.Tx{*t})
 		if err != nil {
 			return err

@@ -44,13 +44,18 @@ func newApprovers(t *testing.T, ids ...string) approvers {
 	return out
 }
 
-// sign is what `signerd approver sign` does for approver id over tx.
-func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, ttl time.Duration) postgres.Approval {
+// sign is what `signerd approver sign` does for approver id over tx, at
+// fee caps up to maxFee wei per gas.
+func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, maxFee *big.Int, ttl time.Duration) postgres.Approval {
 	t.Helper()
 	req := &signer.Request{TxID: tx.ID.String(), ChainID: tx.ChainID, From: tx.From, Type: signer.DynamicFee, To: tx.To, Value: tx.Value, Data: tx.Data}
-	ap := signer.SignApproval(a[id], id, req, time.Now().Add(ttl))
-	return postgres.Approval{Approver: ap.Approver, Expiry: ap.Expiry, Signature: ap.Signature}
+	ap := signer.SignApproval(a[id], id, req, maxFee, time.Now().Add(ttl))
+	return postgres.Approval{Approver: ap.Approver, MaxFeePerGas: ap.MaxFeePerGas, Expiry: ap.Expiry, Signature: ap.Signature}
 }
+
+// anyFee is a fee ceiling above the test policy's 10000 gwei cap: the
+// approvals it signs cover whatever txmanager prices at.
+var anyFee = new(big.Int).Mul(big.NewInt(10001), big.NewInt(1e9))
 
 // writePolicy writes a signerd policy for chain 31337 and anvil's first
 // account: transfers to 0xdead denied; anything else allowed up to 100 ETH
@@ -162,9 +167,9 @@ func TestApprovalsGateSigning(t *testing.T) {
 
 	// One approval, one by a stranger, one forged: not enough.
 	mallory := newApprovers(t, "mallory")
-	forged := as.sign(t, "bob", big1, time.Hour)
+	forged := as.sign(t, "bob", big1, anyFee, time.Hour)
 	forged.Signature[0] ^= 0xff
-	for _, a := range []postgres.Approval{as.sign(t, "alice", big1, time.Hour), mallory.sign(t, "mallory", big1, time.Hour), forged} {
+	for _, a := range []postgres.Approval{as.sign(t, "alice", big1, anyFee, time.Hour), mallory.sign(t, "mallory", big1, anyFee, time.Hour), forged} {
 		if _, err := e.store.Approve(ctx(t), big1.ID, a); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +182,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 		t.Fatalf("with one valid approval: %s", tx.State)
 	}
 
-	if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, "bob", big1, time.Hour)); err != nil {
+	if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, "bob", big1, anyFee, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	tx := e.waitState(t, big1.ID, txmanager.StateBroadcasted)
@@ -200,7 +205,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 	if tx := e.get(t, rejected.ID); tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonApprovalRejected || tx.Nonce != nil {
 		t.Errorf("rejected: %+v", tx)
 	}
-	if _, err := e.store.Approve(ctx(t), rejected.ID, as.sign(t, "alice", rejected, time.Hour)); err == nil {
+	if _, err := e.store.Approve(ctx(t), rejected.ID, as.sign(t, "alice", rejected, anyFee, time.Hour)); err == nil {
 		t.Error("an approval of a rejected transaction was stored")
 	}
 
@@ -214,6 +219,55 @@ func TestApprovalsGateSigning(t *testing.T) {
 	var maxNonce int64
 	if err := e.pool.QueryRow(ctx(t), `SELECT max(nonce) FROM tx`).Scan(&maxNonce); err != nil || maxNonce != 2 {
 		t.Errorf("highest nonce %d (%v), want 2: no nonce went to a refused transaction", maxNonce, err)
+	}
+}
+
+// TestApprovalsBelowTheFeeCapDoNotCount: txmanager prices a transaction
+// that needs 2 of 3 approvals at the market, under its signer's cap of 100
+// gwei. Two approvals whose fee ceiling (1 wei per gas) is below that
+// price are stored and passed to signerd, which does not count them: the
+// transaction keeps waiting without a nonce while later ones go on.
+// Approved again up to the transaction's fee ceiling (the signer's cap, as
+// txctl approve does by default), it is signed and sent at a fee cap
+// within it.
+func TestApprovalsBelowTheFeeCapDoNotCount(t *testing.T) {
+	t.Parallel()
+	as := newApprovers(t, "alice", "bob", "carol")
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, as, 0), SignerSettings: `"max_fee_per_gas": "100000000000"`})
+	e.deps.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	big1 := e.create(t, "big-1", ether(2))
+	e.own(t, "node-a")
+	big1 = e.waitState(t, big1.ID, txmanager.StatePendingApproval)
+
+	for _, id := range []string{"alice", "bob"} {
+		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, big.NewInt(1), time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The worker asks signerd again after each change; a later small
+	// transaction passing shows at least one full round went by.
+	later := e.create(t, "small", big.NewInt(1))
+	e.waitState(t, later.ID, txmanager.StateBroadcasted)
+	if tx := e.get(t, big1.ID); tx.State != txmanager.StatePendingApproval || tx.Nonce != nil {
+		t.Fatalf("with two approvals below its fee cap: %s, nonce %v", tx.State, tx.Nonce)
+	}
+
+	sc, ok := e.deps.Chains.Signer(big1.Key())
+	if !ok {
+		t.Fatal("the signer is not configured")
+	}
+	ceiling := sc.FeeCeiling(&big1.Intent)
+	if ceiling == nil || ceiling.Cmp(big.NewInt(100e9)) != 0 {
+		t.Fatalf("fee ceiling %v, want the signer's 100 gwei", ceiling)
+	}
+	for _, id := range []string{"alice", "bob"} {
+		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, ceiling, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx := e.waitState(t, big1.ID, txmanager.StateBroadcasted)
+	if tx.SigningFees == nil || tx.SigningFees.MaxFeePerGas == nil || tx.SigningFees.MaxFeePerGas.Cmp(ceiling) > 0 {
+		t.Errorf("signed with fees %+v, want a fee cap within %s", tx.SigningFees, ceiling)
 	}
 }
 

@@ -8,8 +8,11 @@
 // never sent, never stored, and gone on sign-out or reload.
 //
 // What is signed is docs/signer.md's approval message, rebuilt here from
-// the transaction's fields exactly as signerd rebuilds it:
-//   "txfence/approval/v1" 0x00 ‖ intent (32) ‖ uint64 BE len(tx_id) ‖ tx_id ‖ uint64 BE expiry (Unix seconds)
+// the transaction's fields exactly as signerd rebuilds it, with the fee
+// ceiling the approver gives (the highest fee cap per gas the approval
+// covers):
+//   "txfence/approval/v2" 0x00 ‖ intent (32) ‖ uint64 BE len(tx_id) ‖ tx_id
+//     ‖ max_fee_per_gas (32, BE) ‖ uint64 BE expiry (Unix seconds)
 //   intent = SHA-256("txfence/intent/v1" 0x00 ‖ uint64 BE chain_id ‖ from (20) ‖ uint8 len(type) ‖ type
 //                    ‖ 0x00, or 0x01 ‖ to (20) ‖ value (32, BE) ‖ uint64 BE len(data) ‖ data)
 
@@ -63,6 +66,13 @@ function uint64(n) {
   const b = new Uint8Array(8);
   new DataView(b.buffer).setBigUint64(0, BigInt(n));
   return b;
+}
+
+/** word is a uint256 as 32 big-endian bytes. */
+function word(v) {
+  const out = new Uint8Array(32);
+  for (let i = 31; i >= 0 && v > 0n; i--, v >>= 8n) out[i] = Number(v & 0xffn);
+  return out;
 }
 
 function concat(parts) {
@@ -152,9 +162,6 @@ export function intentBytes(tx, type) {
   if (!hexData.test(data)) throw new Error('the transaction has invalid data');
   const value = BigInt(tx.value);
   if (value >= 1n << 256n) throw new Error('the value exceeds uint256');
-  const value32 = new Uint8Array(32);
-  let v = value;
-  for (let i = 31; i >= 0 && v > 0n; i--, v >>= 8n) value32[i] = Number(v & 0xffn);
   const dataBytes = fromHex(data);
   return concat([
     ascii('txfence/intent/v1\0'),
@@ -162,7 +169,7 @@ export function intentBytes(tx, type) {
     fromHex(tx.from),
     Uint8Array.of(type.length), ascii(type),
     tx.to ? concat([Uint8Array.of(1), fromHex(tx.to)]) : Uint8Array.of(0),
-    value32,
+    word(value),
     uint64(dataBytes.length), dataBytes,
   ]);
 }
@@ -172,10 +179,25 @@ export async function intent(tx, type) {
   return new Uint8Array(await subtle().digest('SHA-256', intentBytes(tx, type)));
 }
 
-/** approvalMessage is what the approver signs (docs/signer.md, "Approvals"). */
-export function approvalMessage(intentHash, txID, expirySeconds) {
+/**
+ * feeCeiling reads a fee ceiling as the API writes amounts: a decimal
+ * uint256 of wei per gas, without sign, unit or leading zeros.
+ */
+export function feeCeiling(s) {
+  const text = typeof s === 'string' ? s.trim() : '';
+  if (!uint256.test(text) || BigInt(text) >= 1n << 256n) {
+    throw new Error('give the fee ceiling, the highest fee cap per gas the approval covers, as a decimal amount of wei (30 gwei is 30000000000)');
+  }
+  return text;
+}
+
+/**
+ * approvalMessage is what the approver signs (docs/signer.md, "Approvals"):
+ * maxFeePerGas is the fee ceiling, a decimal string (feeCeiling).
+ */
+export function approvalMessage(intentHash, txID, maxFeePerGas, expirySeconds) {
   const id = new TextEncoder().encode(txID);
-  return concat([ascii('txfence/approval/v1\0'), intentHash, uint64(id.length), id, uint64(expirySeconds)]);
+  return concat([ascii('txfence/approval/v2\0'), intentHash, uint64(id.length), id, word(BigInt(feeCeiling(maxFeePerGas))), uint64(expirySeconds)]);
 }
 
 /** rfc3339 is a Unix time in whole seconds as RFC 3339 UTC, without fraction. */
@@ -185,14 +207,16 @@ export function rfc3339(seconds) {
 
 /**
  * signApproval signs the loaded approver's approval of tx (as the API
- * returned it) until expirySeconds (Unix time, whole seconds) and returns
- * the body of POST /api/v1/tx/{id}/approvals.
+ * returned it) at fee caps up to maxFeePerGas (wei per gas, a decimal
+ * string) until expirySeconds (Unix time, whole seconds) and returns the
+ * body of POST /api/v1/tx/{id}/approvals.
  */
-export async function signApproval(tx, type, expirySeconds) {
+export async function signApproval(tx, type, maxFeePerGas, expirySeconds) {
   if (!loaded) throw new Error('load the approver key first');
+  const ceiling = feeCeiling(maxFeePerGas);
   const expiry = Math.trunc(expirySeconds);
   if (!Number.isSafeInteger(expiry) || expiry * 1000 <= Date.now()) throw new Error('the approval\'s expiry must be in the future');
-  const msg = approvalMessage(await intent(tx, type), tx.tx_id, expiry);
+  const msg = approvalMessage(await intent(tx, type), tx.tx_id, ceiling, expiry);
   const sig = new Uint8Array(await subtle().sign({ name: 'Ed25519' }, loaded.key, msg));
-  return { approver: loaded.id, expiry: rfc3339(expiry), signature: base64(sig) };
+  return { approver: loaded.id, max_fee_per_gas: ceiling, expiry: rfc3339(expiry), signature: base64(sig) };
 }

@@ -6,7 +6,7 @@
 // broadcast only).
 
 import { get, post, problemBox } from '../api.js';
-import { approver, forgetApprover, hex, intent, loadApproverKey, rfc3339, signApproval } from '../approval.js';
+import { approver, feeCeiling, forgetApprover, hex, intent, loadApproverKey, rfc3339, signApproval } from '../approval.js';
 import { $, emptyRow, facts, fill, h, template } from '../dom.js';
 import { eth, gwei, json, mono, state, txLink, when } from '../format.js';
 import { busy, confirmAction, failure, notice } from '../ui.js';
@@ -127,6 +127,7 @@ function fields(tx) {
     ['Gas limit', tx.gas_limit],
     ['Max fee per gas', gwei(tx.max_fee_per_gas)],
     ['Max priority fee', gwei(tx.max_priority_fee_per_gas)],
+    ['Fee ceiling', gwei(tx.fee_ceiling)],
     ['Route', tx.route],
     ['Nonce', tx.nonce],
     ['Hash', mono(tx.hash)],
@@ -270,6 +271,8 @@ function approvePanel(tx, act) {
   const loadBox = el('approver-load');
   const loadedBox = el('approver-loaded');
   const ttl = el('approve-ttl');
+  const maxFee = el('approve-max-fee');
+  const maxFeeGwei = el('approve-max-fee-gwei');
   const intentOut = el('approve-intent');
   const rejectAs = el('reject-approver');
   const approveButton = el('approve');
@@ -295,6 +298,22 @@ function approvePanel(tx, act) {
       fill(intentOut, h('span', { class: 'bad', text: err.message }));
     }
   };
+
+  // The fee ceiling offered is the transaction's fee_ceiling: the most
+  // txmanager may sign it for, fee bumps included. Without one the
+  // approver chooses.
+  maxFee.value = tx.fee_ceiling || '';
+  const showMaxFee = () => {
+    let shown;
+    try {
+      shown = gwei(feeCeiling(maxFee.value));
+    } catch {
+      shown = h('span', { class: 'muted', text: maxFee.value ? 'not a decimal amount of wei' : '' });
+    }
+    fill(maxFeeGwei, shown);
+  };
+  maxFee.addEventListener('input', showMaxFee);
+  showMaxFee();
 
   el('approver-load-button').addEventListener('click', async () => {
     errors.replaceChildren();
@@ -322,7 +341,13 @@ function approvePanel(tx, act) {
     const a = approver();
     if (!a) return;
     const expiry = Math.floor(Date.now() / 1000) + Number(ttl.value);
-    let intentHex;
+    let intentHex, ceiling;
+    try {
+      ceiling = feeCeiling(maxFee.value);
+    } catch (err) {
+      errors.append(problemBox(err, 'Fee ceiling'));
+      return;
+    }
     try {
       intentHex = hex(await intent(tx, tx.type));
     } catch (err) {
@@ -335,9 +360,11 @@ function approvePanel(tx, act) {
         details: [['Transaction', mono(tx.tx_id)], ['Chain', tx.chain_id], ['From', mono(tx.from)],
           ['To', tx.to ? mono(tx.to) : 'contract creation'], ['Value', h('span', null, eth(tx.value), ` (${tx.value} wei)`)],
           ['Data', tx.data && tx.data !== '0x' ? `${(tx.data.length - 2) / 2} bytes` : 'none'], ['Type', tx.type],
-          ['Intent', mono(intentHex)], ['Valid until', rfc3339(expiry)]],
+          ['Intent', mono(intentHex)],
+          ['Fee ceiling', h('span', null, gwei(ceiling), ` (${ceiling} wei per gas; a fee bump above it needs a new approval)`)],
+          ['Valid until', rfc3339(expiry)]],
         action: 'Sign and approve' },
-      async () => post(`/tx/${encodeURIComponent(tx.tx_id)}/approvals`, await signApproval(tx, tx.type, expiry)),
+      async () => post(`/tx/${encodeURIComponent(tx.tx_id)}/approvals`, await signApproval(tx, tx.type, ceiling, expiry)),
       () => `Approval by ${a.id} recorded, valid until ${rfc3339(expiry)}; signerd counts it against the policy at the owner node's next step.`);
   });
 
