@@ -271,6 +271,49 @@ func TestApprovalsBelowTheFeeCapDoNotCount(t *testing.T) {
 	}
 }
 
+// TestApprovalsCountOnceTheMarketFallsToTheirCeiling: approvals up to 50
+// gwei arrive while txmanager prices the transaction near 200 gwei, so
+// they do not count and it waits; once the market falls below their
+// ceiling, with no approval changed, the owner node asks signerd again
+// and the transaction is signed within the ceiling.
+func TestApprovalsCountOnceTheMarketFallsToTheirCeiling(t *testing.T) {
+	t.Parallel()
+	as := newApprovers(t, "alice", "bob", "carol")
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, as, 0)})
+	e.deps.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	node := e.chain.Node
+	setBaseFee := func(wei int64) {
+		t.Helper()
+		if err := node.SetNextBlockBaseFee(ctx(t), big.NewInt(wei)); err != nil {
+			t.Fatal(err)
+		}
+		if err := node.Mine(ctx(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setBaseFee(100e9)
+	big1 := e.create(t, "big-1", ether(2))
+	e.own(t, "node-a")
+	big1 = e.waitState(t, big1.ID, txmanager.StatePendingApproval)
+	ceiling := big.NewInt(50e9)
+	for _, id := range []string{"alice", "bob"} {
+		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, ceiling, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := e.create(t, "small", big.NewInt(1))
+	e.waitState(t, later.ID, txmanager.StateBroadcasted)
+	if tx := e.get(t, big1.ID); tx.State != txmanager.StatePendingApproval {
+		t.Fatalf("with approvals up to 50 gwei and the market near 200: %s", tx.State)
+	}
+
+	setBaseFee(1e9)
+	tx := e.waitState(t, big1.ID, txmanager.StateBroadcasted)
+	if tx.SigningFees == nil || tx.SigningFees.MaxFeePerGas == nil || tx.SigningFees.MaxFeePerGas.Cmp(ceiling) > 0 {
+		t.Errorf("signed with fees %+v, want a fee cap within %s", tx.SigningFees, ceiling)
+	}
+}
+
 // TestASignatureRefusedAfterAllocation: the policy's rolling window (5 ETH
 // an hour) is checked against what was signed, so the dry run passes 3, 3
 // and 1 ETH one by one but signing them as a batch refuses the second.

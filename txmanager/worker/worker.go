@@ -139,7 +139,7 @@ func (p *Pool) Acquired(f txmanager.Fence) {
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	p.running[f.Key] = r
 	w := &worker{Deps: p.deps, fence: f, log: p.deps.Log.With("chain_id", f.Key.ChainID, "signer", f.Key.Signer.Hex(), "token", f.Token),
-		asked: map[uuid.UUID]string{}, fundsRetryAt: map[uuid.UUID]time.Time{}, sendRetry: map[uuid.UUID]*backoff{}}
+		asked: map[uuid.UUID]askedPolicy{}, fundsRetryAt: map[uuid.UUID]time.Time{}, sendRetry: map[uuid.UUID]*backoff{}}
 	go func() {
 		defer close(r.done)
 		w.run(ctx)
@@ -165,10 +165,9 @@ type worker struct {
 	log   *slog.Logger
 	next  uint64 // the next nonce to allocate
 
-	// asked is the approvals each transaction waiting for them had when
-	// the policy was last asked (postgres.Awaiting.Decisions): no change,
-	// no new question.
-	asked map[uuid.UUID]string
+	// asked is what each transaction waiting for approvals had when the
+	// policy last wanted more: no change, no new question.
+	asked map[uuid.UUID]askedPolicy
 	// gapSince is set while an allocated transaction that signerd refused
 	// waits behind signed later nonces (gap_policy halt): no nonce is
 	// allocated until it is signed; its signature is asked for again every
@@ -340,8 +339,18 @@ func (w *worker) approvals(ctx context.Context) error {
 			delete(w.asked, a.ID)
 			continue
 		}
-		if n, ok := w.asked[a.ID]; ok && n == a.Decisions {
-			continue
+		if q, ok := w.asked[a.ID]; ok && q.decisions == a.Decisions {
+			if q.belowFees == nil {
+				continue
+			}
+			// Some approvals did not cover the price then: ask again once
+			// the market falls to the highest of their ceilings.
+			if market, err = readMarket(ctx, r, market, ch.Legacy); err != nil {
+				return err
+			}
+			if feeCap(market.Fees(cfg, &a.Intent)).Cmp(q.belowFees) > 0 {
+				continue
+			}
 		}
 		approvals, err := w.approvalsOf(ctx, []txmanager.Tx{a.Tx})
 		if err != nil {
@@ -361,8 +370,10 @@ func (w *worker) approvals(ctx context.Context) error {
 		case remote.Deny:
 			_, err = w.Store.Fail(ctx, w.fence, a.ID, txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied, Rule: d.RuleID})
 		default:
-			w.asked[a.ID] = a.Decisions
-			w.log.Info("approvals do not suffice yet", "tx_id", a.ID, "rule", d.RuleID, "threshold", d.Threshold, "approved", d.Approved)
+			q := askedPolicy{decisions: a.Decisions, belowFees: highestCeilingBelow(approvals[a.ID], feeCap(fees))}
+			w.asked[a.ID] = q
+			w.log.Info("approvals do not suffice yet", "tx_id", a.ID, "rule", d.RuleID, "threshold", d.Threshold, "approved", d.Approved,
+				"fee_cap", feeCap(fees), "highest_ceiling_below_it", q.belowFees)
 		}
 		if err != nil && !raced(err) {
 			return err
@@ -372,6 +383,38 @@ func (w *worker) approvals(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// askedPolicy is what a transaction waiting for approvals had when the
+// policy last wanted more.
+type askedPolicy struct {
+	// decisions sums up its stored approvals (postgres.Awaiting.Decisions).
+	decisions string
+	// belowFees is the highest fee ceiling among the approvals that did
+	// not cover the fee cap priced then, nil if none: they may count once
+	// the market falls to it, with no approval changed.
+	belowFees *big.Int
+}
+
+// highestCeilingBelow is the highest fee ceiling of approvals under
+// price, nil if none is.
+func highestCeilingBelow(approvals []remote.Approval, price *big.Int) *big.Int {
+	var highest *big.Int
+	for _, a := range approvals {
+		if a.MaxFeePerGas != nil && a.MaxFeePerGas.Cmp(price) < 0 && (highest == nil || a.MaxFeePerGas.Cmp(highest) > 0) {
+			highest = a.MaxFeePerGas
+		}
+	}
+	return highest
+}
+
+// feeCap is what an approval's fee ceiling is compared with: the gas
+// price of a legacy transaction, the max fee per gas of an eip1559 one.
+func feeCap(f chain.Fees) *big.Int {
+	if f.GasPrice != nil {
+		return f.GasPrice
+	}
+	return f.MaxFeePerGas
 }
 
 // approvalsOf reads the stored approvals of txs in signerd's form.
