@@ -597,7 +597,7 @@ func checkedCheckpoint(cp Checkpoint) (Checkpoint, error) {
 }
 
 // FullRequestDigest identifies everything a request carried, approvals
-// included: Request.Digest covers the transaction, its tx id, chain and
+// (with their fee ceilings) included: Request.Digest covers the transaction, its tx id, chain and
 // sender but not the approvals, so two requests that differ only in their
 // approvals share it. With this digest in its audit record, a request
 // (txmanager's copy, say) can be shown to be exactly the one signerd
@@ -626,6 +626,12 @@ func FullRequestDigest(r *Request) common.Hash {
 		h.Write(u[:])
 		binary.BigEndian.PutUint32(u[:4], uint32(a.Expiry.Nanosecond()))
 		h.Write(u[:4])
+		if a.MaxFeePerGas == nil {
+			h.Write([]byte{0})
+		} else {
+			h.Write([]byte{1})
+			h.Write(common.LeftPadBytes(a.MaxFeePerGas.Bytes(), 32))
+		}
 		field(a.Signature)
 	}
 	return common.BytesToHash(h.Sum(nil))

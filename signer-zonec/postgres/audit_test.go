@@ -241,6 +241,8 @@ func TestAuditRecordsCarryTheFullRequestDigest(t *testing.T) {
 		"another signature":       {approval("alice", 2)},
 		"another approver":        {approval("bob", 1)},
 		"a later expiry":          {{Approver: "alice", Expiry: expiry.Add(time.Second), Signature: bytes.Repeat([]byte{1}, 64)}},
+		"a fee ceiling":           {{Approver: "alice", Expiry: expiry, Signature: bytes.Repeat([]byte{1}, 64), MaxFeePerGas: big.NewInt(30)}},
+		"another fee ceiling":     {{Approver: "alice", Expiry: expiry, Signature: bytes.Repeat([]byte{1}, 64), MaxFeePerGas: big.NewInt(31)}},
 		"two approvals":           {approval("alice", 1), approval("bob", 2)},
 		"the same two, reordered": {approval("bob", 2), approval("alice", 1)},
 	}
