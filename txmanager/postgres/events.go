@@ -90,16 +90,51 @@ const EventBarrier = 0x7466_6576_656e_7473 // "tfevents"
 // server ends that session (DB_IDLE_IN_TX_TIMEOUT).
 const sequencerWait = "100ms"
 
+// sequenceBatch bounds how many events one numbering transaction takes.
+const sequenceBatch = 10000
+
 // Sequence gives the next feed sequence numbers to every event written so
-// far, in the order they were written, and returns how many it numbered.
-// It takes the event barrier exclusively first, so no event it leaves
-// unnumbered can commit with a lower id afterwards: the feed never shows
-// seq N+1 and afterwards an N. Any node may call it at any time; calls
-// serialize on the barrier. When writers do not finish within
-// sequencerWait it numbers nothing and returns 0.
+// far (up to sequenceBatch of them), in the order they were written, and
+// returns how many it numbered. It takes the event barrier exclusively
+// first, so no event it leaves unnumbered can commit with a lower id
+// afterwards: the feed never shows seq N+1 and afterwards an N. Any node
+// may call it at any time; calls serialize on the barrier.
+//
+// It is one bounded try, for a caller that calls again anyway
+// (txmanagerd's sequencer, every SEQUENCE_EVERY): when writers do not
+// finish within sequencerWait it numbers nothing and returns 0. So 0 does
+// not mean that nothing is left to number; a caller that needs what was
+// written before it called in the feed calls SequenceAll.
 func (s *Store) Sequence(ctx context.Context) (int, error) {
-	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	n, _, err := s.sequence(ctx)
+	return n, err
+}
+
+// SequenceAll numbers every event committed before it was called (and
+// whatever else it reaches), however many tries that takes, and returns
+// how many it numbered: for a caller that reads the feed right after a
+// change and must find it there. While writers are in flight it tries
+// again, each try bounded by sequencerWait as Sequence's, so writers never
+// queue behind it for longer than that. Being busy is no answer here: it
+// returns when nothing is left or ctx ends, so a writer frozen in its
+// transaction holds it until the server ends that session
+// (DB_IDLE_IN_TX_TIMEOUT); nothing after that writer's event could be
+// numbered before then anyway.
+func (s *Store) SequenceAll(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, busy, err := s.sequence(ctx)
+		total += n
+		if err != nil || (!busy && n < sequenceBatch) {
+			return total, err
+		}
+	}
+}
+
+// sequence is one numbering try: busy when writers did not finish within
+// sequencerWait (nothing numbered).
+func (s *Store) sequence(ctx context.Context) (n int, busy bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+sequencerWait+`'`); err != nil {
 			return err
 		}
@@ -116,13 +151,13 @@ func (s *Store) Sequence(ctx context.Context) (int, error) {
 				FROM event
 				WHERE seq IS NULL
 				ORDER BY id
-				LIMIT 10000
+				LIMIT $1
 			), numbered AS (
 				UPDATE event e SET seq = (SELECT last_seq FROM event_sequence) + ready.rn
 				FROM ready WHERE e.id = ready.id
 				RETURNING 1
 			)
-			SELECT count(*) FROM numbered`).Scan(&n)
+			SELECT count(*) FROM numbered`, sequenceBatch).Scan(&n)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -130,12 +165,12 @@ func (s *Store) Sequence(ctx context.Context) (int, error) {
 		return err
 	})
 	if errors.Is(err, errWritersBusy) {
-		return 0, nil
+		return 0, true, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("sequence events: %w", err)
+		return 0, false, fmt.Errorf("sequence events: %w", err)
 	}
-	return n, nil
+	return n, false, nil
 }
 
 var errWritersBusy = errors.New("event writers still in flight")
