@@ -325,12 +325,22 @@ func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg 
 	for _, a := range actions {
 		t := byID[a.TxID]
 		switch {
-		case t == nil || !waitingToBeMined(t):
-			state := "no longer followed"
-			if t != nil {
-				state = minedOr(t)
+		case t == nil:
+			// Not in the view: final and out of reach, or broadcast so
+			// recently that the feed the view follows has not numbered its
+			// events yet (the sequencer runs apart, and waits out busy
+			// writers). Only the first is a refusal; the second is carried
+			// out at a step that sees it.
+			var tx txmanager.Tx
+			if tx, err = fl.cfg.Store.Get(ctx, a.TxID); err == nil {
+				if tx.State == txmanager.StateBroadcasted {
+					continue
+				}
+				err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionRefused,
+					"the transaction is "+strings.ToLower(string(tx.State))+": nothing to "+a.Action, nil)
 			}
-			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionRefused, "the transaction is "+state+": nothing to "+a.Action, nil)
+		case !waitingToBeMined(t):
+			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionRefused, "the transaction is "+minedOr(t)+": nothing to "+a.Action, nil)
 		case t.Plan != nil:
 			continue
 		case a.Action == postgres.ActionResend:

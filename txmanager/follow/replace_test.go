@@ -352,6 +352,40 @@ func TestOperatorActions(t *testing.T) {
 	})
 }
 
+// TestAnActionWaitsUntilTheFollowerSeesItsTransaction: the follower's view
+// follows the numbered feed, which txmanagerd's sequencer numbers apart
+// (later still when writers keep the event barrier busy). An operator's
+// bump of a transaction broadcast just before, whose events are not
+// numbered yet, is not refused as "not followed": it waits, and is carried
+// out at the first step that sees the transaction.
+func TestAnActionWaitsUntilTheFollowerSeesItsTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{})
+	r.step(t)
+	id, _ := r.sendSigned(t, "not-in-the-feed-yet", underpriced)
+	a, err := r.store.RequestAction(ctx, id, postgres.ActionBump, "bob@ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A step before the sequencer numbered the broadcast (r.step numbers
+	// first; this does not, and nothing else numbers this test's feed).
+	if err := r.fl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.store.ActionByID(ctx, a.ID); err != nil || got.Outcome != "" {
+		t.Fatalf("the action before the follower saw its transaction: %+v %v, want it waiting", got, err)
+	}
+	r.step(t)
+	got, err := r.store.ActionByID(ctx, a.ID)
+	if err != nil || got.Outcome != postgres.ActionDone || got.Attempt == nil || *got.Attempt != 2 {
+		t.Fatalf("the action once the follower saw its transaction: %+v %v, want done with attempt 2", got, err)
+	}
+	if as := r.attempts(t, id); len(as) != 2 || as[1].kind != txmanager.AttemptFeeBump {
+		t.Errorf("attempts %+v, want the bump", as)
+	}
+}
+
 // crashed is what the fault-injection hook panics with.
 type crashed struct{ step follow.Step }
 
