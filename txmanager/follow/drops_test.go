@@ -77,7 +77,7 @@ func (r *rig) attemptEvents(t testing.TB, id any, kind string) []txmanager.Attem
 // with a hash (anvil_dropTransaction). One block later the follower's
 // lookup finds it unknown, which is no verdict yet; at the second it is
 // dropped: a tx.attempt event of kind dropped and a resend at once (not
-// after the resubmit interval, 30 s here), and it is mined and CONFIRMED.
+// after the resubmit interval, an hour here), and it is mined and CONFIRMED.
 func TestASilentDropIsFoundInBlocks(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 2)

@@ -158,9 +158,19 @@ func newRig(t testing.TB, confirmations uint64) *rig {
 	return newRigWith(t, txmanager.Chain{Confirmations: confirmations})
 }
 
-// newRigWith follows chain's settings (its id is anvil's).
+// newRigWith follows chain's settings (its id is anvil's). A resubmit
+// interval or stuck timeout chain leaves unset is an hour, not the
+// production default: the tests that do not set them count events block by
+// block, and a resend or a stuck mark from a wall-clock timer, when a
+// loaded machine stretches a test past 30 s, is not what they are about.
 func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 	t.Helper()
+	if chain.ResubmitInterval.Duration == 0 {
+		chain.ResubmitInterval.Duration = time.Hour
+	}
+	if chain.StuckTimeout.Duration == 0 {
+		chain.StuckTimeout.Duration = time.Hour
+	}
 	ctx := context.Background()
 	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
 	if err != nil {
