@@ -215,6 +215,10 @@ func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) {
 	a.writeTx(w, r, tx, err)
 }
 
+// timelineSequenceWait bounds how long a timeline read waits for events
+// still being written to be numbered.
+const timelineSequenceWait = 2 * time.Second
+
 func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
 	id, err := txIDParam(r)
 	if err != nil {
@@ -222,8 +226,15 @@ func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Events written but not numbered yet are numbered first, so a
-	// timeline read right after a change shows it.
-	if _, err := a.Store.Sequence(r.Context()); err != nil {
+	// timeline read right after a change shows it. One try of Sequence may
+	// find the writers busy and number nothing, so keep trying, for a
+	// moment only: a writer stuck in its transaction must not hold the
+	// read, which then shows what is numbered.
+	seqCtx, cancel := context.WithTimeout(r.Context(), timelineSequenceWait)
+	_, err = a.Store.SequenceAll(seqCtx)
+	waitedLong := seqCtx.Err() != nil
+	cancel()
+	if err != nil && !waitedLong {
 		httpserver.Error(w, r, err)
 		return
 	}
