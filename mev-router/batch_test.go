@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,28 +201,13 @@ func TestABatchAnsweredAsAWholeIsSentAgainUntilEachTransactionIsAnswered(t *test
 // TestABatchAboveTheNodesBodyLimitIsSentInHalves: anvil answers a request
 // body above its limit (2 MiB for 1.7.1) with one error object ("Invalid
 // request", id null), which go-ethereum's client cannot read as a batch's
-// answer. Four transactions of 300 kB each make such a batch; each half
-// fits, and every transaction is accepted.
+// answer, and closes the connection, often before it has read what we
+// still write. Four transactions of 300 kB each make such a batch; each
+// half fits, and every transaction is accepted.
 func TestABatchAboveTheNodesBodyLimitIsSentInHalves(t *testing.T) {
 	t.Parallel()
 	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
-	acct := node.Accounts()[0]
-	nonce, err := node.Client().PendingNonceAt(ctx(t), acct.Address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := common.HexToAddress("0xb0b")
-	var raws [][]byte
-	var txs []*types.Transaction
-	for j := range 4 {
-		// Zero bytes cost the EIP-7623 floor, 10 gas each.
-		tx := chaintest.SignCall(t, node, acct.Key, chaintest.Call{To: &to, Value: big.NewInt(1), Data: make([]byte, 300_000), Gas: 3_100_000}, nonce+uint64(j))
-		raw, err := tx.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		raws, txs = append(raws, raw), append(txs, tx)
-	}
+	raws, txs := largeTransfers(t, node, 4)
 	public, reg := publicTo(t, node.URL(), 3)
 	sent := public.Send(ctx(t), raws, hashesOf(txs))
 	for j, s := range sent {
@@ -232,6 +218,64 @@ func TestABatchAboveTheNodesBodyLimitIsSentInHalves(t *testing.T) {
 	if got := counter(t, reg, "txfence_mevrouter_endpoint_batch_splits_total", map[string]string{"endpoint": "front"}); got < 1 {
 		t.Errorf("%v batches split, want at least 1", got)
 	}
+}
+
+// TestAnEndpointThatHangsUpOnALargeBodyGetsSmallerBatches: a proxy that
+// enforces its body limit by closing the connection, unread and
+// unanswered, leaves the client a broken pipe or a reset while it writes.
+// That is no verdict on the transactions: the batch is sent again in
+// halves, and each transaction, which fits alone, is accepted.
+func TestAnEndpointThatHangsUpOnALargeBodyGetsSmallerBatches(t *testing.T) {
+	t.Parallel()
+	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
+	raws, txs := largeTransfers(t, node, 4)
+	var hangups atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > 1<<20 {
+			hangups.Add(1)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		(&batchFront{node: node.URL()}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	public, _ := publicTo(t, front.URL, 10)
+	sent := public.Send(ctx(t), raws, hashesOf(txs))
+	for j, s := range sent {
+		if !s.Accepted {
+			t.Errorf("tx %d: not accepted: %v", j, s.Err)
+		}
+	}
+	if got := hangups.Load(); got < 1 {
+		t.Errorf("the front hung up on %d requests; want the batch of 4 refused so", got)
+	}
+}
+
+// largeTransfers signs n transfers of 300 kB of call data each (600 kB
+// as hex) from the node's first account, at its next nonces.
+func largeTransfers(t *testing.T, node *anvil.Node, n int) ([][]byte, []*types.Transaction) {
+	t.Helper()
+	acct := node.Accounts()[0]
+	nonce, err := node.Client().PendingNonceAt(ctx(t), acct.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := common.HexToAddress("0xb0b")
+	var raws [][]byte
+	var txs []*types.Transaction
+	for j := range n {
+		// Zero bytes cost the EIP-7623 floor, 10 gas each.
+		tx := chaintest.SignCall(t, node, acct.Key, chaintest.Call{To: &to, Value: big.NewInt(1), Data: make([]byte, 300_000), Gas: 3_100_000}, nonce+uint64(j))
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws, txs = append(raws, raw), append(txs, tx)
+	}
+	return raws, txs
 }
 
 // TestAnEndpointThatNeverAnswersATransactionGivesNoVerdict: an endpoint

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -360,9 +362,23 @@ func (p *Public) sendBatch(ctx context.Context, e *publicEndpoint, raws [][]byte
 // failure to get any answer, an HTTP status that speaks of the
 // endpoint's state or of us (429, 408, 5xx; 401, 403, 404, 405, 407,
 // 421), or an answer that is not JSON at all (a proxy's page).
+//
+// A connection the endpoint reset or broke while the request was in
+// flight counts as an answer to the batch as a whole too: a server that
+// closes a connection holding bytes it never read sends a reset, and that
+// is how anvil and many proxies enforce a body limit. The client sees the
+// broken pipe or the reset on whichever of its write and read notices it
+// first, often before the refusal the server wrote; when the read notices
+// it, the transport closes the connection under the write, which then
+// fails on a closed connection. An endpoint that
+// died instead refuses the smaller batches' connections, which ends the
+// splitting.
 func answeredAsAWhole(err error) bool {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
+		return true
+	}
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
 		return true
 	}
 	var httpErr rpc.HTTPError
