@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
@@ -119,7 +120,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return Bootstrap(ctx, args[1:], getenv, stdout)
 	}
 	var cfg Config
-	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
+	exported := prommetrics.New(Spec.Identity)
+	svc, err := daemon.Setup(ctx, Spec, exported, args, getenv, stdout, &cfg)
 	if svc == nil { // an error, or a finished subcommand
 		return err
 	}
@@ -137,7 +139,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	rdb := redis.NewClient(redisOpts)
 	defer rdb.Close()
 	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "redis", Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
-	limits, err := ratelimit.New(rdb, ratelimit.Options{WhenRedisDown: cfg.RateLimit.WhenRedisDown, Logger: svc.Log, Registerer: svc.HTTP.Registry()})
+	limits, err := ratelimit.New(rdb, ratelimit.Options{WhenRedisDown: cfg.RateLimit.WhenRedisDown, Logger: svc.Log, Registerer: exported.Registry})
 	if err != nil {
 		return err
 	}
@@ -170,7 +172,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	store := postgres.New(svc.DB)
 	dispatcher, err := webhook.New(store, txm, webhook.Options{Workers: cfg.Webhooks.Workers, Timeout: cfg.Webhooks.Timeout,
 		BackoffBase: cfg.Webhooks.BackoffBase, BackoffMax: cfg.Webhooks.BackoffMax, DeadAfter: cfg.Webhooks.DeadAfter,
-		AllowInsecureURLs: cfg.Webhooks.AllowInsecureURLs, Logger: svc.Log, Registerer: svc.HTTP.Registry()})
+		AllowInsecureURLs: cfg.Webhooks.AllowInsecureURLs, Logger: svc.Log, Registerer: exported.Registry})
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/tracing"
@@ -85,7 +86,8 @@ var Spec = daemon.Spec{Binary: "ledgerd", Identity: "ledger", EnvPrefix: "TXFENC
 // Run runs ledgerd: `serve` (the default) or `migrate`.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var cfg Config
-	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
+	exported := prommetrics.New(Spec.Identity)
+	svc, err := daemon.Setup(ctx, Spec, exported, args, getenv, stdout, &cfg)
 	if svc == nil { // an error, or a finished subcommand
 		return err
 	}
@@ -133,7 +135,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// (txfence_ledger_chain_endpoint_up), with the chain's halt and
 	// backlog. The database (daemon's checks) and txmanager's feed, which
 	// every chain needs, stay checks.
-	if err := svc.HTTP.Registry().Register(&metrics.Collector{Stats: store.Stats, Halted: booked.halted,
+	if err := exported.Registry.Register(&metrics.Collector{Stats: store.Stats, Halted: booked.halted,
 		Endpoints: func(ctx context.Context) map[uint64]bool { return endpointsUp(ctx, clients) }, Log: svc.Log}); err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/servicetest"
 )
 
@@ -40,8 +41,9 @@ type api struct {
 func start(t *testing.T, router func(node *anvil.Node, m *mevrouter.Metrics) *mevrouter.Router) *api {
 	t.Helper()
 	node := chaintest.Anvil(t, anvil.Options{})
-	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
-	return serve(t, srv, router(node, mevrouter.NewMetrics(srv.Registry())), node)
+	exported := prommetrics.New("mevrouter")
+	srv := httpserver.New(httpserver.Options{Service: "mevrouter", Metrics: exported})
+	return serve(t, srv, router(node, mevrouter.NewMetrics(exported.Registry)), node)
 }
 
 // serve mounts router's API on srv behind mutual TLS and the spec check.

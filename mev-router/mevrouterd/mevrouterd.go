@@ -28,6 +28,7 @@ import (
 	"github.com/txfence/txfence/mev-router/httpapi"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/tracing"
 )
 
@@ -139,13 +140,14 @@ var Spec = daemon.Spec{Binary: "mevrouterd", Identity: "mevrouter", EnvPrefix: "
 // Run runs mevrouterd. Its only command is `serve` (the default).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var cfg Config
-	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
+	exported := prommetrics.New(Spec.Identity)
+	svc, err := daemon.Setup(ctx, Spec, exported, args, getenv, stdout, &cfg)
 	if svc == nil {
 		return err
 	}
 	defer svc.Close()
 
-	metrics := mevrouter.NewMetrics(svc.HTTP.Registry())
+	metrics := mevrouter.NewMetrics(exported.Registry)
 	// Endpoints and relays are outside txfence: a plain client, which
 	// carries none of our trace or request ids to them.
 	client := &http.Client{Timeout: 2 * cfg.SendTimeout, Transport: &http.Transport{

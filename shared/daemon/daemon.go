@@ -132,8 +132,10 @@ type Service struct {
 // logger and logs the configuration with secrets masked. For migrate, it
 // migrates and returns a nil Service: the command is done. For serve, it
 // opens the database, loads the certificates and builds the HTTP server
-// with the database's readiness checks. The caller closes the Service.
-func Setup(ctx context.Context, spec Spec, args []string, getenv func(string) string, stdout io.Writer, cfg any) (*Service, error) {
+// with the database's readiness checks, recording requests in metrics
+// (prommetrics.New; signerd, which links no metrics library, passes
+// httpserver.TextMetrics). The caller closes the Service.
+func Setup(ctx context.Context, spec Spec, metrics httpserver.Metrics, args []string, getenv func(string) string, stdout io.Writer, cfg any) (*Service, error) {
 	bc, ok := cfg.(baseConfig)
 	if !ok {
 		return nil, fmt.Errorf("%s: config %T does not embed daemon.Base", spec.Binary, cfg)
@@ -171,7 +173,7 @@ func Setup(ctx context.Context, spec Spec, args []string, getenv func(string) st
 		svc.Close()
 		return nil, err
 	}
-	opts := httpserver.Options{Service: spec.Identity, Logger: log, Ready: ready}
+	opts := httpserver.Options{Service: spec.Identity, Logger: log, Ready: ready, Metrics: metrics}
 	if spec.TraceContext != nil {
 		opts.TraceContext = spec.TraceContext(spec.Identity)
 	}

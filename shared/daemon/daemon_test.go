@@ -45,7 +45,7 @@ func TestSetupRefusesBadInvocations(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			svc, err := daemon.Setup(context.Background(), spec, tt.args, env(tt.env), io.Discard, tt.cfg)
+			svc, err := daemon.Setup(context.Background(), spec, nil, tt.args, env(tt.env), io.Discard, tt.cfg)
 			if svc != nil || err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Setup = %v, %v; want an error saying %q", svc, err, tt.want)
 			}
@@ -55,7 +55,7 @@ func TestSetupRefusesBadInvocations(t *testing.T) {
 
 func TestBaseValidationIsReportedOnce(t *testing.T) {
 	t.Parallel()
-	_, err := daemon.Setup(context.Background(), daemon.Spec{Binary: "testd", EnvPrefix: "T_"}, nil, env(map[string]string{
+	_, err := daemon.Setup(context.Background(), daemon.Spec{Binary: "testd", EnvPrefix: "T_"}, nil, nil, env(map[string]string{
 		"T_TLS_CA_FILE": "a", "T_TLS_CERT_FILE": "b", "T_TLS_KEY_FILE": "c", "T_LOG_FORMAT": "xml",
 	}), io.Discard, &serveOnly{})
 	if n := strings.Count(err.Error(), "must be json or text"); n != 1 {

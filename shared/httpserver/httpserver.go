@@ -1,5 +1,5 @@
 // Package httpserver is the HTTP stack every txfence service serves: a chi
-// router with request ids, an access log, panic recovery, Prometheus
+// router with request ids, an access log, panic recovery, per-route
 // metrics, the caller's trace context, /healthz, /readyz and /metrics, and
 // listeners that shut down gracefully within a bound.
 //
@@ -7,6 +7,8 @@
 // the services it calls passes Options.TraceContext (package tracing, with
 // OpenTelemetry); without it the caller's trace id is only logged. signerd,
 // which calls no service, does without, and so without OpenTelemetry.
+// Nor does it link the Prometheus client: a service passes its Metrics
+// (package prommetrics for most; TextMetrics for signerd).
 package httpserver
 
 import (
@@ -22,12 +24,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/textmetrics"
 )
 
 // Check is one readiness check: a dependency the service cannot work
@@ -42,9 +42,9 @@ type Options struct {
 	// Service names the service in metrics and logs ("signer", "gateway").
 	Service string
 	Logger  *slog.Logger
-	// Registry receives the HTTP metrics and is served on /metrics. Nil
-	// means a new registry with the Go and process collectors.
-	Registry *prometheus.Registry
+	// Metrics records the requests and is served on /metrics. Nil means
+	// TextMetrics in a registry of its own with the process's gauges.
+	Metrics Metrics
 	// Ready lists the checks /readyz runs.
 	Ready []Check
 	// CheckTimeout bounds each readiness check; zero means two seconds.
@@ -62,11 +62,9 @@ type Server struct {
 	// Router serves the service's API behind the common middleware.
 	Router chi.Router
 
-	opts     Options
-	log      *slog.Logger
-	registry *prometheus.Registry
-	metrics  *httpMetrics
-	ops      chi.Router
+	opts Options
+	log  *slog.Logger
+	ops  chi.Router
 }
 
 // New builds the router with the common middleware and the operational
@@ -75,19 +73,15 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Registry == nil {
-		opts.Registry = prometheus.NewRegistry()
-		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Metrics == nil {
+		reg := textmetrics.NewRegistry()
+		reg.RegisterProcess()
+		opts.Metrics = TextMetrics(reg, opts.Service)
 	}
 	if opts.CheckTimeout == 0 {
 		opts.CheckTimeout = 2 * time.Second
 	}
-	s := &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		registry: opts.Registry,
-		metrics:  newHTTPMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"service": opts.Service}, opts.Registry)),
-	}
+	s := &Server{opts: opts, log: opts.Logger}
 
 	s.Router = s.newRouter(true)
 	// The ops router serves only the operational endpoints, for a plain
@@ -124,15 +118,12 @@ func (s *Server) mountOps(r chi.Router, withMetrics bool) {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	if withMetrics {
-		r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		r.Handle("/metrics", s.opts.Metrics)
 	}
 }
 
 // AddReadyCheck adds a readiness check. Call it before serving.
 func (s *Server) AddReadyCheck(c Check) { s.opts.Ready = append(s.opts.Ready, c) }
-
-// Registry is where the service registers its own metrics.
-func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
 // ServeHTTP serves the full router.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.Router.ServeHTTP(w, r) }
@@ -329,7 +320,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
-		s.metrics.observe(route, r.Method, rec.status, elapsed)
+		s.opts.Metrics.ObserveRequest(route, r.Method, rec.status, elapsed)
 
 		level := slog.LevelInfo
 		if isOpsPath(r.URL.Path) && rec.status < 500 {

@@ -21,11 +21,11 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 )
 
@@ -42,7 +42,7 @@ type API struct {
 }
 
 // New makes the API and registers its metrics.
-func New(svc *signer.Service, reg prometheus.Registerer) *API {
+func New(svc *signer.Service, reg *textmetrics.Registry) *API {
 	return &API{Service: svc, metrics: newMetrics(reg)}
 }
 

@@ -3,30 +3,24 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 )
 
 type metrics struct {
-	decisions *prometheus.CounterVec
-	refused   prometheus.Counter
+	decisions *textmetrics.CounterVec
+	refused   *textmetrics.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "txfence_signer_decisions_total",
-			Help: "Signing decisions, by outcome (signed, replayed, denied, needs_approval, refused) and deciding rule.",
-		}, []string{"outcome", "rule"}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "txfence_signer_double_sign_refused_total",
-			Help: "Requests refused whatever the policy: a second intent at a used nonce, an underpriced replacement, a tx id at a second nonce, a nonce far ahead. Alert on any increase.",
-		}),
+func newMetrics(reg *textmetrics.Registry) *metrics {
+	return &metrics{
+		decisions: reg.Counter("txfence_signer_decisions_total",
+			"Signing decisions, by outcome (signed, replayed, denied, needs_approval, refused) and deciding rule.",
+			"outcome", "rule"),
+		refused: reg.Counter("txfence_signer_double_sign_refused_total",
+			"Requests refused whatever the policy: a second intent at a used nonce, an underpriced replacement, a tx id at a second nonce, a nonce far ahead. Alert on any increase.").With(),
 	}
-	reg.MustRegister(m.decisions, m.refused)
-	return m
 }
 
 // observe counts the decisions and raises the alarm on refusals: a
@@ -34,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // something it must never ask for.
 func (a *API) observe(r *http.Request, results []signer.Result) {
 	for _, res := range results {
-		a.metrics.decisions.WithLabelValues(string(res.Outcome), res.Decision.RuleID).Inc()
+		a.metrics.decisions.With(string(res.Outcome), res.Decision.RuleID).Inc()
 		if res.Outcome == signer.OutcomeRefused {
 			a.metrics.refused.Inc()
 			httpserver.Logger(r.Context()).Error("signing refused",

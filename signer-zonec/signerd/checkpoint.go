@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 )
 
@@ -84,8 +85,9 @@ type checkpointer struct {
 	records  int64
 	now      func() time.Time
 
-	pending atomic.Int64
-	kick    chan struct{}
+	pending  atomic.Int64
+	kick     chan struct{}
+	failures atomic.Int64 // checkpoints not written, for the metric
 
 	mu sync.Mutex // guards the fields below
 	// last is the last checkpoint written, or read from the file at start.
@@ -221,8 +223,7 @@ func (c *checkpointer) checkpoint(ctx context.Context) {
 			err = c.file.Sync()
 		}
 		if err != nil {
-			c.log.Error("audit checkpoint not written to the checkpoint file", "alert", "audit_checkpoint_failed", "err", err, "file", c.file.Name())
-			c.setFailed(fmt.Errorf("write checkpoint %d: %w", cp.Seq, err))
+			c.setFailed(fmt.Errorf("write checkpoint %d to %s: %w", cp.Seq, c.file.Name(), err))
 			return
 		}
 	}
@@ -258,8 +259,39 @@ func (c *checkpointer) setFailed(err error) {
 	c.failed = err
 	c.mu.Unlock()
 	if err != nil {
+		c.failures.Add(1)
 		c.log.Error("audit checkpoint failed", "alert", "audit_checkpoint_failed", "err", err)
 	}
+}
+
+// export registers the checkpointer's metrics: what an alert needs to see
+// that the head stopped being anchored, or was found rewritten.
+func (c *checkpointer) export(reg *textmetrics.Registry) {
+	lastOf := func(field func(*signer.Checkpoint) float64) func() float64 {
+		return func() float64 {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.last == nil {
+				return 0
+			}
+			return field(c.last)
+		}
+	}
+	reg.Gauge("txfence_signer_audit_checkpoint_seq", "Audit record sequence of the last checkpoint written (0: none yet).",
+		lastOf(func(cp *signer.Checkpoint) float64 { return float64(cp.Seq) }))
+	reg.Gauge("txfence_signer_audit_checkpoint_timestamp_seconds", "Time of the last checkpoint written, in Unix seconds (0: none yet). Alert when it falls behind the checkpoint interval.",
+		lastOf(func(cp *signer.Checkpoint) float64 { return float64(cp.At.UnixNano()) / 1e9 }))
+	reg.CounterFunc("txfence_signer_audit_checkpoint_failures_total", "Checkpoints that could not be made: the head not read, or the file not written.",
+		func() float64 { return float64(c.failures.Load()) })
+	reg.Gauge("txfence_signer_audit_rewritten", "1 once the audit log was found rewound or rewritten below a checkpoint (until signerd restarts). Page on 1.",
+		func() float64 {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.rewritten != nil {
+				return 1
+			}
+			return 0
+		})
 }
 
 // ready is the readiness check: signerd is not ready while its head cannot

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/policy"
 	"github.com/txfence/txfence/signer-zonec/postgres"
@@ -102,10 +104,17 @@ func TestCheckpointerCatchesALogRewoundUnderIt(t *testing.T) {
 	}
 
 	running, logs := start()
+	exported := textmetrics.NewRegistry()
+	running.export(exported)
 	signAt("tx", 0, 1, 2, 3)
 	running.checkpoint(ctx)
 	if err := running.ready(ctx); err != nil {
 		t.Fatalf("ready after anchoring an intact log: %v", err)
+	}
+	for _, want := range []string{"txfence_signer_audit_checkpoint_seq 4\n", "txfence_signer_audit_rewritten 0\n", "txfence_signer_audit_checkpoint_failures_total 0\n"} {
+		if got := scrape(exported); !strings.Contains(got, want) {
+			t.Errorf("metrics lack %q:\n%s", want, got)
+		}
 	}
 	cutTo(2)
 	signAt("tx-again", 2, 3)
@@ -115,6 +124,9 @@ func TestCheckpointerCatchesALogRewoundUnderIt(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"alert":"audit_rewritten"`) {
 		t.Errorf("no audit_rewritten alert in the log:\n%s", logs)
+	}
+	if got := scrape(exported); !strings.Contains(got, "txfence_signer_audit_rewritten 1\n") {
+		t.Errorf("metrics do not say the log was rewritten:\n%s", got)
 	}
 
 	// signerd restarts, and the owner cuts again before it looks.
@@ -127,4 +139,10 @@ func TestCheckpointerCatchesALogRewoundUnderIt(t *testing.T) {
 	if !strings.Contains(logs.String(), `"alert":"audit_rewritten"`) {
 		t.Errorf("no audit_rewritten alert in the restarted signerd's log:\n%s", logs)
 	}
+}
+
+func scrape(reg *textmetrics.Registry) string {
+	rec := httptest.NewRecorder()
+	reg.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
 }

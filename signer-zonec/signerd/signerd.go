@@ -15,6 +15,7 @@ import (
 
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/policy"
@@ -84,7 +85,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	cfg := Config{KeyConfig: KeyConfig{local: local}}
-	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
+	// The Prometheus client and its protobuf runtime are 45 packages of
+	// attack surface for a few counters: the zone writes its exposition
+	// itself, under the names the client would use.
+	exported := textmetrics.NewRegistry()
+	exported.RegisterProcess()
+	svc, err := daemon.Setup(ctx, Spec, httpserver.TextMetrics(exported, Spec.Identity), args, getenv, stdout, &cfg)
 	if svc == nil { // an error, or a finished subcommand
 		return err
 	}
@@ -135,9 +141,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer checkpoints.close()
 	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "audit_checkpoint", Fn: checkpoints.ready})
+	checkpoints.export(exported)
 
 	service := &signer.Service{Keys: keys, Policy: pol, Store: countingStore{Store: store, appended: checkpoints.appended}, MaxNonceAhead: cfg.MaxNonceAhead}
-	httpapi.New(service, svc.HTTP.Registry()).Mount(svc.HTTP.Router)
+	httpapi.New(service, exported).Mount(svc.HTTP.Router)
 	// The last checkpoint anchors the head after the last request served:
 	// the checkpointer stops only once the listeners have.
 	checkpointCtx, stopCheckpoints := context.WithCancel(context.WithoutCancel(ctx))

@@ -13,6 +13,7 @@ import (
 	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/policy"
@@ -59,8 +60,9 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 		t.Fatal(err)
 	}
 	svc := &signer.Service{Keys: NewMemoryKeys(t, DevKeys...), Policy: pol, Store: postgres.New(pool)}
-	srv := httpserver.New(httpserver.Options{Service: "signer", Logger: opts.Logger})
-	httpapi.New(svc, srv.Registry()).Mount(srv.Router)
+	exported := textmetrics.NewRegistry()
+	srv := httpserver.New(httpserver.Options{Service: "signer", Logger: opts.Logger, Metrics: httpserver.TextMetrics(exported, "signer")})
+	httpapi.New(svc, exported).Mount(srv.Router)
 	src, err := mtls.Load(devcert.Files(opts.PKI, "signer"), mtls.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/tracing"
 	"github.com/txfence/txfence/txmanager"
@@ -73,7 +74,8 @@ var Spec = daemon.Spec{Binary: "txmanagerd", Identity: "txmanager", EnvPrefix: "
 // Run runs txmanagerd: `serve` (the default) or `migrate`.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var cfg Config
-	svc, err := daemon.Setup(ctx, Spec, args, getenv, stdout, &cfg)
+	exported := prommetrics.New(Spec.Identity)
+	svc, err := daemon.Setup(ctx, Spec, exported, args, getenv, stdout, &cfg)
 	if svc == nil { // an error, or a finished subcommand
 		return err
 	}
@@ -102,7 +104,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.SignerURL == "" || cfg.MevrouterURL == "" {
 		svc.Log.Warn("SIGNER_URL or MEVROUTER_URL unset: this node accepts transactions but works on no signer")
 	} else {
-		stopWork, err := startWork(ctx, cfg, chains, store, svc, crash)
+		stopWork, err := startWork(ctx, cfg, chains, store, svc, exported, crash)
 		if err != nil {
 			return err
 		}
@@ -114,7 +116,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // startWork starts the lease manager and the per-signer workers; the
 // returned function stops them, releasing this node's leases.
-func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service, crash func(string)) (func(), error) {
+func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store *postgres.Store, svc *daemon.Service, exported *prommetrics.Metrics, crash func(string)) (func(), error) {
 	readers := map[uint64]*chain.Reader{}
 	closeReaders := func() {
 		for _, r := range readers {
@@ -148,7 +150,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		node = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	workCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	metrics, err := worker.NewMetrics(svc.HTTP.Registry())
+	metrics, err := worker.NewMetrics(exported.Registry)
 	if err != nil {
 		stop()
 		closeReaders()
@@ -160,7 +162,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		Fenced: func(f txmanager.Fence) { manager.Fenced(f) }, Log: svc.Log, GasMultiplier: cfg.GasMultiplier,
 		ApprovalTTL: cfg.ApprovalTTL, FundsHold: cfg.FundsHold, Metrics: metrics, AfterStep: crashHook[worker.Step](crash),
 	})
-	manager, err = lease.New(store, pool, svc.HTTP.Registry(), lease.Config{
+	manager, err = lease.New(store, pool, exported.Registry, lease.Config{
 		// A node counts as live as long as its leases last: a frozen
 		// node's signers are then taken over as soon as its leases lapse
 		// (a longer heartbeat would make them wait to become orphans).
@@ -171,7 +173,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 		closeReaders()
 		return nil, err
 	}
-	followMetrics, err := follow.NewMetrics(svc.HTTP.Registry())
+	followMetrics, err := follow.NewMetrics(exported.Registry)
 	if err != nil {
 		stop()
 		closeReaders()
