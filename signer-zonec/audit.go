@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/txfence/txfence/signer-zonec/ethtx"
 )
 
 // Outcome is what signerd did with one request, as the audit log records it.
@@ -277,24 +278,31 @@ func CheckRecordedSignature(s RecordedSignature, rec *AuditEntry) error {
 		return bad("%s its audit record %d", differing(differ), s.AuditSeq)
 	}
 
-	var tx types.Transaction
-	if err := tx.UnmarshalBinary(s.RawTx); err != nil {
+	signed, err := ethtx.Decode(s.RawTx)
+	if err != nil {
 		return bad("raw transaction does not decode: %v", err)
 	}
-	if tx.Hash() != s.TxHash {
-		return bad("raw transaction hashes to %s, not the recorded tx_hash (replaced)", tx.Hash().Hex())
+	if signed.Hash() != s.TxHash {
+		return bad("raw transaction hashes to %s, not the recorded tx_hash (replaced)", signed.Hash().Hex())
+	}
+	tx := signed.Tx()
+	feeCap, tipCap := tx.GasPrice, tx.GasPrice
+	if tx.Type == ethtx.DynamicFee {
+		feeCap, tipCap = tx.MaxFeePerGas, tx.MaxPriorityFeePerGas
 	}
 	differ = differ[:0]
 	for _, f := range []struct {
 		name string
 		same bool
 	}{
-		{"chain_id", tx.ChainId().IsUint64() && tx.ChainId().Uint64() == s.ChainID},
-		{"nonce", tx.Nonce() == s.Nonce},
-		{"value", s.Value != nil && tx.Value().Cmp(s.Value) == 0},
-		{"gas", tx.Gas() == s.Gas},
-		{"fee_cap", s.FeeCap != nil && tx.GasFeeCap().Cmp(s.FeeCap) == 0},
-		{"tip_cap", s.TipCap != nil && tx.GasTipCap().Cmp(s.TipCap) == 0},
+		{"chain_id", tx.ChainID == s.ChainID},
+		// The signature itself: the row's signer is who signed it.
+		{"signer", signed.Sender() == s.From},
+		{"nonce", tx.Nonce == s.Nonce},
+		{"value", s.Value != nil && tx.Value.Cmp(s.Value) == 0},
+		{"gas", tx.Gas == s.Gas},
+		{"fee_cap", s.FeeCap != nil && feeCap.Cmp(s.FeeCap) == 0},
+		{"tip_cap", s.TipCap != nil && tipCap.Cmp(s.TipCap) == 0},
 	} {
 		if !f.same {
 			differ = append(differ, f.name)
@@ -616,7 +624,7 @@ func FullRequestDigest(r *Request) common.Hash {
 	binary.BigEndian.PutUint64(u[:], r.ChainID)
 	h.Write(u[:])
 	h.Write(r.From.Bytes())
-	tx, _ := r.Transaction().MarshalBinary() // cannot fail for the two types signerd builds
+	tx, _ := r.Transaction().EncodeUnsigned() // as Digest: nothing to refuse in a validated request
 	field(tx)
 	binary.BigEndian.PutUint64(u[:], uint64(len(r.Approvals)))
 	h.Write(u[:])

@@ -9,10 +9,10 @@ import (
 	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/signer-zonec/ethtx"
 )
 
 // Key is a private key held inside signerd. Its fields are unexported, it
@@ -83,9 +83,9 @@ func (k *Key) Destroyed() bool {
 	return k.priv == nil
 }
 
-// signTx signs tx for chainSigner with the key. Unexported: only Service
-// signs, after policy and double-sign protection have passed.
-func (k *Key) signTx(tx *types.Transaction, chainSigner types.Signer) (*types.Transaction, error) {
+// signTx signs tx with the key. Unexported: only Service signs, after
+// policy and double-sign protection have passed.
+func (k *Key) signTx(tx ethtx.Tx) (*ethtx.Signed, error) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	if k.priv == nil {
@@ -93,9 +93,10 @@ func (k *Key) signTx(tx *types.Transaction, chainSigner types.Signer) (*types.Tr
 		// shutdown) after the caller fetched it.
 		return nil, errs.Errorf(errs.Unavailable, "key backend unavailable: the key of %s was dropped; nothing was signed", k.addr.Hex())
 	}
-	// go-ethereum's secp256k1 signing uses RFC 6979 deterministic nonces:
-	// the same transaction signed twice gives the same signature.
-	return types.SignTx(tx, chainSigner, k.priv)
+	// go-ethereum's secp256k1 signing, which ethtx uses, takes RFC 6979
+	// deterministic nonces: the same transaction signed twice gives the
+	// same signature.
+	return tx.Sign(k.priv)
 }
 
 // KeyInfo describes a key without touching it.

@@ -7,20 +7,18 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/signer-zonec/ethtx"
 )
 
-func testTx(nonce uint64) (*types.Transaction, types.Signer) {
-	chainID := big.NewInt(31337)
+func testTx(nonce uint64) ethtx.Tx {
 	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
-	tx := types.NewTx(&types.DynamicFeeTx{
-		ChainID: chainID, Nonce: nonce, To: &to, Value: big.NewInt(1), Gas: 21000,
-		GasFeeCap: big.NewInt(30e9), GasTipCap: big.NewInt(1e9),
-	})
-	return tx, types.LatestSignerForChainID(chainID)
+	return ethtx.Tx{
+		Type: ethtx.DynamicFee, ChainID: 31337, Nonce: nonce, To: &to, Value: big.NewInt(1), Gas: 21000,
+		MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(1e9),
+	}
 }
 
 // TestDestroyedKeyCannotSign: once a backend drops and destroys a key, a
@@ -39,8 +37,8 @@ func TestDestroyedKeyCannotSign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, chainSigner := testTx(0)
-	if _, err := k.signTx(tx, chainSigner); err != nil {
+	tx := testTx(0)
+	if _, err := k.signTx(tx); err != nil {
 		t.Fatalf("sign before Destroy: %v", err)
 	}
 	if k.Destroyed() {
@@ -50,7 +48,7 @@ func TestDestroyedKeyCannotSign(t *testing.T) {
 	if !k.Destroyed() {
 		t.Error("Destroyed is false after Destroy")
 	}
-	signed, err := k.signTx(tx, chainSigner)
+	signed, err := k.signTx(tx)
 	if err == nil || signed != nil {
 		t.Fatal("a destroyed key signed")
 	}
@@ -84,13 +82,14 @@ func TestDestroyWhileSigning(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for n := uint64(0); ; n++ {
-				tx, chainSigner := testTx(uint64(g)<<32 | n)
-				signed, err := k.signTx(tx, chainSigner)
+				signed, err := k.signTx(testTx(uint64(g)<<32 | n))
 				if err != nil {
 					return // destroyed
 				}
-				if from, err := types.Sender(chainSigner, signed); err != nil || from != addr {
-					t.Errorf("a signature made while the key was destroyed recovers to %s (%v), want %s", from.Hex(), err, addr.Hex())
+				// Decode recovers the sender from the raw bytes afresh.
+				decoded, err := ethtx.Decode(signed.Raw())
+				if err != nil || decoded.Sender() != addr {
+					t.Errorf("a signature made while the key was destroyed does not recover to %s (%v)", addr.Hex(), err)
 					return
 				}
 			}
@@ -99,4 +98,54 @@ func TestDestroyWhileSigning(t *testing.T) {
 	close(start)
 	k.Destroy()
 	wg.Wait()
+}
+
+// TestCheckSignatureRefusesWhatIsNotTheRequest: the last check before a
+// signature leaves signerd refuses one by another key, one of another
+// transaction, and bytes that do not decode.
+func TestCheckSignatureRefusesWhatIsNotTheRequest(t *testing.T) {
+	t.Parallel()
+	newKey := func() *Key {
+		priv, err := crypto.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := NewKey(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k, other := newKey(), newKey()
+	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	r := &Request{TxID: "tx-1", ChainID: 31337, From: k.Address(), Nonce: 5, Type: DynamicFee, To: &to,
+		Value: big.NewInt(1), Gas: 21000, MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+	sign := func(k *Key, edit func(*ethtx.Tx)) []byte {
+		tx := r.Transaction()
+		edit(&tx)
+		signed, err := k.signTx(tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signed.Raw()
+	}
+	good := sign(k, func(*ethtx.Tx) {})
+	if err := checkSignature(good, r); err != nil {
+		t.Fatalf("the request's own signature: %v", err)
+	}
+	for name, raw := range map[string][]byte{
+		"another key":   sign(other, func(*ethtx.Tx) {}),
+		"another nonce": sign(k, func(tx *ethtx.Tx) { tx.Nonce++ }),
+		"another chain": sign(k, func(tx *ethtx.Tx) { tx.ChainID = 1 }),
+		"another value": sign(k, func(tx *ethtx.Tx) { tx.Value = big.NewInt(2) }),
+		"as legacy": sign(k, func(tx *ethtx.Tx) {
+			tx.Type, tx.GasPrice, tx.MaxFeePerGas, tx.MaxPriorityFeePerGas = ethtx.Legacy, tx.MaxFeePerGas, nil, nil
+		}),
+		"truncated":            good[:len(good)-1],
+		"with a trailing byte": append(slices.Clone(good), 0),
+	} {
+		if err := checkSignature(raw, r); err == nil {
+			t.Errorf("%s: passed", name)
+		}
+	}
 }

@@ -16,8 +16,9 @@ import (
 	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/txfence/txfence/signer-zonec/ethtx"
 )
 
 // TxType is the transaction envelope type signerd signs.
@@ -123,29 +124,30 @@ func (r *Request) Validate() error {
 	return errors.Join(problems...)
 }
 
-// Transaction is the unsigned transaction the request describes.
-func (r *Request) Transaction() *types.Transaction {
-	if r.Type == Legacy {
-		return types.NewTx(&types.LegacyTx{
-			Nonce: r.Nonce, GasPrice: r.GasPrice, Gas: r.Gas, To: r.To, Value: r.Value, Data: r.Data,
-		})
+// Transaction is the unsigned transaction the request describes. A type
+// signerd does not sign stays one ethtx refuses, so nothing is ever signed
+// as a type the request did not name.
+func (r *Request) Transaction() ethtx.Tx {
+	tx := ethtx.Tx{ChainID: r.ChainID, Nonce: r.Nonce, Gas: r.Gas, To: r.To, Value: r.Value, Data: r.Data}
+	switch r.Type {
+	case Legacy:
+		tx.Type, tx.GasPrice = ethtx.Legacy, r.GasPrice
+	case DynamicFee:
+		tx.Type, tx.MaxPriorityFeePerGas, tx.MaxFeePerGas = ethtx.DynamicFee, r.MaxPriorityFeePerGas, r.MaxFeePerGas
+	default:
+		tx.Type = unhandledType
 	}
-	return types.NewTx(&types.DynamicFeeTx{
-		ChainID: new(big.Int).SetUint64(r.ChainID), Nonce: r.Nonce, GasTipCap: r.MaxPriorityFeePerGas,
-		GasFeeCap: r.MaxFeePerGas, Gas: r.Gas, To: r.To, Value: r.Value, Data: r.Data,
-	})
+	return tx
 }
 
-// ChainSigner is the go-ethereum signer for the request's chain: EIP-155
-// replay protection for legacy transactions, EIP-1559 for dynamic-fee ones.
-func (r *Request) ChainSigner() types.Signer {
-	return types.LatestSignerForChainID(new(big.Int).SetUint64(r.ChainID))
-}
+// unhandledType is no transaction type ethtx handles.
+const unhandledType ethtx.Type = 0xff
 
 // SigningHash is the hash signerd signs, derived here from the checked
-// fields and never taken from the caller.
-func (r *Request) SigningHash() common.Hash {
-	return r.ChainSigner().Hash(r.Transaction())
+// fields and never taken from the caller: EIP-155 replay protection for
+// legacy transactions, EIP-1559 for dynamic-fee ones.
+func (r *Request) SigningHash() (common.Hash, error) {
+	return r.Transaction().SigningHash()
 }
 
 // FeeCap is the most the transaction can pay per gas: the gas price of a
@@ -224,8 +226,11 @@ func (r *Request) IsCancel() bool {
 
 // Digest identifies the request exactly, every field included: the same
 // digest twice is the same request, answered with the same signature.
+//
+// It hashes the unsigned transaction as core/types encoded it before ethtx,
+// so digests stored then still match. Every caller validates the request
+// first, which leaves the encoding nothing to refuse.
 func (r *Request) Digest() common.Hash {
-	tx := r.Transaction()
-	b, _ := tx.MarshalBinary() // cannot fail for the two types built above
+	b, _ := r.Transaction().EncodeUnsigned()
 	return crypto.Keccak256Hash([]byte(r.TxID), []byte{0}, new(big.Int).SetUint64(r.ChainID).Bytes(), []byte{0}, r.From.Bytes(), b)
 }

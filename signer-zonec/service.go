@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/signer-zonec/ethtx"
 )
 
 // Service decides and signs. Every exported method that signs is an oracle
@@ -272,16 +272,13 @@ func (s *Service) decide(ctx context.Context, r *Request, key *Key, now time.Tim
 		res.Outcome = OutcomeDenied
 		return res, nil
 	}
-	signedTx, err := key.signTx(r.Transaction(), r.ChainSigner())
+	signedTx, err := key.signTx(r.Transaction())
 	if err != nil {
 		return res, fmt.Errorf("sign: %w", err)
 	}
-	if err := checkSignature(signedTx, r); err != nil {
+	raw := signedTx.Raw()
+	if err := checkSignature(raw, r); err != nil {
 		return res, err
-	}
-	raw, err := signedTx.MarshalBinary()
-	if err != nil {
-		return res, fmt.Errorf("encode signed transaction: %w", err)
 	}
 	res.Outcome, res.TxHash, res.RawTx = OutcomeSigned, signedTx.Hash(), raw
 	return res, nil
@@ -425,18 +422,23 @@ func (s *Service) nonceDecision(v Verdict, rule, reason string) Decision {
 	return Decision{Verdict: v, RuleID: rule, Reasons: []string{reason}, PolicyVersion: s.Policy.Version(), PolicyHash: s.Policy.Hash()}
 }
 
-// checkSignature recovers the sender of what was just signed: a key that
-// signs for another address, or a transaction that is not the request,
-// never leaves signerd.
-func checkSignature(tx *types.Transaction, r *Request) error {
-	from, err := types.Sender(r.ChainSigner(), tx)
+// checkSignature decodes the raw transaction about to leave signerd, as a
+// node would, and recovers its sender: a key that signs for another
+// address, or bytes that are not the request (an encoder fault), never
+// leave signerd.
+func checkSignature(raw []byte, r *Request) error {
+	tx, err := ethtx.Decode(raw)
 	if err != nil {
-		return fmt.Errorf("recover sender of the new signature: %w", err)
+		return fmt.Errorf("decode the new signature: %w", err)
 	}
-	if from != r.From {
+	if from := tx.Sender(); from != r.From {
 		return fmt.Errorf("the new signature recovers to %s, not %s", from.Hex(), r.From.Hex())
 	}
-	if tx.Hash() == (common.Hash{}) || r.ChainSigner().Hash(tx) != r.SigningHash() {
+	got, err := tx.Tx().SigningHash()
+	if err != nil {
+		return fmt.Errorf("signing hash of the new signature: %w", err)
+	}
+	if want, err := r.SigningHash(); err != nil || got != want {
 		return errors.New("the signed transaction is not the request")
 	}
 	return nil

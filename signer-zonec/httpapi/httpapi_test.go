@@ -354,9 +354,11 @@ func FuzzDecodeSignRequest(f *testing.F) {
 		if err := req.Validate(); err != nil {
 			t.Fatalf("accepted a request that fails validation: %v", err)
 		}
-		if _, err := req.Transaction().MarshalBinary(); err != nil {
+		if _, err := req.Transaction().EncodeUnsigned(); err != nil {
 			t.Fatalf("accepted a request that does not encode: %v", err)
 		}
-		_ = req.SigningHash()
+		if _, err := req.SigningHash(); err != nil {
+			t.Fatalf("accepted a request with no signing hash: %v", err)
+		}
 	})
 }
