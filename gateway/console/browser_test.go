@@ -317,8 +317,8 @@ func colours(img image.Image) int {
 	return len(seen)
 }
 
-// approverKeyFile is the key file `signerd approver new` writes
-// (signer-zonec/signerd/approve.go, approverKeyFile): the browser must
+// approverKeyFile is the key file `signerctl approver new` writes
+// (signer-zonec/signerctl/approve.go, approverKeyFile): the browser must
 // read exactly that.
 func approverKeyFile(t *testing.T, id string, seed []byte, pub ed25519.PublicKey) []byte {
 	t.Helper()
@@ -428,7 +428,7 @@ func TestConsole(t *testing.T) {
 	globexTx := g.Create(t, g.Globex, gatewaytest.SignerB, "globex-1")
 	acmeIDs := []string{toApprove.TxID, toReject.TxID, toCancel.TxID, stuck.TxID}
 
-	// The approver's key, in the file signerd's tool writes.
+	// The approver's key, in the file signerctl approver new writes.
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ most txmanager may ever sign it for, fee bumps included (the lower of
 its own max_fee_per_gas and its signer's configured cap); a transaction
 without one needs --max-fee.
 
-The key file is the one 'signerd approver new' writes; like signerd, txctl
+The key file is the one 'signerctl approver new' writes; like signerd, txctl
 refuses one that others may read (chmod 600 it). --approver, when given,
 must be the id the key file names.
 
@@ -95,7 +95,7 @@ const maxApprovalTTL = 30 * 24 * time.Hour
 func defineApprove(fs *flag.FlagSet) func(*env, []string) error {
 	var keyFile, approver, maxFee string
 	var ttl time.Duration
-	fs.StringVar(&keyFile, "key-file", "", "`PATH` of the approver's key file, from 'signerd approver new' (required)")
+	fs.StringVar(&keyFile, "key-file", "", "`PATH` of the approver's key file, from 'signerctl approver new' (required)")
 	fs.StringVar(&approver, "approver", "", "the approver's `NAME` in the policy (default: the key file's id)")
 	fs.StringVar(&maxFee, "max-fee", "", "the fee ceiling, the highest fee cap per gas the approval covers, `WEI` (default: the transaction's fee_ceiling)")
 	fs.DurationVar(&ttl, "ttl", time.Hour, "how long the approval counts, at most 720h; the policy's max_ttl may be shorter")

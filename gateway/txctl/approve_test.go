@@ -39,7 +39,7 @@ func pendingApproval(t *testing.T, g *gatewaytest.Gateway, id string) {
 	}
 }
 
-// writeApproverKey writes a key file as 'signerd approver new' does and
+// writeApproverKey writes a key file as 'signerctl approver new' does and
 // returns the public key.
 func writeApproverKey(t *testing.T, path, id string, mode os.FileMode) ed25519.PublicKey {
 	t.Helper()

@@ -11,7 +11,7 @@ import (
 // is taken for one.
 const ApproverKeyKind = "txfence-approver-key-v1"
 
-// ApproverKeyFile is an approver's key file, as `signerd approver new`
+// ApproverKeyFile is an approver's key file, as `signerctl approver new`
 // writes it: the Ed25519 seed and the id the policy knows the approver by.
 // The public key is kept too, so a damaged file is noticed instead of
 // signing under an unknown key. Approver tools (signerd's, txctl) read it

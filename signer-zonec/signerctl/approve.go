@@ -1,4 +1,4 @@
-package signerd
+package signerctl
 
 import (
 	"crypto/ed25519"
@@ -78,7 +78,7 @@ const maxApprovalRequest = 8 << 20
 // soon, not a standing permission. The policy's max_ttl may be tighter.
 const maxApprovalTTL = 30 * 24 * time.Hour
 
-// approverCommand runs `signerd approver new|sign`; args are the arguments
+// approverCommand runs `signerctl approver new|sign`; args are the arguments
 // after "approver".
 //
 //   - new --out FILE --id ID generates an Ed25519 key, writes it to FILE
@@ -99,11 +99,11 @@ func approverCommand(args []string, stdin io.Reader, stdout io.Writer) error {
 }
 
 func approverCommandAt(args []string, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
-	const usage = "usage: signerd approver new --out FILE --id ID | sign --key FILE --request FILE|- [--ttl 1h]"
+	const usage = "usage: signerctl approver new --out FILE --id ID | sign --key FILE --request FILE|- [--ttl 1h]"
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
-	fs := flag.NewFlagSet("signerd approver "+args[0], flag.ContinueOnError)
+	fs := flag.NewFlagSet("signerctl approver "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	switch args[0] {
 	case "new":

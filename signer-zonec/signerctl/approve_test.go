@@ -1,4 +1,4 @@
-package signerd
+package signerctl
 
 import (
 	"bytes"
@@ -225,7 +225,7 @@ func TestApproverRefusesBadUse(t *testing.T) {
 		args  []string
 		want  string
 	}{
-		{"no command", "", nil, "usage: signerd approver"},
+		{"no command", "", nil, "usage: signerctl approver"},
 		{"unknown command", "", []string{"approve"}, `unknown approver command "approve"`},
 		{"new without id", "", []string{"new", "--out", filepath.Join(dir, "x.key")}, "needs --out and --id"},
 		{"new with a bad id", "", []string{"new", "--out", filepath.Join(dir, "y.key"), "--id", "al ice"}, "an approver id is"},

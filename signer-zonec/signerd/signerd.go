@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
@@ -55,10 +54,9 @@ const maxNonceAheadLimit = 1024
 var Spec = daemon.Spec{Binary: "signerd", Identity: "signer", EnvPrefix: "TXFENCE_SIGNER_", Migrations: postgres.Migrations}
 
 // Run runs signerd as it is deployed, its keys in Vault: `serve` (the
-// default), `migrate` (as the owner of its tables; see migrateCommand), or
-// `approver new|sign`, an approver's tooling. The operator's commands
-// (keys, audit) are signerctl's, so that the serving binary links none of
-// what they need.
+// default) or `migrate` (as the owner of its tables; see migrateCommand).
+// The operator's commands (keys, audit) and the approvers' (approver) are
+// signerctl's, so that the serving binary links none of what they need.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	return run(ctx, args, getenv, stdout, nil)
 }
@@ -78,9 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		switch args[0] {
 		case daemon.Migrate:
 			return migrateCommand(ctx, args[1:], getenv, stdout)
-		case "approver":
-			return approverCommand(args[1:], os.Stdin, stdout)
-		case "keys", "audit":
+		case "keys", "audit", "approver":
 			return fmt.Errorf("%[1]s is signerctl's: run signerctl %[1]s (cmd/signerctl), which keeps the operator's commands out of the serving binary", args[0])
 		}
 	}

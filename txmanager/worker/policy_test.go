@@ -44,7 +44,7 @@ func newApprovers(t *testing.T, ids ...string) approvers {
 	return out
 }
 
-// sign is what `signerd approver sign` does for approver id over tx, at
+// sign is what `signerctl approver sign` does for approver id over tx, at
 // fee caps up to maxFee wei per gas.
 func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, maxFee *big.Int, ttl time.Duration) postgres.Approval {
 	t.Helper()

@@ -1,8 +1,8 @@
 // Approver signatures, made in the browser with WebCrypto Ed25519.
 //
-// The approver's key file is the one `signerd approver new` writes:
+// The approver's key file is the one `signerctl approver new` writes:
 //   {"kind": "txfence-approver-key-v1", "id": "alice", "seed": "<base64, 32 bytes>", "public_key": "<base64, 32 bytes>"}
-// It is read the way `signerd approver sign` reads it (strictly; the seed
+// It is read the way `signerctl approver sign` reads it (strictly; the seed
 // must give the public key the file lists) and imported as a
 // non-extractable CryptoKey that lives in this module's memory only: it is
 // never sent, never stored, and gone on sign-out or reload.
@@ -88,7 +88,7 @@ function concat(parts) {
 const ascii = (s) => new TextEncoder().encode(s);
 
 /**
- * parseKeyFile reads an approver key file as `signerd approver sign` does:
+ * parseKeyFile reads an approver key file as `signerctl approver sign` does:
  * a JSON object with exactly kind, id, seed and public_key.
  */
 export function parseKeyFile(text) {
@@ -96,7 +96,7 @@ export function parseKeyFile(text) {
   try {
     doc = JSON.parse(text);
   } catch {
-    throw new Error('not an approver key file (not JSON): load the file `signerd approver new` wrote');
+    throw new Error('not an approver key file (not JSON): load the file `signerctl approver new` wrote');
   }
   if (!doc || typeof doc !== 'object' || Array.isArray(doc) || doc.kind !== keyKind) {
     throw new Error(`not an approver key file (kind is not "${keyKind}")`);
