@@ -16,6 +16,7 @@ import (
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/hardening"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/policy"
 	"github.com/txfence/txfence/signer-zonec/postgres"
@@ -49,6 +50,12 @@ type Config struct {
 // maxNonceAheadLimit caps MAX_NONCE_AHEAD: a bound in the thousands is
 // no bound against stockpiling.
 const maxNonceAheadLimit = 1024
+
+// keepCoreDumps leaves the process as it is. Only this package's tests set
+// it: they run signerd inside the test binary, which must stay debuggable
+// (package hardening checks the real thing in a child process,
+// TestServeDisablesCoreDumps in the binary).
+var keepCoreDumps bool
 
 // Spec names signerd.
 var Spec = daemon.Spec{Binary: "signerd", Identity: "signer", EnvPrefix: "TXFENCE_SIGNER_", Migrations: postgres.Migrations}
@@ -91,11 +98,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer svc.Close()
-	if err := preventCoreDumps(svc.Log); err != nil {
-		return err
+	if !keepCoreDumps {
+		if err := hardening.PreventCoreDumps(); err != nil {
+			return err
+		}
+		svc.Log.Info("core dumps disabled (RLIMIT_CORE 0, PR_SET_DUMPABLE 0): keys stay out of core files, and other processes of signerd's user cannot attach to it")
 	}
 	if cfg.LockMemory {
-		lockMemory(svc.Log)
+		if err := hardening.LockMemory(); err != nil {
+			svc.Log.Warn("memory not locked: keys may reach swap; grant CAP_IPC_LOCK or raise RLIMIT_MEMLOCK", "err", err)
+		} else {
+			svc.Log.Info("memory locked (mlockall): keys stay out of swap")
+		}
 	}
 	if err := checkDatabaseRole(ctx, svc, cfg.AllowPrivilegedDatabaseRole, getenv); err != nil {
 		return err
