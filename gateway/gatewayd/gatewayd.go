@@ -22,10 +22,10 @@ import (
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/tracing"
 )
 

@@ -33,9 +33,9 @@ import (
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/tracing"
 )
 

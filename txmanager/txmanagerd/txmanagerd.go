@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/httpclient"
+	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/tracing"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
