@@ -257,25 +257,32 @@ func checkSubscriptionURL(raw string, rule URLRule) (string, string) {
 	return out, ""
 }
 
-// nonPublic lists special-purpose ranges that IsGlobalUnicast and
-// IsPrivate let through (RFC 6890 and the IANA registries): shared address
-// space, documentation, benchmarking, reserved, and IPv6 translation
-// prefixes that can embed a private IPv4 address.
+// nonPublic lists the special-purpose ranges (RFC 6890 and IANA's IPv4
+// and IPv6 special-purpose address registries) that IsGlobalUnicast and
+// IsPrivate let through: shared address space, IETF protocol assignments,
+// documentation, benchmarking, deprecated relays, reserved space, and IPv6
+// tunnelling prefixes that can embed a private IPv4 address. A few anycast services in these ranges are
+// globally reachable; no webhook receiver lives there.
 var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("192.88.99.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001::/23"), // Teredo, benchmarking, ORCHID and other protocol assignments
 	netip.MustParsePrefix("2001:db8::/32"),
 	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("3fff::/20"),
 }
+
+// globalIPv6 is the only IPv6 space allocated for global unicast; the
+// rest (translation prefixes, discard, SRv6 SIDs, ULA, link- and
+// site-local) is not.
+var globalIPv6 = netip.MustParsePrefix("2000::/3")
 
 // PublicIP reports whether ip is a globally routable unicast address.
 // Webhook URLs naming an address, and every address a delivery connects
@@ -283,7 +290,7 @@ var nonPublic = []netip.Prefix{
 // tenant could make the gateway call the deployment's own network.
 func PublicIP(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() {
+	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || (ip.Is6() && !globalIPv6.Contains(ip)) {
 		return false
 	}
 	for _, p := range nonPublic {
