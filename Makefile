@@ -35,9 +35,12 @@ setup:
 setup-test:
 	@deploy/scripts/setup.sh --browser
 
+# The local stack's binaries carry the development switches (package
+# shared/devswitch: webhooks to loopback receivers, fault injection);
+# release builds leave the tag out and refuse those settings.
 build:
 	@mkdir -p $(BIN)
-	go build -o $(BIN)/ ./gateway/cmd/gatewayd ./gateway/cmd/txctl ./txmanager/cmd/txmanagerd \
+	go build -tags txfence_devswitches -o $(BIN)/ ./gateway/cmd/gatewayd ./gateway/cmd/txctl ./txmanager/cmd/txmanagerd \
 		./signer-zonec/cmd/signerd ./signer-zonec/cmd/signerd-dev ./signer-zonec/cmd/signerctl \
 		./mev-router/cmd/mevrouterd ./ledger/cmd/ledgerd ./deploy/cmd/devstack
 

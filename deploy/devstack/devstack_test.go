@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/deploy/devstack"
+	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/pgcluster"
 	"github.com/txfence/txfence/shared/pgtest"
@@ -430,7 +431,7 @@ func signerKeys(t *testing.T, client *http.Client, url string) []string {
 // signerctl and devstack into dir, as make build does into .build/bin.
 func buildServices(t *testing.T, dir string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", dir+"/",
+	cmd := exec.Command("go", "build", "-tags", devswitch.Tag, "-o", dir+"/",
 		"github.com/txfence/txfence/gateway/cmd/gatewayd",
 		"github.com/txfence/txfence/txmanager/cmd/txmanagerd",
 		"github.com/txfence/txfence/signer-zonec/cmd/signerd-dev",

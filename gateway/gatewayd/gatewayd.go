@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
@@ -61,9 +62,9 @@ type Webhooks struct {
 	BackoffMax  time.Duration `env:"BACKOFF_MAX" default:"1h"`
 	// DeadAfter is the dead letter horizon, from a delivery's first attempt.
 	DeadAfter time.Duration `env:"DEAD_AFTER" default:"24h"`
-	// AllowInsecureURLs accepts http URLs and loopback or private hosts:
-	// development only.
-	AllowInsecureURLs bool `env:"ALLOW_INSECURE_URLS" default:"false"`
+	// AllowInsecureURLs accepts http URLs and loopback or private hosts,
+	// in builds with the development switches only (package devswitch).
+	AllowInsecureURLs bool `env:"ALLOW_INSECURE_URLS" default:"false" devswitch:"true"`
 }
 
 // RateLimit is every key's request budget.
@@ -172,7 +173,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	store := postgres.New(svc.DB)
 	dispatcher, err := webhook.New(store, txm, webhook.Options{Workers: cfg.Webhooks.Workers, Timeout: cfg.Webhooks.Timeout,
 		BackoffBase: cfg.Webhooks.BackoffBase, BackoffMax: cfg.Webhooks.BackoffMax, DeadAfter: cfg.Webhooks.DeadAfter,
-		AllowInsecureURLs: cfg.Webhooks.AllowInsecureURLs, Logger: svc.Log, Registerer: exported.Registry})
+		AllowInsecureURLs: devswitch.Enabled && cfg.Webhooks.AllowInsecureURLs, Logger: svc.Log, Registerer: exported.Registry})
 	if err != nil {
 		return err
 	}

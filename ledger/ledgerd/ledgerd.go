@@ -11,10 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ethereum/go-ethereum/rpc"
@@ -33,6 +31,7 @@ import (
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/prommetrics"
@@ -74,10 +73,11 @@ type Config struct {
 	// running balance). Nodes serving one gateway share it; unset, each
 	// start makes a random one, and cursors do not outlive the process.
 	CursorKey config.Secret `env:"CURSOR_KEY"`
-	// TestCrashAfter is fault injection for the crash tests, never for
-	// production: "booked" kills the process with SIGKILL right after a
-	// page of the feed is booked.
-	TestCrashAfter string `env:"TEST_CRASH_AFTER"`
+	// TestCrashAfter is fault injection for the crash tests, in builds
+	// with the development switches only (package devswitch): "booked"
+	// kills the process with SIGKILL right after a page of the feed is
+	// booked.
+	TestCrashAfter string `env:"TEST_CRASH_AFTER" devswitch:"true"`
 }
 
 // Spec names ledgerd.
@@ -155,10 +155,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	switch cfg.TestCrashAfter {
 	case "":
 	case "booked":
-		c.AfterBook = func() {
-			// Like kill -9: no deferred function runs.
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is asynchronous; nothing may run on
+		if devswitch.Enabled { // a release build refused the setting at load
+			c.AfterBook = devswitch.Crash
 		}
 	default:
 		return fmt.Errorf("TEST_CRASH_AFTER=%q: the only step is \"booked\"", cfg.TestCrashAfter)

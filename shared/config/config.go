@@ -9,6 +9,10 @@
 //	Renew       time.Duration `env:"LEASE_RENEW" default:"3s" usage:"how often leases are renewed"`
 //	TLS         TLSFiles      `envprefix:"TLS_"`
 //
+// A field tagged devswitch:"true" is a development and test switch
+// (package devswitch): a release build refuses it when it is set to
+// anything but its zero value.
+//
 // Nested structs add their envprefix to their fields' names; embedded
 // structs without one share the parent's prefix. Supported field types are
 // string, Secret, bool, the integer and float kinds, time.Duration,
@@ -27,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/txfence/txfence/shared/devswitch"
 )
 
 // Secret is a string that never shows in logs or dumps.
@@ -116,6 +122,11 @@ func load(prefix string, getenv func(string) string, v reflect.Value, problems *
 				shown = "[redacted]"
 			}
 			*problems = append(*problems, fmt.Errorf("%s=%q: %w", f.key, shown, err))
+			return
+		}
+		if f.tag.Get("devswitch") == "true" && !devswitch.Enabled && !f.value.IsZero() {
+			f.value.SetZero()
+			*problems = append(*problems, devswitch.Refused(f.key))
 		}
 	})
 }

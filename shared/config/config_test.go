@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/devswitch"
 )
 
 type files struct {
@@ -180,5 +181,40 @@ func TestDumpMasksSecrets(t *testing.T) {
 	}
 	if s := fmt.Sprint(cfg.Token); s != "[redacted]" {
 		t.Errorf("fmt shows a Secret as %q", s)
+	}
+}
+
+// TestDevSwitchesAreRefusedInReleaseBuilds: a setting tagged devswitch is
+// refused when set to anything but its zero value in a build without the
+// switches (as every test binary is built), and left at zero; unset or
+// set to its zero value, it is no problem.
+func TestDevSwitchesAreRefusedInReleaseBuilds(t *testing.T) {
+	if devswitch.Enabled {
+		t.Skip("built with the development switches")
+	}
+	type cfg struct {
+		Crash    string `env:"CRASH" devswitch:"true"`
+		Insecure bool   `env:"INSECURE" default:"false" devswitch:"true"`
+	}
+	for env, want := range map[string]string{
+		"":                            "",
+		"INSECURE=false":              "",
+		"INSECURE=true":               "X_INSECURE is a development and test switch",
+		"CRASH=booked":                "X_CRASH is a development and test switch",
+		"CRASH=booked\nINSECURE=true": "X_INSECURE is a development and test switch",
+	} {
+		vars := map[string]string{}
+		for kv := range strings.Lines(env) {
+			k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+			vars["X_"+k] = v
+		}
+		var c cfg
+		err := config.Load("X_", func(k string) string { return vars[k] }, &c)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", env, err, want)
+		}
+		if c != (cfg{}) {
+			t.Errorf("%q: a refused switch was left set: %+v", env, c)
+		}
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/txfence/txfence/shared/devswitch"
 )
 
-var builds sync.Map // package path -> *buildResult
+var builds sync.Map // package path and build flags -> *buildResult
 
 type buildResult struct {
 	once sync.Once
@@ -23,11 +25,23 @@ type buildResult struct {
 }
 
 // Build compiles the main package pkg (an import path) once per test
-// binary and returns the executable's path. Tests that need a service as a
-// real process (to kill -9 or SIGSTOP it) start it with StartProcess.
+// binary, with the development and test switches (package devswitch), and
+// returns the executable's path. Tests that need a service as a real
+// process (to kill -9 or SIGSTOP it) start it with StartProcess.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	v, _ := builds.LoadOrStore(pkg, &buildResult{})
+	return build(t, pkg, "-tags", devswitch.Tag)
+}
+
+// BuildRelease compiles pkg as a release is built: without the switches.
+func BuildRelease(t testing.TB, pkg string) string {
+	t.Helper()
+	return build(t, pkg)
+}
+
+func build(t testing.TB, pkg string, flags ...string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg+" "+strings.Join(flags, " "), &buildResult{})
 	b := v.(*buildResult)
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "txfence-build-")
@@ -36,9 +50,10 @@ func Build(t testing.TB, pkg string) string {
 			return
 		}
 		b.path = filepath.Join(dir, filepath.Base(pkg))
-		out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput()
+		args := append(append([]string{"build"}, flags...), "-o", b.path, pkg)
+		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	})
 	if b.err != nil {

@@ -15,10 +15,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/tracing"
@@ -62,10 +62,11 @@ type Config struct {
 	// FundsHold is how long a transaction the signer cannot pay for is held
 	// before it FAILS (insufficient_funds_timeout).
 	FundsHold time.Duration `env:"FUNDS_HOLD_TIMEOUT" default:"1h"`
-	// TestCrashAfter is fault injection for the crash tests, never for
-	// production: the process kills itself with SIGKILL right after the
-	// named pipeline step (worker.Steps, follow.Steps), as `kill -9` would.
-	TestCrashAfter string `env:"TEST_CRASH_AFTER"`
+	// TestCrashAfter is fault injection for the crash tests, in builds
+	// with the development switches only (package devswitch): the process
+	// kills itself with SIGKILL right after the named pipeline step
+	// (worker.Steps, follow.Steps), as `kill -9` would.
+	TestCrashAfter string `env:"TEST_CRASH_AFTER" devswitch:"true"`
 }
 
 // Spec names txmanagerd.
@@ -212,8 +213,8 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 // crashAfter makes the fault-injection hook of TEST_CRASH_AFTER: nil when
 // unset.
 func crashAfter(step string) (func(string), error) {
-	if step == "" {
-		return nil, nil
+	if step == "" || !devswitch.Enabled {
+		return nil, nil // a release build refused the setting at load
 	}
 	var steps []string
 	for _, s := range worker.Steps {
@@ -227,9 +228,7 @@ func crashAfter(step string) (func(string), error) {
 	}
 	return func(s string) {
 		if s == step {
-			// Like kill -9: no deferred function runs, no lease is released.
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is asynchronous; nothing may run on
+			devswitch.Crash()
 		}
 	}, nil
 }
