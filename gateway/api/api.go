@@ -34,6 +34,9 @@ type Config struct {
 	// without limits.
 	Limits Limiter
 	Limit  ratelimit.Limit
+	// ReplayLimit is each key's budget of webhook replays, on top of
+	// Limit: a replay queues up to a page of deliveries at once.
+	ReplayLimit ratelimit.Limit
 	// Webhooks serves the webhook subscription endpoints.
 	Webhooks Webhooks
 	Log      *slog.Logger

@@ -22,16 +22,36 @@ func (a *API) rateLimit(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, err := a.cfg.Limits.Allow(r.Context(), caller(r.Context()).key.ID.String(), a.cfg.Limit)
-		if err != nil { // Redis is down and the limiter is set to refuse
-			httpserver.Error(w, r, err)
-			return
+		if a.spend(w, r, caller(r.Context()).key.ID.String(), a.cfg.Limit) {
+			next.ServeHTTP(w, r)
 		}
-		d.WriteHeaders(w)
-		if err := d.Err(); err != nil {
-			httpserver.Error(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// spend counts the request against budget under bucket, writes the
+// RateLimit headers, and answers the refusal itself (429 with
+// Retry-After, or 503 when Redis is down and the limiter refuses) when it
+// returns false.
+func (a *API) spend(w http.ResponseWriter, r *http.Request, bucket string, budget ratelimit.Limit) bool {
+	d, err := a.cfg.Limits.Allow(r.Context(), bucket, budget)
+	if err != nil { // Redis is down and the limiter is set to refuse
+		httpserver.Error(w, r, err)
+		return false
+	}
+	d.WriteHeaders(w)
+	if err := d.Err(); err != nil {
+		httpserver.Error(w, r, err)
+		return false
+	}
+	return true
+}
+
+// replayBudget is a key's own bucket of webhook replays: each queues up to
+// a page of deliveries, so the general request budget would let one key
+// flood every receiver.
+func (a *API) replayBudget(w http.ResponseWriter, r *http.Request) bool {
+	if a.cfg.Limits == nil || a.cfg.ReplayLimit.Rate == 0 {
+		return true
+	}
+	return a.spend(w, r, "replay:"+caller(r.Context()).key.ID.String(), a.cfg.ReplayLimit)
 }

@@ -207,12 +207,20 @@ func (a *API) replayWebhook(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
+	if !a.replayBudget(w, r) {
+		return
+	}
 	res, err := a.cfg.Webhooks.Replay(r.Context(), caller(r.Context()).tenant.ID, id, uint64(body.FromSeq))
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusAccepted, gatewayapi.WebhookReplayResult{Queued: int(res.Queued)})
+	out := gatewayapi.WebhookReplayResult{Queued: int(res.Queued), FromSeq: int64(res.FromSeq), ThroughSeq: int64(res.ThroughSeq)}
+	if res.NextFromSeq != 0 {
+		next := int64(res.NextFromSeq)
+		out.NextFromSeq = &next
+	}
+	httpserver.WriteJSON(w, http.StatusAccepted, out)
 }
 
 func toWebhook(s webhook.Subscription) gatewayapi.Webhook {

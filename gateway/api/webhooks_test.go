@@ -106,7 +106,14 @@ func TestWebhookSubscriptionsOverTheAPI(t *testing.T) {
 	if resp, b := g.Do(t, g.Acme, "PATCH", "/api/v1/webhooks/"+made.ID, `{"enabled": false}`); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"enabled":false`) {
 		t.Errorf("disable: %d %s", resp.StatusCode, b)
 	}
-	if resp, b := g.Do(t, g.Acme, "POST", "/api/v1/webhooks/"+made.ID+"/replay", `{"from_seq": 1}`); resp.StatusCode != http.StatusAccepted || !strings.Contains(string(b), `"queued":`) {
+	// A disabled subscription's replay would only queue rows that wait.
+	if resp, b := g.Do(t, g.Acme, "POST", "/api/v1/webhooks/"+made.ID+"/replay", `{"from_seq": 1}`); resp.StatusCode != http.StatusConflict {
+		t.Errorf("replay of a disabled subscription: %d %s, want 409", resp.StatusCode, b)
+	}
+	if resp, b := g.Do(t, g.Acme, "PATCH", "/api/v1/webhooks/"+made.ID, `{"enabled": true}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("enable: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := g.Do(t, g.Acme, "POST", "/api/v1/webhooks/"+made.ID+"/replay", `{"from_seq": 1}`); resp.StatusCode != http.StatusAccepted || !strings.Contains(string(b), `"queued":`) || !strings.Contains(string(b), `"from_seq":1`) {
 		t.Errorf("replay: %d %s", resp.StatusCode, b)
 	}
 

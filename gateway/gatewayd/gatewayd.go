@@ -77,12 +77,21 @@ type RateLimit struct {
 	// allow (no limits) or deny (503) while Redis cannot be reached; an
 	// alert is logged either way.
 	WhenRedisDown ratelimit.DownMode `env:"WHEN_REDIS_DOWN" default:"local"`
+	// ReplayRate webhook replays per ReplayPeriod per key, with bursts up
+	// to ReplayBurst, on top of the request budget: each replay queues up
+	// to a page (1,000) of deliveries.
+	ReplayRate   int           `env:"REPLAY_RATE" default:"30"`
+	ReplayBurst  int           `env:"REPLAY_BURST" default:"10"`
+	ReplayPeriod time.Duration `env:"REPLAY_PERIOD" default:"1m"`
 }
 
 // Validate requires a usable budget.
 func (r RateLimit) Validate() error {
 	if r.Rate <= 0 || r.Burst <= 0 || r.Period <= 0 {
 		return errors.New("RATE_LIMIT_RATE, RATE_LIMIT_BURST and RATE_LIMIT_PERIOD must be positive")
+	}
+	if r.ReplayRate <= 0 || r.ReplayBurst <= 0 || r.ReplayPeriod <= 0 {
+		return errors.New("RATE_LIMIT_REPLAY_RATE, RATE_LIMIT_REPLAY_BURST and RATE_LIMIT_REPLAY_PERIOD must be positive")
 	}
 	return nil
 }
@@ -178,7 +187,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	public := svc.HTTP.PublicRouter()
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(), Webhooks: dispatcher,
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
+		ReplayLimit: ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod}, Webhooks: dispatcher,
 		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done()})
 	if err != nil {
 		return err

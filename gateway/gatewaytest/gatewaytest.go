@@ -59,9 +59,10 @@ type Gateway struct {
 
 // Options change what Start serves.
 type Options struct {
-	// Limits and Limit set rate limits (none by default).
-	Limits api.Limiter
-	Limit  ratelimit.Limit
+	// Limits, Limit and ReplayLimit set rate limits (none by default).
+	Limits      api.Limiter
+	Limit       ratelimit.Limit
+	ReplayLimit ratelimit.Limit
 	// Webhooks, when set, runs a webhook dispatcher with these options
 	// (AllowInsecureURLs is forced on: receivers are on loopback).
 	Webhooks *webhook.Options
@@ -111,7 +112,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 			t.Fatal(err)
 		}
 	}
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, Webhooks: hooks,
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit, Webhooks: hooks,
 		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second})
 	if err != nil {
 		t.Fatal(err)

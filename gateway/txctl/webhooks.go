@@ -378,15 +378,27 @@ func defineWebhookReplay(fs *flag.FlagSet) func(*env, []string) error {
 		if !given(fs)["from-seq"] || fromSeq < 1 {
 			return usagef("webhooks replay", "webhooks replay needs --from-seq, 1 or more")
 		}
-		resp, err := x.api.ReplayWebhookWithResponse(x.ctx, wid, gatewayapi.WebhookReplayRequest{FromSeq: fromSeq})
-		if err := x.check("replay webhook "+wid.String(), resp, err, http.StatusAccepted); err != nil {
-			return err
+		// The gateway replays a page per call and names where the next
+		// continues; follow it to the end, one line per page.
+		for from := fromSeq; ; {
+			resp, err := x.api.ReplayWebhookWithResponse(x.ctx, wid, gatewayapi.WebhookReplayRequest{FromSeq: from})
+			if err := x.check("replay webhook "+wid.String(), resp, err, http.StatusAccepted); err != nil {
+				if from != fromSeq {
+					return fmt.Errorf("%w (events before seq %d are queued; go on with --from-seq %d)", err, from, from)
+				}
+				return err
+			}
+			page := resp.JSON202
+			if x.json {
+				err = x.jsonLine(resp.Body)
+			} else {
+				_, err = fmt.Fprintf(x.stdout, "queued %d deliveries of webhook %s from seq %d through %d\n", page.Queued, wid, page.FromSeq, page.ThroughSeq)
+			}
+			if err != nil || page.NextFromSeq == nil {
+				return err
+			}
+			from = *page.NextFromSeq
 		}
-		if x.json {
-			return x.jsonLine(resp.Body)
-		}
-		_, err = fmt.Fprintf(x.stdout, "queued %d deliveries of webhook %s from seq %d\n", resp.JSON202.Queued, wid, fromSeq)
-		return err
 	}
 }
 

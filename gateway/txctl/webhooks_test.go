@@ -120,7 +120,10 @@ func TestWebhooks(t *testing.T) {
 	if r := mustRun(t, g.URL, g.Acme, "webhooks", "update", other, "--all-signers", "--enable"); field(t, r.stdout, "signers") != "all the tenant's" || field(t, r.stdout, "enabled") != "true" {
 		t.Errorf("webhooks update --all-signers:\n%s", r.stdout)
 	}
-	if r := mustRun(t, g.URL, g.Acme, "webhooks", "replay", hook.ID, "--from-seq", "1"); !strings.HasPrefix(r.stdout, "queued ") {
+	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "replay", hook.ID, "--from-seq", "1"); r.code == 0 || !strings.Contains(r.err.Error()+r.stderr, "is disabled: enable it, then replay") {
+		t.Errorf("webhooks replay of a disabled subscription: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := mustRun(t, g.URL, g.Acme, "webhooks", "replay", other, "--from-seq", "1"); !strings.HasPrefix(r.stdout, "queued ") || !strings.Contains(r.stdout, "from seq 1 through ") {
 		t.Errorf("webhooks replay: %s", r.stdout)
 	}
 	rotated := mustRun(t, g.URL, g.Acme, "webhooks", "rotate-secret", hook.ID, "--grace", "60s").stdout

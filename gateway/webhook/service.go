@@ -129,20 +129,17 @@ func (d *Dispatcher) Test(ctx context.Context, tenant, id uuid.UUID) (TestResult
 	return TestResult{EventID: ev.ID, Delivered: res.delivered, StatusCode: res.statusCode, DurationMS: res.duration.Milliseconds(), Error: res.err}, nil
 }
 
-// replayPage is how many events one read of the feed takes during a
-// replay (the feed's own maximum).
-const replayPage = 1000
-
-// Replay queues again the events from fromSeq up to the fan-out cursor
-// that the subscription matches today (its tenant owns the signer, its
-// filters let the type and signer through; enabled or not: a disabled
-// subscription's deliveries wait for it). It reads them from the feed,
-// page by page in order: a delivery that exists goes back to pending with
-// its attempts reset and its attempt history kept; an event that has none
+// Replay queues again the events from fromSeq that the subscription
+// matches today (its tenant owns the signer, its filters let the type and
+// signer through): one page of the feed (Options.ReplayPage events) per
+// call, never past the fan-out cursor; NextFromSeq says where the next
+// call continues. A delivery that exists goes back to pending with its
+// attempts reset and its attempt history kept; an event that has none
 // (from before the subscription, or filtered out then) gets one. Each
 // transaction's events are re-queued lowest first, so they are delivered
-// in order again. At most Options.MaxReplayEvents events are read; a
-// longer stretch is errs.Invalid.
+// in order again. A disabled subscription is errs.Conflict and queues
+// nothing: its deliveries would only wait, holding rows. A fromSeq more
+// than Options.MaxReplayEvents behind the cursor is errs.Invalid.
 func (d *Dispatcher) Replay(ctx context.Context, tenant, id uuid.UUID, fromSeq uint64) (ReplayResult, error) {
 	if fromSeq < 1 {
 		return ReplayResult{}, errs.InvalidFields("from_seq: an event sequence, 1 or more",
@@ -150,46 +147,50 @@ func (d *Dispatcher) Replay(ctx context.Context, tenant, id uuid.UUID, fromSeq u
 	}
 	// Before reading the feed, so that another tenant's subscription is
 	// not found rather than costly.
-	if _, err := d.store.Subscription(ctx, tenant, id); err != nil {
-		return ReplayResult{}, err
-	}
-	through, err := d.store.WebhookFeedCursor(ctx)
+	sub, err := d.store.Subscription(ctx, tenant, id)
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	res := ReplayResult{FromSeq: fromSeq, ThroughSeq: through}
-	if fromSeq > through {
+	if !sub.Enabled {
+		return ReplayResult{}, errs.Errorf(errs.Conflict, "webhook %s is disabled: enable it, then replay", id)
+	}
+	cursor, err := d.store.WebhookFeedCursor(ctx)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	res := ReplayResult{FromSeq: fromSeq}
+	if fromSeq > cursor {
 		return res, nil
 	}
-	if n := through - fromSeq + 1; n > uint64(d.opts.MaxReplayEvents) {
-		detail := fmt.Sprintf("at most %d events back: the fan-out cursor is at %d", d.opts.MaxReplayEvents, through)
+	if n := cursor - fromSeq + 1; n > uint64(d.opts.MaxReplayEvents) {
+		detail := fmt.Sprintf("at most %d events back: the fan-out cursor is at %d", d.opts.MaxReplayEvents, cursor)
 		return res, errs.InvalidFields("from_seq: "+detail, errs.FieldError{Pointer: "/from_seq", Detail: detail})
 	}
-	for after := fromSeq - 1; after < through; {
-		events, err := d.feed.EventsAfter(ctx, after, int(min(replayPage, through-after)), 0)
-		if err != nil {
-			return res, fmt.Errorf("replay: read the event feed after %d: %w", after, err)
-		}
-		if len(events) == 0 {
-			return res, fmt.Errorf("replay: the event feed ends at %d, before the fan-out cursor %d", after, through)
-		}
-		if err := checkContiguous(after, events); err != nil {
-			return res, fmt.Errorf("replay: the event feed after %d: %w", after, err)
-		}
-		if last := uint64(events[len(events)-1].Seq); last > through {
-			events = events[:len(events)-int(last-through)]
-		}
-		n, err := d.store.ReplayDeliveries(ctx, tenant, id, d.feedEvents(events))
-		if err != nil {
-			return res, err
-		}
-		res.Queued += n
-		after = uint64(events[len(events)-1].Seq)
-		if n > 0 {
-			d.wakeWorkers()
-		}
+	after := fromSeq - 1
+	events, err := d.feed.EventsAfter(ctx, after, int(min(uint64(d.opts.ReplayPage), cursor-after)), 0)
+	if err != nil {
+		return res, fmt.Errorf("replay: read the event feed after %d: %w", after, err)
+	}
+	if len(events) == 0 {
+		return res, fmt.Errorf("replay: the event feed ends at %d, before the fan-out cursor %d", after, cursor)
+	}
+	if err := checkContiguous(after, events); err != nil {
+		return res, fmt.Errorf("replay: the event feed after %d: %w", after, err)
+	}
+	if last := uint64(events[len(events)-1].Seq); last > cursor {
+		events = events[:len(events)-int(last-cursor)]
+	}
+	if res.Queued, err = d.store.ReplayDeliveries(ctx, tenant, id, d.feedEvents(events)); err != nil {
+		return res, err
+	}
+	if res.Queued > 0 {
+		d.wakeWorkers()
+	}
+	res.ThroughSeq = uint64(events[len(events)-1].Seq)
+	if res.ThroughSeq < cursor {
+		res.NextFromSeq = res.ThroughSeq + 1
 	}
 	d.log.Info("webhook deliveries replayed", "tenant_id", tenant, "subscription_id", id, "from_seq", fromSeq,
-		"through_seq", through, "queued", res.Queued)
+		"through_seq", res.ThroughSeq, "next_from_seq", res.NextFromSeq, "queued", res.Queued)
 	return res, nil
 }

@@ -113,10 +113,13 @@ type ReplayResult struct {
 	// Queued counts the deliveries queued: existing ones reset to pending
 	// and new ones for events that had none.
 	Queued int64 `json:"queued"`
-	// FromSeq and ThroughSeq bound the events replayed; ThroughSeq is the
-	// fan-out cursor when the replay began.
+	// FromSeq and ThroughSeq bound the events this call replayed: one
+	// page of the feed at most, never past the fan-out cursor.
 	FromSeq    uint64 `json:"from_seq"`
 	ThroughSeq uint64 `json:"through_seq"`
+	// NextFromSeq is where the next call continues, when events up to the
+	// fan-out cursor remain; 0 when the replay reached it.
+	NextFromSeq uint64 `json:"next_from_seq,omitempty"`
 }
 
 // Service is what the HTTP layer calls. Every method takes the tenant
@@ -185,8 +188,12 @@ type Options struct {
 	// FeedBatch is the most events one fan-out transaction takes, 1 to
 	// 1000. Default 500.
 	FeedBatch int
-	// MaxReplayEvents bounds how many events of the feed one Replay reads,
-	// so that a replay stays a request-sized job. Default 100,000.
+	// ReplayPage bounds how many events of the feed one Replay reads, 1 to
+	// 1000, so that a replay request stays a request-sized job; a longer
+	// replay takes a call per page. Default 1000.
+	ReplayPage int
+	// MaxReplayEvents bounds how far behind the fan-out cursor a replay
+	// may start. Default 100,000.
 	MaxReplayEvents int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -205,13 +212,14 @@ const (
 	DefaultPollInterval    = time.Second
 	DefaultFeedWait        = 5 * time.Second
 	DefaultFeedBatch       = 500
+	DefaultReplayPage      = 1000
 	DefaultMaxReplayEvents = 100_000
 )
 
 func (o *Options) setDefaults() error {
 	if o.Workers < 0 || o.Timeout < 0 || o.BackoffBase < 0 || o.BackoffMax < 0 || o.DeadAfter < 0 || o.PollInterval < 0 ||
-		o.FeedWait < 0 || o.FeedBatch < 0 || o.MaxReplayEvents < 0 {
-		return errors.New("webhook: options must not be negative")
+		o.FeedWait < 0 || o.FeedBatch < 0 || o.ReplayPage < 0 || o.ReplayPage > 1000 || o.MaxReplayEvents < 0 {
+		return errors.New("webhook: options must not be negative (and ReplayPage at most 1000)")
 	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
@@ -229,6 +237,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.FeedBatch == 0 {
 		o.FeedBatch = DefaultFeedBatch
+	}
+	if o.ReplayPage == 0 {
+		o.ReplayPage = DefaultReplayPage
 	}
 	if o.MaxReplayEvents == 0 {
 		o.MaxReplayEvents = DefaultMaxReplayEvents

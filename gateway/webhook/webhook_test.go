@@ -266,6 +266,31 @@ func TestDeadLettersCanBeReplayed(t *testing.T) {
 	if res, err := n.Replay(ctx, r.acme, sub.ID, res.ThroughSeq+1); err != nil || res.Queued != 0 {
 		t.Errorf("replay past the cursor: %+v %v", res, err)
 	}
+	// One page per call: a replay of the whole stretch two events at a
+	// time takes a call per page, each naming where the next continues,
+	// and queues every event once.
+	paged := r.node(nil, webhook.Options{ReplayPage: 2})
+	var calls int
+	var queued int64
+	for from := uint64(want[0].Seq); from != 0; calls++ {
+		res, err := paged.Replay(ctx, r.acme, late.ID, from)
+		if err != nil || res.FromSeq != from || res.ThroughSeq < from || res.ThroughSeq > from+1 {
+			t.Fatalf("paged replay from %d: %+v %v", from, res, err)
+		}
+		queued += res.Queued
+		from = res.NextFromSeq
+	}
+	if pages := (len(want) + 1) / 2; calls < pages || queued != int64(len(want)) {
+		t.Errorf("paged replay: %d calls queued %d; want at least %d calls queuing %d", calls, queued, pages, len(want))
+	}
+	// A disabled subscription queues nothing.
+	disabled := false
+	if _, err := n.UpdateSubscription(ctx, r.acme, narrow.ID, webhook.SubscriptionPatch{Enabled: &disabled}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := n.Replay(ctx, r.acme, narrow.ID, 1); errs.KindOf(err) != errs.Conflict || res.Queued != 0 {
+		t.Errorf("replay of a disabled subscription: %+v %v, want a conflict", res, err)
+	}
 	bounded := r.node(nil, webhook.Options{MaxReplayEvents: 2})
 	for _, from := range []uint64{0, 1} {
 		_, err := bounded.Replay(ctx, r.acme, sub.ID, from)

@@ -846,8 +846,17 @@ type WebhookReplayRequest struct {
 
 // WebhookReplayResult defines model for WebhookReplayResult.
 type WebhookReplayResult struct {
+	// FromSeq The first event sequence this call replayed from.
+	FromSeq int64 `json:"from_seq"`
+
+	// NextFromSeq Where the next call continues; absent once the replay reached the fan-out cursor.
+	NextFromSeq *int64 `json:"next_from_seq,omitempty"`
+
 	// Queued How many deliveries were queued.
 	Queued int `json:"queued"`
+
+	// ThroughSeq The last event sequence this call read (0 when `from_seq` is past the fan-out cursor).
+	ThroughSeq int64 `json:"through_seq"`
 }
 
 // WebhookRotateRequest defines model for WebhookRotateRequest.
@@ -1604,9 +1613,15 @@ type ClientInterface interface {
 
 	// ReplayWebhookWithBody Deliver the subscription's events again from a sequence
 	//
-	// Queues again every event matching the subscription with `seq` at or
-	// above `from_seq`, dead ones included, in order per transaction.
-	// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+	// Queues again the events matching the subscription with `seq` at or
+	// above `from_seq`, dead ones included, in order per transaction: one
+	// page of the feed (1,000 events) per call, never past the fan-out
+	// cursor. While events remain, the answer's `next_from_seq` is where
+	// the next call continues. Receivers drop duplicates by `webhook-id`.
+	// A disabled subscription is `409` and queues nothing; `from_seq` more
+	// than 100,000 events behind the cursor is `400`. Replays have a budget
+	// of their own per key (`429` with `Retry-After` once spent). Scope
+	// `webhooks`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1615,9 +1630,15 @@ type ClientInterface interface {
 
 	// ReplayWebhook Deliver the subscription's events again from a sequence
 	//
-	// Queues again every event matching the subscription with `seq` at or
-	// above `from_seq`, dead ones included, in order per transaction.
-	// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+	// Queues again the events matching the subscription with `seq` at or
+	// above `from_seq`, dead ones included, in order per transaction: one
+	// page of the feed (1,000 events) per call, never past the fan-out
+	// cursor. While events remain, the answer's `next_from_seq` is where
+	// the next call continues. Receivers drop duplicates by `webhook-id`.
+	// A disabled subscription is `409` and queues nothing; `from_seq` more
+	// than 100,000 events behind the cursor is `400`. Replays have a budget
+	// of their own per key (`429` with `Retry-After` once spent). Scope
+	// `webhooks`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2479,9 +2500,15 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, webhookId WebhookIdP
 
 // ReplayWebhookWithBody Deliver the subscription's events again from a sequence
 //
-// Queues again every event matching the subscription with `seq` at or
-// above `from_seq`, dead ones included, in order per transaction.
-// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+// Queues again the events matching the subscription with `seq` at or
+// above `from_seq`, dead ones included, in order per transaction: one
+// page of the feed (1,000 events) per call, never past the fan-out
+// cursor. While events remain, the answer's `next_from_seq` is where
+// the next call continues. Receivers drop duplicates by `webhook-id`.
+// A disabled subscription is `409` and queues nothing; `from_seq` more
+// than 100,000 events behind the cursor is `400`. Replays have a budget
+// of their own per key (`429` with `Retry-After` once spent). Scope
+// `webhooks`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2500,9 +2527,15 @@ func (c *Client) ReplayWebhookWithBody(ctx context.Context, webhookId WebhookIdP
 
 // ReplayWebhook Deliver the subscription's events again from a sequence
 //
-// Queues again every event matching the subscription with `seq` at or
-// above `from_seq`, dead ones included, in order per transaction.
-// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+// Queues again the events matching the subscription with `seq` at or
+// above `from_seq`, dead ones included, in order per transaction: one
+// page of the feed (1,000 events) per call, never past the fan-out
+// cursor. While events remain, the answer's `next_from_seq` is where
+// the next call continues. Receivers drop duplicates by `webhook-id`.
+// A disabled subscription is `409` and queues nothing; `from_seq` more
+// than 100,000 events behind the cursor is `400`. Replays have a budget
+// of their own per key (`429` with `Retry-After` once spent). Scope
+// `webhooks`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4946,9 +4979,15 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayWebhookWithBodyWithResponse Deliver the subscription's events again from a sequence
 	//
-	// Queues again every event matching the subscription with `seq` at or
-	// above `from_seq`, dead ones included, in order per transaction.
-	// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+	// Queues again the events matching the subscription with `seq` at or
+	// above `from_seq`, dead ones included, in order per transaction: one
+	// page of the feed (1,000 events) per call, never past the fan-out
+	// cursor. While events remain, the answer's `next_from_seq` is where
+	// the next call continues. Receivers drop duplicates by `webhook-id`.
+	// A disabled subscription is `409` and queues nothing; `from_seq` more
+	// than 100,000 events behind the cursor is `400`. Replays have a budget
+	// of their own per key (`429` with `Retry-After` once spent). Scope
+	// `webhooks`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4957,9 +4996,15 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayWebhookWithResponse Deliver the subscription's events again from a sequence
 	//
-	// Queues again every event matching the subscription with `seq` at or
-	// above `from_seq`, dead ones included, in order per transaction.
-	// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+	// Queues again the events matching the subscription with `seq` at or
+	// above `from_seq`, dead ones included, in order per transaction: one
+	// page of the feed (1,000 events) per call, never past the fan-out
+	// cursor. While events remain, the answer's `next_from_seq` is where
+	// the next call continues. Receivers drop duplicates by `webhook-id`.
+	// A disabled subscription is `409` and queues nothing; `from_seq` more
+	// than 100,000 events behind the cursor is `400`. Replays have a budget
+	// of their own per key (`429` with `Retry-After` once spent). Scope
+	// `webhooks`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7419,9 +7464,15 @@ func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Cont
 
 // ReplayWebhookWithBodyWithResponse Deliver the subscription's events again from a sequence
 //
-// Queues again every event matching the subscription with `seq` at or
-// above `from_seq`, dead ones included, in order per transaction.
-// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+// Queues again the events matching the subscription with `seq` at or
+// above `from_seq`, dead ones included, in order per transaction: one
+// page of the feed (1,000 events) per call, never past the fan-out
+// cursor. While events remain, the answer's `next_from_seq` is where
+// the next call continues. Receivers drop duplicates by `webhook-id`.
+// A disabled subscription is `409` and queues nothing; `from_seq` more
+// than 100,000 events behind the cursor is `400`. Replays have a budget
+// of their own per key (`429` with `Retry-After` once spent). Scope
+// `webhooks`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7436,9 +7487,15 @@ func (c *ClientWithResponses) ReplayWebhookWithBodyWithResponse(ctx context.Cont
 
 // ReplayWebhookWithResponse Deliver the subscription's events again from a sequence
 //
-// Queues again every event matching the subscription with `seq` at or
-// above `from_seq`, dead ones included, in order per transaction.
-// Receivers drop duplicates by `webhook-id`. Scope `webhooks`.
+// Queues again the events matching the subscription with `seq` at or
+// above `from_seq`, dead ones included, in order per transaction: one
+// page of the feed (1,000 events) per call, never past the fan-out
+// cursor. While events remain, the answer's `next_from_seq` is where
+// the next call continues. Receivers drop duplicates by `webhook-id`.
+// A disabled subscription is `409` and queues nothing; `from_seq` more
+// than 100,000 events behind the cursor is `400`. Replays have a budget
+// of their own per key (`429` with `Retry-After` once spent). Scope
+// `webhooks`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
