@@ -37,6 +37,12 @@ type Config struct {
 	// ReplayLimit is each key's budget of webhook replays, on top of
 	// Limit: a replay queues up to a page of deliveries at once.
 	ReplayLimit ratelimit.Limit
+	// AuthFailureLimit is the budget of failed authentications per key id
+	// and per client address (zero: unbounded); ClientAddressHeader names
+	// the header a trusted proxy puts the client's address in (empty: the
+	// connection's address).
+	AuthFailureLimit    ratelimit.Limit
+	ClientAddressHeader string
 	// Webhooks serves the webhook subscription endpoints.
 	Webhooks Webhooks
 	Log      *slog.Logger
@@ -58,6 +64,7 @@ type API struct {
 	cfg       Config
 	validator *validator
 	keys      *keyCache
+	failures  *authFailures // nil: failed authentications are not bounded
 }
 
 // New builds the API; it loads and compiles the spec it validates
@@ -76,7 +83,12 @@ func New(ctx context.Context, cfg Config) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{cfg: cfg, validator: v, keys: newKeyCache(cfg.Store, cfg.KeyCacheTTL)}, nil
+	a := &API{cfg: cfg, validator: v, keys: newKeyCache(cfg.Store, cfg.KeyCacheTTL)}
+	if cfg.Limits != nil && cfg.AuthFailureLimit.Rate > 0 {
+		a.failures = &authFailures{limits: cfg.Limits, limit: cfg.AuthFailureLimit, addressHeader: cfg.ClientAddressHeader,
+			now: time.Now, until: map[string]time.Time{}}
+	}
+	return a, nil
 }
 
 // Mount adds the /api/v1 routes to r. Every route authenticates the key,

@@ -62,13 +62,28 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 			httpserver.Error(w, r, errs.E(errs.Unauthorized, "an API key is required: Authorization: Bearer txf_..."))
 			return
 		}
-		p, err := a.keys.principal(r.Context(), token)
-		if err != nil {
-			if errs.Is(err, errs.Unauthorized) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="txfence", error="invalid_token"`)
+		p, ok := a.keys.cached(token)
+		if !ok {
+			var buckets []string
+			if a.failures != nil {
+				buckets = a.failures.buckets(r, token)
+				if d, refused := a.failures.refused(buckets); refused {
+					d.WriteHeaders(w)
+					httpserver.Error(w, r, tooManyFailures(d))
+					return
+				}
 			}
-			httpserver.Error(w, r, err)
-			return
+			var err error
+			if p, err = a.keys.principal(r.Context(), token); err != nil {
+				if errs.Is(err, errs.Unauthorized) {
+					if a.failures != nil {
+						a.failures.failed(r.Context(), buckets)
+					}
+					w.Header().Set("WWW-Authenticate", `Bearer realm="txfence", error="invalid_token"`)
+				}
+				httpserver.Error(w, r, err)
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
@@ -100,15 +115,25 @@ func newKeyCache(store *postgres.Store, ttl time.Duration) *keyCache {
 	return &keyCache{store: store, ttl: ttl, now: time.Now, entries: map[[32]byte]cachedPrincipal{}}
 }
 
-func (c *keyCache) principal(ctx context.Context, token string) (*principal, error) {
+// cached is the principal of token while its cache entry lasts.
+func (c *keyCache) cached(token string) (*principal, bool) {
 	h := sha256.Sum256([]byte(token))
-	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[h]
 	c.mu.Unlock()
-	if ok && now.Before(e.until) {
-		return e.p, nil
+	if ok && c.now().Before(e.until) {
+		return e.p, true
 	}
+	return nil, false
+}
+
+// principal is token's principal, from the cache or the database.
+func (c *keyCache) principal(ctx context.Context, token string) (*principal, error) {
+	if p, ok := c.cached(token); ok {
+		return p, nil
+	}
+	h := sha256.Sum256([]byte(token))
+	now := c.now()
 	p, err := c.load(ctx, token)
 	if err != nil {
 		return nil, err

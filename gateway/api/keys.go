@@ -107,7 +107,8 @@ func (a *API) me(w http.ResponseWriter, r *http.Request) {
 }
 
 func toKey(k postgres.Key) gatewayapi.Key {
-	out := gatewayapi.Key{KeyId: k.ID, Name: k.Name, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt, Scopes: []gatewayapi.Scope{}}
+	out := gatewayapi.Key{KeyId: k.ID, Name: k.Name, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt,
+		LastUsedAt: k.LastUsedAt, Scopes: []gatewayapi.Scope{}}
 	for _, s := range k.Scopes {
 		out.Scopes = append(out.Scopes, gatewayapi.Scope(s))
 	}

@@ -1,8 +1,13 @@
 package api_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +91,72 @@ func newLimiter(t *testing.T) *ratelimit.Limiter {
 		t.Fatal(err)
 	}
 	return limiter
+}
+
+// TestFailedAuthenticationsAreBounded: an address sending tokens with
+// unknown key ids, and anyone guessing the secret of a real key id, are
+// answered 429 with Retry-After once their budget of failures is spent,
+// without a database lookup; the real key's use is not recorded by any of
+// it; a key whose principal is cached, and other addresses, go on.
+func TestFailedAuthenticationsAreBounded(t *testing.T) {
+	t.Parallel()
+	const header = "X-Client-Address"
+	r := gatewaytest.Start(t, gatewaytest.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1000, Burst: 1000, Period: time.Second},
+		AuthFailureLimit: ratelimit.Limit{Rate: 1, Burst: 5, Period: time.Hour}, ClientAddressHeader: header})
+	from := func(addr, key string) int {
+		t.Helper()
+		resp, _ := r.Do(t, key, "GET", "/api/v1/me", "", header, addr)
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+		return resp.StatusCode
+	}
+	// The victim's key authenticates once: its principal is cached.
+	if code := from("198.51.100.1", r.Acme); code != http.StatusOK {
+		t.Fatalf("the real key: %d", code)
+	}
+	// Unknown key ids from one address.
+	var codes []int
+	for range 8 {
+		codes = append(codes, from("203.0.113.7", unknownToken(t)))
+	}
+	// Five failures fit the burst; the sixth overspends it (and is
+	// answered as a failure), and from then on the address is refused.
+	if fmt.Sprint(codes) != "[401 401 401 401 401 401 429 429]" {
+		t.Errorf("unknown keys from one address: %v, want six 401 then 429", codes)
+	}
+	// The real key id with a wrong secret, from ever new addresses.
+	wrong := r.Acme[:len(r.Acme)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(r.Acme, "A")]
+	codes = codes[:0]
+	for i := range 8 {
+		codes = append(codes, from(fmt.Sprintf("192.0.2.%d", i+1), wrong))
+	}
+	if fmt.Sprint(codes) != "[401 401 401 401 401 401 429 429]" {
+		t.Errorf("one key id's wrong secret from many addresses: %v, want six 401 then 429", codes)
+	}
+	if code := from("198.51.100.1", r.Acme); code != http.StatusOK {
+		t.Errorf("the real key, cached, during the attack: %d", code)
+	}
+	if code := from("198.51.100.2", r.Globex); code != http.StatusOK {
+		t.Errorf("another key from another address: %d", code)
+	}
+	keys, err := r.Store.Keys(context.Background(), r.AcmeTenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.LastUsedAt != nil && time.Since(*k.LastUsedAt) > time.Minute {
+			t.Errorf("key %s: last used %v", k.Name, k.LastUsedAt)
+		}
+	}
+}
+
+// unknownToken is a well-formed token of a key that does not exist.
+func unknownToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 48)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "txf_" + base64.RawURLEncoding.EncodeToString(b[:16]) + "_" + base64.RawURLEncoding.EncodeToString(b[16:])
 }

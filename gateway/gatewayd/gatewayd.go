@@ -47,8 +47,13 @@ type Config struct {
 	// KeyCacheTTL is how long an authenticated key is reused without a
 	// database lookup: a revoked key stops working on other nodes within it.
 	KeyCacheTTL time.Duration `env:"KEY_CACHE_TTL" default:"5s"`
-	RateLimit   RateLimit     `envprefix:"RATE_LIMIT_"`
-	Webhooks    Webhooks      `envprefix:"WEBHOOK_"`
+	// ClientAddressHeader names the header a trusted proxy in front of the
+	// public listener puts the client's address in (its last value
+	// counts), for the budget of failed authentications per address.
+	// Empty: the connection's address.
+	ClientAddressHeader string    `env:"CLIENT_ADDRESS_HEADER"`
+	RateLimit           RateLimit `envprefix:"RATE_LIMIT_"`
+	Webhooks            Webhooks  `envprefix:"WEBHOOK_"`
 }
 
 // Webhooks configures webhook delivery.
@@ -83,6 +88,12 @@ type RateLimit struct {
 	ReplayRate   int           `env:"REPLAY_RATE" default:"30"`
 	ReplayBurst  int           `env:"REPLAY_BURST" default:"10"`
 	ReplayPeriod time.Duration `env:"REPLAY_PERIOD" default:"1m"`
+	// AuthFailureRate failed authentications per AuthFailurePeriod per
+	// key id and per client address, bursts up to AuthFailureBurst; past
+	// it, that key id or address is answered 429 before any lookup.
+	AuthFailureRate   int           `env:"AUTH_FAILURE_RATE" default:"20"`
+	AuthFailureBurst  int           `env:"AUTH_FAILURE_BURST" default:"20"`
+	AuthFailurePeriod time.Duration `env:"AUTH_FAILURE_PERIOD" default:"1m"`
 }
 
 // Validate requires a usable budget.
@@ -92,6 +103,9 @@ func (r RateLimit) Validate() error {
 	}
 	if r.ReplayRate <= 0 || r.ReplayBurst <= 0 || r.ReplayPeriod <= 0 {
 		return errors.New("RATE_LIMIT_REPLAY_RATE, RATE_LIMIT_REPLAY_BURST and RATE_LIMIT_REPLAY_PERIOD must be positive")
+	}
+	if r.AuthFailureRate <= 0 || r.AuthFailureBurst <= 0 || r.AuthFailurePeriod <= 0 {
+		return errors.New("RATE_LIMIT_AUTH_FAILURE_RATE, RATE_LIMIT_AUTH_FAILURE_BURST and RATE_LIMIT_AUTH_FAILURE_PERIOD must be positive")
 	}
 	return nil
 }
@@ -188,7 +202,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	public := svc.HTTP.PublicRouter()
 	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
-		ReplayLimit: ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod}, Webhooks: dispatcher,
+		ReplayLimit:         ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod},
+		AuthFailureLimit:    ratelimit.Limit{Rate: cfg.RateLimit.AuthFailureRate, Burst: cfg.RateLimit.AuthFailureBurst, Period: cfg.RateLimit.AuthFailurePeriod},
+		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher,
 		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done()})
 	if err != nil {
 		return err

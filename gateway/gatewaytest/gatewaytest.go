@@ -63,6 +63,10 @@ type Options struct {
 	Limits      api.Limiter
 	Limit       ratelimit.Limit
 	ReplayLimit ratelimit.Limit
+	// AuthFailureLimit bounds failed authentications per key id and per
+	// address, the address read from ClientAddressHeader when set.
+	AuthFailureLimit    ratelimit.Limit
+	ClientAddressHeader string
 	// Webhooks, when set, runs a webhook dispatcher with these options
 	// (AllowInsecureURLs is forced on: receivers are on loopback).
 	Webhooks *webhook.Options
@@ -112,7 +116,8 @@ func Start(t testing.TB, opts Options) *Gateway {
 			t.Fatal(err)
 		}
 	}
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit, Webhooks: hooks,
+	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
+		AuthFailureLimit: opts.AuthFailureLimit, ClientAddressHeader: opts.ClientAddressHeader, Webhooks: hooks,
 		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second})
 	if err != nil {
 		t.Fatal(err)

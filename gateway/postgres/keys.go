@@ -196,6 +196,8 @@ type Key struct {
 	ExpiresAt *time.Time
 	RevokedAt *time.Time
 	CreatedAt time.Time
+	// LastUsedAt is when the key last authenticated, to LastUsedEvery.
+	LastUsedAt *time.Time
 }
 
 // Has reports whether the key carries scope.
@@ -256,8 +258,15 @@ func (s *Store) CreateKey(ctx context.Context, nk NewKey) (Key, string, error) {
 // secret, revoked or expired). Callers answer 401 without saying which.
 var ErrBadKey = errs.E(errs.Unauthorized, "the API key is not valid")
 
+// LastUsedEvery is how often at most a key's last_used_at is written: a
+// flood of requests with one key writes once a minute.
+const LastUsedEvery = time.Minute
+
 // Authenticate returns the live key a token names. Every failure is
-// ErrBadKey; the secret is compared in constant time.
+// ErrBadKey; the secret is compared in constant time. It reads, verifies,
+// and only then writes last_used_at, at most once per LastUsedEvery: a
+// token with a known key id and a wrong secret, however many, writes
+// nothing.
 func (s *Store) Authenticate(ctx context.Context, token string) (Key, error) {
 	id, secret, ok := parseToken(token)
 	if !ok {
@@ -265,9 +274,8 @@ func (s *Store) Authenticate(ctx context.Context, token string) (Key, error) {
 	}
 	var stored []byte
 	k, err := scanKey(s.pool.QueryRow(ctx, `
-		UPDATE api_key SET last_used_at = now()
-		WHERE key_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-		RETURNING secret_hash, `+keyColumns, id), &stored)
+		SELECT secret_hash, `+keyColumns+` FROM api_key
+		WHERE key_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, id), &stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, ErrBadKey
 	}
@@ -278,7 +286,21 @@ func (s *Store) Authenticate(ctx context.Context, token string) (Key, error) {
 	if subtle.ConstantTimeCompare(hash[:], stored) != 1 {
 		return Key{}, ErrBadKey
 	}
+	if k.LastUsedAt == nil || time.Since(*k.LastUsedAt) >= LastUsedEvery {
+		// The condition again in SQL: nodes racing write once.
+		if _, err := s.pool.Exec(ctx, `UPDATE api_key SET last_used_at = now()
+			WHERE key_id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - $2::interval)`, id, LastUsedEvery); err != nil {
+			return Key{}, fmt.Errorf("authenticate: record the key's use: %w", err)
+		}
+	}
 	return k, nil
+}
+
+// TokenKeyID is the key id a well-formed token names, whether or not its
+// secret is right: what failed attempts are counted by.
+func TokenKeyID(token string) (uuid.UUID, bool) {
+	id, _, ok := parseToken(token)
+	return id, ok
 }
 
 // parseToken splits "txf_<key id>_<secret>", both base64url (whose
@@ -322,13 +344,13 @@ func (s *Store) Keys(ctx context.Context, tenant uuid.UUID) ([]Key, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
 }
 
-const keyColumns = `key_id, tenant_id, name, scopes, signers, expires_at, revoked_at, created_at`
+const keyColumns = `key_id, tenant_id, name, scopes, signers, expires_at, revoked_at, created_at, last_used_at`
 
 // scanKey reads keyColumns, after the lead destinations.
 func scanKey(row pgx.Row, lead ...any) (Key, error) {
 	var k Key
 	var scopes, signers []string
-	if err := row.Scan(append(lead, &k.ID, &k.Tenant, &k.Name, &scopes, &signers, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt)...); err != nil {
+	if err := row.Scan(append(lead, &k.ID, &k.Tenant, &k.Name, &scopes, &signers, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.LastUsedAt)...); err != nil {
 		return k, err
 	}
 	for _, sc := range scopes {

@@ -178,3 +178,55 @@ func TestTenantsKeepToTheirOwn(t *testing.T) {
 		t.Errorf("%d keys after a refused one, want 1", len(keys))
 	}
 }
+
+// TestAuthenticationWritesOnlyAfterItVerifies: a wrong secret for a real
+// key id, however often, writes nothing; the right one records the use,
+// at most once a minute however often it comes.
+func TestAuthenticationWritesOnlyAfterItVerifies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	tenant, err := s.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, token, err := s.CreateKey(ctx, postgres.NewKey{Tenant: tenant.ID, Name: "k", Scopes: []postgres.Scope{postgres.ScopeTxRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastUsed := func() *time.Time {
+		t.Helper()
+		keys, err := s.Keys(ctx, tenant.ID)
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys: %v %v", keys, err)
+		}
+		return keys[0].LastUsedAt
+	}
+	wrong := token[:len(token)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(token, "A")]
+	for range 50 {
+		if _, err := s.Authenticate(ctx, wrong); err == nil {
+			t.Fatal("a wrong secret authenticated")
+		}
+	}
+	if got := lastUsed(); got != nil {
+		t.Fatalf("50 failed attempts wrote last_used_at %v", got)
+	}
+	if id, ok := postgres.TokenKeyID(wrong); !ok || id != k.ID {
+		t.Errorf("TokenKeyID(wrong secret) = %v %v, want the key's id", id, ok)
+	}
+	if _, err := s.Authenticate(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	first := lastUsed()
+	if first == nil {
+		t.Fatal("a successful authentication recorded no use")
+	}
+	for range 20 {
+		if _, err := s.Authenticate(ctx, token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := lastUsed(); again == nil || !again.Equal(*first) {
+		t.Errorf("last_used_at moved from %v to %v within a minute", first, again)
+	}
+}

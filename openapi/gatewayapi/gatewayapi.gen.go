@@ -230,10 +230,15 @@ type Key struct {
 	CreatedAt time.Time          `json:"created_at"`
 	ExpiresAt *time.Time         `json:"expires_at,omitempty"`
 	KeyId     openapi_types.UUID `json:"key_id"`
-	Name      string             `json:"name"`
-	RevokedAt *time.Time         `json:"revoked_at,omitempty"`
-	Scopes    []Scope            `json:"scopes"`
-	Signers   *[]SignerName      `json:"signers,omitempty"`
+
+	// LastUsedAt When the key last authenticated, to the minute (the gateway
+	// writes it at most once a minute per key, and never for a failed
+	// attempt); absent for a key never used.
+	LastUsedAt *time.Time    `json:"last_used_at,omitempty"`
+	Name       string        `json:"name"`
+	RevokedAt  *time.Time    `json:"revoked_at,omitempty"`
+	Scopes     []Scope       `json:"scopes"`
+	Signers    *[]SignerName `json:"signers,omitempty"`
 }
 
 // KeyCreateRequest defines model for KeyCreateRequest.
@@ -251,10 +256,15 @@ type KeyCreated struct {
 	CreatedAt time.Time          `json:"created_at"`
 	ExpiresAt *time.Time         `json:"expires_at,omitempty"`
 	KeyId     openapi_types.UUID `json:"key_id"`
-	Name      string             `json:"name"`
-	RevokedAt *time.Time         `json:"revoked_at,omitempty"`
-	Scopes    []Scope            `json:"scopes"`
-	Signers   *[]SignerName      `json:"signers,omitempty"`
+
+	// LastUsedAt When the key last authenticated, to the minute (the gateway
+	// writes it at most once a minute per key, and never for a failed
+	// attempt); absent for a key never used.
+	LastUsedAt *time.Time    `json:"last_used_at,omitempty"`
+	Name       string        `json:"name"`
+	RevokedAt  *time.Time    `json:"revoked_at,omitempty"`
+	Scopes     []Scope       `json:"scopes"`
+	Signers    *[]SignerName `json:"signers,omitempty"`
 
 	// Token The bearer token; shown only now.
 	//
