@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -63,6 +64,10 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, errs.InvalidFields("expires_at is in the past", errs.FieldError{Pointer: "/expires_at", Detail: "must be in the future"}))
 		return
 	}
+	if !p.key.Covers(postgres.Key{Scopes: nk.Scopes, Signers: nk.Signers}) {
+		httpserver.Error(w, r, errs.E(errs.Forbidden, "a key may grant only scopes and signers it has itself: "+reach(p.key)))
+		return
+	}
 	key, token, err := a.cfg.Store.CreateKey(r.Context(), nk)
 	if err != nil {
 		httpserver.Error(w, r, err)
@@ -74,14 +79,17 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := a.cfg.Store.Keys(r.Context(), caller(r.Context()).tenant.ID)
+	p := caller(r.Context())
+	keys, err := a.cfg.Store.Keys(r.Context(), p.tenant.ID)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
 	out := gatewayapi.KeyList{Keys: []gatewayapi.Key{}}
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
-		out.Keys = append(out.Keys, toKey(keys[i]))
+		if p.key.Covers(keys[i]) {
+			out.Keys = append(out.Keys, toKey(keys[i]))
+		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
 }
@@ -92,7 +100,9 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, errs.InvalidFields("key_id is not a key id", errs.FieldError{Pointer: "key_id", Detail: err.Error()}))
 		return
 	}
-	key, err := a.cfg.Store.RevokeKey(r.Context(), caller(r.Context()).tenant.ID, id)
+	// A key beyond the caller's reach is not found, as another tenant's.
+	p := caller(r.Context())
+	key, err := a.cfg.Store.RevokeKey(r.Context(), p.tenant.ID, id, p.key.Covers)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -120,4 +130,25 @@ func toKey(k postgres.Key) gatewayapi.Key {
 		out.Signers = &signers
 	}
 	return out
+}
+
+// reach describes what a key may grant, for its refusals.
+func reach(k postgres.Key) string {
+	signers := "every signer of the tenant"
+	if k.Restricted() {
+		signers = "signers " + joinSigners(k.Signers)
+	}
+	scopes := make([]string, len(k.Scopes))
+	for i, sc := range k.Scopes {
+		scopes[i] = string(sc)
+	}
+	return "this key has scopes " + strings.Join(scopes, ", ") + " over " + signers
+}
+
+func joinSigners(refs []postgres.SignerRef) string {
+	out := make([]string, len(refs))
+	for i, s := range refs {
+		out[i] = s.String()
+	}
+	return strings.Join(out, ", ")
 }

@@ -53,9 +53,70 @@ func webhookParam(r *http.Request) (uuid.UUID, error) {
 	return id, nil
 }
 
+// reachableWebhook reads the {webhook_id} of the path and answers, for a
+// key limited to some signers, errs.NotFound when the subscription's
+// signer filter goes beyond them (an empty filter, every signer, does):
+// such a subscription is out of the key's reach, as another tenant's is.
+func (a *API) reachableWebhook(r *http.Request) (uuid.UUID, error) {
+	id, err := webhookParam(r)
+	if err != nil {
+		return id, err
+	}
+	p := caller(r.Context())
+	if !p.key.Restricted() {
+		return id, nil
+	}
+	s, err := a.cfg.Webhooks.Subscription(r.Context(), p.tenant.ID, id)
+	if err != nil {
+		return id, err
+	}
+	if !inReach(p.key, s) {
+		return id, errs.Errorf(errs.NotFound, "no webhook subscription %s", id)
+	}
+	return id, nil
+}
+
+// inReach reports whether key may see and act on subscription s.
+func inReach(key postgres.Key, s webhook.Subscription) bool {
+	refs := make([]postgres.SignerRef, 0, len(s.Signers))
+	for _, name := range s.Signers {
+		ref, err := postgres.ParseSignerRef(name)
+		if err != nil {
+			return false
+		}
+		refs = append(refs, ref)
+	}
+	return key.CoversSigners(refs)
+}
+
+// checkSignerFilter refuses, for a key limited to some signers, a filter
+// that is empty (every signer of the tenant) or names a signer beyond
+// them: a restricted key subscribes to its own signers' events only.
+func checkSignerFilter(key postgres.Key, filter []string) error {
+	if !key.Restricted() {
+		return nil
+	}
+	refs := make([]postgres.SignerRef, 0, len(filter))
+	for _, name := range filter {
+		ref, err := postgres.ParseSignerRef(name)
+		if err != nil {
+			return nil // the store names the bad entry
+		}
+		refs = append(refs, ref)
+	}
+	if !key.CoversSigners(refs) {
+		return errs.E(errs.Forbidden, "a key limited to signers "+joinSigners(key.Signers)+" subscribes to some of them only: name them in signers")
+	}
+	return nil
+}
+
 func (a *API) createWebhook(w http.ResponseWriter, r *http.Request) {
 	var in webhook.NewSubscription
 	if err := httpserver.DecodeStrict(r.Body, &in); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	if err := checkSignerFilter(caller(r.Context()).key, in.Signers); err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
@@ -77,15 +138,19 @@ func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
+	// A page may hold fewer than the limit for a restricted key: the
+	// subscriptions beyond its reach are left out.
 	out := gatewayapi.WebhookList{Webhooks: []gatewayapi.Webhook{}, NextCursor: page.NextCursor}
 	for _, s := range page.Subscriptions {
-		out.Webhooks = append(out.Webhooks, toWebhook(s))
+		if inReach(caller(r.Context()).key, s) {
+			out.Webhooks = append(out.Webhooks, toWebhook(s))
+		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
 func (a *API) getWebhook(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -99,7 +164,7 @@ func (a *API) getWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) updateWebhook(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -108,6 +173,12 @@ func (a *API) updateWebhook(w http.ResponseWriter, r *http.Request) {
 	if err := httpserver.DecodeStrict(r.Body, &patch); err != nil {
 		httpserver.Error(w, r, err)
 		return
+	}
+	if patch.Signers != nil {
+		if err := checkSignerFilter(caller(r.Context()).key, *patch.Signers); err != nil {
+			httpserver.Error(w, r, err)
+			return
+		}
 	}
 	s, err := a.cfg.Webhooks.UpdateSubscription(r.Context(), caller(r.Context()).tenant.ID, id, patch)
 	if err != nil {
@@ -118,7 +189,7 @@ func (a *API) updateWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err == nil {
 		err = a.cfg.Webhooks.DeleteSubscription(r.Context(), caller(r.Context()).tenant.ID, id)
 	}
@@ -130,7 +201,7 @@ func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -155,7 +226,7 @@ func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -176,7 +247,7 @@ func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -197,7 +268,7 @@ func (a *API) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) replayWebhook(w http.ResponseWriter, r *http.Request) {
-	id, err := webhookParam(r)
+	id, err := a.reachableWebhook(r)
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return

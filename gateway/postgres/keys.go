@@ -209,6 +209,42 @@ func (k *Key) MayUse(signer SignerRef) bool {
 	return len(k.Signers) == 0 || slices.Contains(k.Signers, signer)
 }
 
+// Restricted reports whether the key is limited to some of its tenant's
+// signers.
+func (k *Key) Restricted() bool { return len(k.Signers) > 0 }
+
+// CoversSigners reports whether a signer filter is within the key's
+// reach: every signer of it is one the key may use. An empty filter means
+// every signer of the tenant, now and later, which only an unrestricted
+// key covers.
+func (k *Key) CoversSigners(filter []SignerRef) bool {
+	if !k.Restricted() {
+		return true
+	}
+	if len(filter) == 0 {
+		return false
+	}
+	for _, s := range filter {
+		if !k.MayUse(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// Covers reports whether the key may grant, see and revoke other: other
+// has no scope the key lacks and no signer beyond the key's reach. A key
+// limited to signer A cannot mint an unrestricted key, nor see or revoke
+// the tenant's wider keys.
+func (k *Key) Covers(other Key) bool {
+	for _, sc := range other.Scopes {
+		if !k.Has(sc) {
+			return false
+		}
+	}
+	return k.CoversSigners(other.Signers)
+}
+
 // keyPrefix starts every API key, so that a leaked one is recognisable
 // (secret scanners) and a wrong string is refused before any lookup.
 const keyPrefix = "txf_"
@@ -324,14 +360,24 @@ func parseToken(token string) (uuid.UUID, []byte, bool) {
 	return uuid.UUID(raw), secret, true
 }
 
-// RevokeKey revokes one of tenant's keys at once; revoking it again keeps
-// the first time. A key of another tenant is errs.NotFound.
-func (s *Store) RevokeKey(ctx context.Context, tenant, id uuid.UUID) (Key, error) {
-	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE api_key SET revoked_at = coalesce(revoked_at, now())
-		WHERE key_id = $1 AND tenant_id = $2 RETURNING `+keyColumns, id, tenant))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return k, errs.Errorf(errs.NotFound, "no key %s", id)
-	}
+// RevokeKey revokes one of tenant's keys at once, if reach allows it;
+// revoking it again keeps the first time. A key of another tenant, or one
+// reach refuses, is errs.NotFound.
+func (s *Store) RevokeKey(ctx context.Context, tenant, id uuid.UUID, reach func(Key) bool) (Key, error) {
+	var k Key
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		k, err = scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_key WHERE key_id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenant))
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !reach(k) {
+			return errs.Errorf(errs.NotFound, "no key %s", id)
+		}
+		if err != nil {
+			return err
+		}
+		k, err = scanKey(tx.QueryRow(ctx, `UPDATE api_key SET revoked_at = coalesce(revoked_at, now())
+			WHERE key_id = $1 RETURNING `+keyColumns, id))
+		return err
+	})
 	return k, err
 }
 

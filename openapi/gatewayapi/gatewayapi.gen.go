@@ -1219,7 +1219,8 @@ type ClientInterface interface {
 
 	// ListKeys The tenant's API keys
 	//
-	// Never their tokens. Scope `admin`.
+	// Never their tokens; only the keys within the caller's reach (no
+	// scope it lacks, no signer beyond its own). Scope `admin`.
 	//
 	// Corresponds with GET /api/v1/keys (the `ListKeys` operationId).
 	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1227,7 +1228,10 @@ type ClientInterface interface {
 	// CreateKeyWithBody Make an API key for the tenant
 	//
 	// The answer carries the token once; txfence keeps only its hash.
-	// Scope `admin`.
+	// A key grants only what it has: the new key's scopes must be among
+	// the caller's, and for a caller limited to some signers, its signers
+	// among them (an empty list, every signer, is beyond it): `403`
+	// otherwise. Scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1237,7 +1241,10 @@ type ClientInterface interface {
 	// CreateKey Make an API key for the tenant
 	//
 	// The answer carries the token once; txfence keeps only its hash.
-	// Scope `admin`.
+	// A key grants only what it has: the new key's scopes must be among
+	// the caller's, and for a caller limited to some signers, its signers
+	// among them (an empty list, every signer, is beyond it): `403`
+	// otherwise. Scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1248,7 +1255,9 @@ type ClientInterface interface {
 	//
 	// The key stops working on every gateway node within the key cache's
 	// lifetime (`TXFENCE_GATEWAY_KEY_CACHE_TTL`, 5 s by default).
-	// Revoking a revoked key answers it again. Scope `admin`.
+	// Revoking a revoked key answers it again. A key beyond the caller's
+	// reach (a scope it lacks, a signer beyond its own) is `404`, as if it
+	// did not exist. Scope `admin`.
 	//
 	// Corresponds with DELETE /api/v1/keys/{key_id} (the `RevokeKey` operationId).
 	RevokeKey(ctx context.Context, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1551,7 +1560,8 @@ type ClientInterface interface {
 
 	// ListWebhooks The tenant's webhook subscriptions
 	//
-	// Scope `webhooks`.
+	// For a key limited to some signers, only the subscriptions within
+	// them (a page may then hold fewer than `limit`). Scope `webhooks`.
 	//
 	// Corresponds with GET /api/v1/webhooks (the `ListWebhooks` operationId).
 	ListWebhooks(ctx context.Context, params *ListWebhooksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1559,7 +1569,10 @@ type ClientInterface interface {
 	// CreateWebhookWithBody Subscribe a URL to the tenant's events
 	//
 	// Deliveries start with the next event. The answer shows the signing
-	// secret once; store it to verify deliveries. Scope `webhooks`.
+	// secret once; store it to verify deliveries. A key limited to some
+	// signers must name some of them in `signers` (`403` otherwise), and
+	// sees and acts only on subscriptions within them (others are `404`).
+	// Scope `webhooks`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1569,7 +1582,10 @@ type ClientInterface interface {
 	// CreateWebhook Subscribe a URL to the tenant's events
 	//
 	// Deliveries start with the next event. The answer shows the signing
-	// secret once; store it to verify deliveries. Scope `webhooks`.
+	// secret once; store it to verify deliveries. A key limited to some
+	// signers must name some of them in `signers` (`403` otherwise), and
+	// sees and acts only on subscriptions within them (others are `404`).
+	// Scope `webhooks`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1756,7 +1772,8 @@ func (c *Client) StreamEvents(ctx context.Context, params *StreamEventsParams, r
 
 // ListKeys The tenant's API keys
 //
-// Never their tokens. Scope `admin`.
+// Never their tokens; only the keys within the caller's reach (no
+// scope it lacks, no signer beyond its own). Scope `admin`.
 //
 // Corresponds with GET /api/v1/keys (the `ListKeys` operationId).
 func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1774,7 +1791,10 @@ func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*
 // CreateKeyWithBody Make an API key for the tenant
 //
 // The answer carries the token once; txfence keeps only its hash.
-// Scope `admin`.
+// A key grants only what it has: the new key's scopes must be among
+// the caller's, and for a caller limited to some signers, its signers
+// among them (an empty list, every signer, is beyond it): `403`
+// otherwise. Scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1794,7 +1814,10 @@ func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body
 // CreateKey Make an API key for the tenant
 //
 // The answer carries the token once; txfence keeps only its hash.
-// Scope `admin`.
+// A key grants only what it has: the new key's scopes must be among
+// the caller's, and for a caller limited to some signers, its signers
+// among them (an empty list, every signer, is beyond it): `403`
+// otherwise. Scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1815,7 +1838,9 @@ func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, r
 //
 // The key stops working on every gateway node within the key cache's
 // lifetime (`TXFENCE_GATEWAY_KEY_CACHE_TTL`, 5 s by default).
-// Revoking a revoked key answers it again. Scope `admin`.
+// Revoking a revoked key answers it again. A key beyond the caller's
+// reach (a scope it lacks, a signer beyond its own) is `404`, as if it
+// did not exist. Scope `admin`.
 //
 // Corresponds with DELETE /api/v1/keys/{key_id} (the `RevokeKey` operationId).
 func (c *Client) RevokeKey(ctx context.Context, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2358,7 +2383,8 @@ func (c *Client) RejectTx(ctx context.Context, txId TxIdPath, body RejectTxJSONR
 
 // ListWebhooks The tenant's webhook subscriptions
 //
-// Scope `webhooks`.
+// For a key limited to some signers, only the subscriptions within
+// them (a page may then hold fewer than `limit`). Scope `webhooks`.
 //
 // Corresponds with GET /api/v1/webhooks (the `ListWebhooks` operationId).
 func (c *Client) ListWebhooks(ctx context.Context, params *ListWebhooksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2376,7 +2402,10 @@ func (c *Client) ListWebhooks(ctx context.Context, params *ListWebhooksParams, r
 // CreateWebhookWithBody Subscribe a URL to the tenant's events
 //
 // Deliveries start with the next event. The answer shows the signing
-// secret once; store it to verify deliveries. Scope `webhooks`.
+// secret once; store it to verify deliveries. A key limited to some
+// signers must name some of them in `signers` (`403` otherwise), and
+// sees and acts only on subscriptions within them (others are `404`).
+// Scope `webhooks`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2396,7 +2425,10 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, 
 // CreateWebhook Subscribe a URL to the tenant's events
 //
 // Deliveries start with the next event. The answer shows the signing
-// secret once; store it to verify deliveries. Scope `webhooks`.
+// secret once; store it to verify deliveries. A key limited to some
+// signers must name some of them in `signers` (`403` otherwise), and
+// sees and acts only on subscriptions within them (others are `404`).
+// Scope `webhooks`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4543,7 +4575,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListKeysWithResponse The tenant's API keys
 	//
-	// Never their tokens. Scope `admin`.
+	// Never their tokens; only the keys within the caller's reach (no
+	// scope it lacks, no signer beyond its own). Scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4553,7 +4586,10 @@ type ClientWithResponsesInterface interface {
 	// CreateKeyWithBodyWithResponse Make an API key for the tenant
 	//
 	// The answer carries the token once; txfence keeps only its hash.
-	// Scope `admin`.
+	// A key grants only what it has: the new key's scopes must be among
+	// the caller's, and for a caller limited to some signers, its signers
+	// among them (an empty list, every signer, is beyond it): `403`
+	// otherwise. Scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4563,7 +4599,10 @@ type ClientWithResponsesInterface interface {
 	// CreateKeyWithResponse Make an API key for the tenant
 	//
 	// The answer carries the token once; txfence keeps only its hash.
-	// Scope `admin`.
+	// A key grants only what it has: the new key's scopes must be among
+	// the caller's, and for a caller limited to some signers, its signers
+	// among them (an empty list, every signer, is beyond it): `403`
+	// otherwise. Scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4574,7 +4613,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The key stops working on every gateway node within the key cache's
 	// lifetime (`TXFENCE_GATEWAY_KEY_CACHE_TTL`, 5 s by default).
-	// Revoking a revoked key answers it again. Scope `admin`.
+	// Revoking a revoked key answers it again. A key beyond the caller's
+	// reach (a scope it lacks, a signer beyond its own) is `404`, as if it
+	// did not exist. Scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4909,7 +4950,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListWebhooksWithResponse The tenant's webhook subscriptions
 	//
-	// Scope `webhooks`.
+	// For a key limited to some signers, only the subscriptions within
+	// them (a page may then hold fewer than `limit`). Scope `webhooks`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4919,7 +4961,10 @@ type ClientWithResponsesInterface interface {
 	// CreateWebhookWithBodyWithResponse Subscribe a URL to the tenant's events
 	//
 	// Deliveries start with the next event. The answer shows the signing
-	// secret once; store it to verify deliveries. Scope `webhooks`.
+	// secret once; store it to verify deliveries. A key limited to some
+	// signers must name some of them in `signers` (`403` otherwise), and
+	// sees and acts only on subscriptions within them (others are `404`).
+	// Scope `webhooks`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4929,7 +4974,10 @@ type ClientWithResponsesInterface interface {
 	// CreateWebhookWithResponse Subscribe a URL to the tenant's events
 	//
 	// Deliveries start with the next event. The answer shows the signing
-	// secret once; store it to verify deliveries. Scope `webhooks`.
+	// secret once; store it to verify deliveries. A key limited to some
+	// signers must name some of them in `signers` (`403` otherwise), and
+	// sees and acts only on subscriptions within them (others are `404`).
+	// Scope `webhooks`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6818,7 +6866,8 @@ func (c *ClientWithResponses) StreamEventsWithResponse(ctx context.Context, para
 
 // ListKeysWithResponse The tenant's API keys
 //
-// Never their tokens. Scope `admin`.
+// Never their tokens; only the keys within the caller's reach (no
+// scope it lacks, no signer beyond its own). Scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6834,7 +6883,10 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEdito
 // CreateKeyWithBodyWithResponse Make an API key for the tenant
 //
 // The answer carries the token once; txfence keeps only its hash.
-// Scope `admin`.
+// A key grants only what it has: the new key's scopes must be among
+// the caller's, and for a caller limited to some signers, its signers
+// among them (an empty list, every signer, is beyond it): `403`
+// otherwise. Scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6850,7 +6902,10 @@ func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context,
 // CreateKeyWithResponse Make an API key for the tenant
 //
 // The answer carries the token once; txfence keeps only its hash.
-// Scope `admin`.
+// A key grants only what it has: the new key's scopes must be among
+// the caller's, and for a caller limited to some signers, its signers
+// among them (an empty list, every signer, is beyond it): `403`
+// otherwise. Scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6867,7 +6922,9 @@ func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body Cr
 //
 // The key stops working on every gateway node within the key cache's
 // lifetime (`TXFENCE_GATEWAY_KEY_CACHE_TTL`, 5 s by default).
-// Revoking a revoked key answers it again. Scope `admin`.
+// Revoking a revoked key answers it again. A key beyond the caller's
+// reach (a scope it lacks, a signer beyond its own) is `404`, as if it
+// did not exist. Scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7346,7 +7403,8 @@ func (c *ClientWithResponses) RejectTxWithResponse(ctx context.Context, txId TxI
 
 // ListWebhooksWithResponse The tenant's webhook subscriptions
 //
-// Scope `webhooks`.
+// For a key limited to some signers, only the subscriptions within
+// them (a page may then hold fewer than `limit`). Scope `webhooks`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7362,7 +7420,10 @@ func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, para
 // CreateWebhookWithBodyWithResponse Subscribe a URL to the tenant's events
 //
 // Deliveries start with the next event. The answer shows the signing
-// secret once; store it to verify deliveries. Scope `webhooks`.
+// secret once; store it to verify deliveries. A key limited to some
+// signers must name some of them in `signers` (`403` otherwise), and
+// sees and acts only on subscriptions within them (others are `404`).
+// Scope `webhooks`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7378,7 +7439,10 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 // CreateWebhookWithResponse Subscribe a URL to the tenant's events
 //
 // Deliveries start with the next event. The answer shows the signing
-// secret once; store it to verify deliveries. Scope `webhooks`.
+// secret once; store it to verify deliveries. A key limited to some
+// signers must name some of them in `signers` (`403` otherwise), and
+// sees and acts only on subscriptions within them (others are `404`).
+// Scope `webhooks`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
