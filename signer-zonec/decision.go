@@ -83,6 +83,11 @@ type Policy interface {
 	// AllowsCancel reports whether a cancel (a same-nonce 0-value
 	// self-transfer) may replace a signed transaction of from on chainID.
 	AllowsCancel(chainID uint64, from common.Address) bool
+	// CheckApprovals says whether each of req's approvals, and rejection
+	// if not nil, would count at now for the rule that needs approval,
+	// signing nothing. The request's fees are not looked at: an approval
+	// is checked against the intent, not the price of the moment.
+	CheckApprovals(req *Request, rejection *Rejection, now time.Time) ApprovalCheck
 }
 
 // Approval is one approver's consent to an intent, at fee caps up to
@@ -161,3 +166,86 @@ func SignApproval(priv ed25519.PrivateKey, approver string, req *Request, maxFee
 }
 
 func isUint256(v *big.Int) bool { return v != nil && v.Sign() >= 0 && v.Cmp(maxUint256) <= 0 }
+
+// MaxApprovals is the most approvals one request may carry: a policy rule
+// lists at most as many approvers, so more can only be junk.
+const MaxApprovals = 32
+
+// Rejection is one approver's refusal of an intent: the transaction fails
+// without a nonce spent. It is signed like an approval, under its own
+// domain, so neither can be passed off as the other.
+type Rejection struct {
+	Approver string
+	// Expiry bounds how long the signed rejection may be presented; the
+	// signature covers it in whole seconds.
+	Expiry    time.Time
+	Signature []byte
+}
+
+// RejectionMessage is what an approver signs to reject: the intent, the
+// tx id and the expiry, as in ApprovalMessage, under the domain
+// "txfence/rejection/v1" and without a fee ceiling (a rejection holds at
+// any fee).
+func RejectionMessage(intent Intent, txID string, expiry time.Time) []byte {
+	msg := make([]byte, 0, 72+len(txID))
+	msg = append(msg, "txfence/rejection/v1\x00"...)
+	msg = append(msg, intent[:]...)
+	msg = binary.BigEndian.AppendUint64(msg, uint64(len(txID)))
+	msg = append(msg, txID...)
+	msg = binary.BigEndian.AppendUint64(msg, uint64(expiry.Unix()))
+	return msg
+}
+
+// VerifyRejection checks r's signature by pub over the request's intent,
+// its tx id and r's expiry (whole seconds only, as for approvals).
+func VerifyRejection(pub ed25519.PublicKey, req *Request, r Rejection) bool {
+	return len(pub) == ed25519.PublicKeySize && r.Expiry.Nanosecond() == 0 &&
+		ed25519.Verify(pub, RejectionMessage(req.Intent(), req.TxID, r.Expiry), r.Signature)
+}
+
+// SignRejection signs a rejection of req's intent, presentable until
+// expiry: what the approval tools do with an approver's key file.
+func SignRejection(priv ed25519.PrivateKey, approver string, req *Request, expiry time.Time) Rejection {
+	expiry = expiry.Truncate(time.Second)
+	return Rejection{Approver: approver, Expiry: expiry, Signature: ed25519.Sign(priv, RejectionMessage(req.Intent(), req.TxID, expiry))}
+}
+
+// ApprovalCheck is policy's word on the approvals, or the rejection, of a
+// request, without signing anything: whether each would count for the
+// rule that needs approval, and why not. txmanager asks before it stores
+// an approval or a rejection, so that junk never waits beside a
+// transaction.
+type ApprovalCheck struct {
+	// RuleID is the rule that decides the request ("" when none needs
+	// approvals); Threshold of Approvers (N) is what it needs.
+	RuleID    string
+	Threshold int
+	Approvers []string
+	// Why is set when no approval or rejection can count for the request
+	// at all (denied, or no approval needed).
+	Why       string
+	Approvals []ItemCheck
+	Rejection *ItemCheck
+	// PolicyVersion and PolicyHash identify the policy that checked.
+	PolicyVersion string
+	PolicyHash    common.Hash
+}
+
+// ItemCheck says whether one approval or rejection counts, and why not.
+type ItemCheck struct {
+	Approver string
+	Counts   bool
+	// Field names what is wrong, one of the Field constants, when the
+	// item does not count for a reason of its own ("" when nothing can
+	// count for the request: ApprovalCheck.Why).
+	Field string
+	Why   string
+}
+
+// The fields an ItemCheck may blame.
+const (
+	FieldApprover     = "approver"
+	FieldExpiry       = "expiry"
+	FieldMaxFeePerGas = "max_fee_per_gas"
+	FieldSignature    = "signature"
+)

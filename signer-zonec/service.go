@@ -469,6 +469,31 @@ func (s *Service) Evaluate(ctx context.Context, r *Request) (Decision, error) {
 	return d, nil
 }
 
+// CheckApprovals says whether r's approvals, and rejection if not nil,
+// would count for the rule that needs approval, at the store's clock; it
+// signs and records nothing. txmanager asks before it stores an approval
+// or a rejection. As an oracle it tells whether a signature by an
+// approver is good for a request, which the caller (txmanager, holding
+// the signatures it asks about) learns anyway when it signs.
+func (s *Service) CheckApprovals(ctx context.Context, r *Request, rejection *Rejection) (ApprovalCheck, error) {
+	if err := r.Validate(); err != nil {
+		return ApprovalCheck{}, errs.Wrap(errs.Invalid, "invalid request: "+err.Error(), err)
+	}
+	if rejection != nil && rejection.Expiry.Nanosecond() != 0 {
+		return ApprovalCheck{}, errs.E(errs.Invalid, "rejection: expiry must be a whole second (the approver's signature covers seconds)")
+	}
+	var now time.Time
+	err := s.Store.InTx(ctx, func(tx StoreTx) error {
+		var err error
+		now, err = tx.Now(ctx)
+		return err
+	})
+	if err != nil {
+		return ApprovalCheck{}, errs.Wrap(errs.Unavailable, "read the store's clock", err)
+	}
+	return s.Policy.CheckApprovals(r, rejection, now), nil
+}
+
 func (s *Service) auditEntry(caller string, now time.Time, res *Result) AuditEntry {
 	r := res.Request
 	e := AuditEntry{

@@ -65,6 +65,11 @@ func (p openPolicy) Version() string                          { return "test-1" 
 func (p openPolicy) Hash() common.Hash                        { return common.HexToHash("0x01") }
 func (p openPolicy) AllowsCancel(uint64, common.Address) bool { return p.allowCancel }
 
+// CheckApprovals: this policy needs no approvals, so none can count.
+func (p openPolicy) CheckApprovals(*signer.Request, *signer.Rejection, time.Time) signer.ApprovalCheck {
+	return signer.ApprovalCheck{Why: "no rule needs approvals", PolicyVersion: p.Version(), PolicyHash: p.Hash()}
+}
+
 func newService(t testing.TB, pool *pgxpool.Pool, keys signer.KeyBackend, pol signer.Policy) *signer.Service {
 	t.Helper()
 	return &signer.Service{Keys: keys, Policy: pol, Store: postgres.New(pool)}

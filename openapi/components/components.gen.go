@@ -723,12 +723,24 @@ type Readiness struct {
 // ReadinessStatus defines model for Readiness.Status.
 type ReadinessStatus string
 
-// RejectRequest defines model for RejectRequest.
+// RejectRequest An approver's Ed25519 signature over the rejection message
+// `txfence/rejection/v1` (docs/signer.md, "Rejections"): the
+// transaction's intent (chain, sender, type, destination, value,
+// data), its tx id and the expiry. `signerctl approver sign --reject`
+// makes one offline.
 type RejectRequest struct {
 	// Approver An approver's id, as the signer's policy names it.
 	//
 	// Example: alice
 	Approver ApproverId `json:"approver"`
+
+	// Expiry Until when the rejection may be presented; whole seconds, in the future.
+	//
+	// Example: 2026-11-23T14:00:00Z
+	Expiry time.Time `json:"expiry"`
+
+	// Signature The Ed25519 signature (64 bytes), base64.
+	Signature []byte `json:"signature"`
 }
 
 // Route How a transaction is to be broadcast, as requested: `public` sends to

@@ -1488,10 +1488,14 @@ type ClientInterface interface {
 	// whose fee cap is at or below the ceiling (fee bumps above it need
 	// new approvals; the transaction's `fee_ceiling` is the ceiling that
 	// covers every attempt); once M of N count, the transaction is
-	// signed. The same approver again replaces its approval. A
-	// transaction not waiting for approvals is a `409`; an approval
-	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-	// naming `/max_fee_per_gas`. Scope `approvals`.
+	// signed. The same approver again replaces its approval. Each
+	// approval is checked by the signer when it is submitted: one by an
+	// approver the rule does not list, expired, or whose signature does
+	// not verify for this transaction is a `400` naming the field, and
+	// nothing is stored. A transaction not waiting for approvals is a
+	// `409`; an approval without a fee ceiling (signed before
+	// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+	// `approvals`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1508,10 +1512,14 @@ type ClientInterface interface {
 	// whose fee cap is at or below the ceiling (fee bumps above it need
 	// new approvals; the transaction's `fee_ceiling` is the ceiling that
 	// covers every attempt); once M of N count, the transaction is
-	// signed. The same approver again replaces its approval. A
-	// transaction not waiting for approvals is a `409`; an approval
-	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-	// naming `/max_fee_per_gas`. Scope `approvals`.
+	// signed. The same approver again replaces its approval. Each
+	// approval is checked by the signer when it is submitted: one by an
+	// approver the rule does not list, expired, or whose signature does
+	// not verify for this transaction is a `400` naming the field, and
+	// nothing is stored. A transaction not waiting for approvals is a
+	// `409`; an approval without a fee ceiling (signed before
+	// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+	// `approvals`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1540,8 +1548,14 @@ type ClientInterface interface {
 
 	// RejectTxWithBody Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and fails the transaction (`reason`
-	// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+	// Carries an approver's Ed25519 signature over the rejection message
+	// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+	// expiry; docs/signer.md, "Rejections"). The signer checks it against
+	// the approver keys of the rule that needs approval; a good one
+	// fails the transaction (`reason` `approval_rejected`, the event
+	// names the approver) and no nonce was spent on it. A rejection that
+	// is unsigned, wrongly signed, expired, or by an approver the rule
+	// does not list is a `400` naming the field. Scope `approvals`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1550,8 +1564,14 @@ type ClientInterface interface {
 
 	// RejectTx Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and fails the transaction (`reason`
-	// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+	// Carries an approver's Ed25519 signature over the rejection message
+	// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+	// expiry; docs/signer.md, "Rejections"). The signer checks it against
+	// the approver keys of the rule that needs approval; a good one
+	// fails the transaction (`reason` `approval_rejected`, the event
+	// names the approver) and no nonce was spent on it. A rejection that
+	// is unsigned, wrongly signed, expired, or by an approver the rule
+	// does not list is a `400` naming the field. Scope `approvals`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2251,10 +2271,14 @@ func (c *Client) RequestTxAction(ctx context.Context, txId TxIdPath, body Reques
 // whose fee cap is at or below the ceiling (fee bumps above it need
 // new approvals; the transaction's `fee_ceiling` is the ceiling that
 // covers every attempt); once M of N count, the transaction is
-// signed. The same approver again replaces its approval. A
-// transaction not waiting for approvals is a `409`; an approval
-// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-// naming `/max_fee_per_gas`. Scope `approvals`.
+// signed. The same approver again replaces its approval. Each
+// approval is checked by the signer when it is submitted: one by an
+// approver the rule does not list, expired, or whose signature does
+// not verify for this transaction is a `400` naming the field, and
+// nothing is stored. A transaction not waiting for approvals is a
+// `409`; an approval without a fee ceiling (signed before
+// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+// `approvals`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2281,10 +2305,14 @@ func (c *Client) ApproveTxWithBody(ctx context.Context, txId TxIdPath, contentTy
 // whose fee cap is at or below the ceiling (fee bumps above it need
 // new approvals; the transaction's `fee_ceiling` is the ceiling that
 // covers every attempt); once M of N count, the transaction is
-// signed. The same approver again replaces its approval. A
-// transaction not waiting for approvals is a `409`; an approval
-// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-// naming `/max_fee_per_gas`. Scope `approvals`.
+// signed. The same approver again replaces its approval. Each
+// approval is checked by the signer when it is submitted: one by an
+// approver the rule does not list, expired, or whose signature does
+// not verify for this transaction is a `400` naming the field, and
+// nothing is stored. A transaction not waiting for approvals is a
+// `409`; an approval without a fee ceiling (signed before
+// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+// `approvals`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2343,8 +2371,14 @@ func (c *Client) ListTxEvents(ctx context.Context, txId TxIdPath, reqEditors ...
 
 // RejectTxWithBody Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and fails the transaction (`reason`
-// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+// Carries an approver's Ed25519 signature over the rejection message
+// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+// expiry; docs/signer.md, "Rejections"). The signer checks it against
+// the approver keys of the rule that needs approval; a good one
+// fails the transaction (`reason` `approval_rejected`, the event
+// names the approver) and no nonce was spent on it. A rejection that
+// is unsigned, wrongly signed, expired, or by an approver the rule
+// does not list is a `400` naming the field. Scope `approvals`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2363,8 +2397,14 @@ func (c *Client) RejectTxWithBody(ctx context.Context, txId TxIdPath, contentTyp
 
 // RejectTx Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and fails the transaction (`reason`
-// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+// Carries an approver's Ed25519 signature over the rejection message
+// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+// expiry; docs/signer.md, "Rejections"). The signer checks it against
+// the approver keys of the rule that needs approval; a good one
+// fails the transaction (`reason` `approval_rejected`, the event
+// names the approver) and no nonce was spent on it. A rejection that
+// is unsigned, wrongly signed, expired, or by an approver the rule
+// does not list is a `400` naming the field. Scope `approvals`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4874,10 +4914,14 @@ type ClientWithResponsesInterface interface {
 	// whose fee cap is at or below the ceiling (fee bumps above it need
 	// new approvals; the transaction's `fee_ceiling` is the ceiling that
 	// covers every attempt); once M of N count, the transaction is
-	// signed. The same approver again replaces its approval. A
-	// transaction not waiting for approvals is a `409`; an approval
-	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-	// naming `/max_fee_per_gas`. Scope `approvals`.
+	// signed. The same approver again replaces its approval. Each
+	// approval is checked by the signer when it is submitted: one by an
+	// approver the rule does not list, expired, or whose signature does
+	// not verify for this transaction is a `400` naming the field, and
+	// nothing is stored. A transaction not waiting for approvals is a
+	// `409`; an approval without a fee ceiling (signed before
+	// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+	// `approvals`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4894,10 +4938,14 @@ type ClientWithResponsesInterface interface {
 	// whose fee cap is at or below the ceiling (fee bumps above it need
 	// new approvals; the transaction's `fee_ceiling` is the ceiling that
 	// covers every attempt); once M of N count, the transaction is
-	// signed. The same approver again replaces its approval. A
-	// transaction not waiting for approvals is a `409`; an approval
-	// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-	// naming `/max_fee_per_gas`. Scope `approvals`.
+	// signed. The same approver again replaces its approval. Each
+	// approval is checked by the signer when it is submitted: one by an
+	// approver the rule does not list, expired, or whose signature does
+	// not verify for this transaction is a `400` naming the field, and
+	// nothing is stored. A transaction not waiting for approvals is a
+	// `409`; an approval without a fee ceiling (signed before
+	// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+	// `approvals`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4930,8 +4978,14 @@ type ClientWithResponsesInterface interface {
 
 	// RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and fails the transaction (`reason`
-	// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+	// Carries an approver's Ed25519 signature over the rejection message
+	// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+	// expiry; docs/signer.md, "Rejections"). The signer checks it against
+	// the approver keys of the rule that needs approval; a good one
+	// fails the transaction (`reason` `approval_rejected`, the event
+	// names the approver) and no nonce was spent on it. A rejection that
+	// is unsigned, wrongly signed, expired, or by an approver the rule
+	// does not list is a `400` naming the field. Scope `approvals`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4940,8 +4994,14 @@ type ClientWithResponsesInterface interface {
 
 	// RejectTxWithResponse Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and fails the transaction (`reason`
-	// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+	// Carries an approver's Ed25519 signature over the rejection message
+	// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+	// expiry; docs/signer.md, "Rejections"). The signer checks it against
+	// the approver keys of the rule that needs approval; a good one
+	// fails the transaction (`reason` `approval_rejected`, the event
+	// names the approver) and no nonce was spent on it. A rejection that
+	// is unsigned, wrongly signed, expired, or by an approver the rule
+	// does not list is a `400` naming the field. Scope `approvals`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7291,10 +7351,14 @@ func (c *ClientWithResponses) RequestTxActionWithResponse(ctx context.Context, t
 // whose fee cap is at or below the ceiling (fee bumps above it need
 // new approvals; the transaction's `fee_ceiling` is the ceiling that
 // covers every attempt); once M of N count, the transaction is
-// signed. The same approver again replaces its approval. A
-// transaction not waiting for approvals is a `409`; an approval
-// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-// naming `/max_fee_per_gas`. Scope `approvals`.
+// signed. The same approver again replaces its approval. Each
+// approval is checked by the signer when it is submitted: one by an
+// approver the rule does not list, expired, or whose signature does
+// not verify for this transaction is a `400` naming the field, and
+// nothing is stored. A transaction not waiting for approvals is a
+// `409`; an approval without a fee ceiling (signed before
+// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+// `approvals`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7317,10 +7381,14 @@ func (c *ClientWithResponses) ApproveTxWithBodyWithResponse(ctx context.Context,
 // whose fee cap is at or below the ceiling (fee bumps above it need
 // new approvals; the transaction's `fee_ceiling` is the ceiling that
 // covers every attempt); once M of N count, the transaction is
-// signed. The same approver again replaces its approval. A
-// transaction not waiting for approvals is a `409`; an approval
-// without a fee ceiling (signed before `txfence/approval/v2`) a `400`
-// naming `/max_fee_per_gas`. Scope `approvals`.
+// signed. The same approver again replaces its approval. Each
+// approval is checked by the signer when it is submitted: one by an
+// approver the rule does not list, expired, or whose signature does
+// not verify for this transaction is a `400` naming the field, and
+// nothing is stored. A transaction not waiting for approvals is a
+// `409`; an approval without a fee ceiling (signed before
+// `txfence/approval/v2`) a `400` naming `/max_fee_per_gas`. Scope
+// `approvals`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7371,8 +7439,14 @@ func (c *ClientWithResponses) ListTxEventsWithResponse(ctx context.Context, txId
 
 // RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and fails the transaction (`reason`
-// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+// Carries an approver's Ed25519 signature over the rejection message
+// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+// expiry; docs/signer.md, "Rejections"). The signer checks it against
+// the approver keys of the rule that needs approval; a good one
+// fails the transaction (`reason` `approval_rejected`, the event
+// names the approver) and no nonce was spent on it. A rejection that
+// is unsigned, wrongly signed, expired, or by an approver the rule
+// does not list is a `400` naming the field. Scope `approvals`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7387,8 +7461,14 @@ func (c *ClientWithResponses) RejectTxWithBodyWithResponse(ctx context.Context, 
 
 // RejectTxWithResponse Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and fails the transaction (`reason`
-// `approval_rejected`); no nonce was spent on it. Scope `approvals`.
+// Carries an approver's Ed25519 signature over the rejection message
+// `txfence/rejection/v1` (the transaction's intent, its tx id and an
+// expiry; docs/signer.md, "Rejections"). The signer checks it against
+// the approver keys of the rule that needs approval; a good one
+// fails the transaction (`reason` `approval_rejected`, the event
+// names the approver) and no nonce was spent on it. A rejection that
+// is unsigned, wrongly signed, expired, or by an approver the rule
+// does not list is a `400` naming the field. Scope `approvals`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

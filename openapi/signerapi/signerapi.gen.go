@@ -41,6 +41,30 @@ func (e DecisionVerdict) Valid() bool {
 	}
 }
 
+// Defines values for ItemCheckField.
+const (
+	ItemFieldApprover     ItemCheckField = "approver"
+	ItemFieldExpiry       ItemCheckField = "expiry"
+	ItemFieldMaxFeePerGas ItemCheckField = "max_fee_per_gas"
+	ItemFieldSignature    ItemCheckField = "signature"
+)
+
+// Valid indicates whether the value is a known member of the ItemCheckField enum.
+func (e ItemCheckField) Valid() bool {
+	switch e {
+	case ItemFieldApprover:
+		return true
+	case ItemFieldExpiry:
+		return true
+	case ItemFieldMaxFeePerGas:
+		return true
+	case ItemFieldSignature:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Outcome.
 const (
 	OutcomeDenied        Outcome = "denied"
@@ -129,6 +153,49 @@ type Approval struct {
 	Signature    []byte               `json:"signature"`
 }
 
+// ApprovalCheck defines model for ApprovalCheck.
+type ApprovalCheck struct {
+	// Approvals One check per approval of the request, in order.
+	Approvals []ItemCheck `json:"approvals"`
+
+	// Approvers The N approvers who can count, in the rule's order.
+	Approvers []string `json:"approvers"`
+
+	// PolicyHash A 32-byte hash (transaction or block hash), 0x-prefixed hex.
+	//
+	// Example: 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b
+	PolicyHash    externalRef0.Hash `json:"policy_hash"`
+	PolicyVersion string            `json:"policy_version"`
+
+	// Reason Why nothing can count for this request (denied, or no approval needed).
+	Reason    *string    `json:"reason,omitempty"`
+	Rejection *ItemCheck `json:"rejection,omitempty"`
+
+	// RuleId The allow rule that needs approval; absent when none does.
+	RuleId *string `json:"rule_id,omitempty"`
+
+	// Threshold M of the rule's M-of-N; 0 when no rule needs approval.
+	Threshold int `json:"threshold"`
+}
+
+// ApprovalCheckRequest defines model for ApprovalCheckRequest.
+type ApprovalCheckRequest struct {
+	// Rejection An approver's Ed25519 signature, base64, over the rejection message
+	// `txfence/rejection/v1`: the intent signerd recomputes from the
+	// request, the tx id and the expiry (docs/signer.md, "Rejections";
+	// `signerctl approver sign --reject` makes one).
+	Rejection *Rejection `json:"rejection,omitempty"`
+
+	// Request A typed transaction request. `to` absent or null is a contract
+	// creation. Legacy transactions carry `gas_price`; eip1559 ones
+	// `max_fee_per_gas` and `max_priority_fee_per_gas`. `nonce` is
+	// required by `/v1/sign` and ignored by `/v1/evaluate`.
+	//
+	//
+	// Example: {"chain_id":31337,"data":"0x","from":"0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","gas":21000,"max_fee_per_gas":"30000000000","max_priority_fee_per_gas":"1000000000","nonce":7,"to":"0x70997970C51812dc3A010C7d01b50e0d17dc79C8","tx_id":"0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","type":"eip1559","value":"1000000000000000000"}
+	Request SignRequest `json:"request"`
+}
+
 // AuditPage defines model for AuditPage.
 type AuditPage struct {
 	Head struct {
@@ -173,6 +240,25 @@ type Decision struct {
 // DecisionVerdict defines model for Decision.Verdict.
 type DecisionVerdict string
 
+// ItemCheck defines model for ItemCheck.
+type ItemCheck struct {
+	Approver string `json:"approver"`
+	Counts   bool   `json:"counts"`
+
+	// Field What is wrong with it, when it does not count for a reason of
+	// its own; absent when nothing can count for the request
+	// (`reason` of the check says why).
+	Field *ItemCheckField `json:"field,omitempty"`
+
+	// Reason Why it does not count; absent when it does.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// ItemCheckField What is wrong with it, when it does not count for a reason of
+// its own; absent when nothing can count for the request
+// (`reason` of the check says why).
+type ItemCheckField string
+
 // KeyList defines model for KeyList.
 type KeyList struct {
 	Keys []struct {
@@ -192,6 +278,18 @@ type KeyList struct {
 // intent holds this nonce, or a replacement's fees did not rise at
 // least 10% over every earlier signature (double-sign protection).
 type Outcome string
+
+// Rejection An approver's Ed25519 signature, base64, over the rejection message
+// `txfence/rejection/v1`: the intent signerd recomputes from the
+// request, the tx id and the expiry (docs/signer.md, "Rejections";
+// `signerctl approver sign --reject` makes one).
+type Rejection struct {
+	Approver string `json:"approver"`
+
+	// Expiry Until when the rejection may be presented; whole seconds.
+	Expiry    time.Time `json:"expiry"`
+	Signature []byte    `json:"signature"`
+}
 
 // Reuse defines model for Reuse.
 type Reuse string
@@ -325,6 +423,9 @@ type ListAuditParams struct {
 	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// CheckApprovalsJSONRequestBody defines body for CheckApprovals for application/json ContentType.
+type CheckApprovalsJSONRequestBody = ApprovalCheckRequest
+
 // EvaluateJSONRequestBody defines body for Evaluate for application/json ContentType.
 type EvaluateJSONRequestBody = SignRequest
 
@@ -435,6 +536,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckApprovalsWithBody Whether approvals, or a rejection, would count for a request
+	//
+	// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+	// `nonce` may be omitted) with its approvals, and optionally a
+	// rejection, answers for each whether it counts under the allow rule
+	// that needs approval for the request, and why not: its approver
+	// must be one of the rule's, its expiry ahead and within the rule's
+	// `max_ttl`, its signature good (`txfence/approval/v2`, or
+	// `txfence/rejection/v1` for a rejection) over the intent and tx id
+	// recomputed from the request; an approver counts once. The request's
+	// fees are not looked at: an approval's fee ceiling is compared with
+	// the fee cap only when signing. txmanager asks before it stores an
+	// approval or a rejection. Only txmanager may call it (mutual TLS
+	// identity `txmanager`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+	CheckApprovalsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckApprovals Whether approvals, or a rejection, would count for a request
+	//
+	// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+	// `nonce` may be omitted) with its approvals, and optionally a
+	// rejection, answers for each whether it counts under the allow rule
+	// that needs approval for the request, and why not: its approver
+	// must be one of the rule's, its expiry ahead and within the rule's
+	// `max_ttl`, its signature good (`txfence/approval/v2`, or
+	// `txfence/rejection/v1` for a rejection) over the intent and tx id
+	// recomputed from the request; an approver counts once. The request's
+	// fees are not looked at: an approval's fee ceiling is compared with
+	// the fee cap only when signing. txmanager asks before it stores an
+	// approval or a rejection. Only txmanager may call it (mutual TLS
+	// identity `txmanager`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+	CheckApprovals(ctx context.Context, body CheckApprovalsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAudit Audit records after a sequence number
 	//
@@ -563,6 +704,66 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadinessRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckApprovalsWithBody Whether approvals, or a rejection, would count for a request
+//
+// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+// `nonce` may be omitted) with its approvals, and optionally a
+// rejection, answers for each whether it counts under the allow rule
+// that needs approval for the request, and why not: its approver
+// must be one of the rule's, its expiry ahead and within the rule's
+// `max_ttl`, its signature good (`txfence/approval/v2`, or
+// `txfence/rejection/v1` for a rejection) over the intent and tx id
+// recomputed from the request; an approver counts once. The request's
+// fees are not looked at: an approval's fee ceiling is compared with
+// the fee cap only when signing. txmanager asks before it stores an
+// approval or a rejection. Only txmanager may call it (mutual TLS
+// identity `txmanager`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+func (c *Client) CheckApprovalsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckApprovalsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckApprovals Whether approvals, or a rejection, would count for a request
+//
+// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+// `nonce` may be omitted) with its approvals, and optionally a
+// rejection, answers for each whether it counts under the allow rule
+// that needs approval for the request, and why not: its approver
+// must be one of the rule's, its expiry ahead and within the rule's
+// `max_ttl`, its signature good (`txfence/approval/v2`, or
+// `txfence/rejection/v1` for a rejection) over the intent and tx id
+// recomputed from the request; an approver counts once. The request's
+// fees are not looked at: an approval's fee ceiling is compared with
+// the fee cap only when signing. txmanager asks before it stores an
+// approval or a rejection. Only txmanager may call it (mutual TLS
+// identity `txmanager`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+func (c *Client) CheckApprovals(ctx context.Context, body CheckApprovalsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckApprovalsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -808,6 +1009,46 @@ func NewGetReadinessRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewCheckApprovalsRequest calls the generic CheckApprovals builder with application/json body
+func NewCheckApprovalsRequest(server string, body CheckApprovalsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCheckApprovalsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCheckApprovalsRequestWithBody constructs an http.Request for the CheckApprovals method, with any body, and a specified content type
+func NewCheckApprovalsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/approvals/check")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -1103,6 +1344,46 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error)
 
+	// CheckApprovalsWithBodyWithResponse Whether approvals, or a rejection, would count for a request
+	//
+	// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+	// `nonce` may be omitted) with its approvals, and optionally a
+	// rejection, answers for each whether it counts under the allow rule
+	// that needs approval for the request, and why not: its approver
+	// must be one of the rule's, its expiry ahead and within the rule's
+	// `max_ttl`, its signature good (`txfence/approval/v2`, or
+	// `txfence/rejection/v1` for a rejection) over the intent and tx id
+	// recomputed from the request; an approver counts once. The request's
+	// fees are not looked at: an approval's fee ceiling is compared with
+	// the fee cap only when signing. txmanager asks before it stores an
+	// approval or a rejection. Only txmanager may call it (mutual TLS
+	// identity `txmanager`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+	CheckApprovalsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckApprovalsResponse, error)
+
+	// CheckApprovalsWithResponse Whether approvals, or a rejection, would count for a request
+	//
+	// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+	// `nonce` may be omitted) with its approvals, and optionally a
+	// rejection, answers for each whether it counts under the allow rule
+	// that needs approval for the request, and why not: its approver
+	// must be one of the rule's, its expiry ahead and within the rule's
+	// `max_ttl`, its signature good (`txfence/approval/v2`, or
+	// `txfence/rejection/v1` for a rejection) over the intent and tx id
+	// recomputed from the request; an approver counts once. The request's
+	// fees are not looked at: an approval's fee ceiling is compared with
+	// the fee cap only when signing. txmanager asks before it stores an
+	// approval or a rejection. Only txmanager may call it (mutual TLS
+	// identity `txmanager`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+	CheckApprovalsWithResponse(ctx context.Context, body CheckApprovalsJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckApprovalsResponse, error)
+
 	// ListAuditWithResponse Audit records after a sequence number
 	//
 	// The records in order, each with its hashed body and hash, so the
@@ -1331,6 +1612,54 @@ func (r GetReadinessResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetReadinessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CheckApprovalsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApprovalCheck
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CheckApprovalsResponse) GetJSON200() *ApprovalCheck {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CheckApprovalsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckApprovalsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckApprovalsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckApprovalsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckApprovalsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1629,6 +1958,58 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 	return ParseGetReadinessResponse(rsp)
 }
 
+// CheckApprovalsWithBodyWithResponse Whether approvals, or a rejection, would count for a request
+//
+// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+// `nonce` may be omitted) with its approvals, and optionally a
+// rejection, answers for each whether it counts under the allow rule
+// that needs approval for the request, and why not: its approver
+// must be one of the rule's, its expiry ahead and within the rule's
+// `max_ttl`, its signature good (`txfence/approval/v2`, or
+// `txfence/rejection/v1` for a rejection) over the intent and tx id
+// recomputed from the request; an approver counts once. The request's
+// fees are not looked at: an approval's fee ceiling is compared with
+// the fee cap only when signing. txmanager asks before it stores an
+// approval or a rejection. Only txmanager may call it (mutual TLS
+// identity `txmanager`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+func (c *ClientWithResponses) CheckApprovalsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckApprovalsResponse, error) {
+	rsp, err := c.CheckApprovalsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckApprovalsResponse(rsp)
+}
+
+// CheckApprovalsWithResponse Whether approvals, or a rejection, would count for a request
+//
+// Signs and records nothing. Given a request (as for `/v1/evaluate`,
+// `nonce` may be omitted) with its approvals, and optionally a
+// rejection, answers for each whether it counts under the allow rule
+// that needs approval for the request, and why not: its approver
+// must be one of the rule's, its expiry ahead and within the rule's
+// `max_ttl`, its signature good (`txfence/approval/v2`, or
+// `txfence/rejection/v1` for a rejection) over the intent and tx id
+// recomputed from the request; an approver counts once. The request's
+// fees are not looked at: an approval's fee ceiling is compared with
+// the fee cap only when signing. txmanager asks before it stores an
+// approval or a rejection. Only txmanager may call it (mutual TLS
+// identity `txmanager`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/approvals/check (the `CheckApprovals` operationId).
+func (c *ClientWithResponses) CheckApprovalsWithResponse(ctx context.Context, body CheckApprovalsJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckApprovalsResponse, error) {
+	rsp, err := c.CheckApprovals(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckApprovalsResponse(rsp)
+}
+
 // ListAuditWithResponse Audit records after a sequence number
 //
 // The records in order, each with its hashed body and hash, so the
@@ -1865,6 +2246,39 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 	return response, nil
 }
 
+// ParseCheckApprovalsResponse parses an HTTP response from a CheckApprovalsWithResponse call
+func ParseCheckApprovalsResponse(rsp *http.Response) (*CheckApprovalsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckApprovalsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApprovalCheck
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
 func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2041,6 +2455,9 @@ type ServerInterface interface {
 	// GetReadiness Readiness
 	// (GET /readyz)
 	GetReadiness(w http.ResponseWriter, r *http.Request)
+	// CheckApprovals Whether approvals, or a rejection, would count for a request
+	// (POST /v1/approvals/check)
+	CheckApprovals(w http.ResponseWriter, r *http.Request)
 	// ListAudit Audit records after a sequence number
 	// (GET /v1/audit)
 	ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams)
@@ -2077,6 +2494,12 @@ func (_ Unimplemented) GetMetrics(w http.ResponseWriter, r *http.Request) {
 // GetReadiness Readiness
 // (GET /readyz)
 func (_ Unimplemented) GetReadiness(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CheckApprovals Whether approvals, or a rejection, would count for a request
+// (POST /v1/approvals/check)
+func (_ Unimplemented) CheckApprovals(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2152,6 +2575,20 @@ func (siw *ServerInterfaceWrapper) GetReadiness(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReadiness(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CheckApprovals operation middleware
+func (siw *ServerInterfaceWrapper) CheckApprovals(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CheckApprovals(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2384,6 +2821,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/evaluate", wrapper.Evaluate)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/approvals/check", wrapper.CheckApprovals)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)

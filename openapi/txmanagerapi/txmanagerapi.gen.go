@@ -564,9 +564,13 @@ type ClientInterface interface {
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
 	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-	// check the signature: signerd alone knows the approvers' keys. The
-	// signer's owner node asks signerd again with every approval stored;
+	// (docs/signer.md, "Approvals", gives the message). signerd alone
+	// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+	// before storing anything, and an approval by an approver the rule
+	// does not list, expired, or whose signature does not verify for this
+	// transaction is a `400` naming the field. At most one approval per
+	// approver of the rule is stored (N in all). The signer's owner node
+	// asks signerd again with every approval stored;
 	// once M of N count at the fees it would sign with, the transaction
 	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 	// approval counts only while the attempt's fee cap is at or below its
@@ -586,9 +590,13 @@ type ClientInterface interface {
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
 	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-	// check the signature: signerd alone knows the approvers' keys. The
-	// signer's owner node asks signerd again with every approval stored;
+	// (docs/signer.md, "Approvals", gives the message). signerd alone
+	// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+	// before storing anything, and an approval by an approver the rule
+	// does not list, expired, or whose signature does not verify for this
+	// transaction is a `400` naming the field. At most one approval per
+	// approver of the rule is stored (N in all). The signer's owner node
+	// asks signerd again with every approval stored;
 	// once M of N count at the fees it would sign with, the transaction
 	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 	// approval counts only while the attempt's fee cap is at or below its
@@ -626,10 +634,13 @@ type ClientInterface interface {
 
 	// RejectTxWithBody Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and FAILS the transaction
-	// (`reason` `approval_rejected`), in one transaction: no nonce was
-	// spent on it. The same approver rejecting again answers it again; a
-	// transaction in another state is a `409`. Only the gateway may call
+	// Checks the approver's signed rejection (`txfence/rejection/v1`)
+	// with signerd, then records it (approver, expiry, signature) and
+	// FAILS the transaction (`reason` `approval_rejected`, the event
+	// names the approver), in one transaction: no nonce was spent on it.
+	// A rejection signerd does not count is a `400` naming the field,
+	// and nothing is recorded. The same approver rejecting again answers
+	// it again; a transaction in another state is a `409`. Only the gateway may call
 	// it (mutual TLS identity `gateway`), after checking the caller may
 	// approve.
 	//
@@ -640,10 +651,13 @@ type ClientInterface interface {
 
 	// RejectTx Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and FAILS the transaction
-	// (`reason` `approval_rejected`), in one transaction: no nonce was
-	// spent on it. The same approver rejecting again answers it again; a
-	// transaction in another state is a `409`. Only the gateway may call
+	// Checks the approver's signed rejection (`txfence/rejection/v1`)
+	// with signerd, then records it (approver, expiry, signature) and
+	// FAILS the transaction (`reason` `approval_rejected`, the event
+	// names the approver), in one transaction: no nonce was spent on it.
+	// A rejection signerd does not count is a `400` naming the field,
+	// and nothing is recorded. The same approver rejecting again answers
+	// it again; a transaction in another state is a `409`. Only the gateway may call
 	// it (mutual TLS identity `gateway`), after checking the caller may
 	// approve.
 	//
@@ -1060,9 +1074,13 @@ func (c *Client) RequestTxAction(ctx context.Context, txId TxIdPath, body Reques
 //
 // Stores an approver's Ed25519 signature over the transaction's
 // intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-// check the signature: signerd alone knows the approvers' keys. The
-// signer's owner node asks signerd again with every approval stored;
+// (docs/signer.md, "Approvals", gives the message). signerd alone
+// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+// before storing anything, and an approval by an approver the rule
+// does not list, expired, or whose signature does not verify for this
+// transaction is a `400` naming the field. At most one approval per
+// approver of the rule is stored (N in all). The signer's owner node
+// asks signerd again with every approval stored;
 // once M of N count at the fees it would sign with, the transaction
 // leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 // approval counts only while the attempt's fee cap is at or below its
@@ -1092,9 +1110,13 @@ func (c *Client) ApproveTxWithBody(ctx context.Context, txId TxIdPath, contentTy
 //
 // Stores an approver's Ed25519 signature over the transaction's
 // intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-// check the signature: signerd alone knows the approvers' keys. The
-// signer's owner node asks signerd again with every approval stored;
+// (docs/signer.md, "Approvals", gives the message). signerd alone
+// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+// before storing anything, and an approval by an approver the rule
+// does not list, expired, or whose signature does not verify for this
+// transaction is a `400` naming the field. At most one approval per
+// approver of the rule is stored (N in all). The signer's owner node
+// asks signerd again with every approval stored;
 // once M of N count at the fees it would sign with, the transaction
 // leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 // approval counts only while the attempt's fee cap is at or below its
@@ -1162,10 +1184,13 @@ func (c *Client) ListTxEvents(ctx context.Context, txId TxIdPath, reqEditors ...
 
 // RejectTxWithBody Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and FAILS the transaction
-// (`reason` `approval_rejected`), in one transaction: no nonce was
-// spent on it. The same approver rejecting again answers it again; a
-// transaction in another state is a `409`. Only the gateway may call
+// Checks the approver's signed rejection (`txfence/rejection/v1`)
+// with signerd, then records it (approver, expiry, signature) and
+// FAILS the transaction (`reason` `approval_rejected`, the event
+// names the approver), in one transaction: no nonce was spent on it.
+// A rejection signerd does not count is a `400` naming the field,
+// and nothing is recorded. The same approver rejecting again answers
+// it again; a transaction in another state is a `409`. Only the gateway may call
 // it (mutual TLS identity `gateway`), after checking the caller may
 // approve.
 //
@@ -1186,10 +1211,13 @@ func (c *Client) RejectTxWithBody(ctx context.Context, txId TxIdPath, contentTyp
 
 // RejectTx Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and FAILS the transaction
-// (`reason` `approval_rejected`), in one transaction: no nonce was
-// spent on it. The same approver rejecting again answers it again; a
-// transaction in another state is a `409`. Only the gateway may call
+// Checks the approver's signed rejection (`txfence/rejection/v1`)
+// with signerd, then records it (approver, expiry, signature) and
+// FAILS the transaction (`reason` `approval_rejected`, the event
+// names the approver), in one transaction: no nonce was spent on it.
+// A rejection signerd does not count is a `400` naming the field,
+// and nothing is recorded. The same approver rejecting again answers
+// it again; a transaction in another state is a `409`. Only the gateway may call
 // it (mutual TLS identity `gateway`), after checking the caller may
 // approve.
 //
@@ -2336,9 +2364,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
 	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-	// check the signature: signerd alone knows the approvers' keys. The
-	// signer's owner node asks signerd again with every approval stored;
+	// (docs/signer.md, "Approvals", gives the message). signerd alone
+	// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+	// before storing anything, and an approval by an approver the rule
+	// does not list, expired, or whose signature does not verify for this
+	// transaction is a `400` naming the field. At most one approval per
+	// approver of the rule is stored (N in all). The signer's owner node
+	// asks signerd again with every approval stored;
 	// once M of N count at the fees it would sign with, the transaction
 	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 	// approval counts only while the attempt's fee cap is at or below its
@@ -2358,9 +2390,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Stores an approver's Ed25519 signature over the transaction's
 	// intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-	// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-	// check the signature: signerd alone knows the approvers' keys. The
-	// signer's owner node asks signerd again with every approval stored;
+	// (docs/signer.md, "Approvals", gives the message). signerd alone
+	// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+	// before storing anything, and an approval by an approver the rule
+	// does not list, expired, or whose signature does not verify for this
+	// transaction is a `400` naming the field. At most one approval per
+	// approver of the rule is stored (N in all). The signer's owner node
+	// asks signerd again with every approval stored;
 	// once M of N count at the fees it would sign with, the transaction
 	// leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 	// approval counts only while the attempt's fee cap is at or below its
@@ -2402,10 +2438,13 @@ type ClientWithResponsesInterface interface {
 
 	// RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and FAILS the transaction
-	// (`reason` `approval_rejected`), in one transaction: no nonce was
-	// spent on it. The same approver rejecting again answers it again; a
-	// transaction in another state is a `409`. Only the gateway may call
+	// Checks the approver's signed rejection (`txfence/rejection/v1`)
+	// with signerd, then records it (approver, expiry, signature) and
+	// FAILS the transaction (`reason` `approval_rejected`, the event
+	// names the approver), in one transaction: no nonce was spent on it.
+	// A rejection signerd does not count is a `400` naming the field,
+	// and nothing is recorded. The same approver rejecting again answers
+	// it again; a transaction in another state is a `409`. Only the gateway may call
 	// it (mutual TLS identity `gateway`), after checking the caller may
 	// approve.
 	//
@@ -2416,10 +2455,13 @@ type ClientWithResponsesInterface interface {
 
 	// RejectTxWithResponse Reject a transaction waiting for approvals
 	//
-	// Records the approver's rejection and FAILS the transaction
-	// (`reason` `approval_rejected`), in one transaction: no nonce was
-	// spent on it. The same approver rejecting again answers it again; a
-	// transaction in another state is a `409`. Only the gateway may call
+	// Checks the approver's signed rejection (`txfence/rejection/v1`)
+	// with signerd, then records it (approver, expiry, signature) and
+	// FAILS the transaction (`reason` `approval_rejected`, the event
+	// names the approver), in one transaction: no nonce was spent on it.
+	// A rejection signerd does not count is a `400` naming the field,
+	// and nothing is recorded. The same approver rejecting again answers
+	// it again; a transaction in another state is a `409`. Only the gateway may call
 	// it (mutual TLS identity `gateway`), after checking the caller may
 	// approve.
 	//
@@ -3591,9 +3633,13 @@ func (c *ClientWithResponses) RequestTxActionWithResponse(ctx context.Context, t
 //
 // Stores an approver's Ed25519 signature over the transaction's
 // intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-// check the signature: signerd alone knows the approvers' keys. The
-// signer's owner node asks signerd again with every approval stored;
+// (docs/signer.md, "Approvals", gives the message). signerd alone
+// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+// before storing anything, and an approval by an approver the rule
+// does not list, expired, or whose signature does not verify for this
+// transaction is a `400` naming the field. At most one approval per
+// approver of the rule is stored (N in all). The signer's owner node
+// asks signerd again with every approval stored;
 // once M of N count at the fees it would sign with, the transaction
 // leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 // approval counts only while the attempt's fee cap is at or below its
@@ -3619,9 +3665,13 @@ func (c *ClientWithResponses) ApproveTxWithBodyWithResponse(ctx context.Context,
 //
 // Stores an approver's Ed25519 signature over the transaction's
 // intent, its tx id, a fee ceiling (`max_fee_per_gas`) and an expiry
-// (docs/signer.md, "Approvals", gives the message). txmanager cannot
-// check the signature: signerd alone knows the approvers' keys. The
-// signer's owner node asks signerd again with every approval stored;
+// (docs/signer.md, "Approvals", gives the message). signerd alone
+// knows the approvers' keys: txmanager asks it (`/v1/approvals/check`)
+// before storing anything, and an approval by an approver the rule
+// does not list, expired, or whose signature does not verify for this
+// transaction is a `400` naming the field. At most one approval per
+// approver of the rule is stored (N in all). The signer's owner node
+// asks signerd again with every approval stored;
 // once M of N count at the fees it would sign with, the transaction
 // leaves PENDING_APPROVAL for SIMULATED and is signed with them. An
 // approval counts only while the attempt's fee cap is at or below its
@@ -3681,10 +3731,13 @@ func (c *ClientWithResponses) ListTxEventsWithResponse(ctx context.Context, txId
 
 // RejectTxWithBodyWithResponse Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and FAILS the transaction
-// (`reason` `approval_rejected`), in one transaction: no nonce was
-// spent on it. The same approver rejecting again answers it again; a
-// transaction in another state is a `409`. Only the gateway may call
+// Checks the approver's signed rejection (`txfence/rejection/v1`)
+// with signerd, then records it (approver, expiry, signature) and
+// FAILS the transaction (`reason` `approval_rejected`, the event
+// names the approver), in one transaction: no nonce was spent on it.
+// A rejection signerd does not count is a `400` naming the field,
+// and nothing is recorded. The same approver rejecting again answers
+// it again; a transaction in another state is a `409`. Only the gateway may call
 // it (mutual TLS identity `gateway`), after checking the caller may
 // approve.
 //
@@ -3701,10 +3754,13 @@ func (c *ClientWithResponses) RejectTxWithBodyWithResponse(ctx context.Context, 
 
 // RejectTxWithResponse Reject a transaction waiting for approvals
 //
-// Records the approver's rejection and FAILS the transaction
-// (`reason` `approval_rejected`), in one transaction: no nonce was
-// spent on it. The same approver rejecting again answers it again; a
-// transaction in another state is a `409`. Only the gateway may call
+// Checks the approver's signed rejection (`txfence/rejection/v1`)
+// with signerd, then records it (approver, expiry, signature) and
+// FAILS the transaction (`reason` `approval_rejected`, the event
+// names the approver), in one transaction: no nonce was spent on it.
+// A rejection signerd does not count is a `400` naming the field,
+// and nothing is recorded. The same approver rejecting again answers
+// it again; a transaction in another state is a `409`. Only the gateway may call
 // it (mutual TLS identity `gateway`), after checking the caller may
 // approve.
 //

@@ -53,6 +53,7 @@ func (a *API) Mount(r chi.Router) {
 		r.Post("/v1/sign", a.sign)
 		r.Post("/v1/sign/batch", a.signBatch)
 		r.Post("/v1/evaluate", a.evaluate)
+		r.Post("/v1/approvals/check", a.checkApprovals)
 		r.Get("/v1/keys", a.keys)
 		r.Get("/v1/audit", a.audit)
 	})
@@ -132,6 +133,83 @@ func (a *API) evaluate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toDecision(d))
+}
+
+// checkRequest is the body of /v1/approvals/check (ApprovalCheckRequest
+// in openapi/signer.yaml).
+type checkRequest struct {
+	Request   signRequest     `json:"request"`
+	Rejection *rejectionInput `json:"rejection"`
+}
+
+type rejectionInput struct {
+	Approver  string    `json:"approver"`
+	Expiry    time.Time `json:"expiry"`
+	Signature string    `json:"signature"`
+}
+
+type itemCheck struct {
+	Approver string `json:"approver"`
+	Counts   bool   `json:"counts"`
+	Field    string `json:"field,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+type approvalCheck struct {
+	RuleID        string      `json:"rule_id,omitempty"`
+	Threshold     int         `json:"threshold"`
+	Approvers     []string    `json:"approvers"`
+	Reason        string      `json:"reason,omitempty"`
+	Approvals     []itemCheck `json:"approvals"`
+	Rejection     *itemCheck  `json:"rejection,omitempty"`
+	PolicyVersion string      `json:"policy_version"`
+	PolicyHash    string      `json:"policy_hash"`
+}
+
+// checkApprovals answers whether each approval of the request, and its
+// rejection, would count; nothing is signed or recorded.
+func (a *API) checkApprovals(w http.ResponseWriter, r *http.Request) {
+	if err := httpserver.CheckJSON(r); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var body checkRequest
+	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	req, err := body.Request.toRequest("/request", false)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	var rejection *signer.Rejection
+	if rj := body.Rejection; rj != nil {
+		sig, err := base64.StdEncoding.DecodeString(rj.Signature)
+		if err != nil || rj.Approver == "" || rj.Expiry.IsZero() {
+			httpserver.Error(w, r, errs.InvalidFields("invalid rejection",
+				errs.FieldError{Pointer: "/rejection", Detail: "needs an approver, an expiry and a base64 signature"}))
+			return
+		}
+		rejection = &signer.Rejection{Approver: rj.Approver, Expiry: rj.Expiry, Signature: sig}
+	}
+	c, err := a.Service.CheckApprovals(r.Context(), req, rejection)
+	if err != nil {
+		httpserver.Error(w, r, err)
+		return
+	}
+	out := approvalCheck{RuleID: c.RuleID, Threshold: c.Threshold, Approvers: c.Approvers, Reason: c.Why,
+		Approvals: make([]itemCheck, len(c.Approvals)), PolicyVersion: c.PolicyVersion, PolicyHash: c.PolicyHash.Hex()}
+	if out.Approvers == nil {
+		out.Approvers = []string{}
+	}
+	for i, it := range c.Approvals {
+		out.Approvals[i] = itemCheck{Approver: it.Approver, Counts: it.Counts, Field: it.Field, Reason: it.Why}
+	}
+	if c.Rejection != nil {
+		out.Rejection = &itemCheck{Approver: c.Rejection.Approver, Counts: c.Rejection.Counts, Field: c.Rejection.Field, Reason: c.Rejection.Why}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
 func (a *API) keys(w http.ResponseWriter, r *http.Request) {
@@ -278,8 +356,8 @@ func (b *signRequest) toRequest(prefix string, needNonce bool) (*signer.Request,
 		}
 		req.Data = data
 	}
-	if len(b.Approvals) > 32 {
-		bad("approvals", "more than 32")
+	if len(b.Approvals) > signer.MaxApprovals {
+		bad("approvals", fmt.Sprintf("more than %d", signer.MaxApprovals))
 	}
 	for i, ap := range b.Approvals {
 		sig, err := base64.StdEncoding.DecodeString(ap.Signature)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	signer "github.com/txfence/txfence/signer-zonec"
 )
 
 // compile validates a decoded file and builds the Policy. It reports every
@@ -482,6 +484,10 @@ func (c *compiler) approval(path string, ra *rawApproval, approvers map[string]e
 		c.add(path+".approvers", "required: the ids of the approvers who may approve")
 	} else if len(ra.Approvers) == 0 {
 		c.add(path+".approvers", "an empty list: no approval could ever count")
+	} else if len(ra.Approvers) > signer.MaxApprovals {
+		// A request carries at most MaxApprovals approvals, one per
+		// approver: more approvers could never all count.
+		c.add(path+".approvers", fmt.Sprintf("%d approvers; a rule may list at most %d", len(ra.Approvers), signer.MaxApprovals))
 	}
 	for i, id := range ra.Approvers {
 		ipath := fmt.Sprintf("%s.approvers[%d]", path, i)

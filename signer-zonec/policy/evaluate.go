@@ -246,21 +246,11 @@ func (p *Policy) apply(ctx context.Context, d signer.Decision, r *rule, req *sig
 func (p *Policy) countApprovals(a *approvalRule, req *signer.Request, now time.Time, ruleID string) (approved, rejected []string) {
 	valid := map[string]bool{}
 	for _, ap := range req.Approvals {
-		pub, known := p.approvers[ap.Approver]
-		why := ""
+		_, why := p.approvalWhy(a, req, ap, now, ruleID)
 		switch {
-		case !known || !slices.Contains(a.approvers, ap.Approver):
-			why = "is not an approver of rule " + ruleID
+		case why != "":
 		case valid[ap.Approver]:
 			why = "counts once"
-		case !now.Before(ap.Expiry):
-			why = "expired at " + ap.Expiry.UTC().Format(time.RFC3339)
-		case a.maxTTL > 0 && ap.Expiry.After(now.Add(a.maxTTL)):
-			why = fmt.Sprintf("expires at %s, more than the max_ttl of %s ahead", ap.Expiry.UTC().Format(time.RFC3339), a.maxTTL)
-		case ap.MaxFeePerGas == nil:
-			why = "has no fee ceiling (max_fee_per_gas): an approval signed before txfence/approval/v2 must be given again"
-		case !signer.VerifyApproval(pub, req, ap):
-			why = "has a signature that does not verify for this intent, tx id and fee ceiling"
 		case req.FeeCap().Cmp(ap.MaxFeePerGas) > 0:
 			// Checked after the signature, so that it speaks of what the
 			// approver really signed.
@@ -277,6 +267,105 @@ func (p *Policy) countApprovals(a *approvalRule, req *signer.Request, now time.T
 		}
 	}
 	return approved, rejected
+}
+
+// approvalWhy says why ap cannot count for req under rule ruleID's
+// approval a at now, whatever the fees; "" when it can.
+func (p *Policy) approvalWhy(a *approvalRule, req *signer.Request, ap signer.Approval, now time.Time, ruleID string) (field, why string) {
+	if field, why := p.approverWhy(a, ap.Approver, ap.Expiry, now, ruleID); why != "" {
+		return field, why
+	}
+	switch {
+	case ap.MaxFeePerGas == nil:
+		return signer.FieldMaxFeePerGas, "has no fee ceiling (max_fee_per_gas): an approval signed before txfence/approval/v2 must be given again"
+	case !signer.VerifyApproval(p.approvers[ap.Approver], req, ap):
+		return signer.FieldSignature, "has a signature that does not verify for this intent, tx id and fee ceiling"
+	}
+	return "", ""
+}
+
+// approverWhy says why a decision by approver, expiring at expiry, cannot
+// count under rule ruleID's approval a at now before its signature is
+// even looked at; "" when it can.
+func (p *Policy) approverWhy(a *approvalRule, approver string, expiry, now time.Time, ruleID string) (field, why string) {
+	_, known := p.approvers[approver]
+	switch {
+	case !known || !slices.Contains(a.approvers, approver):
+		return signer.FieldApprover, "is not an approver of rule " + ruleID
+	case !now.Before(expiry):
+		return signer.FieldExpiry, "expired at " + expiry.UTC().Format(time.RFC3339)
+	case a.maxTTL > 0 && expiry.After(now.Add(a.maxTTL)):
+		return signer.FieldExpiry, fmt.Sprintf("expires at %s, more than the max_ttl of %s ahead", expiry.UTC().Format(time.RFC3339), a.maxTTL)
+	}
+	return "", ""
+}
+
+// CheckApprovals says whether each of req's approvals, and rejection when
+// not nil, counts at now under the allow rule that would decide req, and
+// why not. It checks what Evaluate checks of an approval except its fee
+// ceiling against req's fee cap (the price moves while a transaction
+// waits; a ceiling below it may count later): approver of the rule,
+// expiry within max_ttl, signature. An approver counts once: a second
+// approval by the same id is refused. Nothing about the request's fees,
+// limits or windows is looked at.
+func (p *Policy) CheckApprovals(req *signer.Request, rejection *signer.Rejection, now time.Time) signer.ApprovalCheck {
+	c := signer.ApprovalCheck{PolicyVersion: p.version, PolicyHash: p.hash}
+	a, why := p.approvalRuleOf(req, &c)
+	seen := map[string]bool{}
+	for _, ap := range req.Approvals {
+		item := signer.ItemCheck{Approver: ap.Approver, Why: why}
+		switch {
+		case why != "":
+		case seen[ap.Approver]:
+			item.Field, item.Why = signer.FieldApprover, "counts once: another approval of this request names the same approver"
+		default:
+			item.Field, item.Why = p.approvalWhy(a, req, ap, now, c.RuleID)
+		}
+		seen[ap.Approver] = true
+		item.Counts = item.Why == ""
+		c.Approvals = append(c.Approvals, item)
+	}
+	if rejection != nil {
+		item := signer.ItemCheck{Approver: rejection.Approver, Why: why}
+		if why == "" {
+			item.Field, item.Why = p.approverWhy(a, rejection.Approver, rejection.Expiry, now, c.RuleID)
+		}
+		if item.Why == "" && !signer.VerifyRejection(p.approvers[rejection.Approver], req, *rejection) {
+			item.Field, item.Why = signer.FieldSignature, "has a signature that does not verify as a rejection (txfence/rejection/v1) of this intent and tx id"
+		}
+		item.Counts = item.Why == ""
+		c.Rejection = &item
+	}
+	c.Why = why
+	return c
+}
+
+// approvalRuleOf finds the allow rule that would decide req and its
+// approval requirement, filling c's rule, threshold and approvers; why
+// says why none applies (and no approval can count).
+func (p *Policy) approvalRuleOf(req *signer.Request, c *signer.ApprovalCheck) (*approvalRule, string) {
+	if denied, ok := p.screen(req); ok {
+		return nil, fmt.Sprintf("the policy denies this request (rule %s): no approval can count", denied.RuleID)
+	}
+	tok := p.tokenAt(req)
+	for _, r := range p.allow {
+		if !r.match.matches(req, false, tok) {
+			continue
+		}
+		var effect *tokenEffect
+		if tok != nil {
+			var why []string
+			if _, effect, why = tokenCallOf(tok, r, req); len(why) > 0 {
+				return nil, fmt.Sprintf("rule %s denies this request (%s): no approval can count", r.id, strings.Join(why, "; "))
+			}
+		}
+		if r.approval == nil || !r.approval.required(req, tok, effect) {
+			return nil, fmt.Sprintf("rule %s needs no approvals for this request", r.id)
+		}
+		c.RuleID, c.Threshold, c.Approvers = r.id, r.approval.threshold, slices.Clone(r.approval.approvers)
+		return r.approval, ""
+	}
+	return nil, fmt.Sprintf("no allow rule matches this request (rule %s): no approval can count", DefaultDeny)
 }
 
 // describe summarizes what a request does, for a default-deny reason.

@@ -26,6 +26,7 @@ import (
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/remote"
 )
 
 // maxBody bounds a create: 128 KiB of call data as hex, 16 KiB of
@@ -39,6 +40,10 @@ const maxWait = 30 * time.Second
 type API struct {
 	Store  *postgres.Store
 	Chains *txmanager.Chains
+	// Signer checks approvals and rejections when they are submitted
+	// (signerd alone knows the approvers' keys); without it both are
+	// refused as unavailable, never stored unchecked.
+	Signer ApprovalChecker
 	// PollEvery is how often a long poll of the feed looks again.
 	PollEvery time.Duration
 }
@@ -267,10 +272,38 @@ type ApprovalRequest struct {
 	Signature    []byte    `json:"signature"`
 }
 
-// RejectRequest is the body of a rejection.
+// RejectRequest is the body of a rejection: the approver's signature over
+// txfence/rejection/v1 (the intent, the tx id, the expiry).
 type RejectRequest struct {
-	Approver string `json:"approver"`
+	Approver  string    `json:"approver"`
+	Expiry    time.Time `json:"expiry"`
+	Signature []byte    `json:"signature"`
 }
+
+// check names every problem of the rejection's shape; now is the server's
+// clock.
+func (b *RejectRequest) check(now time.Time) error {
+	var fields []errs.FieldError
+	bad := func(pointer, detail string) {
+		fields = append(fields, errs.FieldError{Pointer: pointer, Detail: detail})
+	}
+	if !approverID.MatchString(b.Approver) {
+		bad("/approver", "1 to 64 letters, digits, '.', '_', '-' or '@'")
+	}
+	checkExpiry(b.Expiry, now, bad)
+	if len(b.Signature) != ed25519.SignatureSize {
+		bad("/signature", fmt.Sprintf("%d bytes, want an Ed25519 signature of %d, base64, over txfence/rejection/v1", len(b.Signature), ed25519.SignatureSize))
+	}
+	return invalid(fields)
+}
+
+// ApprovalChecker asks signerd whether approvals or a rejection count
+// (remote.Signer).
+type ApprovalChecker interface {
+	CheckApprovals(ctx context.Context, t remote.ToSign, rejection *remote.Rejection) (remote.ApprovalCheck, error)
+}
+
+var _ ApprovalChecker = (*remote.Signer)(nil)
 
 // approverID is what signerd's policy accepts as an approver id.
 var approverID = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
@@ -293,25 +326,37 @@ func (b *ApprovalRequest) check(now time.Time) (*big.Int, error) {
 	} else {
 		ceiling = v
 	}
-	switch {
-	case b.Expiry.IsZero():
-		bad("/expiry", "required")
-	case b.Expiry.Nanosecond() != 0:
-		bad("/expiry", "whole seconds (the approver signed it in whole seconds)")
-	case !b.Expiry.After(now):
-		bad("/expiry", fmt.Sprintf("%s is past", b.Expiry.UTC().Format(time.RFC3339)))
-	}
+	checkExpiry(b.Expiry, now, bad)
 	if len(b.Signature) != ed25519.SignatureSize {
 		bad("/signature", fmt.Sprintf("%d bytes, want an Ed25519 signature of %d, base64", len(b.Signature), ed25519.SignatureSize))
 	}
-	if len(fields) > 0 {
-		details := make([]string, len(fields))
-		for i, f := range fields {
-			details[i] = strings.TrimPrefix(f.Pointer, "/") + ": " + f.Detail
-		}
-		return nil, errs.InvalidFields(strings.Join(details, "; "), fields...)
+	if err := invalid(fields); err != nil {
+		return nil, err
 	}
 	return ceiling, nil
+}
+
+func checkExpiry(expiry, now time.Time, bad func(pointer, detail string)) {
+	switch {
+	case expiry.IsZero():
+		bad("/expiry", "required")
+	case expiry.Nanosecond() != 0:
+		bad("/expiry", "whole seconds (the approver signed it in whole seconds)")
+	case !expiry.After(now):
+		bad("/expiry", fmt.Sprintf("%s is past", expiry.UTC().Format(time.RFC3339)))
+	}
+}
+
+// invalid is the problem naming fields, nil without any.
+func invalid(fields []errs.FieldError) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	details := make([]string, len(fields))
+	for i, f := range fields {
+		details[i] = strings.TrimPrefix(f.Pointer, "/") + ": " + f.Detail
+	}
+	return errs.InvalidFields(strings.Join(details, "; "), fields...)
 }
 
 // uint256 is a uint256's decimal form without sign or leading zeros
@@ -336,11 +381,21 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		ceiling, err = body.check(time.Now())
 	}
+	approval := postgres.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature}
+	var c remote.ApprovalCheck
+	if err == nil {
+		c, err = a.checkWithSigner(r.Context(), id, []remote.Approval{approval}, nil)
+	}
+	if err == nil {
+		err = refuseUncounted(c, c.Approvals[0], "the approval does not count")
+	}
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	tx, err := a.Store.Approve(r.Context(), id, postgres.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature})
+	// Only an approver of the rule gets here, and each replaces its own
+	// approval: N stored at most, which the store enforces too.
+	tx, err := a.Store.Approve(r.Context(), id, approval, len(c.Approvers))
 	a.writeTx(w, r, tx, err)
 }
 
@@ -350,15 +405,73 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = decodeBody(w, r, &body)
 	}
-	if err == nil && !approverID.MatchString(body.Approver) {
-		err = errs.E(errs.Invalid, "approver: 1 to 64 letters, digits, '.', '_', '-' or '@'")
+	if err == nil {
+		err = body.check(time.Now())
+	}
+	rejection := remote.Rejection{Approver: body.Approver, Expiry: body.Expiry, Signature: body.Signature}
+	var c remote.ApprovalCheck
+	if err == nil {
+		c, err = a.checkWithSigner(r.Context(), id, nil, &rejection)
+	}
+	if err == nil {
+		err = refuseUncounted(c, *c.Rejection, "the rejection does not count")
 	}
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
 	}
-	tx, err := a.Store.Reject(r.Context(), id, body.Approver)
+	tx, err := a.Store.Reject(r.Context(), id, postgres.Rejection(rejection))
 	a.writeTx(w, r, tx, err)
+}
+
+// checkWithSigner asks signerd whether approvals or rejection of the
+// transaction id count, before anything is stored. Only a transaction
+// waiting for approvals is asked about: any other is a conflict, as
+// storing would be.
+func (a *API) checkWithSigner(ctx context.Context, id uuid.UUID, approvals []remote.Approval, rejection *remote.Rejection) (remote.ApprovalCheck, error) {
+	if a.Signer == nil {
+		return remote.ApprovalCheck{}, errs.E(errs.Unavailable, "this node has no signer to check approvals with")
+	}
+	tx, err := a.Store.Get(ctx, id)
+	if err != nil {
+		return remote.ApprovalCheck{}, err
+	}
+	// A rejection that already failed the transaction is checked again
+	// too: the store answers the same rejection again with the
+	// transaction, and only to one signed like the first.
+	rejected := rejection != nil && tx.State == txmanager.StateFailed && tx.Reason == txmanager.ReasonApprovalRejected
+	if tx.State != txmanager.StatePendingApproval && !rejected {
+		return remote.ApprovalCheck{}, errs.Errorf(errs.Conflict, "transaction %s is %s: only a transaction waiting for approvals can be approved or rejected", id, tx.State)
+	}
+	gas := uint64(21000)
+	if tx.GasLimit != nil {
+		gas = *tx.GasLimit
+	}
+	// The fees only give the request its type, which the intent the
+	// approver signed covers: signerd does not price them here.
+	fees := remote.Fees{MaxFeePerGas: new(big.Int), MaxPriorityFeePerGas: new(big.Int)}
+	if ch, ok := a.Chains.Chain(tx.ChainID); ok && ch.Legacy {
+		fees = remote.Fees{GasPrice: new(big.Int)}
+	}
+	return a.Signer.CheckApprovals(ctx, remote.ToSign{Tx: &tx, GasLimit: gas, Fees: fees, Approvals: approvals}, rejection)
+}
+
+// refuseUncounted is a problem naming the field of an item signerd does
+// not count: a conflict when nothing could count for the transaction (no
+// rule needs approvals now), invalid input otherwise.
+func refuseUncounted(c remote.ApprovalCheck, item remote.ItemCheck, title string) error {
+	switch {
+	case item.Counts:
+		return nil
+	case c.Why != "":
+		return errs.E(errs.Conflict, title+": "+c.Why)
+	}
+	field := item.Field
+	if field == "" {
+		field = "approver"
+	}
+	return errs.InvalidFields(fmt.Sprintf("%s: %q %s", title, item.Approver, item.Why),
+		errs.FieldError{Pointer: "/" + field, Detail: item.Why})
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {

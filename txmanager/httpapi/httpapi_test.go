@@ -1,13 +1,18 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,6 +27,7 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
+	signerpkg "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
@@ -44,6 +50,17 @@ type api struct {
 }
 
 func start(t testing.TB) *api { return startServer(t, true, oneSigner) }
+
+// startWith starts the API for chain 31337 and signer with opts (its
+// Chains and Wrap set here).
+func startWith(t testing.TB, opts txmanagertest.Options) *api {
+	t.Helper()
+	pki := servicetest.PKI(t)
+	opts.Chains = `{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": ` + oneSigner + `}]}`
+	opts.Wrap = func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.TxManager, h) }
+	srv := txmanagertest.Serve(t, pki, opts)
+	return &api{url: srv.URL, pki: pki, pool: srv.Pool}
+}
 
 // oneSigner is a chains file's signers list: signer, with its defaults.
 const oneSigner = `[{"address": "` + signer + `"}]`
@@ -348,34 +365,91 @@ func TestSignerStatus(t *testing.T) {
 	}
 }
 
-// TestApproveAndReject: approvals are stored for the owner's worker to
-// pass to signerd, only while the transaction waits for them; malformed
-// ones are refused with a problem document and store nothing; a rejection
-// fails the transaction once.
-func TestApproveAndReject(t *testing.T) {
-	t.Parallel()
-	a := start(t)
-	ctx := context.Background()
-	create := func(requestID string) string {
-		t.Helper()
-		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody(requestID, "1"))
-		if code != http.StatusCreated {
-			t.Fatalf("create: %d %s", code, b)
-		}
-		return decode[txJSON](t, b).TxID
+// approvalPolicy writes a signerd policy for chain 31337: approvers alice,
+// bob and carol exist, and every transfer of signer needs 1 of alice and
+// bob, approved at most 2 hours ahead.
+func approvalPolicy(t *testing.T, keys map[string]ed25519.PrivateKey) string {
+	t.Helper()
+	pub := func(id string) string {
+		return base64.StdEncoding.EncodeToString(keys[id].Public().(ed25519.PublicKey))
 	}
-	waiting, other, idle := create("a-1"), create("a-2"), create("a-3")
-	// As the owner's worker parks them after the policy's dry run.
-	if _, err := a.pool.Exec(ctx, `UPDATE tx SET state = 'PENDING_APPROVAL', gas_limit = 21000,
-		approval_expires_at = now() + interval '1 hour' WHERE tx_id = ANY($1)`, []string{waiting, other}); err != nil {
+	path := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(path, []byte(`{"version": "approvals-1", "chains": [31337],
+		"approvers": {"alice": "`+pub("alice")+`", "bob": "`+pub("bob")+`", "carol": "`+pub("carol")+`"},
+		"rules": [{"id": "approved-payments", "effect": "allow", "match": {"from": ["`+signer+`"]},
+			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
+			"approval": {"threshold": 1, "approvers": ["alice", "bob"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func approverKeys(ids ...string) map[string]ed25519.PrivateKey {
+	out := map[string]ed25519.PrivateKey{}
+	for _, id := range ids {
+		seed := sha256.Sum256([]byte("txfence txmanager httpapi test approver " + id))
+		out[id] = ed25519.NewKeyFromSeed(seed[:])
+	}
+	return out
+}
+
+// intentOf is the signing request of a transfer of 1 wei from signer to
+// bob, as signerd reads the intent an approver signs.
+func intentOf(txID string) *signerpkg.Request {
+	to := common.HexToAddress(bob)
+	return &signerpkg.Request{TxID: txID, ChainID: 31337, From: common.HexToAddress(signer), Type: signerpkg.DynamicFee, To: &to, Value: big.NewInt(1)}
+}
+
+func approvalJSON(a signerpkg.Approval) string {
+	return fmt.Sprintf(`{"approver": %q, "max_fee_per_gas": %q, "expiry": %q, "signature": %q}`,
+		a.Approver, a.MaxFeePerGas.String(), a.Expiry.UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(a.Signature))
+}
+
+func rejectionJSON(r signerpkg.Rejection) string {
+	return fmt.Sprintf(`{"approver": %q, "expiry": %q, "signature": %q}`,
+		r.Approver, r.Expiry.UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(r.Signature))
+}
+
+// wantProblem fails unless the answer is a 400 problem naming pointer.
+func wantProblem(t *testing.T, name string, code int, b []byte, pointer string) {
+	t.Helper()
+	var p errs.Problem
+	if code != http.StatusBadRequest || json.Unmarshal(b, &p) != nil {
+		t.Errorf("%s: %d %s; want a 400 problem", name, code, b)
+		return
+	}
+	if pointer != "" && !slices.ContainsFunc(p.Errors, func(f errs.FieldError) bool { return f.Pointer == pointer }) {
+		t.Errorf("%s: the problem names %+v, want %s", name, p.Errors, pointer)
+	}
+}
+
+// TestApproveAndReject: approvals are checked with signerd and stored for
+// the owner's worker to pass on, only while the transaction waits for
+// them; malformed ones, and junk signerd would not count (a bad
+// signature, an approver the policy or the rule does not list, another
+// transaction's approval, an expiry beyond max_ttl), are refused with a
+// problem document naming the field and store nothing. An approver again
+// replaces its approval, so no more than the rule's N are stored.
+func TestApproveAndReject(t *testing.T) {
+	t.Parallel()
+	keys := approverKeys("alice", "bob", "carol", "mallory")
+	a := startWith(t, txmanagertest.Options{SignerPolicy: approvalPolicy(t, keys)})
+	ctx := context.Background()
+	waiting, other, idle := a.waiting(t, "a-1"), a.waiting(t, "a-2"), a.create(t, "a-3")
 	sig := base64.StdEncoding.EncodeToString(make([]byte, 64))
 	expiry := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
 	approvalUpTo := func(approver, maxFee, expiry, sig string) string {
 		return fmt.Sprintf(`{"approver": %q, "max_fee_per_gas": %q, "expiry": %q, "signature": %q}`, approver, maxFee, expiry, sig)
 	}
 	approval := func(approver, expiry, sig string) string { return approvalUpTo(approver, "30000000000", expiry, sig) }
+	in := time.Now().Add(time.Hour)
+	sign := func(id, txID string, ceiling int64, expiry time.Time) string {
+		return approvalJSON(signerpkg.SignApproval(keys[id], id, intentOf(txID), big.NewInt(ceiling), expiry))
+	}
+	forged := signerpkg.SignApproval(keys["alice"], "alice", intentOf(waiting), big.NewInt(30e9), in)
+	forged.Signature[0] ^= 0xff
+	stolen := signerpkg.SignApproval(keys["mallory"], "mallory", intentOf(waiting), big.NewInt(30e9), in)
+	stolen.Approver = "alice"
 	bad := []struct{ name, body, want, pointer string }{
 		{"an approver id with a space", approval("al ice", expiry, sig), "approver", "/approver"},
 		{"an expiry with a fraction", approval("alice", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano), sig), "whole seconds", "/expiry"},
@@ -388,27 +462,28 @@ func TestApproveAndReject(t *testing.T) {
 		{"a fee ceiling in gwei", approvalUpTo("alice", "30 gwei", expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
 		{"a fee ceiling with a leading zero", approvalUpTo("alice", "030", expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
 		{"a fee ceiling beyond uint256", approvalUpTo("alice", new(big.Int).Lsh(big.NewInt(1), 256).String(), expiry, sig), "max_fee_per_gas", "/max_fee_per_gas"},
+		// Junk that only signerd can tell.
+		{"zeros for a signature", approval("alice", expiry, sig), "signature", "/signature"},
+		{"a forged signature", approvalJSON(forged), "signature", "/signature"},
+		{"a key that is not the approver's", approvalJSON(stolen), "signature", "/signature"},
+		{"an approver the policy does not list", sign("mallory", waiting, 30e9, in), "not an approver", "/approver"},
+		{"an approver of the policy, not of the rule", sign("carol", waiting, 30e9, in), "not an approver", "/approver"},
+		{"another transaction's approval", sign("alice", other, 30e9, in), "signature", "/signature"},
+		{"an expiry beyond max_ttl", sign("alice", waiting, 30e9, time.Now().Add(3*time.Hour)), "max_ttl", "/expiry"},
 	}
 	for _, tt := range bad {
 		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", tt.body)
-		if code != http.StatusBadRequest || !strings.Contains(string(b), tt.want) {
-			t.Errorf("%s: %d %s; want a 400 problem mentioning %q", tt.name, code, b, tt.want)
-			continue
+		if !strings.Contains(string(b), tt.want) {
+			t.Errorf("%s: %d %s; want a problem mentioning %q", tt.name, code, b, tt.want)
 		}
-		var p errs.Problem
-		if err := json.Unmarshal(b, &p); err != nil {
-			t.Fatal(err)
-		}
-		if tt.pointer != "" && !slices.ContainsFunc(p.Errors, func(f errs.FieldError) bool { return f.Pointer == tt.pointer }) {
-			t.Errorf("%s: the problem names %+v, want %s", tt.name, p.Errors, tt.pointer)
-		}
+		wantProblem(t, tt.name, code, b, tt.pointer)
 	}
 	var stored int
 	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM approval`).Scan(&stored); err != nil || stored != 0 {
 		t.Fatalf("%d approvals stored by refused requests (%v)", stored, err)
 	}
 
-	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", approval("alice", expiry, sig))
+	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", sign("alice", waiting, 30e9, in))
 	if code != http.StatusOK || decode[txJSON](t, b).State != "PENDING_APPROVAL" || !strings.Contains(string(b), `"approval_expires_at"`) {
 		t.Fatalf("approve: %d %s", code, b)
 	}
@@ -418,12 +493,16 @@ func TestApproveAndReject(t *testing.T) {
 	if err := a.pool.QueryRow(ctx, `SELECT max_fee_per_gas::text FROM approval WHERE tx_id = $1 AND approver = 'alice'`, waiting).Scan(&ceiling); err != nil || ceiling != "30000000000" {
 		t.Errorf("stored fee ceiling %q (%v), want 30000000000", ceiling, err)
 	}
-	// Approved again, the approval and its ceiling are replaced.
-	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", approvalUpTo("alice", "45000000000", expiry, sig)); code != http.StatusOK {
-		t.Fatalf("approve again: %d %s", code, b)
+	// Approved again, the approval and its ceiling are replaced; with
+	// bob's, the rule's two approvers hold the two approvals there can be.
+	for _, body := range []string{sign("alice", waiting, 45e9, in), sign("bob", waiting, 45e9, in), sign("bob", waiting, 50e9, in)} {
+		if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", body); code != http.StatusOK {
+			t.Fatalf("approve again: %d %s", code, b)
+		}
 	}
-	if err := a.pool.QueryRow(ctx, `SELECT max_fee_per_gas::text FROM approval WHERE tx_id = $1 AND approver = 'alice'`, waiting).Scan(&ceiling); err != nil || ceiling != "45000000000" {
-		t.Errorf("stored fee ceiling after approving again %q (%v), want 45000000000", ceiling, err)
+	if err := a.pool.QueryRow(ctx, `SELECT string_agg(approver || '<=' || max_fee_per_gas::text, ' ' ORDER BY approver) FROM approval WHERE tx_id = $1`,
+		waiting).Scan(&ceiling); err != nil || ceiling != "alice<=45000000000 bob<=50000000000" {
+		t.Errorf("stored approvals %q (%v), want alice's and bob's latest", ceiling, err)
 	}
 	for _, c := range []struct {
 		as, path string
@@ -437,27 +516,106 @@ func TestApproveAndReject(t *testing.T) {
 			t.Errorf("approve %s as %s: %d %s, want %d", c.path, c.as, code, b, c.want)
 		}
 	}
+}
 
-	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+other+"/reject", `{"approver": ""}`); code != http.StatusBadRequest {
-		t.Errorf("reject without an approver: %d %s", code, b)
+// TestARejectionIsSignedByAnApproverOfTheRule: a rejection fails a
+// transaction only when signed over txfence/rejection/v1 by an approver
+// of the rule that needs approval. Unsigned, wrongly signed, signed by an
+// approver the rule does not list, or an approval passed off as a
+// rejection: a 400 naming the field, and the transaction keeps waiting. A
+// good one fails it, its event names the approver and the approval row
+// keeps the signature; the same rejection again answers the same.
+func TestARejectionIsSignedByAnApproverOfTheRule(t *testing.T) {
+	t.Parallel()
+	keys := approverKeys("alice", "bob", "carol", "mallory")
+	a := startWith(t, txmanagertest.Options{SignerPolicy: approvalPolicy(t, keys)})
+	ctx := context.Background()
+	waiting, idle := a.waiting(t, "r-1"), a.create(t, "r-2")
+	in := time.Now().Add(time.Hour)
+	reject := func(id string) signerpkg.Rejection {
+		return signerpkg.SignRejection(keys[id], id, intentOf(waiting), in)
 	}
+	approvalAsRejection := signerpkg.SignApproval(keys["bob"], "bob", intentOf(waiting), big.NewInt(30e9), in)
+	forged := reject("bob")
+	forged.Signature[5] ^= 1
+	for _, tt := range []struct{ name, body, pointer string }{
+		{"no signature (the old body)", `{"approver": "bob"}`, ""},
+		{"zeros for a signature", rejectionJSON(signerpkg.Rejection{Approver: "bob", Expiry: in.Truncate(time.Second), Signature: make([]byte, 64)}), "/signature"},
+		{"a forged signature", rejectionJSON(forged), "/signature"},
+		{"an approval's signature", rejectionJSON(signerpkg.Rejection{Approver: "bob", Expiry: approvalAsRejection.Expiry, Signature: approvalAsRejection.Signature}), "/signature"},
+		{"an approver of the policy, not of the rule", rejectionJSON(reject("carol")), "/approver"},
+		{"an approver the policy does not list", rejectionJSON(reject("mallory")), "/approver"},
+		{"an expiry in the past", rejectionJSON(signerpkg.SignRejection(keys["bob"], "bob", intentOf(waiting), time.Now().Add(-time.Minute))), "/expiry"},
+	} {
+		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/reject", tt.body)
+		wantProblem(t, tt.name, code, b, tt.pointer)
+	}
+	var n int
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM approval`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d decisions stored by refused rejections (%v)", n, err)
+	}
+	if code, b := a.do(t, "gateway", "GET", "/internal/v1/tx/"+waiting, ""); decode[txJSON](t, b).State != "PENDING_APPROVAL" {
+		t.Fatalf("after refused rejections: %d %s", code, b)
+	}
+
+	good := reject("bob")
 	for range 2 { // the same rejection again answers the same
-		code, b = a.do(t, "gateway", "POST", "/internal/v1/tx/"+other+"/reject", `{"approver": "carol"}`)
+		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/reject", rejectionJSON(good))
 		if tx := decode[txJSON](t, b); code != http.StatusOK || tx.State != "FAILED" || tx.Reason != "approval_rejected" {
 			t.Fatalf("reject: %d %s", code, b)
 		}
 	}
-	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+other+"/approvals", approval("alice", expiry, sig)); code != http.StatusConflict {
+	var signature []byte
+	if err := a.pool.QueryRow(ctx, `SELECT signature FROM approval WHERE tx_id = $1 AND approver = 'bob' AND decision = 'reject'`, waiting).Scan(&signature); err != nil ||
+		!bytes.Equal(signature, good.Signature) {
+		t.Errorf("the recorded rejection's signature %x (%v), want %x", signature, err, good.Signature)
+	}
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM event WHERE tx_id = $1 AND payload->>'to_state' = 'FAILED'
+		AND payload->>'approver' = 'bob'`, waiting).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d rejection events naming bob (%v), want 1", n, err)
+	}
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals",
+		approvalJSON(signerpkg.SignApproval(keys["alice"], "alice", intentOf(waiting), big.NewInt(30e9), in))); code != http.StatusConflict {
 		t.Errorf("approving a rejected transaction: %d %s", code, b)
 	}
-	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+idle+"/reject", `{"approver": "carol"}`); code != http.StatusConflict {
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+idle+"/reject", rejectionJSON(good)); code != http.StatusConflict {
 		t.Errorf("rejecting a transaction not waiting for approvals: %d %s", code, b)
 	}
-	var events int
-	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM event WHERE tx_id = $1 AND payload->>'to_state' = 'FAILED'
-		AND payload->>'approver' = 'carol'`, other).Scan(&events); err != nil || events != 1 {
-		t.Errorf("%d rejection events (%v), want 1", events, err)
+}
+
+// TestApprovalsNeedASignerToCheckThem: a node without a signer refuses
+// approvals and rejections as unavailable rather than store them
+// unchecked.
+func TestApprovalsNeedASignerToCheckThem(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	waiting := a.waiting(t, "n-1")
+	keys := approverKeys("alice")
+	body := approvalJSON(signerpkg.SignApproval(keys["alice"], "alice", intentOf(waiting), big.NewInt(30e9), time.Now().Add(time.Hour)))
+	if code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/"+waiting+"/approvals", body); code != http.StatusServiceUnavailable {
+		t.Errorf("approve without a signer: %d %s, want 503", code, b)
 	}
+}
+
+func (a *api) create(t *testing.T, requestID string) string {
+	t.Helper()
+	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody(requestID, "1"))
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	return decode[txJSON](t, b).TxID
+}
+
+// waiting creates a transaction and parks it as the owner's worker does
+// after the policy's dry run.
+func (a *api) waiting(t *testing.T, requestID string) string {
+	t.Helper()
+	id := a.create(t, requestID)
+	if _, err := a.pool.Exec(context.Background(), `UPDATE tx SET state = 'PENDING_APPROVAL', gas_limit = 21000,
+		approval_expires_at = now() + interval '1 hour' WHERE tx_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // TestTxCarriesItsFeeCeiling: a transaction's document names the highest

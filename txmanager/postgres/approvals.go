@@ -20,14 +20,27 @@ type Approval = txmanager.Approval
 // Approve stores an approval of a transaction waiting for approvals, with
 // the fee ceiling its signature covers; the signer's worker passes it to
 // signerd. The same approver again replaces its earlier approval (ceiling
-// included). A transaction in any other state is an errs.Conflict, one
-// that does not exist errs.NotFound.
-func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval) (txmanager.Tx, error) {
+// included). At most maxApprovals (the N approvers of the rule that needs
+// them) are stored per transaction: a new approver beyond them is an
+// errs.Conflict, so that no pile of approvals ever outgrows what signerd
+// takes in one request. A transaction in any other state is an
+// errs.Conflict, one that does not exist errs.NotFound.
+func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval, maxApprovals int) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		t, err := lockAwaitingApproval(ctx, tx, id, "approved")
 		if err != nil {
 			return err
+		}
+		// The row lock on tx serializes approvals of one transaction, so
+		// the count cannot race.
+		var others int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM approval WHERE tx_id = $1 AND approver <> $2 AND decision = 'approve'`,
+			id, a.Approver).Scan(&others); err != nil {
+			return err
+		}
+		if others >= maxApprovals {
+			return errs.Errorf(errs.Conflict, "transaction %s holds %d approvals already, as many as its rule has approvers", id, others)
 		}
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO approval (tx_id, approver, decision, expiry, signature, max_fee_per_gas) VALUES ($1, $2, 'approve', $3, $4, $5)
@@ -46,15 +59,25 @@ func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval) (txmanage
 	return out, err
 }
 
-// Reject records an approver's rejection and fails the transaction
-// (reason approval_rejected) in one transaction. Rejecting a transaction
-// the same approver already rejected answers it unchanged.
-func (s *Store) Reject(ctx context.Context, id uuid.UUID, approver string) (txmanager.Tx, error) {
+// Rejection is an approver's signed rejection (txfence/rejection/v1),
+// which signerd counted.
+type Rejection struct {
+	Approver  string
+	Expiry    time.Time
+	Signature []byte
+}
+
+// Reject records an approver's signed rejection (the approver, the expiry
+// and the signature stay on the approval row: the evidence of who failed
+// the transaction) and fails the transaction (reason approval_rejected,
+// the event naming the approver) in one transaction. Rejecting a
+// transaction the same approver already rejected answers it unchanged.
+func (s *Store) Reject(ctx context.Context, id uuid.UUID, r Rejection) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var already bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approval WHERE tx_id = $1 AND approver = $2 AND decision = 'reject')`,
-			id, approver).Scan(&already); err != nil {
+			id, r.Approver).Scan(&already); err != nil {
 			return err
 		}
 		if already {
@@ -66,9 +89,10 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, approver string) (txma
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO approval (tx_id, approver, decision) VALUES ($1, $2, 'reject')
-			ON CONFLICT (tx_id, approver) DO UPDATE SET decision = 'reject', expiry = NULL, signature = NULL, max_fee_per_gas = NULL, created_at = now()`,
-			id, approver); err != nil {
+			INSERT INTO approval (tx_id, approver, decision, expiry, signature) VALUES ($1, $2, 'reject', $3, $4)
+			ON CONFLICT (tx_id, approver) DO UPDATE SET decision = 'reject', expiry = EXCLUDED.expiry, signature = EXCLUDED.signature,
+				max_fee_per_gas = NULL, created_at = now()`,
+			id, r.Approver, r.Expiry, r.Signature); err != nil {
 			return err
 		}
 		t, err := scanTx(tx.QueryRow(ctx, `
@@ -79,9 +103,28 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, approver string) (txma
 		}
 		out = t
 		return insertEvent(ctx, tx, &t, txmanager.StateChanged{FromState: txmanager.StatePendingApproval, ToState: txmanager.StateFailed,
-			Reason: txmanager.ReasonApprovalRejected, Approver: approver})
+			Reason: txmanager.ReasonApprovalRejected, Approver: r.Approver})
 	})
 	return out, err
+}
+
+// RejectionOf is the signed rejection that failed transaction id, by
+// approver: the audit of a rejection. errs.NotFound when there is none.
+func (s *Store) RejectionOf(ctx context.Context, id uuid.UUID, approver string) (Rejection, error) {
+	r := Rejection{Approver: approver}
+	var expiry *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT expiry, signature FROM approval WHERE tx_id = $1 AND approver = $2 AND decision = 'reject'`,
+		id, approver).Scan(&expiry, &r.Signature)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, errs.Errorf(errs.NotFound, "no rejection of %s by %q", id, approver)
+	}
+	if err != nil {
+		return r, fmt.Errorf("rejection of %s: %w", id, err)
+	}
+	if expiry != nil {
+		r.Expiry = *expiry
+	}
+	return r, nil
 }
 
 // lockAwaitingApproval locks a transaction that must be waiting for

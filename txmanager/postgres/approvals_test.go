@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/txmanager/postgres"
@@ -43,7 +44,7 @@ func TestApprovalsKeepTheirFeeCeiling(t *testing.T) {
 	approve := func(approver string, ceiling int64, sig byte) {
 		t.Helper()
 		if _, err := s.Approve(ctx(t), id, postgres.Approval{Approver: approver, MaxFeePerGas: big.NewInt(ceiling), Expiry: expiry,
-			Signature: []byte{sig}}); err != nil {
+			Signature: []byte{sig}}, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,11 +69,11 @@ func TestApprovalsKeepTheirFeeCeiling(t *testing.T) {
 	if got, want := stored(), "alice<=60000000000:03 bob<=45000000000:02 "; got != want {
 		t.Errorf("approved again: %q, want %q", got, want)
 	}
-	if _, err := s.Reject(ctx(t), id, "bob"); err != nil {
+	if _, err := s.Reject(ctx(t), id, postgres.Rejection{Approver: "bob", Expiry: expiry, Signature: []byte{4}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM approval WHERE approver = 'bob' AND decision = 'reject' AND max_fee_per_gas IS NULL`); n != 1 {
-		t.Errorf("bob's rejection kept a fee ceiling")
+	if n := count(t, pool, `SELECT count(*) FROM approval WHERE approver = 'bob' AND decision = 'reject' AND max_fee_per_gas IS NULL AND signature = '\x04'`); n != 1 {
+		t.Errorf("bob's rejection kept a fee ceiling, or lost its signature")
 	}
 	other := awaitingApproval(t, s, pool, "ceiling-2")
 	for name, sql := range map[string]string{
@@ -84,6 +85,38 @@ func TestApprovalsKeepTheirFeeCeiling(t *testing.T) {
 		if _, err := pool.Exec(ctx(t), sql, other); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestApprovalsAreCappedAtTheRulesApprovers: a transaction holds at most
+// as many approvals as its rule has approvers (N): one more approver is a
+// conflict and stores nothing, while an approver already counted may
+// replace its approval even at the cap.
+func TestApprovalsAreCappedAtTheRulesApprovers(t *testing.T) {
+	t.Parallel()
+	s, pool := store(t, 4)
+	id := awaitingApproval(t, s, pool, "capped-1")
+	expiry := time.Now().Add(time.Hour).Truncate(time.Second)
+	approve := func(approver string, sig byte) error {
+		_, err := s.Approve(ctx(t), id, postgres.Approval{Approver: approver, MaxFeePerGas: big.NewInt(1), Expiry: expiry, Signature: []byte{sig}}, 2)
+		return err
+	}
+	for i, a := range []string{"alice", "bob"} {
+		if err := approve(a, byte(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := approve("carol", 9); !errs.Is(err, errs.Conflict) {
+		t.Errorf("a third approval of a rule of 2 approvers: %v, want a conflict", err)
+	}
+	if err := approve("alice", 7); err != nil {
+		t.Errorf("alice again at the cap: %v", err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM approval WHERE tx_id = $1`, id); n != 2 {
+		t.Errorf("%d approvals stored, want 2", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM approval WHERE tx_id = $1 AND approver = 'alice' AND signature = '\x07'`, id); n != 1 {
+		t.Errorf("alice's second approval did not replace her first")
 	}
 }
 

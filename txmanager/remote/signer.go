@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -208,4 +209,86 @@ func (s *Signer) SignBatch(ctx context.Context, ts []ToSign) ([]Signed, error) {
 // problem turns a non-2xx answer back into an error of its kind.
 func problem(what string, resp *http.Response, body []byte) error {
 	return fmt.Errorf("%s: %w", what, errs.FromBody(resp.StatusCode, resp.Header.Get("Content-Type"), body))
+}
+
+// Rejection is an approver's signed rejection of a transaction
+// (txfence/rejection/v1).
+type Rejection struct {
+	Approver  string
+	Expiry    time.Time
+	Signature []byte
+}
+
+// ApprovalCheck is signerd's word on approvals, or a rejection, of a
+// transaction: whether each counts for the rule that needs approval.
+type ApprovalCheck struct {
+	// RuleID, Threshold (M) and Approvers (the N who can count) are those
+	// of the rule that needs approval; Why says why nothing can count
+	// when no rule does.
+	RuleID    string
+	Threshold int
+	Approvers []string
+	Why       string
+	Approvals []ItemCheck
+	Rejection *ItemCheck
+}
+
+// ItemCheck says whether one approval or the rejection counts, and why
+// not.
+type ItemCheck struct {
+	Approver string
+	Counts   bool
+	// Field names what is wrong ("approver", "expiry", "max_fee_per_gas"
+	// or "signature"); "" when nothing can count (ApprovalCheck.Why).
+	Field string
+	Why   string
+}
+
+// CheckApprovals asks signerd whether t's approvals, and rejection if not
+// nil, would count; nothing is signed or recorded. t's fees only give the
+// request its type: signerd does not look at them here.
+func (s *Signer) CheckApprovals(ctx context.Context, t ToSign, rejection *Rejection) (ApprovalCheck, error) {
+	body := signerapi.ApprovalCheckRequest{Request: request(t)}
+	if rejection != nil {
+		body.Rejection = &signerapi.Rejection{Approver: rejection.Approver, Expiry: rejection.Expiry, Signature: rejection.Signature}
+	}
+	resp, err := s.api.CheckApprovalsWithResponse(ctx, body)
+	if err != nil {
+		return ApprovalCheck{}, errs.Wrap(errs.Unavailable, "signerd unreachable", err)
+	}
+	if resp.JSON200 == nil {
+		return ApprovalCheck{}, problem("signerd check approvals", resp.HTTPResponse, resp.Body)
+	}
+	c := resp.JSON200
+	out := ApprovalCheck{Threshold: c.Threshold, Approvers: c.Approvers}
+	if c.RuleId != nil {
+		out.RuleID = *c.RuleId
+	}
+	if c.Reason != nil {
+		out.Why = *c.Reason
+	}
+	item := func(it signerapi.ItemCheck) ItemCheck {
+		out := ItemCheck{Approver: it.Approver, Counts: it.Counts}
+		if it.Reason != nil {
+			out.Why = *it.Reason
+		}
+		if it.Field != nil {
+			out.Field = string(*it.Field)
+		}
+		return out
+	}
+	for _, it := range c.Approvals {
+		out.Approvals = append(out.Approvals, item(it))
+	}
+	if c.Rejection != nil {
+		r := item(*c.Rejection)
+		out.Rejection = &r
+	}
+	if len(out.Approvals) != len(t.Approvals) {
+		return ApprovalCheck{}, fmt.Errorf("signerd checked %d approvals of %d", len(out.Approvals), len(t.Approvals))
+	}
+	if (out.Rejection == nil) != (rejection == nil) {
+		return ApprovalCheck{}, errors.New("signerd's check of the rejection is missing or unasked for")
+	}
+	return out, nil
 }

@@ -96,7 +96,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	store := postgres.New(svc.DB)
-	(&httpapi.API{Store: store, Chains: chains}).Mount(svc.HTTP.Router)
+	api := &httpapi.API{Store: store, Chains: chains}
+	if cfg.SignerURL != "" {
+		// Approvals and rejections are checked with signerd as they come
+		// in, on every node that accepts them.
+		if api.Signer, err = remote.NewSigner(cfg.SignerURL, signerHTTPClient(svc)); err != nil {
+			return err
+		}
+	}
+	api.Mount(svc.HTTP.Router)
 
 	seqCtx, stopSequencer := context.WithCancel(ctx)
 	defer stopSequencer()
@@ -113,6 +121,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	svc.Log.Info("managing", "signers", len(chains.Signers()), "chains", len(chains.Chains))
 	return svc.Serve(ctx)
+}
+
+// signerHTTPClient is an mTLS client pinned to signerd's identity.
+func signerHTTPClient(svc *daemon.Service) *http.Client {
+	return httpclient.New(svc.TLS.ClientConfig("signer"), httpclient.Options{Timeout: 30 * time.Second})
 }
 
 // startWork starts the lease manager and the per-signer workers; the
@@ -135,7 +148,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 	client := func(identity string) *http.Client {
 		return httpclient.New(svc.TLS.ClientConfig(identity), httpclient.Options{Timeout: 30 * time.Second})
 	}
-	signerClient, err := remote.NewSigner(cfg.SignerURL, client("signer"))
+	signerClient, err := remote.NewSigner(cfg.SignerURL, signerHTTPClient(svc))
 	if err != nil {
 		closeReaders()
 		return nil, err

@@ -17,9 +17,12 @@ import (
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/httpapi"
 	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager/remote"
 )
 
 // Server is a running txmanager API.
@@ -40,6 +43,11 @@ type Options struct {
 	// Wrap, when set, wraps the API's handler (a test checks exchanges
 	// against the spec with it).
 	Wrap func(http.Handler) http.Handler
+	// SignerPolicy, when set, is a signerd policy file: a real signerd
+	// (signertest) serves it on the same PKI, and the API checks
+	// approvals and rejections with it. Without it they are refused as
+	// unavailable.
+	SignerPolicy string
 }
 
 // DefaultChains configures chain 31337 with anvil's first two accounts.
@@ -62,7 +70,14 @@ func Serve(t testing.TB, pki string, opts Options) *Server {
 	}
 	store := postgres.New(pool)
 	srv := httpserver.New(httpserver.Options{Service: "txmanager"})
-	(&httpapi.API{Store: store, Chains: chains, PollEvery: 10 * time.Millisecond}).Mount(srv.Router)
+	api := &httpapi.API{Store: store, Chains: chains, PollEvery: 10 * time.Millisecond}
+	if opts.SignerPolicy != "" {
+		signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.SignerPolicy})
+		if api.Signer, err = remote.NewSigner(signerd.URL, servicetest.Client(t, pki, "txmanager", "signer")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api.Mount(srv.Router)
 	src, err := mtls.Load(devcert.Files(pki, "txmanager"), mtls.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 	forged := as.sign(t, "bob", big1, anyFee, time.Hour)
 	forged.Signature[0] ^= 0xff
 	for _, a := range []postgres.Approval{as.sign(t, "alice", big1, anyFee, time.Hour), mallory.sign(t, "mallory", big1, anyFee, time.Hour), forged} {
-		if _, err := e.store.Approve(ctx(t), big1.ID, a); err != nil {
+		if _, err := e.store.Approve(ctx(t), big1.ID, a, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 		t.Fatalf("with one valid approval: %s", tx.State)
 	}
 
-	if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, "bob", big1, anyFee, time.Hour)); err != nil {
+	if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, "bob", big1, anyFee, time.Hour), 3); err != nil {
 		t.Fatal(err)
 	}
 	tx := e.waitState(t, big1.ID, txmanager.StateBroadcasted)
@@ -199,13 +199,14 @@ func TestApprovalsGateSigning(t *testing.T) {
 		t.Errorf("approvers counted: %v, want [alice bob]", approvedBy)
 	}
 
-	if _, err := e.store.Reject(ctx(t), rejected.ID, "carol"); err != nil {
+	if _, err := e.store.Reject(ctx(t), rejected.ID, postgres.Rejection{Approver: "carol", Expiry: time.Now().Add(time.Hour).Truncate(time.Second),
+		Signature: make([]byte, 64)}); err != nil {
 		t.Fatal(err)
 	}
 	if tx := e.get(t, rejected.ID); tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonApprovalRejected || tx.Nonce != nil {
 		t.Errorf("rejected: %+v", tx)
 	}
-	if _, err := e.store.Approve(ctx(t), rejected.ID, as.sign(t, "alice", rejected, anyFee, time.Hour)); err == nil {
+	if _, err := e.store.Approve(ctx(t), rejected.ID, as.sign(t, "alice", rejected, anyFee, time.Hour), 3); err == nil {
 		t.Error("an approval of a rejected transaction was stored")
 	}
 
@@ -219,6 +220,49 @@ func TestApprovalsGateSigning(t *testing.T) {
 	var maxNonce int64
 	if err := e.pool.QueryRow(ctx(t), `SELECT max(nonce) FROM tx`).Scan(&maxNonce); err != nil || maxNonce != 2 {
 		t.Errorf("highest nonce %d (%v), want 2: no nonce went to a refused transaction", maxNonce, err)
+	}
+}
+
+// TestJunkApprovalsDoNotStallTheWallet reproduces issue 21's stall: 33
+// junk approvals on one waiting transaction (more than signerd takes in
+// one request, stored as the API used to store anything) made signerd
+// refuse the worker's question, which failed the whole round, so the
+// wallet's new transactions never got past INIT until the junk-laden one
+// expired. That refusal is the one transaction's: later transactions of
+// the wallet are broadcast while it keeps waiting, and once its approvals
+// change it is asked again.
+func TestJunkApprovalsDoNotStallTheWallet(t *testing.T) {
+	t.Parallel()
+	as := newApprovers(t, "alice", "bob", "carol")
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, as, 0)})
+	e.deps.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	junked := e.create(t, "junked", ether(2))
+	e.own(t, "node-a")
+	e.waitState(t, junked.ID, txmanager.StatePendingApproval)
+	if _, err := e.pool.Exec(ctx(t), `INSERT INTO approval (tx_id, approver, decision, expiry, signature, max_fee_per_gas)
+		SELECT $1, 'junk-' || i, 'approve', now() + interval '1 hour', '\x00', 1 FROM generate_series(1, 33) i`, junked.ID); err != nil {
+		t.Fatal(err)
+	}
+	later := e.create(t, "later", big.NewInt(1))
+	if tx := e.waitState(t, later.ID, txmanager.StateBroadcasted); *tx.Nonce != 0 {
+		t.Errorf("the later transaction got nonce %d, want 0", *tx.Nonce)
+	}
+	if tx := e.get(t, junked.ID); tx.State != txmanager.StatePendingApproval || tx.Nonce != nil {
+		t.Fatalf("the junk-laden transaction: %s, nonce %v; want it still waiting without one", tx.State, tx.Nonce)
+	}
+
+	// Its junk cleared and two real approvals given, it is asked again and
+	// signed.
+	if _, err := e.pool.Exec(ctx(t), `DELETE FROM approval WHERE tx_id = $1`, junked.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"alice", "bob"} {
+		if _, err := e.store.Approve(ctx(t), junked.ID, as.sign(t, id, junked, anyFee, time.Hour), 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tx := e.waitState(t, junked.ID, txmanager.StateBroadcasted); *tx.Nonce != 1 {
+		t.Errorf("the approved transaction got nonce %d, want 1", *tx.Nonce)
 	}
 }
 
@@ -240,7 +284,7 @@ func TestApprovalsBelowTheFeeCapDoNotCount(t *testing.T) {
 	big1 = e.waitState(t, big1.ID, txmanager.StatePendingApproval)
 
 	for _, id := range []string{"alice", "bob"} {
-		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, big.NewInt(1), time.Hour)); err != nil {
+		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, big.NewInt(1), time.Hour), 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -261,7 +305,7 @@ func TestApprovalsBelowTheFeeCapDoNotCount(t *testing.T) {
 		t.Fatalf("fee ceiling %v, want the signer's 100 gwei", ceiling)
 	}
 	for _, id := range []string{"alice", "bob"} {
-		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, ceiling, time.Hour)); err != nil {
+		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, ceiling, time.Hour), 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,7 +341,7 @@ func TestApprovalsCountOnceTheMarketFallsToTheirCeiling(t *testing.T) {
 	big1 = e.waitState(t, big1.ID, txmanager.StatePendingApproval)
 	ceiling := big.NewInt(50e9)
 	for _, id := range []string{"alice", "bob"} {
-		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, ceiling, time.Hour)); err != nil {
+		if _, err := e.store.Approve(ctx(t), big1.ID, as.sign(t, id, big1, ceiling, time.Hour), 3); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/openapi/mevrouterapi"
+	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/postgres"
@@ -361,6 +362,16 @@ func (w *worker) approvals(ctx context.Context) error {
 		}
 		fees := market.Fees(cfg, &a.Intent)
 		d, err := w.Signer.Evaluate(ctx, remote.ToSign{Tx: &a.Tx, GasLimit: *a.GasLimit, Fees: fixed(fees), Approvals: approvals[a.ID]})
+		if errs.Is(err, errs.Invalid) {
+			// signerd refuses this transaction's request (its approvals,
+			// say): that is this transaction's problem, not the wallet's.
+			// Failing the round here would hold back every other
+			// transaction of the signer until this one's wait expired;
+			// it is asked again once its approvals change.
+			w.asked[a.ID] = askedPolicy{decisions: a.Decisions}
+			w.log.Warn("signerd refused the approvals of a transaction; it waits for them to change", "tx_id", a.ID, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("policy on the approvals of %s: %w", a.ID, err)
 		}
