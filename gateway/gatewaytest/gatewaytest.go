@@ -59,6 +59,10 @@ type Gateway struct {
 
 // Options change what Start serves.
 type Options struct {
+	// SignerPolicy, when set, is a signerd policy file txmanager checks
+	// approvals and rejections with (txmanagertest.Options.SignerPolicy);
+	// without it txmanager refuses them as unavailable.
+	SignerPolicy string
 	// Limits, Limit and ReplayLimit set rate limits (none by default).
 	Limits      api.Limiter
 	Limit       ratelimit.Limit
@@ -85,7 +89,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	t.Helper()
 	ctx := context.Background()
 	pki := servicetest.PKI(t)
-	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{SignerPolicy: opts.SignerPolicy})
 	pool := pgtest.Migrated(t, postgres.Migrations)
 	store := postgres.New(pool)
 	client, err := remote.NewTxManager(txm.URL, servicetest.Client(t, pki, "gateway", "txmanager"))
