@@ -30,6 +30,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/gateway/txctl"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/shared/pgtest"
 	signer "github.com/txfence/txfence/signer-zonec"
@@ -198,6 +199,16 @@ func (b *browser) wait(css string) {
 	b.do("wait for "+css, chromedp.WaitVisible(chromedp.CSS(css)))
 }
 
+// fact is the text of the value of term in the <dl> css names, "" if the
+// list has no such term.
+func (b *browser) fact(css, term string) string {
+	b.t.Helper()
+	q, _ := json.Marshal(css + " > dt")
+	tq, _ := json.Marshal(term)
+	return eval[string](b, fmt.Sprintf(`(() => { const dt = Array.from(document.querySelectorAll(%s)).find((e) => e.textContent === %s);
+		return dt ? dt.nextElementSibling.innerText : "" })()`, q, tq))
+}
+
 // click waits for the element and clicks it.
 func (b *browser) click(css string) {
 	b.t.Helper()
@@ -205,11 +216,11 @@ func (b *browser) click(css string) {
 }
 
 // eval evaluates a JavaScript expression in the page.
-func eval[T any](b *browser, expr string) T {
+func eval[T any](b *browser, expr string, opts ...chromedp.EvaluateOption) T {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
 	if err != nil {
 		b.t.Fatalf("evaluate %s: %v", expr, err)
 	}
@@ -318,8 +329,7 @@ func colours(img image.Image) int {
 }
 
 // approverKeyFile is the key file `signerctl approver new` writes
-// (signer-zonec/signerctl/approve.go, approverKeyFile): the browser must
-// read exactly that.
+// (signer-zonec/signerctl/approve.go, approverKeyFile), for txctl approve.
 func approverKeyFile(t *testing.T, id string, seed []byte, pub ed25519.PublicKey) []byte {
 	t.Helper()
 	b, err := json.MarshalIndent(map[string]string{
@@ -330,6 +340,22 @@ func approverKeyFile(t *testing.T, id string, seed []byte, pub ed25519.PublicKey
 		t.Fatal(err)
 	}
 	return append(b, '\n')
+}
+
+// approverPolicy is a signerd policy file that holds every transaction of
+// signer A for one approval of approver id: the policy txmanager checks
+// approvals with before it keeps them.
+func approverPolicy(t *testing.T, id string, pub ed25519.PublicKey) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(path, []byte(`{"version": "console-approvals-1", "chains": [31337],
+		"approvers": {"`+id+`": "`+base64.StdEncoding.EncodeToString(pub)+`"},
+		"rules": [{"id": "large-withdrawals", "effect": "allow", "match": {"from": ["`+gatewaytest.SignerA+`"]},
+			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 30000000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
+			"approval": {"threshold": 1, "approvers": ["`+id+`"], "max_ttl": "24h"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // anvilKey is anvil's first well-known development key, SignerA's.
@@ -377,14 +403,26 @@ func broadcastStuck(t *testing.T, st *postgres.Store, f txmanager.Fence, id uuid
 
 // TestConsole drives the console in a real browser against the real
 // public API (and txmanager's and the ledger's real APIs behind it):
-// sign-in, the signer's status, pending approvals, a timeline, an approval
-// signed in the browser and verified here with the signer's own code, a
-// rejection, a cancel, a fee bump, a wallet's balances and statement, the
-// scope and tenant boundaries, and sign-out.
+// sign-in, the signer's status, pending approvals with what an approval
+// covers (a token transfer decoded) and the txctl command that approves,
+// run here as shown and verified with the signer's own code, a timeline,
+// a cancel, a fee bump, a wallet's balances and statement, the scope and
+// tenant boundaries, and sign-out. No page ever offers to load a key.
 func TestConsole(t *testing.T) {
 	exe := chromiumPath(t)
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Mount: console.Mount, Ledger: true})
+	// The approver's key, in the file signerctl approver new writes: on
+	// the approver's machine, for txctl, never in the browser. The
+	// signer's policy lists it, to check approvals with.
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "alice.key")
+	if err := os.WriteFile(keyPath, approverKeyFile(t, "alice", priv.Seed(), pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := gatewaytest.Start(t, gatewaytest.Options{Mount: console.Mount, Ledger: true, SignerPolicy: approverPolicy(t, "alice", pub)})
 	ctx := context.Background()
 	st := g.TxM.Store
 
@@ -412,9 +450,20 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
 	toApprove := gatewaytest.Decode[gatewaytest.Tx](t, body)
-	toReject := g.Create(t, g.Acme, gatewaytest.SignerA, "console-reject")
+	// An ERC-20 transfer of 2.5 tokens (18 decimals) to carol: the page
+	// shows it decoded.
+	erc20 := common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
+	carol := common.HexToAddress("0x90F79bf6EB2c4f870365E785982E1f101E93b906")
+	transfer := append([]byte{0xa9, 0x05, 0x9c, 0xbb}, common.LeftPadBytes(carol.Bytes(), 32)...)
+	transfer = append(transfer, common.LeftPadBytes(big.NewInt(25e17).Bytes(), 32)...)
+	resp, body = g.Do(t, g.Acme, "POST", "/api/v1/tx", `{"chain_id": 31337, "from": "`+gatewaytest.SignerA+`", "to": "`+erc20.Hex()+
+		`", "value": "0", "data": "0x`+common.Bytes2Hex(transfer)+`", "route": "public"}`, "Idempotency-Key", "console-token")
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	tokenPay := gatewaytest.Decode[gatewaytest.Tx](t, body)
 	toCancel := g.Create(t, g.Acme, gatewaytest.SignerA, "console-cancel")
-	for _, tx := range []gatewaytest.Tx{toApprove, toReject, toCancel} {
+	for _, tx := range []gatewaytest.Tx{toApprove, tokenPay, toCancel} {
 		if _, err := st.PendingApproval(ctx, fence, id(tx), 21000, time.Now().Add(time.Hour),
 			txmanager.StateChanged{Rule: "large-withdrawals", Reason: "approval_required"}); err != nil {
 			t.Fatal(err)
@@ -426,17 +475,8 @@ func TestConsole(t *testing.T) {
 	stuck := g.Create(t, g.Acme, gatewaytest.SignerA, hostile)
 	stuckHash := broadcastStuck(t, st, fence, id(stuck), nonce)
 	globexTx := g.Create(t, g.Globex, gatewaytest.SignerB, "globex-1")
-	acmeIDs := []string{toApprove.TxID, toReject.TxID, toCancel.TxID, stuck.TxID}
+	acmeIDs := []string{toApprove.TxID, tokenPay.TxID, toCancel.TxID, stuck.TxID}
 
-	// The approver's key, in the file signerctl approver new writes.
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath := filepath.Join(t.TempDir(), "alice.key")
-	if err := os.WriteFile(keyPath, approverKeyFile(t, "alice", priv.Seed(), pub), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	bob := common.HexToAddress(gatewaytest.Bob)
 	approveReq := &signer.Request{TxID: toApprove.TxID, ChainID: 31337, From: signerA, Type: signer.DynamicFee, To: &bob, Value: big.NewInt(1000)}
 
@@ -507,11 +547,21 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("lists", func(t *testing.T) {
-		for _, tx := range []gatewaytest.Tx{toApprove, toReject, toCancel} {
+		for _, tx := range []gatewaytest.Tx{toApprove, tokenPay, toCancel} {
 			b.wait(fmt.Sprintf(`#approvals tr[data-tx="%s"]`, tx.TxID))
 		}
+		b.waitText(fmt.Sprintf(`#approvals tr[data-tx="%s"] td.call`, tokenPay.TxID), "ERC-20 transfer")
+		b.waitText(fmt.Sprintf(`#approvals tr[data-tx="%s"] td.call`, toApprove.TxID), "value transfer")
 		b.waitText(fmt.Sprintf(`#attention tr[data-tx="%s"]`, stuck.TxID), "stuck")
 	})
+
+	// noKeyInput fails if the page offers anywhere to load or paste a key.
+	noKeyInput := func(t *testing.T) {
+		t.Helper()
+		if n := eval[int](b, `document.querySelectorAll('input[type=file], textarea, input[type=password]:not(#signin-key)').length`); n != 0 {
+			t.Errorf("the page has %d inputs a key could be loaded or pasted into", n)
+		}
+	}
 
 	t.Run("approve", func(t *testing.T) {
 		b.click(fmt.Sprintf(`#approvals tr[data-tx="%s"] a`, toApprove.TxID))
@@ -519,43 +569,45 @@ func TestConsole(t *testing.T) {
 		b.waitText(`#timeline li[data-type="tx.state_changed"]:last-child`, "INIT → PENDING_APPROVAL")
 		b.waitText("#timeline", "large-withdrawals")
 
-		// A damaged file is refused: its seed does not give its public key.
-		other, _, _ := ed25519.GenerateKey(rand.Reader)
-		b.do("paste a damaged key", chromedp.SetValue(chromedp.CSS("#approver-paste"), string(approverKeyFile(t, "alice", priv.Seed(), other))))
-		b.click("#approver-load-button")
-		b.waitText("#tx-actions-body .problem", "does not give the public key")
-
-		b.do("load the key file", chromedp.SetUploadFiles(chromedp.CSS("#approver-file"), []string{keyPath}))
-		b.click("#approver-load-button")
-		b.waitText("#approver-id", "alice")
-		if got := b.text("#approver-pub"); got != base64.StdEncoding.EncodeToString(pub) {
-			t.Errorf("loaded public key %q, want alice's", got)
+		// What an approval covers, read-only, and the intent hash that
+		// the signer computes.
+		b.waitText("#approval-intent", "Fee ceiling")
+		for term, want := range map[string]string{
+			"Chain": "31337", "From": strings.ToLower(gatewaytest.SignerA), "To": strings.ToLower(gatewaytest.Bob), "Type": "eip1559",
+			"Value": "1000 wei (0.000000000000001 ETH)", "Call": "none (a plain transfer of value)",
+			"Max fee per gas": "40000000000 wei (40 gwei)", "Max priority fee": "not set", "Gas limit": "21000",
+			"Fee ceiling": "40000000000 wei per gas (40 gwei)",
+		} {
+			if got := b.fact("#approval-intent", term); !strings.HasPrefix(got, want) {
+				t.Errorf("%s shows %q, want %q", term, got, want)
+			}
 		}
-		// The browser's intent is the signer's.
-		if got, want := b.waitText("#approve-intent", "0x"), approveReq.Intent().Hex(); got != want {
-			t.Errorf("the page computes intent %s, the signer %s", got, want)
+		if got, want := b.waitText("#approval-intent-hash", "0x"), approveReq.Intent().Hex(); got != want {
+			t.Errorf("the page shows intent %s, the signer computes %s", got, want)
 		}
-		// The fee ceiling is the transaction's, to be read and changed at
-		// will; without one nothing is signed.
-		if got := eval[string](b, `document.querySelector("#approve-max-fee").value`); got != "40000000000" {
-			t.Errorf("the fee ceiling offered is %q, want the transaction's fee_ceiling 40000000000", got)
+		command := b.text("#approve-command")
+		if want := "txctl approve " + toApprove.TxID + " --key-file <your key file>"; command != want {
+			t.Errorf("the approve command is %q, want %q", command, want)
 		}
-		b.waitText("#approve-max-fee-gwei", "40 gwei")
-		eval[bool](b, `(() => { const i = document.querySelector("#approve-max-fee"); i.value = ""; i.dispatchEvent(new Event("input")); return true })()`)
-		b.click("#approve")
-		b.waitText("#tx-actions-body .problem", "fee ceiling")
-		b.do("give a fee ceiling in gwei", chromedp.SetValue(chromedp.CSS("#approve-max-fee"), "35 gwei"))
-		b.click("#approve")
-		b.waitText("#tx-actions-body .problem", "fee ceiling")
-		b.do("give the fee ceiling", chromedp.SetValue(chromedp.CSS("#approve-max-fee"), "35000000000"))
+		if got, want := b.text("#reject-command"), "txctl reject "+toApprove.TxID+" --key-file <your key file>"; got != want {
+			t.Errorf("the reject command is %q, want %q", got, want)
+		}
+		noKeyInput(t)
 		b.screenshot("console-approve")
-		b.click("#approve")
-		said := b.confirm(approveReq.Intent().Hex())
-		if !strings.Contains(said, "35 gwei") {
-			t.Errorf("the dialog did not show the fee ceiling signed, 35 gwei:\n%s", said)
-		}
-		b.waitText("#flash .notice", "Approval by alice recorded")
 
+		// The approver runs the command as shown, on their machine: txctl
+		// prints the same intent, asks, and signs on yes.
+		args := strings.Fields(strings.Replace(command, "<your key file>", keyPath, 1))[1:]
+		var out, errb strings.Builder
+		getenv := func(name string) string {
+			return map[string]string{txctl.EnvURL: g.URL, txctl.EnvKey: g.Acme}[name]
+		}
+		if err := txctl.Run(ctx, args, getenv, strings.NewReader("y\n"), &out, &errb); err != nil {
+			t.Fatalf("txctl %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		}
+		if !strings.Contains(errb.String(), "sign this approval? [y/N]") || !strings.Contains(errb.String(), approveReq.Intent().Hex()) {
+			t.Errorf("txctl did not show the intent and ask:\n%s", errb.String())
+		}
 		got, err := st.Approvals(ctx, []uuid.UUID{id(toApprove)})
 		if err != nil {
 			t.Fatal(err)
@@ -565,49 +617,47 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("stored approvals %+v, want one by alice", as)
 		}
 		a := signer.Approval{Approver: as[0].Approver, MaxFeePerGas: as[0].MaxFeePerGas, Expiry: as[0].Expiry, Signature: as[0].Signature}
-		if a.MaxFeePerGas == nil || a.MaxFeePerGas.Cmp(big.NewInt(35e9)) != 0 {
-			t.Errorf("stored fee ceiling %v, want the 35 gwei given", a.MaxFeePerGas)
+		if a.MaxFeePerGas == nil || a.MaxFeePerGas.Cmp(big.NewInt(40e9)) != 0 {
+			t.Errorf("stored fee ceiling %v, want the transaction's 40 gwei", a.MaxFeePerGas)
 		}
 		if !signer.VerifyApproval(pub, approveReq, a) {
 			t.Errorf("the approval's signature does not verify over the signer's approval message (expiry %s)", a.Expiry)
 		}
-		raised := a
-		raised.MaxFeePerGas = big.NewInt(40e9)
-		if signer.VerifyApproval(pub, approveReq, raised) {
-			t.Error("the approval also verifies with another fee ceiling: the ceiling is not in what was signed")
-		}
-		if left := time.Until(a.Expiry); left < 55*time.Minute || left > 61*time.Minute || a.Expiry.Nanosecond() != 0 {
-			t.Errorf("approval expiry %s: want whole seconds, about an hour ahead", a.Expiry)
-		}
-		if exp := a.Expiry.UTC().Format(time.RFC3339); !strings.Contains(said, exp) {
-			t.Errorf("the dialog did not show the expiry signed, %s:\n%s", exp, said)
-		}
-		legacy := *approveReq
-		legacy.Type = signer.Legacy
-		if signer.VerifyApproval(pub, &legacy, a) {
-			t.Error("the approval also verifies for another transaction type: the type is not in what was signed")
-		}
-		// The key never reaches the page's storage or markup.
-		seed := base64.StdEncoding.EncodeToString(priv.Seed())
-		if eval[bool](b, fmt.Sprintf(`JSON.stringify(sessionStorage).includes(%q) || document.documentElement.outerHTML.includes(%q) || document.querySelector("#approver-paste").value !== ""`, seed, seed)) {
-			t.Error("the approver's seed is visible in the page or its storage")
-		}
 	})
 
-	t.Run("reject", func(t *testing.T) {
+	t.Run("a token transfer, decoded", func(t *testing.T) {
 		b.click(`#nav a[data-route="overview"]`)
-		b.click(fmt.Sprintf(`#approvals tr[data-tx="%s"] a`, toReject.TxID))
-		b.waitText("#tx-id", toReject.TxID)
-		b.waitText("#approver-id", "alice") // the key is still held, in memory
-		b.do("name the approver", chromedp.SetValue(chromedp.CSS("#reject-approver"), "alice"))
-		b.click("#reject")
-		b.confirm("Reject as alice")
-		b.wait("#tx-state .badge.s-FAILED")
-		b.waitText("#timeline", "alice")
-		tx, err := st.Get(ctx, id(toReject))
-		if err != nil || tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonApprovalRejected {
-			t.Errorf("rejected transaction: %+v %v", tx, err)
+		b.click(fmt.Sprintf(`#approvals tr[data-tx="%s"] a`, tokenPay.TxID))
+		b.waitText("#tx-id", tokenPay.TxID)
+		reading := `#approval-intent .reading[data-standard="ERC-20"]`
+		if got, want := b.waitText(reading+" .head", "transfer"), "ERC-20 transfer(address,uint256), token contract "+strings.ToLower(erc20.Hex()); got != want {
+			t.Errorf("the call shows %q, want %q", got, want)
 		}
+		call := b.text(reading)
+		for _, want := range []string{"recipient", strings.ToLower(carol.Hex()), "amount", "2500000000000000000",
+			"moves 2500000000000000000 units of the token to " + strings.ToLower(carol.Hex())} {
+			if !strings.Contains(call, want) {
+				t.Errorf("the decoded call lacks %q:\n%s", want, call)
+			}
+		}
+		tokenReq := &signer.Request{TxID: tokenPay.TxID, ChainID: 31337, From: signerA, Type: signer.DynamicFee, To: &erc20, Value: new(big.Int), Data: transfer}
+		if got, want := b.waitText("#approval-intent-hash", "0x"), tokenReq.Intent().Hex(); got != want {
+			t.Errorf("the page shows intent %s, the signer computes %s", got, want)
+		}
+		for term, want := range map[string]string{
+			"To": strings.ToLower(erc20.Hex()), "Value": "0 wei (0 ETH)", "Max fee per gas": "not set", "Max priority fee": "not set",
+			// No fee_ceiling: the approver must name one, and the command says so.
+			"Fee ceiling": "none: the approver names one with --max-fee",
+		} {
+			if got := b.fact("#approval-intent", term); !strings.HasPrefix(got, want) {
+				t.Errorf("%s shows %q, want %q", term, got, want)
+			}
+		}
+		if got, want := b.text("#approve-command"), "txctl approve "+tokenPay.TxID+" --key-file <your key file> --max-fee <wei per gas>"; got != want {
+			t.Errorf("the approve command is %q, want %q", got, want)
+		}
+		noKeyInput(t)
+		b.screenshot("console-approve-token")
 	})
 
 	t.Run("cancel before a nonce", func(t *testing.T) {

@@ -2,9 +2,14 @@
 // an operator signs in with an API key and sees the tenant's signers
 // (owner node, fencing token, next nonce, open transactions), stuck
 // transactions and pending approvals, reads a transaction's timeline, and
-// approves (signing in the browser with the approver's own key), rejects,
 // cancels, resends or bumps. The Wallets page reads the ledger's books of
 // a signer: its wallet balance in each asset and a wallet's statement.
+//
+// The console never approves. A page served to the internet is no place
+// for an approver's key, so a pending approval shows what an approval
+// covers (its call data decoded as the signer's policy reads it) and the
+// txctl command an approver runs on their own machine, which shows the
+// same again before it signs.
 //
 // The page is static HTML, CSS and JavaScript modules, embedded in the
 // binary and built without any step or package: it calls the public API

@@ -76,7 +76,7 @@ func TestServesEveryFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"index.html", "console.css", "favicon.svg", "js/main.js", "js/approval.js"} {
+	for _, name := range []string{"index.html", "console.css", "favicon.svg", "js/main.js", "js/intent.js"} {
 		if _, ok := all[name]; !ok {
 			t.Errorf("%s is not embedded", name)
 		}
@@ -308,6 +308,101 @@ func TestStylesLoadNothing(t *testing.T) {
 		}
 		if strings.Contains(text, "@import") || strings.Contains(text, "url(") {
 			t.Errorf("%s: @import or url(): the console's styles load nothing", name)
+		}
+	}
+}
+
+// keyHandling are the marks of a page that reads or uses a private key:
+// WebCrypto key import, generation or signing, Ed25519, PKCS #8, the
+// approver key file's kind and fields, and reading files the user picks.
+// The console digests (the intent hash) and does nothing else with
+// WebCrypto.
+var keyHandling = []*regexp.Regexp{
+	regexp.MustCompile(`\b(importKey|exportKey|generateKey|deriveKey|deriveBits|unwrapKey|wrapKey|encrypt|decrypt)\b`),
+	regexp.MustCompile(`\.sign\s*\(|\bsign\s*\(\s*\{`),
+	regexp.MustCompile(`(?i)ed25519|pkcs ?#?8|\bjwk\b|txfence-approver-key|\bseed\b|private[ _-]?key|secret[ _-]?key`),
+	regexp.MustCompile(`FileReader|showOpenFilePicker|\.files\b|type="file"|type=file|type: 'file'|<textarea`),
+	// Posting an approval or a rejection: an approver's act, signed with
+	// their key, which happens in txctl.
+	regexp.MustCompile(`(?i)post\([^)]*/(approvals|reject)`),
+}
+
+// keyMarks lists what in text looks like key handling, per keyHandling;
+// subtle.digest alone is allowed.
+func keyMarks(text string) []string {
+	var out []string
+	for _, re := range keyHandling {
+		out = append(out, re.FindAllString(text, -1)...)
+	}
+	for _, m := range regexp.MustCompile(`subtle\s*\.\s*(\w+)|subtle\(\)`).FindAllStringSubmatch(text, -1) {
+		if m[1] != "digest" {
+			out = append(out, m[0])
+		}
+	}
+	return out
+}
+
+// TestNoApproverKeyMaterial: no page or script the console serves reads a
+// key file or holds key material. Approvals are signed by txctl on the
+// approver's machine; the console, served to the internet, shows the
+// command. Every file is read as served, through the handler.
+func TestNoApproverKeyMaterial(t *testing.T) {
+	// The check must see key handling where there is some, or its silence
+	// below proves nothing: the lines of the approver module the console
+	// once had.
+	for _, bad := range []string{
+		`key = await subtle().importKey('pkcs8', der, { name: 'Ed25519' }, false, ['sign']);`,
+		`const sig = await crypto.subtle.sign({ name: 'Ed25519' }, loaded.key, msg);`,
+		`const text = (await file.files[0].text()).trim();`,
+		`<input id="approver-file" type="file" accept=".key">`,
+		`<textarea id="approver-paste"></textarea>`,
+		`const seed = base64Strict(doc.seed);`,
+		"post(`/tx/${id}/approvals`, body)",
+		"post(`/tx/${id}/reject`, { approver: id })",
+	} {
+		if len(keyMarks(bad)) == 0 {
+			t.Errorf("key handling not noticed in %q", bad)
+		}
+	}
+	if m := keyMarks("new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))"); len(m) != 0 {
+		t.Errorf("a digest is taken for key handling: %q", m)
+	}
+
+	all, err := load(static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range all {
+		resp := serve(t, "GET", Path+name)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", name, resp.StatusCode)
+		}
+		for _, m := range keyMarks(string(body)) {
+			t.Errorf("%s: %q: the console must not read or use approver keys", name, m)
+		}
+		if path.Ext(name) != ".html" {
+			continue
+		}
+		// Inputs: text, search and the API key's password field only.
+		z := html.NewTokenizer(strings.NewReader(string(body)))
+		for tt := z.Next(); tt != html.ErrorToken; tt = z.Next() {
+			tok := z.Token()
+			if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+				continue
+			}
+			attr := map[string]string{}
+			for _, a := range tok.Attr {
+				attr[a.Key] = a.Val
+			}
+			switch {
+			case tok.Data == "textarea":
+				t.Errorf("%s: a <textarea id=%q>: nothing is pasted into the console but an API key", name, attr["id"])
+			case tok.Data == "input" && attr["type"] == "password" && attr["id"] != "signin-key":
+				t.Errorf("%s: a password input %q besides the API key's", name, attr["id"])
+			case tok.Data == "input" && !slices.Contains([]string{"", "text", "search", "password", "checkbox"}, attr["type"]):
+				t.Errorf("%s: an input of type %q (id %q)", name, attr["type"], attr["id"])
+			}
 		}
 	}
 }

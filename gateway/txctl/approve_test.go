@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -19,8 +20,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/gateway/txctl"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // pendingApproval moves a transaction to PENDING_APPROVAL as the signer's
@@ -37,6 +40,37 @@ func pendingApproval(t *testing.T, g *gatewaytest.Gateway, id string) {
 		time.Now().Add(time.Hour), txmanager.StateChanged{Rule: "x"}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// approverPolicy is a signerd policy file that holds every transaction of
+// signer A for one approval of the approvers given (id → public key): the
+// policy txmanager checks approvals and rejections with before it keeps
+// them.
+func approverPolicy(t *testing.T, approvers map[string]ed25519.PublicKey) string {
+	t.Helper()
+	keys := map[string]string{}
+	var ids []string
+	for id, pub := range approvers {
+		keys[id] = base64.StdEncoding.EncodeToString(pub)
+		ids = append(ids, id)
+	}
+	doc, err := json.Marshal(map[string]any{
+		"version": "txctl-approvals-1", "chains": []int{31337}, "approvers": keys,
+		"rules": []any{map[string]any{
+			"id": "approved-payments", "effect": "allow", "match": map[string]any{"from": []string{signerA}},
+			"limits": map[string]any{"max_fee_per_gas": "1000000000000", "max_gas": 30000000,
+				"fee_windows": []any{map[string]string{"duration": "24h", "max_fee": "1000000000000000000"}}},
+			"approval": map[string]any{"threshold": 1, "approvers": ids, "max_ttl": "24h"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // writeApproverKey writes a key file as 'signerctl approver new' does and
@@ -98,15 +132,20 @@ func approvalMessage(chainID uint64, from, to common.Address, value *big.Int, da
 // it; the stored signature verifies with the approver's public key and
 // that ceiling only. Without --max-fee the ceiling is the transaction's
 // fee_ceiling, and a transaction without one needs the flag. A key file
-// others may read is refused. reject and the pending list work too.
+// others may read is refused. A signed rejection fails the transaction,
+// and the pending list works too. (--yes throughout:
+// TestApproveAsksBeforeSigning tests the question.)
 func TestApprove(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{})
+	dir := t.TempDir()
+	key, bobKey := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bob.key")
+	pub := writeApproverKey(t, key, "alice", 0o600)
+	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{
+		"alice": pub, "bob": writeApproverKey(t, bobKey, "bob", 0o600)})})
 	ctx := context.Background()
 	tx := g.Create(t, g.Acme, signerA, "big-payment")
 	id := uuid.MustParse(tx.TxID)
 	pendingApproval(t, g, tx.TxID)
-	dir := t.TempDir()
 
 	if r := mustRun(t, g.URL, g.Acme, "approvals"); !strings.Contains(r.stdout, tx.TxID) {
 		t.Errorf("approvals:\n%s", r.stdout)
@@ -119,8 +158,6 @@ func TestApprove(t *testing.T) {
 	if r := txctlRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", open); r.code != 2 || !strings.Contains(r.stderr, "lets others read it") {
 		t.Errorf("a key file with mode 0644: exit %d %s", r.code, r.stderr)
 	}
-	key := filepath.Join(dir, "alice.key")
-	pub := writeApproverKey(t, key, "alice", 0o600)
 	if r := txctlRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--approver", "bob"); r.code != 2 || !strings.Contains(r.stderr, "approver \"alice\"'s") {
 		t.Errorf("--approver other than the key file's: exit %d %s", r.code, r.stderr)
 	}
@@ -139,7 +176,7 @@ func TestApprove(t *testing.T) {
 	}
 
 	before := time.Now()
-	r := mustRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--ttl", "2h", "--max-fee", "30000000000")
+	r := mustRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key, "--ttl", "2h", "--max-fee", "30000000000", "--yes")
 	after := time.Now()
 	if field(t, r.stdout, "approved_by") != "alice" || field(t, r.stdout, "state") != "PENDING_APPROVAL" ||
 		field(t, r.stdout, "approval_max_fee_per_gas") != "30000000000 wei" {
@@ -183,7 +220,7 @@ func TestApprove(t *testing.T) {
 	if r := mustRun(t, g.URL, g.Acme, "get", capped.TxID); field(t, r.stdout, "fee_ceiling") != "40000000000" {
 		t.Errorf("get does not show the fee ceiling:\n%s", r.stdout)
 	}
-	if r := mustRun(t, g.URL, g.Acme, "approve", capped.TxID, "--key-file", key); field(t, r.stdout, "approval_max_fee_per_gas") != "40000000000 wei" {
+	if r := mustRun(t, g.URL, g.Acme, "approve", capped.TxID, "--key-file", key, "--yes"); field(t, r.stdout, "approval_max_fee_per_gas") != "40000000000 wei" {
 		t.Errorf("approve by the transaction's fee_ceiling:\n%s", r.stdout)
 	}
 	cappedID := uuid.MustParse(capped.TxID)
@@ -191,14 +228,208 @@ func TestApprove(t *testing.T) {
 		t.Errorf("stored approvals of the capped transaction: %v %v, want one up to its fee_ceiling of 40 gwei", stored, err)
 	}
 
-	// reject fails the transaction; approving it then is refused.
-	if r := mustRun(t, g.URL, g.Acme, "reject", tx.TxID, "--approver", "bob"); field(t, r.stdout, "state") != "FAILED" || field(t, r.stdout, "reason") != "approval_rejected" {
+	// reject shows the intent and asks too; no is nothing sent.
+	if r := txctlRunInput(t, g.URL, g.Acme, "n\n", "reject", tx.TxID, "--key-file", bobKey); r.code != 1 || !strings.Contains(r.stderr, "sign this rejection? [y/N]") ||
+		row(r.stderr, "rejection_valid_for") != "1h0m0s from your answer" || row(r.stderr, "approval_fee_ceiling") != "" {
+		t.Errorf("reject answered no: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := mustRun(t, g.URL, g.Acme, "get", tx.TxID); field(t, r.stdout, "state") != "PENDING_APPROVAL" {
+		t.Fatalf("a rejection answered no was sent:\n%s", r.stdout)
+	}
+	if r := txctlRun(t, g.URL, g.AcmeRead, "reject", tx.TxID, "--key-file", bobKey, "--yes"); r.code != 1 || !strings.Contains(r.stderr, "Forbidden") {
+		t.Errorf("reject with a tx:read key: exit %d %s", r.code, r.stderr)
+	}
+	// A signed rejection fails the transaction; approving it then is refused.
+	if r := mustRun(t, g.URL, g.Acme, "reject", tx.TxID, "--key-file", bobKey, "--yes"); field(t, r.stdout, "state") != "FAILED" ||
+		field(t, r.stdout, "reason") != "approval_rejected" || field(t, r.stdout, "rejected_by") != "bob" {
 		t.Errorf("reject:\n%s", r.stdout)
 	}
 	if r := txctlRun(t, g.URL, g.Acme, "approve", tx.TxID, "--key-file", key); r.code != 1 || !strings.Contains(r.stderr, "is FAILED: only a transaction waiting for approvals") {
 		t.Errorf("approve a failed transaction: exit %d %s", r.code, r.stderr)
 	}
-	if r := txctlRun(t, g.URL, g.AcmeRead, "reject", tx.TxID, "--approver", "bob"); r.code != 1 || !strings.Contains(r.stderr, "Forbidden") {
-		t.Errorf("reject with a tx:read key: exit %d %s", r.code, r.stderr)
+}
+
+// erc20Transfer is the call data of an ERC-20 transfer(to, amount),
+// encoded here by hand from the ABI rather than by the decoder under test.
+func erc20Transfer(to common.Address, amount *big.Int) []byte {
+	data := []byte{0xa9, 0x05, 0x9c, 0xbb}
+	data = append(data, common.LeftPadBytes(to.Bytes(), 32)...)
+	return append(data, common.LeftPadBytes(amount.Bytes(), 32)...)
+}
+
+// row is the value of the first line of out that names name, indented or
+// not, as txctl aligns name/value pairs; "" when there is none.
+func row(out, name string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimLeft(l, " "), name+" "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
+}
+
+// TestApproveAsksBeforeSigning: txctl approve prints the decoded intent
+// (an ERC-20 transfer here: its token, recipient and amount) and signs
+// and posts only when the approver answers yes on standard input. No, an
+// empty line, anything else or no answer at all (end of input) signs
+// nothing, which the gateway's side confirms: no approval is stored.
+// --yes signs without asking, and without reading standard input.
+func TestApproveAsksBeforeSigning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	aliceKey, bobKey, carolKey := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bob.key"), filepath.Join(dir, "carol.key")
+	alice := writeApproverKey(t, aliceKey, "alice", 0o600)
+	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{
+		"alice": alice, "bob": writeApproverKey(t, bobKey, "bob", 0o600), "carol": writeApproverKey(t, carolKey, "carol", 0o600)})})
+	ctx := context.Background()
+
+	token := common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
+	recipient := common.HexToAddress("0x90F79bf6EB2c4f870365E785982E1f101E93b906")
+	amount, _ := new(big.Int).SetString("123456789000000000000", 10)
+	data := erc20Transfer(recipient, amount)
+	body := `{"chain_id": 31337, "from": "` + signerA + `", "to": "` + token.Hex() + `", "value": "0", "data": "0x` +
+		common.Bytes2Hex(data) + `", "max_fee_per_gas": "40000000000", "route": "public"}`
+	resp, b := g.Do(t, g.Acme, "POST", "/api/v1/tx", body, "Idempotency-Key", "token-payment")
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	tx := gatewaytest.Decode[gatewaytest.Tx](t, b)
+	id := uuid.MustParse(tx.TxID)
+	pendingApproval(t, g, tx.TxID)
+	req := &signer.Request{TxID: tx.TxID, ChainID: 31337, From: common.HexToAddress(signerA), Type: signer.DynamicFee, To: &token, Value: new(big.Int), Data: data}
+
+	stored := func() []postgres.Approval {
+		t.Helper()
+		got, err := g.TxM.Store.Approvals(ctx, []uuid.UUID{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[id]
+	}
+
+	for _, answer := range []string{"n\n", "no\n", "N\n", "\n", "", "yes please\n", "yy\n", "\x1b[Ay\n"} {
+		for _, json := range []bool{false, true} {
+			args := []string{"approve", tx.TxID, "--key-file", aliceKey}
+			if json {
+				args = append([]string{"--json"}, args...)
+			}
+			r := txctlRunInput(t, g.URL, g.Acme, answer, args...)
+			if r.code != 1 || !strings.Contains(r.stderr, "nothing was signed") || r.stdout != "" {
+				t.Errorf("answer %q (json %v): exit %d, stdout %q, stderr:\n%s\nwant exit 1, nothing on stdout and a refusal", answer, json, r.code, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "sign this approval? [y/N]") {
+				t.Errorf("answer %q (json %v): no question asked:\n%s", answer, json, r.stderr)
+			}
+			if answer == "" && !strings.Contains(r.stderr, "--yes") {
+				t.Errorf("no answer: the refusal does not say how to sign without asking:\n%s", r.stderr)
+			}
+			if a := stored(); len(a) != 0 {
+				t.Fatalf("answer %q (json %v): the gateway stored approvals %+v", answer, json, a)
+			}
+		}
+	}
+
+	// What the approver is shown before the question: the call decoded,
+	// the destination as the token contract, the fees and the ceiling.
+	r := txctlRunInput(t, g.URL, g.Acme, "n\n", "approve", tx.TxID, "--key-file", aliceKey, "--ttl", "2h")
+	shown, _, _ := strings.Cut(r.stderr, "sign this approval?")
+	for name, want := range map[string]string{
+		"chain_id":                 "31337",
+		"from":                     common.HexToAddress(signerA).Hex(),
+		"to":                       token.Hex(),
+		"value":                    "0 wei (0 ether)",
+		"type":                     "eip1559",
+		"call":                     "ERC-20 transfer(address,uint256), token contract " + token.Hex(),
+		"recipient":                recipient.Hex(),
+		"amount":                   amount.String(),
+		"effect":                   "moves " + amount.String() + " units of the token to " + recipient.Hex(),
+		"max_fee_per_gas":          "40000000000 wei (40 gwei)",
+		"max_priority_fee_per_gas": "not set",
+		"gas_limit":                "21000",
+		"approval_fee_ceiling":     "40000000000 wei per gas (40 gwei)",
+		"approval_valid_for":       "2h0m0s from your answer",
+		"approver":                 "alice",
+		"intent":                   req.Intent().Hex(),
+	} {
+		if got := row(shown, name); !strings.HasPrefix(got, want) {
+			t.Errorf("%s shows %q, want %q; shown:\n%s", name, got, want, shown)
+		}
+	}
+
+	// y signs and posts, and only once asked.
+	before := time.Now()
+	r = txctlRunInput(t, g.URL, g.Acme, "y\n", "approve", tx.TxID, "--key-file", aliceKey)
+	if r.code != 0 || field(t, r.stdout, "approved_by") != "alice" || !strings.Contains(r.stderr, "sign this approval? [y/N]") {
+		t.Fatalf("answer y: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	a := stored()
+	if len(a) != 1 || a[0].Approver != "alice" || a[0].MaxFeePerGas.Cmp(big.NewInt(40e9)) != 0 {
+		t.Fatalf("after y: stored approvals %+v, want alice's up to 40 gwei", a)
+	}
+	// The approval's life starts at the answer, not before the question.
+	if a[0].Expiry.Before(before.Add(time.Hour).Truncate(time.Second)) {
+		t.Errorf("expiry %s is earlier than an hour after the answer", a[0].Expiry)
+	}
+	if !signer.VerifyApproval(alice, req, signer.Approval{Approver: "alice", MaxFeePerGas: a[0].MaxFeePerGas, Expiry: a[0].Expiry, Signature: a[0].Signature}) {
+		t.Error("the approval signed after y does not verify for the intent shown")
+	}
+
+	// --yes: no question, and standard input is not read at all (nil).
+	var out, errb strings.Builder
+	err := txctl.Run(ctx, []string{"--json", "approve", tx.TxID, "--key-file", bobKey, "--yes"}, testEnv(g.URL, g.Acme), nil, &out, &errb)
+	if err != nil || strings.Contains(errb.String(), "[y/N]") || row(errb.String(), "recipient") != recipient.Hex() {
+		t.Fatalf("--yes: %v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())
+	}
+	if len(lines(out.String())) != 1 {
+		t.Errorf("--json --yes prints %q on stdout, want one JSON document", out.String())
+	}
+	conforms(t, out.String(), "/api/v1/tx/{tx_id}/approvals", "POST", 200, "")
+	if a := stored(); len(a) != 2 {
+		t.Errorf("after --yes: %d approvals stored, want alice's and bob's", len(a))
+	}
+	// Without --yes, no standard input at all is no answer.
+	errb.Reset()
+	if err := txctl.Run(ctx, []string{"approve", tx.TxID, "--key-file", carolKey}, testEnv(g.URL, g.Acme), nil, io.Discard, &errb); txctl.ExitCode(err) != 1 || !strings.Contains(errb.String(), "nothing was signed") {
+		t.Errorf("no standard input: %v\n%s", err, errb.String())
+	}
+	if a := stored(); len(a) != 2 {
+		t.Errorf("without standard input: %d approvals stored, want 2", len(a))
+	}
+}
+
+// slowReader answers only after a delay: a person reading before typing.
+type slowReader struct {
+	after  time.Duration
+	answer *strings.Reader
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.after > 0 {
+		time.Sleep(r.after) // stands for the person, not a wait for the code under test
+		r.after = 0
+	}
+	return r.answer.Read(p)
+}
+
+// TestApproveTimeoutIsNotTheReadersTime: --timeout bounds the requests,
+// not how long the approver takes to read: an answer given after the
+// command's timeout still signs and posts.
+func TestApproveTimeoutIsNotTheReadersTime(t *testing.T) {
+	t.Parallel()
+	key := filepath.Join(t.TempDir(), "alice.key")
+	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{"alice": writeApproverKey(t, key, "alice", 0o600)})})
+	tx := g.Create(t, g.Acme, signerA, "slow-reader")
+	pendingApproval(t, g, tx.TxID)
+
+	const timeout = 2 * time.Second
+	var out, errb strings.Builder
+	err := txctl.Run(context.Background(), []string{"--timeout", timeout.String(), "approve", tx.TxID, "--key-file", key, "--max-fee", "30000000000"},
+		testEnv(g.URL, g.Acme), &slowReader{after: timeout + timeout/4, answer: strings.NewReader("y\n")}, &out, &errb)
+	if err != nil || field(t, out.String(), "approved_by") != "alice" {
+		t.Fatalf("an answer after the timeout: %v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())
+	}
+	id := uuid.MustParse(tx.TxID)
+	if stored, err := g.TxM.Store.Approvals(context.Background(), []uuid.UUID{id}); err != nil || len(stored[id]) != 1 {
+		t.Errorf("stored approvals %v %v, want alice's", stored, err)
 	}
 }

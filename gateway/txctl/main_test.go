@@ -42,8 +42,14 @@ type result struct {
 // environment gives them.
 func txctlRun(t *testing.T, url, key string, args ...string) result {
 	t.Helper()
+	return txctlRunInput(t, url, key, "", args...)
+}
+
+// txctlRunInput is txctlRun with stdin as the command's standard input.
+func txctlRunInput(t *testing.T, url, key, stdin string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	err := txctl.Run(context.Background(), args, testEnv(url, key), strings.NewReader(""), &out, &errb)
+	err := txctl.Run(context.Background(), args, testEnv(url, key), strings.NewReader(stdin), &out, &errb)
 	return result{stdout: out.String(), stderr: errb.String(), err: err, code: txctl.ExitCode(err)}
 }
 

@@ -161,6 +161,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	x.stdin, x.stdout, x.stderr = stdin, stdout, stderr
+	x.base = x.ctx
 	if x.timeout > 0 {
 		var cancel context.CancelFunc
 		x.ctx, cancel = context.WithTimeout(x.ctx, x.timeout)
@@ -172,7 +173,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // env is what a command runs with.
 type env struct {
 	ctx context.Context
-	api *gatewayapi.ClientWithResponses
+	// base is ctx without the command's timeout, for a command that waits
+	// for a person between its requests (approve).
+	base context.Context
+	api  *gatewayapi.ClientWithResponses
 	// http sends the requests, the generated client's and the event
 	// stream's.
 	http    *http.Client

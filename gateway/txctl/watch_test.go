@@ -3,10 +3,12 @@ package txctl_test
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +32,10 @@ type eventDoc struct {
 // nothing lost or repeated), and to the exit status of a failure.
 func TestWatch(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{})
+	// carol rejects a transaction: a rejection is signed, and checked
+	// against the policy's approvers.
+	carolKey := filepath.Join(t.TempDir(), "carol.key")
+	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{"carol": writeApproverKey(t, carolKey, "carol", 0o600)})})
 
 	t.Run("until final", func(t *testing.T) {
 		tx := g.Create(t, g.Acme, signerA, "watched")
@@ -124,9 +129,7 @@ func TestWatch(t *testing.T) {
 	t.Run("a failure exits 3, a timeout 1", func(t *testing.T) {
 		tx := g.Create(t, g.Acme, signerA, "rejected")
 		pendingApproval(t, g, tx.TxID)
-		if resp, b := g.Do(t, g.Acme, "POST", "/api/v1/tx/"+tx.TxID+"/reject", `{"approver": "carol"}`); resp.StatusCode != http.StatusOK {
-			t.Fatalf("reject: %d %s", resp.StatusCode, b)
-		}
+		mustRun(t, g.URL, g.Acme, "reject", tx.TxID, "--key-file", carolKey, "--yes")
 		r := txctlRun(t, g.URL, g.AcmeRead, "watch", tx.TxID, "--until-final")
 		if r.code != 3 || !strings.Contains(r.stdout, "PENDING_APPROVAL -> FAILED") || !strings.Contains(r.stderr, "ended FAILED (approval_rejected)") {
 			t.Errorf("watch of a rejected transaction: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/big"
@@ -353,4 +354,214 @@ func zero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// CallReading is call data as policy reads it, for a person about to
+// approve it (txctl approve): what they are shown is what policy counts,
+// from the same decoder.
+type CallReading struct {
+	// Standard is ERC-20, ERC-721 or ERC-1155 for a token call; empty for
+	// an allowance-granting call of no token standard (Permit2, ERC-6909,
+	// lending delegations...), which policy checks on any contract that is
+	// not a declared token.
+	Standard string
+	// Signature is the function's, as its selector hashes it.
+	Signature string
+	Selector  [4]byte
+	// Args are the arguments in order, named for a token call and by
+	// their ABI type otherwise; nil when Err is set.
+	Args []CallArg
+	// Effect is what policy counts of the call; nil when Err is set.
+	Effect *CallEffect
+	// Err says why policy refuses data as this call: not its canonical
+	// encoding, or a batch whose lists differ in length.
+	Err error
+}
+
+// CallArg is one decoded argument. Value is an address in EIP-55 hex, a
+// decimal integer, true or false, 0x-prefixed hex bytes, [a, b] for an
+// array or (a, b) for a tuple.
+type CallArg struct {
+	Name, Value string
+}
+
+// CallEffect is what a call does with the signer's tokens, as policy
+// counts it against a rule.
+type CallEffect struct {
+	// Kind is "moves" (units to Party), "grants" (an allowance of Amount
+	// units to Party), "grants_all" (Party becomes an operator of every
+	// unit, present and future) or "revokes" (an allowance or operator:
+	// Party's, or the one approved account of an ERC-721 token when Party
+	// is zero).
+	Kind   string
+	Party  common.Address
+	Amount *big.Int // units moved or granted; nil for grants_all, revokes and a grant of no token standard
+}
+
+// tokenArgNames name each token call's arguments for a person. Every call
+// of every standard has its names, one per argument, or the package
+// panics when it starts (and every test fails).
+var tokenArgNames = checkArgNames(map[*tokenStandard]map[string][]string{
+	erc20: {
+		"transfer(address,uint256)":             {"recipient", "amount"},
+		"transferFrom(address,address,uint256)": {"from", "recipient", "amount"},
+		"approve(address,uint256)":              {"spender", "amount"},
+		"increaseAllowance(address,uint256)":    {"spender", "added_amount"},
+	},
+	erc721: {
+		"transferFrom(address,address,uint256)":           {"from", "recipient", "token_id"},
+		"safeTransferFrom(address,address,uint256)":       {"from", "recipient", "token_id"},
+		"safeTransferFrom(address,address,uint256,bytes)": {"from", "recipient", "token_id", "data"},
+		"approve(address,uint256)":                        {"spender", "token_id"},
+		"setApprovalForAll(address,bool)":                 {"operator", "approved"},
+	},
+	erc1155: {
+		"safeTransferFrom(address,address,uint256,uint256,bytes)":          {"from", "recipient", "token_id", "amount", "data"},
+		"safeBatchTransferFrom(address,address,uint256[],uint256[],bytes)": {"from", "recipient", "token_ids", "amounts", "data"},
+		"setApprovalForAll(address,bool)":                                  {"operator", "approved"},
+	},
+})
+
+func checkArgNames(names map[*tokenStandard]map[string][]string) map[*tokenStandard]map[string][]string {
+	for _, s := range standards {
+		for _, c := range s.calls {
+			if len(names[s][c.signature]) != len(c.args) {
+				panic("policy: no argument names for " + s.name + " " + c.signature)
+			}
+		}
+	}
+	return names
+}
+
+var effectKinds = map[effectKind]string{moves: "moves", grants: "grants", grantsAll: "grants_all", revokes: "revokes"}
+
+// ReadCall reads data as every call policy decodes by its selector: one
+// reading per token standard that has the call (an ERC-20 and an ERC-721
+// transferFrom or approve share their selector, and policy tells them
+// apart only by the standard its policy file declares the contract to
+// be), else the allowance-granting call policy checks on other contracts.
+// No reading means policy decodes no call of that selector (or data has
+// none): a rule can then only let it through by listing the selector.
+func ReadCall(data []byte) []CallReading {
+	if len(data) < 4 {
+		return nil
+	}
+	sel := [4]byte(data[:4])
+	var out []CallReading
+	for _, s := range []*tokenStandard{erc20, erc721, erc1155} {
+		c := s.calls[sel]
+		if c == nil {
+			continue
+		}
+		r := CallReading{Standard: s.name, Signature: c.signature, Selector: sel}
+		args, err := c.decode(data)
+		var e tokenEffect
+		if err == nil {
+			e, err = c.effect(args)
+		}
+		if r.Err = err; err == nil {
+			r.Args = formatArgs(c.args, args, tokenArgNames[s][c.signature])
+			r.Effect = &CallEffect{Kind: effectKinds[e.kind], Party: e.party}
+			if e.kind == moves || e.kind == grants {
+				r.Effect.Amount = e.amount
+			}
+		}
+		out = append(out, r)
+	}
+	if g := grantCalls[sel]; g != nil && !tokenSelector(sel) {
+		r := CallReading{Signature: g.signature, Selector: sel}
+		args, err := g.decode(data)
+		if r.Err = err; err == nil {
+			r.Args = formatArgs(g.args, args, nil)
+			r.Effect = &CallEffect{Kind: "grants", Party: g.grantee(args)}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Calls lists every call ReadCall reads, in no particular order, as
+// readings without arguments: each standard's calls and the
+// allowance-granting calls of no standard. A reader of call data that
+// mirrors this one (the operator console's) checks it knows the same.
+func Calls() []CallReading {
+	var out []CallReading
+	for _, s := range []*tokenStandard{erc20, erc721, erc1155} {
+		for _, c := range s.calls {
+			out = append(out, CallReading{Standard: s.name, Signature: c.signature, Selector: c.selector})
+		}
+	}
+	for _, g := range grantCallList {
+		if !tokenSelector(g.selector) {
+			out = append(out, CallReading{Signature: g.signature, Selector: g.selector})
+		}
+	}
+	return out
+}
+
+func tokenSelector(sel [4]byte) bool {
+	return erc20.calls[sel] != nil || erc721.calls[sel] != nil || erc1155.calls[sel] != nil
+}
+
+// formatArgs writes decoded arguments for a person, named by names or,
+// when nil, by their types.
+func formatArgs(types []abiType, vals []abiValue, names []string) []CallArg {
+	out := make([]CallArg, len(vals))
+	for i := range vals {
+		name := typeName(&types[i])
+		if names != nil {
+			name = names[i]
+		}
+		out[i] = CallArg{Name: name, Value: formatValue(&types[i], &vals[i])}
+	}
+	return out
+}
+
+func typeName(t *abiType) string {
+	switch t.kind {
+	case abiAddress:
+		return "address"
+	case abiBool:
+		return "bool"
+	case abiUint:
+		return "uint" + strconv.Itoa(8*t.size)
+	case abiFixedBytes:
+		return "bytes" + strconv.Itoa(t.size)
+	case abiBytes:
+		return "bytes"
+	case abiArray:
+		return typeName(t.elem) + "[]"
+	}
+	names := make([]string, len(t.fields))
+	for i := range t.fields {
+		names[i] = typeName(&t.fields[i])
+	}
+	return "(" + strings.Join(names, ",") + ")"
+}
+
+func formatValue(t *abiType, v *abiValue) string {
+	switch t.kind {
+	case abiAddress:
+		return v.address().Hex()
+	case abiBool:
+		return strconv.FormatBool(v.bool())
+	case abiUint:
+		return v.uint().String()
+	case abiFixedBytes:
+		return "0x" + hex.EncodeToString(v.word[:t.size])
+	case abiBytes:
+		return "0x" + hex.EncodeToString(v.bytes)
+	}
+	items := make([]string, len(v.items))
+	for i := range v.items {
+		item := t.elem
+		if t.kind == abiTuple {
+			item = &t.fields[i]
+		}
+		items[i] = formatValue(item, &v.items[i])
+	}
+	if t.kind == abiArray {
+		return "[" + strings.Join(items, ", ") + "]"
+	}
+	return "(" + strings.Join(items, ", ") + ")"
 }

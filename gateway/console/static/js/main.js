@@ -4,7 +4,6 @@
 // after a reload.
 
 import { apiKey, clearApiKey, get, onUnauthorized, problemBox, setApiKey } from './api.js';
-import { forgetApprover } from './approval.js';
 import { $, fill, template } from './dom.js';
 import { clearFlash } from './ui.js';
 import * as overview from './views/overview.js';
@@ -53,7 +52,6 @@ function stop() {
 function signOut() {
   stop();
   clearApiKey();
-  forgetApprover();
   me = null;
 }
 

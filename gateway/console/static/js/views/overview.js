@@ -4,6 +4,7 @@
 import { get, problemBox, query } from '../api.js';
 import { $, emptyRow, fill, h, template } from '../dom.js';
 import { age, eth, fromTo, localTime, since, state, txLink, when } from '../format.js';
+import { callSummary } from '../intent.js';
 import { pagedTable, txPage } from './list.js';
 
 const openStates = ['INIT', 'SIMULATED', 'PENDING_APPROVAL', 'ALLOCATED', 'SIGNED', 'BROADCASTED'];
@@ -79,13 +80,14 @@ function signerRow(s, result) {
 
 function approvals(live) {
   return pagedTable({
-    tbody: $('#approvals tbody'), moreEl: $('#approvals-more'), columns: 4, live,
+    tbody: $('#approvals tbody'), moreEl: $('#approvals-more'), columns: 5, live,
     empty: 'Nothing waits for approval.',
     fetchPage: async (cursor) => txPage(await get(`/approvals${query({ limit: 50, cursor })}`)),
     row: (tx) => h('tr', { data: { tx: tx.tx_id } },
       h('td', null, txLink(tx.tx_id)),
       h('td', null, fromTo(tx)),
       h('td', { class: 'num' }, eth(tx.value)),
+      h('td', { class: 'call', text: callSummary(tx) }),
       h('td', { class: Date.parse(tx.approval_expires_at) < Date.now() ? 'bad' : '' },
         tx.approval_expires_at ? when(tx.approval_expires_at) : '')),
   });

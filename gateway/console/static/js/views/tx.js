@@ -1,18 +1,18 @@
 // One transaction: its fields, its timeline (events), the operator
-// actions on it, and what an operator can do in its state: approve or
-// reject while it waits for approvals, cancel it before it has a nonce,
+// actions on it, and what an operator can do in its state: while it waits
+// for approvals, read what an approval covers and the txctl commands that
+// approve or reject it; cancel it before it has a nonce,
 // resend, bump, cancel it on chain or abandon it while it does not move
 // (ALLOCATED, SIGNED, BROADCASTED and not mined; abandon before the
 // broadcast only).
 
 import { get, post, problemBox } from '../api.js';
-import { approver, feeCeiling, forgetApprover, hex, intent, loadApproverKey, rfc3339, signApproval } from '../approval.js';
 import { $, emptyRow, facts, fill, h, template } from '../dom.js';
 import { eth, gwei, json, mono, state, txLink, when } from '../format.js';
+import { approveCommand, intent, intentFacts, rejectCommand } from '../intent.js';
 import { busy, confirmAction, failure, notice } from '../ui.js';
 
 const beforeNonce = ['INIT', 'SIMULATED', 'PENDING_APPROVAL'];
-const approverID = /^[A-Za-z0-9._@-]{1,64}$/;
 // How often, and how many times, the page looks again at operator actions
 // not carried out yet (the owner node acts within a follower step).
 const pollEvery = 2000;
@@ -256,135 +256,27 @@ function renderActions(tx, act) {
       h('span', { class: 'muted small', text: 'before a nonce is assigned' })));
   }
 
-  if (tx.state === 'PENDING_APPROVAL') body.append(approvePanel(tx, act));
+  if (tx.state === 'PENDING_APPROVAL') body.append(approvalPanel(tx));
 
   if (!body.childNodes.length) {
     body.append(h('p', { class: 'muted', text: `No action applies to a ${tx.state} transaction.` }));
   }
 }
 
-function approvePanel(tx, act) {
-  const panel = template('t-approve');
-  const el = (id) => $(`#${id}`, panel);
-  const file = el('approver-file');
-  const paste = el('approver-paste');
-  const loadBox = el('approver-load');
-  const loadedBox = el('approver-loaded');
-  const ttl = el('approve-ttl');
-  const maxFee = el('approve-max-fee');
-  const maxFeeGwei = el('approve-max-fee-gwei');
-  const intentOut = el('approve-intent');
-  const rejectAs = el('reject-approver');
-  const approveButton = el('approve');
-  const rejectButton = el('reject');
-  const errors = h('div');
-  loadBox.after(errors);
-
-  const showLoaded = () => {
-    const a = approver();
-    loadBox.hidden = Boolean(a);
-    loadedBox.hidden = !a;
-    approveButton.disabled = !a;
-    if (a) {
-      fill($('#approver-id', loadedBox), a.id);
-      fill($('#approver-pub', loadedBox), a.publicKey);
-      if (!rejectAs.value) rejectAs.value = a.id;
-    }
-  };
-  const showIntent = async () => {
-    try {
-      fill(intentOut, hex(await intent(tx, tx.type)));
-    } catch (err) {
-      fill(intentOut, h('span', { class: 'bad', text: err.message }));
-    }
-  };
-
-  // The fee ceiling offered is the transaction's fee_ceiling: the most
-  // txmanager may sign it for, fee bumps included. Without one the
-  // approver chooses.
-  maxFee.value = tx.fee_ceiling || '';
-  const showMaxFee = () => {
-    let shown;
-    try {
-      shown = gwei(feeCeiling(maxFee.value));
-    } catch {
-      shown = h('span', { class: 'muted', text: maxFee.value ? 'not a decimal amount of wei' : '' });
-    }
-    fill(maxFeeGwei, shown);
-  };
-  maxFee.addEventListener('input', showMaxFee);
-  showMaxFee();
-
-  el('approver-load-button').addEventListener('click', async () => {
-    errors.replaceChildren();
-    try {
-      const text = paste.value.trim() || (file.files.length ? (await file.files[0].text()).trim() : '');
-      if (!text) throw new Error('choose the approver key file or paste it');
-      await loadApproverKey(text);
-    } catch (err) {
-      errors.append(problemBox(err, 'Approver key'));
-    } finally {
-      // The key's text is not kept anywhere the page can reach again.
-      paste.value = '';
-      file.value = '';
-    }
-    showLoaded();
-  });
-  el('approver-forget').addEventListener('click', () => {
-    forgetApprover();
-    rejectAs.value = '';
-    showLoaded();
-  });
-
-  approveButton.addEventListener('click', async () => {
-    errors.replaceChildren();
-    const a = approver();
-    if (!a) return;
-    const expiry = Math.floor(Date.now() / 1000) + Number(ttl.value);
-    let intentHex, ceiling;
-    try {
-      ceiling = feeCeiling(maxFee.value);
-    } catch (err) {
-      errors.append(problemBox(err, 'Fee ceiling'));
-      return;
-    }
-    try {
-      intentHex = hex(await intent(tx, tx.type));
-    } catch (err) {
-      errors.append(problemBox(err, 'Intent'));
-      return;
-    }
-    await act(approveButton,
-      { title: `Approve as ${a.id}?`,
-        text: 'Signs the approval message of this intent with the loaded key. Read what you approve:',
-        details: [['Transaction', mono(tx.tx_id)], ['Chain', tx.chain_id], ['From', mono(tx.from)],
-          ['To', tx.to ? mono(tx.to) : 'contract creation'], ['Value', h('span', null, eth(tx.value), ` (${tx.value} wei)`)],
-          ['Data', tx.data && tx.data !== '0x' ? `${(tx.data.length - 2) / 2} bytes` : 'none'], ['Type', tx.type],
-          ['Intent', mono(intentHex)],
-          ['Fee ceiling', h('span', null, gwei(ceiling), ` (${ceiling} wei per gas; a fee bump above it needs a new approval)`)],
-          ['Valid until', rfc3339(expiry)]],
-        action: 'Sign and approve' },
-      async () => post(`/tx/${encodeURIComponent(tx.tx_id)}/approvals`, await signApproval(tx, tx.type, ceiling, expiry)),
-      () => `Approval by ${a.id} recorded, valid until ${rfc3339(expiry)}; signerd counts it against the policy at the owner node's next step.`);
-  });
-
-  rejectButton.addEventListener('click', () => {
-    errors.replaceChildren();
-    const id = rejectAs.value.trim();
-    if (!approverID.test(id)) {
-      errors.append(problemBox(new Error('give the approver id to reject as (letters, digits, ".", "_", "-" or "@")'), 'Reject'));
-      return;
-    }
-    act(rejectButton,
-      { title: `Reject as ${id}?`, text: 'The transaction FAILS (approval_rejected); no nonce was spent on it. This cannot be undone.',
-        details: [['Transaction', mono(tx.tx_id)], ['From', mono(tx.from)], ['To', tx.to ? mono(tx.to) : 'contract creation'],
-          ['Value', eth(tx.value)]],
-        action: 'Reject', danger: true },
-      () => post(`/tx/${encodeURIComponent(tx.tx_id)}/reject`, { approver: id }),
-      (r) => `Rejected by ${id}: the transaction is ${r.state}.`);
-  });
-
-  showLoaded();
-  showIntent();
+// approvalPanel shows what an approval of tx covers and the commands an
+// approver runs on their own machine: approver keys never enter this page.
+function approvalPanel(tx) {
+  const panel = template('t-approval');
+  const intentOut = h('code', { class: 'hex', id: 'approval-intent-hash', text: '…' });
+  facts($('#approval-intent', panel), intentFacts(tx, intentOut));
+  intent(tx).then((hash) => fill(intentOut, hash), (err) => fill(intentOut, h('span', { class: 'bad', text: err.message })));
+  const approve = approveCommand(tx);
+  const reject = rejectCommand(tx);
+  if (!approve || !reject) {
+    fill($('.approval', panel), h('p', { class: 'bad', text: 'The transaction id is not a UUID: no command is shown for it.' }));
+    return panel;
+  }
+  fill($('#approve-command', panel), approve);
+  fill($('#reject-command', panel), reject);
   return panel;
 }
