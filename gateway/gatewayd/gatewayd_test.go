@@ -109,14 +109,24 @@ func TestReadinessFollowsRedis(t *testing.T) {
 		t.Fatalf("readyz with Redis up: %d\n%s", code, svc.Logs())
 	}
 	redistest.Stop(t, own)
-	resp, err := http.Get(svc.URL("public") + "/readyz")
-	if err != nil {
-		t.Fatal(err)
+	// Readiness results are reused for a second, so a client hammering the
+	// public /readyz costs the dependencies nothing; the failure shows
+	// after that. The public answer names no check.
+	var code int
+	var body []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(svc.URL("public") + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if code = resp.StatusCode; code == http.StatusServiceUnavailable {
+			break
+		}
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"failing":["redis"]`) {
-		t.Errorf("readyz with Redis down: %d %s", resp.StatusCode, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), `"not_ready"`) || strings.Contains(string(body), "redis") {
+		t.Errorf("public readyz with Redis down: %d %s; want 503 naming no check", code, body)
 	}
 	if code := get(t, http.DefaultClient, svc.URL("public")+"/healthz"); code != http.StatusOK {
 		t.Errorf("healthz with Redis down: %d; the process itself is fine", code)

@@ -1733,10 +1733,13 @@ type ClientInterface interface {
 
 	// GetReadiness Readiness
 	//
-	// Runs the gateway's readiness checks (its PostgreSQL, Redis, and the
-	// services it calls) and answers 200 when all pass, 503 with the
-	// failing checks otherwise, so that a load balancer stops routing to
-	// an instance that cannot serve. Needs no credentials.
+	// The outcome of the gateway's readiness checks (its PostgreSQL, Redis,
+	// and the services it calls): 200 when all pass, 503 when any fails,
+	// so that a load balancer stops routing to an instance that cannot
+	// serve. Needs no credentials, and so says no more than ready or not
+	// (`checks` is empty, `failing` absent): which check fails, and why,
+	// is on the internal and ops listeners.
+	// The checks run at most once a second however often it is asked.
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2716,10 +2719,13 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // GetReadiness Readiness
 //
-// Runs the gateway's readiness checks (its PostgreSQL, Redis, and the
-// services it calls) and answers 200 when all pass, 503 with the
-// failing checks otherwise, so that a load balancer stops routing to
-// an instance that cannot serve. Needs no credentials.
+// The outcome of the gateway's readiness checks (its PostgreSQL, Redis,
+// and the services it calls): 200 when all pass, 503 when any fails,
+// so that a load balancer stops routing to an instance that cannot
+// serve. Needs no credentials, and so says no more than ready or not
+// (`checks` is empty, `failing` absent): which check fails, and why,
+// is on the internal and ops listeners.
+// The checks run at most once a second however often it is asked.
 //
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5175,10 +5181,13 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadinessWithResponse Readiness
 	//
-	// Runs the gateway's readiness checks (its PostgreSQL, Redis, and the
-	// services it calls) and answers 200 when all pass, 503 with the
-	// failing checks otherwise, so that a load balancer stops routing to
-	// an instance that cannot serve. Needs no credentials.
+	// The outcome of the gateway's readiness checks (its PostgreSQL, Redis,
+	// and the services it calls): 200 when all pass, 503 when any fails,
+	// so that a load balancer stops routing to an instance that cannot
+	// serve. Needs no credentials, and so says no more than ready or not
+	// (`checks` is empty, `failing` absent): which check fails, and why,
+	// is on the internal and ops listeners.
+	// The checks run at most once a second however often it is asked.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7732,10 +7741,13 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 
 // GetReadinessWithResponse Readiness
 //
-// Runs the gateway's readiness checks (its PostgreSQL, Redis, and the
-// services it calls) and answers 200 when all pass, 503 with the
-// failing checks otherwise, so that a load balancer stops routing to
-// an instance that cannot serve. Needs no credentials.
+// The outcome of the gateway's readiness checks (its PostgreSQL, Redis,
+// and the services it calls): 200 when all pass, 503 when any fails,
+// so that a load balancer stops routing to an instance that cannot
+// serve. Needs no credentials, and so says no more than ready or not
+// (`checks` is empty, `failing` absent): which check fails, and why,
+// is on the internal and ops listeners.
+// The checks run at most once a second however often it is asked.
 //
 // Returns a wrapper object for the known response body format(s).
 //

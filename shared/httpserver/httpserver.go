@@ -65,6 +65,12 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	ops  chi.Router
+
+	ready struct {
+		sync.Mutex
+		results map[string]CheckResult
+		at      time.Time
+	}
 }
 
 // New builds the router with the common middleware and the operational
@@ -93,11 +99,14 @@ func New(opts Options) *Server {
 }
 
 // PublicRouter is a router for a listener that faces clients: the same
-// middleware and /healthz and /readyz, but no /metrics, which stays on the
-// internal and ops listeners.
+// middleware, /healthz, and a /readyz that says ready or not and nothing
+// of its checks (their errors name internal addresses); no /metrics, which
+// stays on the internal and ops listeners.
 func (s *Server) PublicRouter() chi.Router { return s.newRouter(false) }
 
-func (s *Server) newRouter(withMetrics bool) chi.Router {
+// newRouter builds a router; internal ones serve /metrics and the checks'
+// details on /readyz.
+func (s *Server) newRouter(internal bool) chi.Router {
 	r := chi.NewRouter()
 	traceContext := s.opts.TraceContext
 	if traceContext == nil {
@@ -110,15 +119,17 @@ func (s *Server) newRouter(withMetrics bool) chi.Router {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, errs.Errorf(errs.Invalid, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
-	s.mountOps(r, withMetrics)
+	s.mountOps(r, internal)
 	return r
 }
 
-func (s *Server) mountOps(r chi.Router, withMetrics bool) {
+func (s *Server) mountOps(r chi.Router, internal bool) {
 	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	if withMetrics {
+	if internal {
+		r.Get("/readyz", s.readyz)
 		r.Handle("/metrics", s.opts.Metrics)
+	} else {
+		r.Get("/readyz", s.publicReadyz)
 	}
 }
 
@@ -141,13 +152,26 @@ type CheckResult struct {
 	Error  string `json:"error,omitempty"`
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+// readyFor is how long readiness results are reused: however often
+// probes and clients ask, the checks (a database ping, a call to another
+// service) run at most once per readyFor per process.
+const readyFor = time.Second
+
+// readiness runs the checks, or reuses results younger than readyFor;
+// concurrent callers wait for one run.
+func (s *Server) readiness(ctx context.Context) map[string]CheckResult {
+	s.ready.Lock()
+	defer s.ready.Unlock()
+	if s.ready.results != nil && time.Since(s.ready.at) < readyFor {
+		return s.ready.results
+	}
 	results := make(map[string]CheckResult, len(s.opts.Ready))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, c := range s.opts.Ready {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(r.Context(), s.opts.CheckTimeout)
+			// Not the caller's context: its results serve other callers.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CheckTimeout)
 			defer cancel()
 			res := CheckResult{Status: "ok"}
 			if err := c.Fn(ctx); err != nil {
@@ -159,6 +183,25 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	s.ready.results, s.ready.at = results, time.Now()
+	return results
+}
+
+// publicReadyz answers clients: ready or not, in the shape of readyz
+// with no check in it.
+func (s *Server) publicReadyz(w http.ResponseWriter, r *http.Request) {
+	none := map[string]CheckResult{}
+	for _, res := range s.readiness(r.Context()) {
+		if res.Status != "ok" {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "service": s.opts.Service, "checks": none})
+			return
+		}
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "service": s.opts.Service, "checks": none})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	results := s.readiness(r.Context())
 	var failing []string
 	for name, res := range results {
 		if res.Status != "ok" {

@@ -64,12 +64,14 @@ func do(t *testing.T, h http.Handler, req *http.Request) *http.Response {
 
 func TestHealthAndReadiness(t *testing.T) {
 	t.Parallel()
-	dbDown := errors.New("connection refused")
+	dbDown := errors.New("connection refused to 10.0.0.7:5432")
 	var failing bool
+	var calls int
 	var mu sync.Mutex
 	s, _ := newServer(t, httpserver.Check{Name: "database", Fn: func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
+		calls++
 		if failing {
 			return dbDown
 		}
@@ -81,13 +83,33 @@ func TestHealthAndReadiness(t *testing.T) {
 	if resp := do(t, s, httptest.NewRequest("GET", "/readyz", nil)); resp.StatusCode != 200 {
 		t.Errorf("readyz while healthy: %d", resp.StatusCode)
 	}
+	// However many ask at once, the checks run at most once a second.
+	public := s.PublicRouter()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() { do(t, s, httptest.NewRequest("GET", "/readyz", nil)) })
+		wg.Go(func() { do(t, public, httptest.NewRequest("GET", "/readyz", nil)) })
+	}
+	wg.Wait()
 	mu.Lock()
 	failing = true
+	ran := calls
 	mu.Unlock()
+	if ran > 2 {
+		t.Errorf("101 readiness probes ran the checks %d times; want them reused within a second", ran)
+	}
+	// The failure shows once the reused results are a second old.
+	time.Sleep(1100 * time.Millisecond)
 	resp := do(t, s, httptest.NewRequest("GET", "/readyz", nil))
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 503 || !strings.Contains(string(body), `"failing":["database"]`) || !strings.Contains(string(body), "connection refused") {
 		t.Errorf("readyz while the database is down: %d %s", resp.StatusCode, body)
+	}
+	// Clients are told no more than that: no check, no internal address.
+	resp = do(t, public, httptest.NewRequest("GET", "/readyz", nil))
+	body, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || strings.Contains(string(body), "database") || strings.Contains(string(body), "10.0.0.7") {
+		t.Errorf("public readyz while the database is down: %d %s", resp.StatusCode, body)
 	}
 	// Liveness does not depend on dependencies: restarting would not help.
 	if resp := do(t, s.Ops(), httptest.NewRequest("GET", "/healthz", nil)); resp.StatusCode != 200 {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
@@ -44,7 +45,9 @@ type API struct {
 	// (signerd alone knows the approvers' keys); without it both are
 	// refused as unavailable, never stored unchecked.
 	Signer ApprovalChecker
-	// PollEvery is how often a long poll of the feed looks again.
+	// Feed wakes long polls of the feed when its head moves (one LISTEN
+	// per process). Without it a long poll looks again every PollEvery.
+	Feed      *postgres.FeedWatch
 	PollEvery time.Duration
 }
 
@@ -645,32 +648,53 @@ func toEvents(evs []txmanager.Event) []eventJSON {
 	return out
 }
 
-// waitForEvents reads the feed after seq, numbering what is ready first,
-// and looks again every PollEvery until there is something or wait ends.
+// waitForEvents reads the feed after seq and, while it holds nothing
+// there, waits for its head to move until wait ends. A long poll only
+// reads: the sequencer numbers events (SEQUENCE_EVERY) and announces each
+// new head to the Feed watch, so a thousand idle polls cost the database
+// nothing. A read without a wait (a stream taking its starting position)
+// first numbers what is committed, in one bounded try, so that it finds
+// what was written just before it.
 func (a *API) waitForEvents(ctx context.Context, wait time.Duration, after uint64, limit int) ([]txmanager.Event, error) {
+	if wait == 0 {
+		if _, err := a.Store.Sequence(ctx); err != nil {
+			return nil, err
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		evs, err := a.Store.EventsAfter(ctx, after, limit)
+		if err != nil || len(evs) > 0 || !time.Now().Before(deadline) {
+			return evs, err
+		}
+		waitCtx, cancel := context.WithDeadline(ctx, deadline)
+		err = a.waitForHead(waitCtx, after)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		// The head moved, or the wait is over: read once more.
+	}
+}
+
+// waitForHead waits for the feed's head to move above after: told by the
+// Feed watch, or found by looking again after PollEvery.
+func (a *API) waitForHead(ctx context.Context, after uint64) error {
+	if a.Feed != nil {
+		return a.Feed.Wait(ctx, after)
+	}
 	every := a.PollEvery
 	if every <= 0 {
 		every = 50 * time.Millisecond
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		if _, err := a.Store.Sequence(ctx); err != nil {
-			return nil, err
-		}
-		evs, err := a.Store.EventsAfter(ctx, after, limit)
-		if err != nil || len(evs) > 0 || wait == 0 {
-			return evs, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-deadline.C:
-			return nil, nil // the wait is over: an empty page
-		case <-tick.C:
-		}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(every):
+		return nil
 	}
 }
 

@@ -161,7 +161,9 @@ func (s *Store) sequence(ctx context.Context) (n int, busy bool, err error) {
 		if err != nil || n == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE event_sequence SET last_seq = last_seq + $1`, n)
+		// The new head goes to the long polls' FeedWatch at commit.
+		_, err = tx.Exec(ctx, `WITH moved AS (UPDATE event_sequence SET last_seq = last_seq + $1 RETURNING last_seq)
+			SELECT pg_notify('`+feedChannel+`', current_schema() || ' ' || last_seq) FROM moved`, n)
 		return err
 	})
 	if errors.Is(err, errWritersBusy) {

@@ -96,7 +96,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	store := postgres.New(svc.DB)
-	api := &httpapi.API{Store: store, Chains: chains}
+	seqCtx, stopSequencer := context.WithCancel(ctx)
+	defer stopSequencer()
+	api := &httpapi.API{Store: store, Chains: chains, Feed: store.WatchFeed(seqCtx, svc.Log)}
 	if cfg.SignerURL != "" {
 		// Approvals and rejections are checked with signerd as they come
 		// in, on every node that accepts them.
@@ -105,9 +107,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	api.Mount(svc.HTTP.Router)
-
-	seqCtx, stopSequencer := context.WithCancel(ctx)
-	defer stopSequencer()
 	go sequence(seqCtx, store, cfg.SequenceEvery, svc.Log)
 
 	if cfg.SignerURL == "" || cfg.MevrouterURL == "" {

@@ -6,8 +6,11 @@
 package txmanagertest
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +73,21 @@ func Serve(t testing.TB, pki string, opts Options) *Server {
 	}
 	store := postgres.New(pool)
 	srv := httpserver.New(httpserver.Options{Service: "txmanager"})
-	api := &httpapi.API{Store: store, Chains: chains, PollEvery: 10 * time.Millisecond}
+	// As txmanagerd: a sequencer numbers the events, and a watch of the
+	// feed wakes the long polls.
+	ctx, stop := context.WithCancel(context.Background())
+	var sequencing sync.WaitGroup
+	t.Cleanup(func() { stop(); sequencing.Wait() })
+	sequencing.Go(func() {
+		for ctx.Err() == nil {
+			_, _ = store.Sequence(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	api := &httpapi.API{Store: store, Chains: chains, Feed: store.WatchFeed(ctx, slog.New(slog.DiscardHandler))}
 	if opts.SignerPolicy != "" {
 		signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.SignerPolicy})
 		if api.Signer, err = remote.NewSigner(signerd.URL, servicetest.Client(t, pki, "txmanager", "signer")); err != nil {
