@@ -38,7 +38,6 @@ import (
 func TestAnApprovalBelowTheFeeCapDoesNotCount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	g := gatewaytest.Start(t, gatewaytest.Options{})
 	seed := sha256.Sum256([]byte("txfence gateway test approver alice"))
 	alice := ed25519.NewKeyFromSeed(seed[:])
 	policyFile := filepath.Join(t.TempDir(), "policy.json")
@@ -49,6 +48,9 @@ func TestAnApprovalBelowTheFeeCapDoesNotCount(t *testing.T) {
 			"approval": {"threshold": 1, "approvers": ["alice"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// txmanager checks each approval with a signerd of this policy when it
+	// is submitted; the test asks another for the verdicts.
+	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: policyFile})
 	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: g.PKI, PolicyFile: policyFile,
 		Wrap: func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.Signer, h) }})
 	policy, err := remote.NewSigner(signerd.URL, servicetest.Client(t, g.PKI, "txmanager", "signer"))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -126,7 +125,7 @@ func TestFailedAuthenticationsAreBounded(t *testing.T) {
 		t.Errorf("unknown keys from one address: %v, want six 401 then 429", codes)
 	}
 	// The real key id with a wrong secret, from ever new addresses.
-	wrong := r.Acme[:len(r.Acme)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(r.Acme, "A")]
+	wrong := gatewaytest.WrongSecret(r.Acme)
 	codes = codes[:0]
 	for i := range 8 {
 		codes = append(codes, from(fmt.Sprintf("192.0.2.%d", i+1), wrong))

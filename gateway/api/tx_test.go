@@ -1,12 +1,15 @@
 package api_test
 
 import (
-	"github.com/txfence/txfence/gateway/gatewaytest"
-
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +17,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/postgres"
+	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
 )
 
@@ -93,7 +98,8 @@ func TestNoTenantSeesAnother(t *testing.T) {
 		{"GET", "/api/v1/tx/" + id + "/actions", ""},
 		{"POST", "/api/v1/tx/" + id + "/actions", `{"action": "bump"}`},
 		{"POST", "/api/v1/tx/" + id + "/approvals", approval},
-		{"POST", "/api/v1/tx/" + id + "/reject", `{"approver": "alice"}`},
+		{"POST", "/api/v1/tx/" + id + "/reject", fmt.Sprintf(`{"approver": "alice", "expiry": %q, "signature": %q}`,
+			time.Now().Add(time.Hour).UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(make([]byte, 64)))},
 		{"GET", "/api/v1/tx/by-request?chain_id=31337&from=" + signerA + "&request_id=secret-order", ""},
 		{"GET", "/api/v1/signers/31337/" + signerA, ""},
 		{"DELETE", "/api/v1/keys/" + acmeKeys[0].ID.String(), ""},
@@ -263,7 +269,24 @@ func TestBadInputNamesTheField(t *testing.T) {
 // reach txmanager with the key as the operator.
 func TestApprovalsAndOperatorActions(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	// Approvers alice and bob, each a key of their own; signerd, which
+	// txmanager asks, knows their public keys from the policy.
+	keys := map[string]ed25519.PrivateKey{}
+	pubs := map[string]string{}
+	for _, id := range []string{"alice", "bob"} {
+		seed := sha256.Sum256([]byte("txfence gateway tx test approver " + id))
+		keys[id] = ed25519.NewKeyFromSeed(seed[:])
+		pubs[id] = base64.StdEncoding.EncodeToString(keys[id].Public().(ed25519.PublicKey))
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policyFile, []byte(`{"version": "approvals-1", "chains": [31337],
+		"approvers": {"alice": "`+pubs["alice"]+`", "bob": "`+pubs["bob"]+`"},
+		"rules": [{"id": "large-transfers", "effect": "allow", "match": {"from": ["`+signerA+`"]},
+			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
+			"approval": {"threshold": 2, "approvers": ["alice", "bob"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: policyFile})
 	ctx := context.Background()
 	waiting := r.Create(t, r.Acme, signerA, "big-payment")
 	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)}
@@ -280,12 +303,25 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 	if list := decode[struct{ Transactions []tx }](t, b).Transactions; resp.StatusCode != http.StatusOK || len(list) != 1 || list[0].TxID != waiting.TxID {
 		t.Fatalf("pending approvals: %d %s", resp.StatusCode, b)
 	}
+	to := common.HexToAddress(gatewaytest.Bob)
+	intent := &signer.Request{TxID: waiting.TxID, ChainID: 31337, From: common.HexToAddress(signerA), Type: signer.DynamicFee, To: &to, Value: big.NewInt(1000)}
+	expiry := time.Now().Add(time.Hour)
+	a := signer.SignApproval(keys["alice"], "alice", intent, big.NewInt(30e9), expiry)
 	approval := fmt.Sprintf(`{"approver": "alice", "max_fee_per_gas": "30000000000", "expiry": %q, "signature": %q}`,
-		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(make([]byte, 64)))
+		a.Expiry.UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(a.Signature))
 	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+waiting.TxID+"/approvals", approval); resp.StatusCode != http.StatusOK || decode[tx](t, b).State != "PENDING_APPROVAL" {
 		t.Errorf("approve: %d %s", resp.StatusCode, b)
 	}
-	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+waiting.TxID+"/reject", `{"approver": "bob"}`); resp.StatusCode != http.StatusOK || decode[tx](t, b).Reason != "approval_rejected" {
+	// A rejection is bob's signature over the transaction, not his name:
+	// an unsigned or forged one is refused and leaves it waiting.
+	rejection := func(rej signer.Rejection) string {
+		return fmt.Sprintf(`{"approver": %q, "expiry": %q, "signature": %q}`, rej.Approver, rej.Expiry.UTC().Format(time.RFC3339), base64.StdEncoding.EncodeToString(rej.Signature))
+	}
+	forged := signer.SignRejection(keys["alice"], "bob", intent, expiry)
+	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+waiting.TxID+"/reject", rejection(forged)); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a rejection in bob's name signed by alice's key: %d %s, want 400", resp.StatusCode, b)
+	}
+	if resp, b := r.Do(t, r.Acme, "POST", "/api/v1/tx/"+waiting.TxID+"/reject", rejection(signer.SignRejection(keys["bob"], "bob", intent, expiry))); resp.StatusCode != http.StatusOK || decode[tx](t, b).Reason != "approval_rejected" {
 		t.Errorf("reject: %d %s", resp.StatusCode, b)
 	}
 	// An action on a transaction not yet broadcast is txmanager's 409,

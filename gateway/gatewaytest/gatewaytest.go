@@ -252,3 +252,12 @@ func Decode[T any](t testing.TB, b []byte) T {
 	}
 	return v
 }
+
+// WrongSecret is token with one character of its secret changed: not the
+// last, whose low bits base64 ignores, so that the secret really differs.
+func WrongSecret(token string) string {
+	b := []byte(token)
+	i := len(b) - 5
+	b[i] = map[bool]byte{true: 'B', false: 'A'}[b[i] == 'A']
+	return string(b)
+}

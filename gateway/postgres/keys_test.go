@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pgtest"
@@ -202,7 +203,7 @@ func TestAuthenticationWritesOnlyAfterItVerifies(t *testing.T) {
 		}
 		return keys[0].LastUsedAt
 	}
-	wrong := token[:len(token)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(token, "A")]
+	wrong := gatewaytest.WrongSecret(token)
 	for range 50 {
 		if _, err := s.Authenticate(ctx, wrong); err == nil {
 			t.Fatal("a wrong secret authenticated")

@@ -292,7 +292,8 @@ func TestAPausedOwnerIsFencedAndNothingIsLost(t *testing.T) {
 		}
 	}
 	urls = []string{nodes[other].URL("internal"), nodes[other].URL("internal")}
-	poll("a takeover", func() bool { o, tok := lease(); return o == other && tok > token })
+	var takeover int64
+	poll("a takeover", func() bool { o, tok := lease(); takeover = tok; return o == other && tok > token })
 	create(total/2, total)
 	poll("every transaction broadcast by the new owner", func() bool { return broadcast() == total })
 
@@ -323,8 +324,11 @@ func TestAPausedOwnerIsFencedAndNothingIsLost(t *testing.T) {
 	if count != total || distinct != total || lo != 0 || hi != total-1 {
 		t.Errorf("%d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", count, distinct, lo, hi, total, total, total-1)
 	}
-	if o, tok := lease(); o != other || tok <= token {
-		t.Errorf("after the old owner woke: lease %s/%d, want %s above %d", o, tok, other, token)
+	// The woken node may own the signer again, but only by a takeover of
+	// its own (the new owner missing renewals on a loaded machine), with a
+	// fencing token above the one that fenced it: never its stale lease.
+	if o, tok := lease(); tok < takeover || (o == owner && tok <= takeover) {
+		t.Errorf("after the old owner woke: lease %s/%d; want %s at %d or a later takeover above it", o, tok, other, takeover)
 	}
 	if err := stack.Node.Mine(ctx, 1); err != nil {
 		t.Fatal(err)
