@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/deploy/devstack"
-	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/anvil"
+	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/pgcluster"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/servicetest"
