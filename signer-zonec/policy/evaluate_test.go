@@ -611,3 +611,62 @@ func TestDecisionDoesNotShareThePolicy(t *testing.T) {
 		t.Error("changing a decision changed the policy")
 	}
 }
+
+// TestCheckApprovalsNamesWhatDoesNotCount: the check txmanager asks for
+// when an approval or a rejection is submitted answers, for each item,
+// whether it would count and which field is at fault (approver,
+// signature, expiry), with the rule's threshold and approvers; a
+// rejection is signed over its own message, so an approval's signature
+// is no rejection; a request that needs no approval can take none.
+func TestCheckApprovalsNamesWhatDoesNotCount(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, testPolicy)
+	req := request(from(treasury), value(101))
+	in := now.Add(time.Hour)
+	sign := func(key, as string, r *signer.Request, expiry time.Time) signer.Approval {
+		return signer.SignApproval(approverKey(key), as, r, r.FeeCap(), expiry)
+	}
+	otherTx := *req
+	otherTx.TxID = "tx-2"
+	req.Approvals = []signer.Approval{
+		sign("alice", "alice", req, in),      // counts
+		sign("alice", "bob", req, in),        // bob's name, alice's key
+		sign("carol", "carol", &otherTx, in), // another transaction's
+		sign("mallory", "mallory", req, in),  // unknown approver
+		sign("dave", "dave", req, in),        // of the policy, not of the rule
+	}
+	got := p.CheckApprovals(req, nil, now)
+	if got.RuleID != "treasury" || got.Threshold != 2 || len(got.Approvers) != 3 || got.Why != "" {
+		t.Fatalf("check: %+v", got)
+	}
+	wantFields := []string{"", signer.FieldSignature, signer.FieldSignature, signer.FieldApprover, signer.FieldApprover}
+	if len(got.Approvals) != len(wantFields) {
+		t.Fatalf("%d items checked, want %d", len(got.Approvals), len(wantFields))
+	}
+	for i, item := range got.Approvals {
+		if item.Counts != (wantFields[i] == "") || item.Field != wantFields[i] || !item.Counts && item.Why == "" {
+			t.Errorf("approval %d (%s): counts %v, field %q, why %q; want field %q", i, item.Approver, item.Counts, item.Field, item.Why, wantFields[i])
+		}
+	}
+
+	for _, expiry := range []time.Time{now.Add(-time.Minute), now.Add(25 * time.Hour)} { // past, beyond max_ttl
+		late := *req
+		late.Approvals = []signer.Approval{sign("carol", "carol", req, expiry)}
+		if got := p.CheckApprovals(&late, nil, now); len(got.Approvals) != 1 || got.Approvals[0].Counts || got.Approvals[0].Field != signer.FieldExpiry {
+			t.Errorf("an approval expiring at %s: %+v", expiry, got.Approvals)
+		}
+	}
+
+	reject := signer.SignRejection(approverKey("bob"), "bob", req, in)
+	if got := p.CheckApprovals(req, &reject, now); got.Rejection == nil || !got.Rejection.Counts {
+		t.Errorf("bob's rejection: %+v", got.Rejection)
+	}
+	asApproval := sign("bob", "bob", req, in)
+	fake := signer.Rejection{Approver: "bob", Expiry: asApproval.Expiry, Signature: asApproval.Signature}
+	if got := p.CheckApprovals(req, &fake, now); got.Rejection == nil || got.Rejection.Counts || got.Rejection.Field != signer.FieldSignature {
+		t.Errorf("an approval's signature presented as a rejection: %+v", got.Rejection)
+	}
+	if got := p.CheckApprovals(request(from(treasury), value(100)), nil, now); got.Why == "" || got.RuleID != "" {
+		t.Errorf("a request that needs no approval: %+v", got)
+	}
+}
