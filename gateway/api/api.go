@@ -57,6 +57,11 @@ type Config struct {
 	// Done ends open event streams (at shutdown, so that they do not hold
 	// the server open).
 	Done <-chan struct{}
+	// StreamsPerKey and StreamsPerTenant cap the event streams one node
+	// holds open (0: 5 and 50); StreamRecheck is how often a stream checks
+	// that its key still stands, and ends when it does not (0: 5 s).
+	StreamsPerKey, StreamsPerTenant int
+	StreamRecheck                   time.Duration
 }
 
 // API serves /api/v1.
@@ -65,6 +70,7 @@ type API struct {
 	validator *validator
 	keys      *keyCache
 	failures  *authFailures // nil: failed authentications are not bounded
+	streams   *streamSlots
 }
 
 // New builds the API; it loads and compiles the spec it validates
@@ -83,7 +89,16 @@ func New(ctx context.Context, cfg Config) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, validator: v, keys: newKeyCache(cfg.Store, cfg.KeyCacheTTL)}
+	if cfg.StreamsPerKey == 0 {
+		cfg.StreamsPerKey = 5
+	}
+	if cfg.StreamsPerTenant == 0 {
+		cfg.StreamsPerTenant = 50
+	}
+	if cfg.StreamRecheck == 0 {
+		cfg.StreamRecheck = 5 * time.Second
+	}
+	a := &API{cfg: cfg, validator: v, keys: newKeyCache(cfg.Store, cfg.KeyCacheTTL), streams: newStreamSlots(cfg.StreamsPerKey, cfg.StreamsPerTenant)}
 	if cfg.Limits != nil && cfg.AuthFailureLimit.Rate > 0 {
 		a.failures = &authFailures{limits: cfg.Limits, limit: cfg.AuthFailureLimit, addressHeader: cfg.ClientAddressHeader,
 			now: time.Now, until: map[string]time.Time{}}

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -43,7 +46,20 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	ctx := r.Context()
+	release, err := a.streams.take(p.key.ID, p.tenant.ID)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		httpserver.Error(w, r, err)
+		return
+	}
+	defer release()
+	// The stream lives only while its key does: revoked or expired, the
+	// stream ends within StreamRecheck (and the key cache's lifetime on
+	// other nodes than the one that revoked it).
+	ctx, endStream := context.WithCancelCause(r.Context())
+	defer endStream(nil)
+	token, _ := bearerToken(r)
+	go a.watchStreamKey(ctx, token, endStream)
 	if after == math.MaxInt64 { // no position given: start with the next event
 		page, err := a.cfg.TxManager.Feed(ctx, math.MaxInt64>>1, 1, 0)
 		if err != nil {
@@ -80,6 +96,11 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		// do not close an idle stream.
 		page, err := a.cfg.TxManager.Feed(ctx, after, streamPage, a.cfg.StreamWait)
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errKeyGone) {
+				_, _ = fmt.Fprintf(w, "event: error\ndata: {\"detail\":\"the API key of this stream was revoked or has expired\"}\n\n")
+				flusher.Flush()
+				return
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -114,6 +135,29 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		flusher.Flush()
+	}
+}
+
+// errKeyGone ends a stream whose key no longer authenticates.
+var errKeyGone = errors.New("the stream's key was revoked or has expired")
+
+// watchStreamKey checks every StreamRecheck that token still
+// authenticates, through the key cache (one lookup per key per cache
+// lifetime, however many streams it has), and ends the stream when it
+// does not.
+func (a *API) watchStreamKey(ctx context.Context, token string, end context.CancelCauseFunc) {
+	tick := time.NewTicker(a.cfg.StreamRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := a.keys.principal(ctx, token); errs.Is(err, errs.Unauthorized) {
+			end(errKeyGone)
+			return
+		}
 	}
 }
 

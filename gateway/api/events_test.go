@@ -1,14 +1,15 @@
 package api_test
 
 import (
-	"github.com/txfence/txfence/gateway/gatewaytest"
-
 	"bufio"
 	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/gateway/postgres"
 )
 
 // sseEvent is one message of an event stream.
@@ -126,5 +127,84 @@ func TestEventStreamResumesAndKeepsTenantsApart(t *testing.T) {
 	case e := <-none:
 		t.Errorf("a confirmation-only stream carried %+v", e)
 	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestStreamsAreCappedAndEndWithTheirKey: a key holds at most its cap of
+// open streams on a node (429 with Retry-After past it, while another key
+// still opens one, and a closed stream frees its slot); a stream whose key
+// is revoked ends with an error event within the re-check interval.
+func TestStreamsAreCappedAndEndWithTheirKey(t *testing.T) {
+	t.Parallel()
+	r := gatewaytest.Start(t, gatewaytest.Options{StreamsPerKey: 2, StreamRecheck: 100 * time.Millisecond})
+	open := func(key string) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, err := http.NewRequestWithContext(ctx, "GET", r.URL+"/api/v1/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp, cancel
+	}
+	first, closeFirst := open(r.AcmeRead)
+	second, _ := open(r.AcmeRead)
+	third, _ := open(r.AcmeRead)
+	if first.StatusCode != http.StatusOK || second.StatusCode != http.StatusOK {
+		t.Fatalf("streams within the cap: %d %d", first.StatusCode, second.StatusCode)
+	}
+	if third.StatusCode != http.StatusTooManyRequests || third.Header.Get("Retry-After") == "" {
+		t.Errorf("a third stream of a key capped at 2: %d %v", third.StatusCode, third.Header)
+	}
+	if other, _ := open(r.Globex); other.StatusCode != http.StatusOK {
+		t.Errorf("another key's stream: %d", other.StatusCode)
+	}
+	closeFirst()
+	var reopened int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, cancel := open(r.AcmeRead)
+		if reopened = resp.StatusCode; reopened == http.StatusOK {
+			cancel()
+			break
+		}
+	}
+	if reopened != http.StatusOK {
+		t.Errorf("a stream after one was closed: %d", reopened)
+	}
+
+	// Revoked: the open stream ends with an error event.
+	_, token, err := r.Store.CreateKey(context.Background(), postgres.NewKey{Tenant: r.AcmeTenant.ID, Name: "streamer", Scopes: []postgres.Scope{postgres.ScopeTxRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := openStream(r, t, token, "")
+	keys, err := r.Store.Keys(context.Background(), r.AcmeTenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Name == "streamer" {
+			if resp, b := r.Do(t, r.Acme, "DELETE", "/api/v1/keys/"+k.ID.String(), ""); resp.StatusCode != http.StatusOK {
+				t.Fatalf("revoke: %d %s", resp.StatusCode, b)
+			}
+		}
+	}
+	e := next(t, events)
+	if e.typ != "error" || !strings.Contains(e.data, "revoked") {
+		t.Errorf("the revoked key's stream sent %+v, want an error event", e)
+	}
+	select {
+	case _, open := <-events:
+		if open {
+			t.Error("the revoked key's stream goes on")
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the revoked key's stream did not end")
 	}
 }

@@ -51,9 +51,15 @@ type Config struct {
 	// public listener puts the client's address in (its last value
 	// counts), for the budget of failed authentications per address.
 	// Empty: the connection's address.
-	ClientAddressHeader string    `env:"CLIENT_ADDRESS_HEADER"`
-	RateLimit           RateLimit `envprefix:"RATE_LIMIT_"`
-	Webhooks            Webhooks  `envprefix:"WEBHOOK_"`
+	ClientAddressHeader string `env:"CLIENT_ADDRESS_HEADER"`
+	// StreamsPerKey and StreamsPerTenant cap the event streams one node
+	// holds open; StreamRecheck is how often a stream checks that its key
+	// still stands (it ends when the key is revoked or expires).
+	StreamsPerKey    int           `env:"STREAMS_PER_KEY" default:"5"`
+	StreamsPerTenant int           `env:"STREAMS_PER_TENANT" default:"50"`
+	StreamRecheck    time.Duration `env:"STREAM_RECHECK" default:"5s"`
+	RateLimit        RateLimit     `envprefix:"RATE_LIMIT_"`
+	Webhooks         Webhooks      `envprefix:"WEBHOOK_"`
 }
 
 // Webhooks configures webhook delivery.
@@ -205,7 +211,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		ReplayLimit:         ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod},
 		AuthFailureLimit:    ratelimit.Limit{Rate: cfg.RateLimit.AuthFailureRate, Burst: cfg.RateLimit.AuthFailureBurst, Period: cfg.RateLimit.AuthFailurePeriod},
 		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher,
-		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done()})
+		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done(),
+		StreamsPerKey: cfg.StreamsPerKey, StreamsPerTenant: cfg.StreamsPerTenant, StreamRecheck: cfg.StreamRecheck})
 	if err != nil {
 		return err
 	}

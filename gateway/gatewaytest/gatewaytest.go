@@ -71,6 +71,10 @@ type Options struct {
 	// address, the address read from ClientAddressHeader when set.
 	AuthFailureLimit    ratelimit.Limit
 	ClientAddressHeader string
+	// StreamsPerKey and StreamRecheck set the event streams' cap per key
+	// and how often a stream checks its key (the API's defaults when 0).
+	StreamsPerKey int
+	StreamRecheck time.Duration
 	// Webhooks, when set, runs a webhook dispatcher with these options
 	// (AllowInsecureURLs is forced on: receivers are on loopback).
 	Webhooks *webhook.Options
@@ -122,7 +126,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	}
 	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
 		AuthFailureLimit: opts.AuthFailureLimit, ClientAddressHeader: opts.ClientAddressHeader, Webhooks: hooks,
-		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second})
+		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second, StreamsPerKey: opts.StreamsPerKey, StreamRecheck: opts.StreamRecheck})
 	if err != nil {
 		t.Fatal(err)
 	}
