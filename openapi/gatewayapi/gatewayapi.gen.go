@@ -1212,7 +1212,11 @@ type ClientInterface interface {
 	// none lost, none repeated; `after` does the same for clients that
 	// cannot set headers. Without either the stream starts with the next
 	// event. The stream ends when the client goes away or the gateway
-	// shuts down (then reconnect with `Last-Event-ID`). Scope `tx:read`.
+	// shuts down (then reconnect with `Last-Event-ID`), and with an
+	// `event: error` message when its key is revoked or expires (checked
+	// every few seconds). A gateway node holds a few streams per key and
+	// per tenant open at most: past them, `429` with `Retry-After`.
+	// Scope `tx:read`.
 	//
 	// Corresponds with GET /api/v1/events (the `StreamEvents` operationId).
 	StreamEvents(ctx context.Context, params *StreamEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1778,7 +1782,11 @@ func (c *Client) ListPendingApprovals(ctx context.Context, params *ListPendingAp
 // none lost, none repeated; `after` does the same for clients that
 // cannot set headers. Without either the stream starts with the next
 // event. The stream ends when the client goes away or the gateway
-// shuts down (then reconnect with `Last-Event-ID`). Scope `tx:read`.
+// shuts down (then reconnect with `Last-Event-ID`), and with an
+// `event: error` message when its key is revoked or expires (checked
+// every few seconds). A gateway node holds a few streams per key and
+// per tenant open at most: past them, `429` with `Retry-After`.
+// Scope `tx:read`.
 //
 // Corresponds with GET /api/v1/events (the `StreamEvents` operationId).
 func (c *Client) StreamEvents(ctx context.Context, params *StreamEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4612,7 +4620,11 @@ type ClientWithResponsesInterface interface {
 	// none lost, none repeated; `after` does the same for clients that
 	// cannot set headers. Without either the stream starts with the next
 	// event. The stream ends when the client goes away or the gateway
-	// shuts down (then reconnect with `Last-Event-ID`). Scope `tx:read`.
+	// shuts down (then reconnect with `Last-Event-ID`), and with an
+	// `event: error` message when its key is revoked or expires (checked
+	// every few seconds). A gateway node holds a few streams per key and
+	// per tenant open at most: past them, `429` with `Retry-After`.
+	// Scope `tx:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6920,7 +6932,11 @@ func (c *ClientWithResponses) ListPendingApprovalsWithResponse(ctx context.Conte
 // none lost, none repeated; `after` does the same for clients that
 // cannot set headers. Without either the stream starts with the next
 // event. The stream ends when the client goes away or the gateway
-// shuts down (then reconnect with `Last-Event-ID`). Scope `tx:read`.
+// shuts down (then reconnect with `Last-Event-ID`), and with an
+// `event: error` message when its key is revoked or expires (checked
+// every few seconds). A gateway node holds a few streams per key and
+// per tenant open at most: past them, `429` with `Retry-After`.
+// Scope `tx:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
