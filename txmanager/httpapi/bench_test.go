@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -66,4 +68,92 @@ func BenchmarkCreate(b *testing.B) {
 	b.ReportMetric(float64(len(latencies))/b.Elapsed().Seconds(), "creates/s")
 	b.ReportMetric(pct(0.50), "p50_ms")
 	b.ReportMetric(pct(0.99), "p99_ms")
+}
+
+// BenchmarkCreateBesideFeedPolls prints accepted creates per second, as
+// BenchmarkCreate, beside 0 and then 200 long polls of the feed: "idle"
+// polls wait past the head (an open stream with nothing new for it, on
+// the feed watch: no database work), "following" polls read each new
+// event as an event stream does (each new head wakes every one of them
+// into a read of the feed). Compare the rates within one run.
+func BenchmarkCreateBesideFeedPolls(b *testing.B) {
+	for _, shape := range []struct {
+		name      string
+		polls     int
+		following bool
+	}{{"polls=0", 0, false}, {"idle_polls=200", 200, false}, {"following_polls=200", 200, true}} {
+		b.Run(shape.name, func(b *testing.B) {
+			a := startServer(b, false, oneSigner)
+			client := servicetest.Client(b, a.pki, "gateway", "txmanager")
+			// One connection per poll, kept: the handshakes are not what
+			// is measured.
+			if tr, ok := client.Transport.(*http.Transport); ok {
+				tr = tr.Clone()
+				tr.MaxIdleConnsPerHost = shape.polls + 64
+				client.Transport = tr
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			var waiting, ready sync.WaitGroup
+			for range shape.polls {
+				ready.Add(1)
+				waiting.Go(func() {
+					after := uint64(1_000_000_000)
+					if shape.following {
+						after = 0
+					}
+					first := true
+					for ctx.Err() == nil {
+						wait := 30
+						if first {
+							wait = 0 // connect first, then wait
+						}
+						req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/internal/v1/events?after=%d&wait=%d&limit=1000", a.url, after, wait), nil)
+						resp, err := client.Do(req)
+						if first {
+							ready.Done()
+							first = false
+						}
+						if err != nil {
+							return
+						}
+						var page struct {
+							Events []struct {
+								Seq uint64 `json:"seq"`
+							} `json:"events"`
+						}
+						_ = json.NewDecoder(resp.Body).Decode(&page)
+						resp.Body.Close()
+						if shape.following && len(page.Events) > 0 {
+							after = page.Events[len(page.Events)-1].Seq
+						}
+					}
+				})
+			}
+			ready.Wait()
+			var n atomic.Int64
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					body := createBody(fmt.Sprintf("bench-%d", n.Add(1)), "1")
+					resp, err := client.Post(a.url+"/internal/v1/tx", "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusCreated {
+						b.Errorf("create: %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "creates/s")
+			stop()
+			waiting.Wait()
+			client.CloseIdleConnections()
+		})
+	}
 }
