@@ -50,6 +50,13 @@ type approvalRequest struct {
 // approvalJSON is an approval as the approver hands it over: attached to the
 // transaction, it travels to signerd, which verifies it against the intent
 // it recomputes.
+// rejectionJSON is a rejection as the gateway's reject route takes it.
+type rejectionJSON struct {
+	Approver  string    `json:"approver"`
+	Expiry    time.Time `json:"expiry"`    // RFC 3339, whole seconds
+	Signature string    `json:"signature"` // base64 Ed25519 signature
+}
+
 type approvalJSON struct {
 	Approver     string    `json:"approver"`
 	MaxFeePerGas string    `json:"max_fee_per_gas"` // the fee ceiling, wei per gas
@@ -99,7 +106,7 @@ func approverCommand(args []string, stdin io.Reader, stdout io.Writer) error {
 }
 
 func approverCommandAt(args []string, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
-	const usage = "usage: signerctl approver new --out FILE --id ID | sign --key FILE --request FILE|- [--ttl 1h]"
+	const usage = "usage: signerctl approver new --out FILE --id ID | sign --key FILE --request FILE|- [--ttl 1h] [--reject]"
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -120,6 +127,7 @@ func approverCommandAt(args []string, stdin io.Reader, stdout io.Writer, now fun
 		keyPath := fs.String("key", "", "the approver's key file")
 		reqPath := fs.String("request", "", "the signing request, a JSON file, or - for standard input")
 		ttl := fs.Duration("ttl", time.Hour, "how long the approval is valid")
+		reject := fs.Bool("reject", false, "sign a rejection of the transaction (txfence/rejection/v1) instead of an approval")
 		if err := parseApproverFlags(fs, args[1:], usage); err != nil {
 			return err
 		}
@@ -129,7 +137,7 @@ func approverCommandAt(args []string, stdin io.Reader, stdout io.Writer, now fun
 		if *ttl <= 0 || *ttl > maxApprovalTTL {
 			return fmt.Errorf("--ttl %s: want more than 0 and at most %s", *ttl, maxApprovalTTL)
 		}
-		return signApproval(*keyPath, *reqPath, *ttl, stdin, stdout, now)
+		return signApproval(*keyPath, *reqPath, *ttl, *reject, stdin, stdout, now)
 	}
 	return fmt.Errorf("unknown approver command %q; %s", args[0], usage)
 }
@@ -188,7 +196,10 @@ func newApproverKey(path, id string, stdout io.Writer) error {
 	return err
 }
 
-func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
+// signApproval signs an approval of the request file, or with reject a
+// rejection (no fee ceiling: a rejection fails the transaction whatever
+// its fees), and prints it as the gateway takes it.
+func signApproval(keyPath, reqPath string, ttl time.Duration, reject bool, stdin io.Reader, stdout io.Writer, now func() time.Time) error {
 	var src io.Reader
 	if reqPath == "-" {
 		if stdin == nil {
@@ -210,7 +221,7 @@ func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, s
 	if len(raw) > maxApprovalRequest {
 		return fmt.Errorf("the signing request is more than %d bytes", maxApprovalRequest)
 	}
-	req, ceiling, err := parseApprovalRequest(raw)
+	req, ceiling, err := parseApprovalRequest(raw, !reject)
 	if err != nil {
 		return fmt.Errorf("signing request: %w", err)
 	}
@@ -223,6 +234,15 @@ func signApproval(keyPath, reqPath string, ttl time.Duration, stdin io.Reader, s
 	// Whole seconds: the approval message carries the expiry in Unix
 	// seconds, and RFC 3339 without fractions says exactly that.
 	expiry := now().Add(ttl).Truncate(time.Second).UTC()
+	if reject {
+		r := signer.SignRejection(priv, id, req, expiry)
+		out, err := json.Marshal(rejectionJSON{Approver: r.Approver, Expiry: r.Expiry, Signature: base64.StdEncoding.EncodeToString(r.Signature)})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", out)
+		return err
+	}
 	a := signer.SignApproval(priv, id, req, ceiling, expiry)
 	out, err := json.Marshal(approvalJSON{Approver: a.Approver, MaxFeePerGas: a.MaxFeePerGas.String(), Expiry: a.Expiry,
 		Signature: base64.StdEncoding.EncodeToString(a.Signature)})
@@ -242,7 +262,7 @@ var (
 // signer.Request whose intent is approved, and the fee ceiling. It refuses
 // what it does not understand rather than approve something other than
 // what was meant.
-func parseApprovalRequest(raw []byte) (*signer.Request, *big.Int, error) {
+func parseApprovalRequest(raw []byte, needCeiling bool) (*signer.Request, *big.Int, error) {
 	// Strict: the approver reads this file before signing it, so what the
 	// approver reads must be what is signed (no duplicate keys, no field
 	// names in another case, nothing after the object).
@@ -281,6 +301,7 @@ func parseApprovalRequest(raw []byte) (*signer.Request, *big.Int, error) {
 	}
 	var ceiling *big.Int
 	switch v, ok := new(big.Int).SetString(deref(ar.MaxFeePerGas), 10); {
+	case ar.MaxFeePerGas == nil && !needCeiling:
 	case ar.MaxFeePerGas == nil:
 		bad("max_fee_per_gas is required: the highest fee cap per gas (an eip1559 max_fee_per_gas, a legacy gas price) the approval covers")
 	case !approvalAmount.MatchString(*ar.MaxFeePerGas) || !ok || v.BitLen() > 256:

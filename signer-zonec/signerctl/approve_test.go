@@ -3,6 +3,8 @@ package signerctl
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"math/big"
 	"os"
@@ -272,7 +274,7 @@ func TestApproverRefusesBadUse(t *testing.T) {
 // ceiling is the file's.
 func TestApprovalRequestIntent(t *testing.T) {
 	t.Parallel()
-	got, ceiling, err := parseApprovalRequest([]byte(`{"tx_id": "t", "chain_id": 8453, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "type": "legacy", "value": "0", "data": "0x6080604052", "max_fee_per_gas": "7"}`))
+	got, ceiling, err := parseApprovalRequest([]byte(`{"tx_id": "t", "chain_id": 8453, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "type": "legacy", "value": "0", "data": "0x6080604052", "max_fee_per_gas": "7"}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,3 +301,57 @@ func (nothingSigned) Token(context.Context, common.Address, time.Duration) (*big
 	return new(big.Int), nil
 }
 func (nothingSigned) Fees(context.Context, time.Duration) (*big.Int, error) { return new(big.Int), nil }
+
+// TestRejectionFromTheCommandVerifies: `approver sign --reject` signs a
+// rejection (no fee ceiling needed) that verifies for the request's
+// intent and tx id with the approver's public key, and not as an
+// approval, nor for another transaction.
+func TestRejectionFromTheCommandVerifies(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path, line := newApprover(t, dir, "bob")
+	_, pubB64, _ := strings.Cut(line, ": ")
+	pubRaw, err := base64.StdEncoding.DecodeString(strings.Trim(pubB64, `"`))
+	if err != nil {
+		t.Fatalf("the printed public key %q: %v", pubB64, err)
+	}
+	pub := ed25519.PublicKey(pubRaw)
+	noCeiling := strings.Replace(approvalRequestJSON, `,
+  "max_fee_per_gas": "30000000000"`, "", 1)
+	out, err := approverRun(t, noCeiling, "sign", "--key", path, "--request", "-", "--reject", "--ttl", "30m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Approver  string    `json:"approver"`
+		Expiry    time.Time `json:"expiry"`
+		Signature string    `json:"signature"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Approver != "bob" {
+		t.Fatalf("rejection %q: %v", out, err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(got.Signature)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _, err := parseApprovalRequest([]byte(noCeiling), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rej := signer.Rejection{Approver: got.Approver, Expiry: got.Expiry, Signature: sig}
+	if !signer.VerifyRejection(pub, req, rej) {
+		t.Error("the rejection does not verify for its request")
+	}
+	other := *req
+	other.TxID = "another-tx"
+	if signer.VerifyRejection(pub, &other, rej) {
+		t.Error("the rejection verifies for another transaction")
+	}
+	if signer.VerifyApproval(pub, req, signer.Approval{Approver: "bob", MaxFeePerGas: big.NewInt(30e9), Expiry: got.Expiry, Signature: sig}) {
+		t.Error("the rejection's signature verifies as an approval")
+	}
+	// An approval still needs its ceiling.
+	if _, err := approverRun(t, noCeiling, "sign", "--key", path, "--request", "-"); err == nil || !strings.Contains(err.Error(), "max_fee_per_gas is required") {
+		t.Errorf("an approval without a fee ceiling: %v", err)
+	}
+}
