@@ -36,19 +36,8 @@ func BenchmarkCreate(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
 		for pb.Next() {
-			body := createBody(fmt.Sprintf("bench-%d", n.Add(1)), "1")
 			start := time.Now()
-			resp, err := client.Post(a.url+"/internal/v1/tx", "application/json", strings.NewReader(body))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			// Read to the end: an unread body costs the connection, and the
-			// next request a TLS handshake.
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				b.Errorf("create: %d", resp.StatusCode)
+			if !benchCreate(b, client, a.url, n.Add(1)) {
 				return
 			}
 			mine = append(mine, time.Since(start))
@@ -135,16 +124,7 @@ func BenchmarkCreateBesideFeedPolls(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					body := createBody(fmt.Sprintf("bench-%d", n.Add(1)), "1")
-					resp, err := client.Post(a.url+"/internal/v1/tx", "application/json", strings.NewReader(body))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusCreated {
-						b.Errorf("create: %d", resp.StatusCode)
+					if !benchCreate(b, client, a.url, n.Add(1)) {
 						return
 					}
 				}
@@ -156,4 +136,23 @@ func BenchmarkCreateBesideFeedPolls(b *testing.B) {
 			client.CloseIdleConnections()
 		})
 	}
+}
+
+// benchCreate posts the create of request n and reports whether it was
+// accepted.
+func benchCreate(b *testing.B, client *http.Client, url string, n int64) bool {
+	resp, err := client.Post(url+"/internal/v1/tx", "application/json", strings.NewReader(createBody(fmt.Sprintf("bench-%d", n), "1")))
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	// Read to the end: an unread body costs the connection, and the next
+	// request a TLS handshake.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b.Errorf("create: %d", resp.StatusCode)
+		return false
+	}
+	return true
 }
