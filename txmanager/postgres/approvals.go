@@ -108,25 +108,6 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, r Rejection) (txmanage
 	return out, err
 }
 
-// RejectionOf is the signed rejection that failed transaction id, by
-// approver: the audit of a rejection. errs.NotFound when there is none.
-func (s *Store) RejectionOf(ctx context.Context, id uuid.UUID, approver string) (Rejection, error) {
-	r := Rejection{Approver: approver}
-	var expiry *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT expiry, signature FROM approval WHERE tx_id = $1 AND approver = $2 AND decision = 'reject'`,
-		id, approver).Scan(&expiry, &r.Signature)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, errs.Errorf(errs.NotFound, "no rejection of %s by %q", id, approver)
-	}
-	if err != nil {
-		return r, fmt.Errorf("rejection of %s: %w", id, err)
-	}
-	if expiry != nil {
-		r.Expiry = *expiry
-	}
-	return r, nil
-}
-
 // lockAwaitingApproval locks a transaction that must be waiting for
 // approvals; what names the decision for the error.
 func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what string) (txmanager.Tx, error) {
