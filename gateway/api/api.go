@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/txfence/txfence/gateway/feedhub"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -50,9 +51,11 @@ type Config struct {
 	// signers are reused without asking the database: a revoked key or a
 	// signer given to another tenant takes effect within it. 0 means 5 s.
 	KeyCacheTTL time.Duration
-	// StreamWait is how long an event stream waits on the feed before it
-	// sends a keep-alive; 0 means 15 s. It must stay under the txmanager
-	// client's timeout.
+	// Events is the process's one reader of txmanager's feed, which every
+	// event stream reads from (feedhub.Hub).
+	Events EventFeed
+	// StreamWait is how long an event stream waits for an event before it
+	// sends a keep-alive; 0 means 15 s.
 	StreamWait time.Duration
 	// Done ends open event streams (at shutdown, so that they do not hold
 	// the server open).
@@ -62,6 +65,14 @@ type Config struct {
 	// that its key still stands, and ends when it does not (0: 5 s).
 	StreamsPerKey, StreamsPerTenant int
 	StreamRecheck                   time.Duration
+}
+
+// EventFeed is txmanager's feed as the event streams read it: Head is
+// where a stream that starts now starts after; Next answers up to limit
+// events after a seq, waiting up to wait for the first.
+type EventFeed interface {
+	Head(ctx context.Context) (uint64, error)
+	Next(ctx context.Context, after uint64, limit int, wait time.Duration) ([]feedhub.Event, error)
 }
 
 // API serves /api/v1.

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,21 +52,9 @@ func BenchmarkAcceptThroughGateway(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 	var seq atomic.Int64
 	send := func() (time.Duration, error) {
-		req, _ := http.NewRequest("POST", g.URL+"/api/v1/tx", strings.NewReader(gatewaytest.Transfer(gatewaytest.SignerA, "1")))
-		req.Header.Set("Authorization", "Bearer "+g.Acme)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "bench-"+strconv.FormatInt(seq.Add(1), 10))
 		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			return 0, fmt.Errorf("create: %d", resp.StatusCode)
-		}
-		return time.Since(start), nil
+		err := createForBench(client, g, "bench-"+strconv.FormatInt(seq.Add(1), 10))
+		return time.Since(start), err
 	}
 
 	// Full load.
@@ -129,4 +118,132 @@ func percentile(d []time.Duration, p float64) float64 {
 	}
 	slices.Sort(d)
 	return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000
+}
+
+// BenchmarkAcceptBesideStreams measures what open event streams cost the
+// pipeline: intents accepted per second through the gateway with no
+// stream open, then beside 200 streams, then with none again (the two
+// quiet phases averaged, so that a table growing over the run does not
+// count against the streams). It runs twice: with 200 streams of another
+// tenant, which see none of the events and only wait, and with 200
+// streams of the sending tenant, which carry every event. The ratios are
+// the figures: 1.0 means the streams cost nothing.
+func BenchmarkAcceptBesideStreams(b *testing.B) {
+	for _, follow := range []bool{false, true} {
+		name := "waiting"
+		if follow {
+			name = "following"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := gatewaytest.Start(b, gatewaytest.Options{Unchecked: true, StreamsPerKey: 1000, StreamsPerTenant: 1000})
+			key := g.Globex
+			if follow {
+				key = g.Acme
+			}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+			var seq atomic.Int64
+			accept := func(n int) float64 {
+				var next atomic.Int64
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 16 {
+					wg.Go(func() {
+						for next.Add(1) <= int64(n) {
+							if err := createForBench(client, g, "streams-"+strconv.FormatInt(seq.Add(1), 10)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return float64(n) / time.Since(start).Seconds()
+			}
+			n := max(b.N, 200)
+			b.ResetTimer()
+			quietBefore := accept(n)
+			received, stop := openBenchStreams(b, g, key, 200)
+			beside := accept(n)
+			if follow { // every stream carries every event, late or not
+				for deadline := time.Now().Add(30 * time.Second); received.Load() < int64(200*n) && time.Now().Before(deadline); {
+					<-time.After(10 * time.Millisecond)
+				}
+			}
+			stop()
+			quietAfter := accept(n)
+			b.StopTimer()
+			quiet := (quietBefore + quietAfter) / 2
+			b.ReportMetric(quiet, "accepted/s_quiet")
+			b.ReportMetric(beside, "accepted/s_200_streams")
+			b.ReportMetric(beside/quiet, "ratio")
+			b.ReportMetric(float64(received.Load())/200, "events/stream")
+			if follow && received.Load() < int64(200*n) {
+				b.Errorf("the 200 streams carried %d events, want at least %d: they did not follow", received.Load(), 200*n)
+			}
+		})
+	}
+}
+
+// createForBench creates one transfer from signer A through g.
+func createForBench(client *http.Client, g *gatewaytest.Gateway, idempotencyKey string) error {
+	req, _ := http.NewRequest("POST", g.URL+"/api/v1/tx", strings.NewReader(gatewaytest.Transfer(gatewaytest.SignerA, "1")))
+	req.Header.Set("Authorization", "Bearer "+g.Acme)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", idempotencyKey)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("create: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// openBenchStreams opens n event streams with key, returns once each has
+// answered, and counts the events they carry; stop closes them.
+func openBenchStreams(b *testing.B, g *gatewaytest.Gateway, key string, n int) (received *atomic.Int64, stop func()) {
+	received = new(atomic.Int64)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	var open, done sync.WaitGroup
+	var bodies []io.Closer
+	var mu sync.Mutex
+	for range n {
+		open.Add(1)
+		done.Go(func() {
+			req, _ := http.NewRequest("GET", g.URL+"/api/v1/events", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				open.Done()
+				return
+			}
+			mu.Lock()
+			bodies = append(bodies, resp.Body)
+			mu.Unlock()
+			open.Done()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("open a stream: %d", resp.StatusCode)
+				return
+			}
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "data: ") {
+					received.Add(1)
+				}
+			}
+		})
+	}
+	open.Wait()
+	return received, func() {
+		mu.Lock()
+		for _, body := range bodies {
+			body.Close()
+		}
+		mu.Unlock()
+		done.Wait()
+	}
 }

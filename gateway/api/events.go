@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -21,11 +20,18 @@ import (
 // streamPage is how many feed events one read of a stream takes.
 const streamPage = 500
 
+// streamPace is the least time between two reads of the feed hub by one
+// stream: the first event after a quiet spell goes out at once, and a
+// burst goes out in pages, one wake, one write and one flush each, rather
+// than one per commit the feed reader wakes for, times every open stream.
+const streamPace = 20 * time.Millisecond
+
 // streamEvents serves the caller's events as Server-Sent Events. Each
-// stream reads txmanager's feed itself from its own position, so a
-// resumed stream misses nothing and repeats nothing, whatever happened
-// while it was away. The feed holds every tenant's events; the stream
-// passes on only those of the signers the key may use.
+// stream reads the feed from its own position through the process's one
+// reader (Config.Events), so a resumed stream misses nothing and repeats
+// nothing, whatever happened while it was away. The feed holds every
+// tenant's events; the stream passes on only those of the signers the
+// key may use.
 func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -61,15 +67,9 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	token, _ := bearerToken(r)
 	go a.watchStreamKey(ctx, token, endStream)
 	if after == math.MaxInt64 { // no position given: start with the next event
-		page, err := a.cfg.TxManager.Feed(ctx, math.MaxInt64>>1, 1, 0)
-		if err != nil {
-			httpserver.Error(w, r, err)
+		if after, err = a.cfg.Events.Head(ctx); err != nil {
+			httpserver.Error(w, r, errs.Wrap(errs.Unavailable, "the event feed has not been read yet", err))
 			return
-		}
-		if page.HeadSeq != nil {
-			after = uint64(*page.HeadSeq)
-		} else {
-			after = 0
 		}
 	}
 
@@ -83,6 +83,9 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	// later start (EventSource keeps the id of a message without data).
 	_, _ = fmt.Fprintf(w, ": txfence events\nid: %d\n\n", after)
 	flusher.Flush()
+	lastWrite := time.Now()
+	pace := time.NewTimer(streamPace)
+	pace.Stop() // armed after each write of events
 
 	for {
 		select {
@@ -92,9 +95,9 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		default:
 		}
-		// A keep-alive comment follows each empty wait, so that proxies
-		// do not close an idle stream.
-		page, err := a.cfg.TxManager.Feed(ctx, after, streamPage, a.cfg.StreamWait)
+		// A keep-alive comment follows each StreamWait without an event,
+		// so that proxies do not close an idle stream.
+		events, err := a.cfg.Events.Next(ctx, after, streamPage, a.cfg.StreamWait)
 		if err != nil {
 			if cause := context.Cause(ctx); errors.Is(cause, errKeyGone) {
 				_, _ = fmt.Fprintf(w, "event: error\ndata: {\"detail\":\"the API key of this stream was revoked or has expired\"}\n\n")
@@ -111,30 +114,37 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 			return
 		}
-		sent := 0
-		for _, e := range page.Events {
+		sent := 0 // messages written, keep-alive included
+		for _, e := range events {
 			after = uint64(e.Seq)
 			signer := postgres.SignerRef{ChainID: uint64(e.ChainId), Address: common.HexToAddress(e.Signer)}
 			if !p.mayUse(signer) || (types != nil && !types[string(e.Type)]) {
 				continue
 			}
-			data, err := json.Marshal(e)
-			if err != nil {
-				a.cfg.Log.Error("encode an event", "seq", e.Seq, "err", err)
-				return
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data); err != nil {
+			if _, err := w.Write(e.Message); err != nil {
 				return
 			}
 			sent++
 		}
-		if sent == 0 {
+		if sent == 0 && time.Since(lastWrite) >= a.cfg.StreamWait {
 			// Keep-alive, and proof to the client that the stream lives.
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
 			}
+			sent++
 		}
-		flusher.Flush()
+		if sent > 0 { // else other tenants' events only: nothing to say yet
+			flusher.Flush()
+			lastWrite = time.Now()
+		}
+		if len(events) > 0 {
+			pace.Reset(streamPace)
+			select {
+			case <-ctx.Done():
+				return
+			case <-pace.C:
+			}
+		}
 	}
 }
 

@@ -3,8 +3,11 @@ package api_test
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,5 +209,121 @@ func TestStreamsAreCappedAndEndWithTheirKey(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Error("the revoked key's stream did not end")
+	}
+}
+
+// TestTwoHundredStreamsMeetTheCaps: 200 streams opened at once with one
+// key get the key's cap (5) and 429 with Retry-After for the rest, and the
+// streams that opened carry events; across a tenant's keys the tenant's
+// cap (50) holds.
+func TestTwoHundredStreamsMeetTheCaps(t *testing.T) {
+	t.Parallel()
+	r := gatewaytest.Start(t, gatewaytest.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 300}}
+	defer client.CloseIdleConnections()
+	type opened struct {
+		status     int
+		retryAfter string
+		body       io.ReadCloser
+	}
+	openAll := func(keys []string) []opened {
+		out := make([]opened, len(keys))
+		var wg sync.WaitGroup
+		for i, key := range keys {
+			wg.Go(func() {
+				req, _ := http.NewRequestWithContext(ctx, "GET", r.URL+"/api/v1/events", nil)
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				out[i] = opened{resp.StatusCode, resp.Header.Get("Retry-After"), resp.Body}
+				if resp.StatusCode != http.StatusOK {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	count := func(streams []opened) (ok, capped int) {
+		for _, s := range streams {
+			switch {
+			case s.status == http.StatusOK:
+				ok++
+			case s.status == http.StatusTooManyRequests && s.retryAfter != "":
+				capped++
+			default:
+				t.Errorf("a stream opened with %d (Retry-After %q)", s.status, s.retryAfter)
+			}
+		}
+		return ok, capped
+	}
+
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = r.AcmeRead
+	}
+	streams := openAll(keys)
+	if ok, capped := count(streams); ok != 5 || capped != 195 {
+		t.Fatalf("200 streams of one key: %d opened and %d capped, want 5 and 195", ok, capped)
+	}
+	tx := r.Create(t, r.Acme, signerA, "seen-by-the-capped-key")
+	for _, s := range streams {
+		if s.status != http.StatusOK {
+			continue
+		}
+		events := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(s.body)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "data: ") {
+					events <- sc.Text()
+					return
+				}
+			}
+		}()
+		select {
+		case e := <-events:
+			if !strings.Contains(e, tx.TxID) {
+				t.Errorf("an open stream carried %s, want the event of %s", e, tx.TxID)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("an open stream carried no event within 30 s")
+		}
+		s.body.Close()
+	}
+
+	// The tenant's cap, over twelve keys of five streams each; the key's
+	// streams above have closed, and the slots come free as the server
+	// notices.
+	keys = keys[:0]
+	for i := range 12 {
+		key := r.Key(t, r.AcmeTenant, fmt.Sprintf("streamer-%d", i), []postgres.Scope{postgres.ScopeTxRead}, nil)
+		for range 5 {
+			keys = append(keys, key)
+		}
+	}
+	var ok, capped int
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		streams = openAll(keys)
+		ok, capped = count(streams)
+		for _, s := range streams {
+			if s.status == http.StatusOK {
+				s.body.Close()
+			}
+		}
+		if ok == 50 || time.Now().After(deadline) {
+			break
+		}
+		// Some slots of the closed streams were not free yet: try again
+		// once this round's have been given back.
+		<-time.After(50 * time.Millisecond)
+	}
+	if ok != 50 || capped != 10 {
+		t.Errorf("60 streams of one tenant: %d opened and %d capped, want 50 and 10", ok, capped)
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // streamSlots caps the event streams this gateway node holds open per key
-// and per tenant: each stream is a connection and a long poll of
-// txmanager's feed, and a key must not be able to hold them all.
+// and per tenant: each stream is a connection, a goroutine and, when it
+// falls behind the feed hub's window, reads of txmanager's feed; a key
+// must not be able to hold them all.
 type streamSlots struct {
 	perKey, perTenant int
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/api"
 	"github.com/txfence/txfence/gateway/console"
+	"github.com/txfence/txfence/gateway/feedhub"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -58,8 +59,11 @@ type Config struct {
 	StreamsPerKey    int           `env:"STREAMS_PER_KEY" default:"5"`
 	StreamsPerTenant int           `env:"STREAMS_PER_TENANT" default:"50"`
 	StreamRecheck    time.Duration `env:"STREAM_RECHECK" default:"5s"`
-	RateLimit        RateLimit     `envprefix:"RATE_LIMIT_"`
-	Webhooks         Webhooks      `envprefix:"WEBHOOK_"`
+	// StreamWindow is how many recent feed events the process keeps in
+	// memory for its streams; a stream further behind reads txmanager.
+	StreamWindow int       `env:"STREAM_WINDOW" default:"8192"`
+	RateLimit    RateLimit `envprefix:"RATE_LIMIT_"`
+	Webhooks     Webhooks  `envprefix:"WEBHOOK_"`
 }
 
 // Webhooks configures webhook delivery.
@@ -206,12 +210,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	events := feedhub.New(txm, feedhub.Options{Window: cfg.StreamWindow, Logger: svc.Log})
 	public := svc.HTTP.PublicRouter()
 	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
 		ReplayLimit:         ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod},
 		AuthFailureLimit:    ratelimit.Limit{Rate: cfg.RateLimit.AuthFailureRate, Burst: cfg.RateLimit.AuthFailureBurst, Period: cfg.RateLimit.AuthFailurePeriod},
 		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher,
-		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done(),
+		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done(), Events: events,
 		StreamsPerKey: cfg.StreamsPerKey, StreamsPerTenant: cfg.StreamsPerTenant, StreamRecheck: cfg.StreamRecheck})
 	if err != nil {
 		return err
@@ -225,6 +230,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("webhook dispatcher stopped: %w", err)
 		}
 		return nil // shutting down
+	})
+	g.Go(func() error {
+		if err := events.Run(ctx); ctx.Err() == nil {
+			return fmt.Errorf("event feed reader stopped: %w", err)
+		}
+		return nil
 	})
 	g.Go(func() error {
 		return svc.Serve(ctx, httpserver.Listener{Name: "public", Addr: cfg.Public.Addr, TLS: publicTLS, Handler: public})

@@ -20,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/txfence/txfence/gateway/api"
+	"github.com/txfence/txfence/gateway/feedhub"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -71,10 +72,11 @@ type Options struct {
 	// address, the address read from ClientAddressHeader when set.
 	AuthFailureLimit    ratelimit.Limit
 	ClientAddressHeader string
-	// StreamsPerKey and StreamRecheck set the event streams' cap per key
-	// and how often a stream checks its key (the API's defaults when 0).
-	StreamsPerKey int
-	StreamRecheck time.Duration
+	// StreamsPerKey, StreamsPerTenant and StreamRecheck set the event
+	// streams' caps and how often a stream checks its key (the API's
+	// defaults when 0).
+	StreamsPerKey, StreamsPerTenant int
+	StreamRecheck                   time.Duration
 	// Webhooks, when set, runs a webhook dispatcher with these options
 	// (AllowInsecureURLs is forced on: receivers are on loopback).
 	Webhooks *webhook.Options
@@ -124,9 +126,14 @@ func Start(t testing.TB, opts Options) *Gateway {
 			t.Fatal(err)
 		}
 	}
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
+	events := feedhub.New(client, feedhub.Options{Wait: time.Second, RetryAfter: 100 * time.Millisecond})
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = events.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	a, err := api.New(ctx, api.Config{Events: events, Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
 		AuthFailureLimit: opts.AuthFailureLimit, ClientAddressHeader: opts.ClientAddressHeader, Webhooks: hooks,
-		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second, StreamsPerKey: opts.StreamsPerKey, StreamRecheck: opts.StreamRecheck})
+		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second, StreamsPerKey: opts.StreamsPerKey, StreamsPerTenant: opts.StreamsPerTenant, StreamRecheck: opts.StreamRecheck})
 	if err != nil {
 		t.Fatal(err)
 	}
