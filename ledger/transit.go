@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -88,16 +89,64 @@ func (t *Transit) StatusOf() TransitStatus {
 	return TransitPending
 }
 
-// MaxTransitIDLen bounds a transit id.
+// MaxTransitIDLen bounds a transit id as a client names it.
 const MaxTransitIDLen = 128
 
-// ValidTransitID reports whether id is a well-formed transit id: 1 to
-// MaxTransitIDLen characters of [A-Za-z0-9._:-].
-func ValidTransitID(id string) bool {
-	if id == "" || len(id) > MaxTransitIDLen {
+// MaxTransitNamespaceLen bounds a transit namespace: a UUID (the gateway
+// names a tenant's), which also keeps the longest bridge fee journal key
+// within the journal's bound.
+const MaxTransitNamespaceLen = 36
+
+// NamespaceSeparator joins a namespace and a client's transit id in the
+// ledger's id of a transit: a character no client id holds.
+const NamespaceSeparator = "~"
+
+// TransitKey is the ledger's id of the transit a client named id in
+// namespace ns: "ns~id", each tenant's ids apart from every other's, so
+// that no tenant can pair a transaction with another's transfer or take
+// an id another uses. Without a namespace (transactions accepted before
+// namespaces existed) it is id alone, as it was then.
+func TransitKey(ns, id string) string {
+	if ns == "" {
+		return id
+	}
+	return ns + NamespaceSeparator + id
+}
+
+// SplitTransitKey is TransitKey's inverse: the namespace ("" for none)
+// and the client's id.
+func SplitTransitKey(key string) (ns, id string) {
+	if ns, id, ok := strings.Cut(key, NamespaceSeparator); ok {
+		return ns, id
+	}
+	return "", key
+}
+
+// ValidTransitID reports whether key is a well-formed transit id of the
+// ledger: a client's id (1 to MaxTransitIDLen characters of
+// [A-Za-z0-9._:-]), alone or after a valid namespace and
+// NamespaceSeparator.
+func ValidTransitID(key string) bool {
+	ns, id := SplitTransitKey(key)
+	if strings.Contains(key, NamespaceSeparator) && !ValidTransitNamespace(ns) {
 		return false
 	}
-	for _, c := range []byte(id) {
+	return validTransitPart(id, MaxTransitIDLen)
+}
+
+// ValidClientTransitID reports whether id is a well-formed transit id as
+// a client names it, without a namespace.
+func ValidClientTransitID(id string) bool { return validTransitPart(id, MaxTransitIDLen) }
+
+// ValidTransitNamespace reports whether ns is a well-formed namespace: 1
+// to MaxTransitNamespaceLen characters of [A-Za-z0-9._:-].
+func ValidTransitNamespace(ns string) bool { return validTransitPart(ns, MaxTransitNamespaceLen) }
+
+func validTransitPart(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, c := range []byte(s) {
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
 		default:

@@ -60,18 +60,34 @@ type StateChanged struct {
 	// DependsOn and TransitID are on the INIT event only, from the
 	// intent: the transaction it waits for, and the transfer between
 	// chains its metadata names (see TransitIDOf). The ledger links the
-	// two transactions of a transfer by them.
-	DependsOn *uuid.UUID `json:"depends_on,omitempty"`
-	TransitID string     `json:"transit_id,omitempty"`
+	// two transactions of a transfer by them, within TransitNamespace
+	// (the intent's, with a transit id only).
+	DependsOn        *uuid.UUID `json:"depends_on,omitempty"`
+	TransitID        string     `json:"transit_id,omitempty"`
+	TransitNamespace string     `json:"transit_namespace,omitempty"`
 }
 
 // InitEvent is the data of the INIT event that reports in's acceptance.
 func InitEvent(in *Intent) StateChanged {
-	return StateChanged{ToState: StateInit, DependsOn: in.DependsOn, TransitID: TransitIDOf(in.Metadata)}
+	e := StateChanged{ToState: StateInit, DependsOn: in.DependsOn, TransitID: TransitIDOf(in.Metadata)}
+	if e.TransitID != "" {
+		e.TransitNamespace = in.TransitNamespace
+	}
+	return e
 }
 
 // MaxTransitIDLen bounds a transit id.
 const MaxTransitIDLen = 128
+
+// MaxTransitNamespaceLen bounds a transit namespace (a UUID: the gateway
+// names each tenant's).
+const MaxTransitNamespaceLen = 36
+
+// ValidTransitNamespace reports whether ns is a well-formed transit
+// namespace: 1 to MaxTransitNamespaceLen characters of [A-Za-z0-9._:-].
+func ValidTransitNamespace(ns string) bool {
+	return ns != "" && len(ns) <= MaxTransitNamespaceLen && ValidTransitID(ns)
+}
 
 // TransitIDOf is the transit id metadata names: the string member
 // "transit_id" of the object, when it is 1 to MaxTransitIDLen characters

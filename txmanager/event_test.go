@@ -2,8 +2,11 @@ package txmanager_test
 
 import (
 	"encoding/json"
+	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/txfence/txfence/txmanager"
 )
@@ -37,5 +40,39 @@ func TestTransitIDOf(t *testing.T) {
 		if got := txmanager.TransitIDOf(json.RawMessage(metadata)); got != want {
 			t.Errorf("TransitIDOf(%s) = %q, want %q", metadata, got, want)
 		}
+	}
+}
+
+// The INIT event carries the intent's transit namespace with a transit id
+// only; the namespace is the caller's, not the client's, so it is not
+// part of the intent's hash, and a malformed one is refused.
+func TestInitEventCarriesTheTransitNamespace(t *testing.T) {
+	t.Parallel()
+	in := &txmanager.Intent{ChainID: 1, From: common.HexToAddress("0x01"), RequestID: "r", To: new(common.HexToAddress("0x02")),
+		Value: new(big.Int), Route: txmanager.RoutePublic, Metadata: json.RawMessage(`{"transit_id": "rb-1"}`),
+		TransitNamespace: "3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f"}
+	if e := txmanager.InitEvent(in); e.TransitID != "rb-1" || e.TransitNamespace != in.TransitNamespace {
+		t.Errorf("with a transit id: %+v", e)
+	}
+	hash := in.Hash()
+	other := *in
+	other.TransitNamespace = "another-tenant"
+	if other.Hash() != hash {
+		t.Error("the namespace changes the intent's hash")
+	}
+	plain := *in
+	plain.Metadata = json.RawMessage(`{"desk": 7}`)
+	if e := txmanager.InitEvent(&plain); e.TransitID != "" || e.TransitNamespace != "" {
+		t.Errorf("without a transit id: %+v", e)
+	}
+	for _, ns := range []string{"has space", "tilde~no", strings.Repeat("n", txmanager.MaxTransitNamespaceLen+1)} {
+		bad := *in
+		bad.TransitNamespace = ns
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "transit_namespace") {
+			t.Errorf("namespace %q: %v", ns, err)
+		}
+	}
+	if err := in.Validate(); err != nil {
+		t.Error(err)
 	}
 }

@@ -46,6 +46,12 @@ type Intent struct {
 	DependsOn *uuid.UUID
 	// Metadata is the client's own JSON object, stored and returned as is.
 	Metadata json.RawMessage
+	// TransitNamespace is where the transit id Metadata names lives (the
+	// gateway's tenant): the INIT event carries it, and the ledger pairs
+	// a transfer's ends within it only. It is the caller's, not the
+	// client's, and so not part of Hash; it is not stored either (only
+	// the INIT event needs it).
+	TransitNamespace string
 }
 
 // Validate checks the intent's shape, naming every problem.
@@ -85,6 +91,9 @@ func (in *Intent) Validate() error {
 	case RoutePublic, RoutePrivate, RouteAuto:
 	default:
 		add("route: %q is not public, private or auto", in.Route)
+	}
+	if in.TransitNamespace != "" && !ValidTransitNamespace(in.TransitNamespace) {
+		add("transit_namespace: 1 to %d characters of [A-Za-z0-9._:-]", MaxTransitNamespaceLen)
 	}
 	if len(in.Metadata) > 0 {
 		if len(in.Metadata) > MaxMetadataLen {

@@ -198,13 +198,17 @@ func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.Fields["entries"] = entries
+	if memo, ok := j.Fields["memo"]; ok {
+		j.Fields["memo"] = p.presentMemo(memo)
+	}
 	httpserver.WriteJSON(w, http.StatusOK, j.Fields)
 }
 
 // seesTransit reports whether the caller may see a transit: one with an
 // end at a signer of its that the key may use. Both ends of a transit are
-// one tenant's (the destination depends on the source, and a transaction
-// may only depend on its own tenant's), so the whole transit shows.
+// one tenant's (the ledger pairs them within the tenant's namespace, the
+// destination depends on the source, and a transaction may only depend on
+// its own tenant's), so the whole transit shows.
 func (p *principal) seesTransit(t *remote.TransitRef) bool {
 	for _, e := range t.Ends() {
 		if common.IsHexAddress(e.Wallet) && p.mayUse(postgres.SignerRef{ChainID: e.ChainID, Address: common.HexToAddress(e.Wallet)}) {
@@ -215,8 +219,11 @@ func (p *principal) seesTransit(t *remote.TransitRef) bool {
 }
 
 // listLedgerTransits lists the transits of one signer. The ledger filters
-// by the signer's end, so its page and cursor pass on unchanged; each
-// transit is still checked, as each account of listLedgerAccounts is.
+// by the signer's end, so its cursor passes on unchanged; each transit is
+// still checked, as each account of listLedgerAccounts is, and shown with
+// the id the tenant gave it (transitns.go). A transit of another tenant's
+// namespace at the signer (one that changed hands since) is left out, so
+// a page may hold fewer than the limit.
 func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
 	p := caller(r.Context())
 	q := r.URL.Query()
@@ -238,23 +245,53 @@ func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	for _, t := range transits {
+	var page struct {
+		Transits   []json.RawMessage `json:"transits"`
+		NextCursor json.RawMessage   `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil || len(page.Transits) != len(transits) {
+		httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd's answer: %v", signer, err))
+		return
+	}
+	shown := []json.RawMessage{}
+	for i, t := range transits {
 		if !p.seesTransit(&t) {
 			httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd answered transit %q, whose ends are %+v", signer, t.ID, t.Ends()))
 			return
 		}
+		id, ok := p.clientTransitID(t.ID)
+		if !ok {
+			continue
+		}
+		raw, err := withTransitID(page.Transits[i], id)
+		if err != nil {
+			httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd's answer: %w", signer, err))
+			return
+		}
+		shown = append(shown, raw)
 	}
-	writeRaw(w, http.StatusOK, body)
+	if len(page.NextCursor) == 0 {
+		page.NextCursor = json.RawMessage("null")
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"transits": shown, "next_cursor": page.NextCursor})
 }
 
-// getLedgerTransit answers a transit the caller may see; any other is
-// NotFound, worded exactly as an unknown one.
+// getLedgerTransit answers a transit the caller may see, named as the
+// caller named it: the caller's namespace first, then (a transit linked
+// before namespaces) the bare id. Any other is NotFound, worded exactly as
+// an unknown one.
 func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
-	// The spec has checked the id's form.
+	p := caller(r.Context())
+	// The spec has checked the id's form: it holds no namespace.
 	id := chi.URLParam(r, "transit_id")
-	t, err := a.cfg.Ledger.Transit(r.Context(), id)
-	if err == nil && !caller(r.Context()).seesTransit(&t.Ref) {
-		err = errs.E(errs.NotFound, "")
+	t, err := a.cfg.Ledger.Transit(r.Context(), p.ledgerTransitID(id))
+	if errs.Is(err, errs.NotFound) {
+		t, err = a.cfg.Ledger.Transit(r.Context(), id)
+	}
+	if err == nil {
+		if shownAs, ok := p.clientTransitID(t.Ref.ID); !ok || shownAs != id || !p.seesTransit(&t.Ref) {
+			err = errs.E(errs.NotFound, "")
+		}
 	}
 	if errs.Is(err, errs.NotFound) {
 		err = errs.Errorf(errs.NotFound, "no transit %q", id)
@@ -263,7 +300,12 @@ func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	writeRaw(w, http.StatusOK, t.JSON)
+	body, err := withTransitID(t.JSON, id)
+	if err != nil {
+		httpserver.Error(w, r, fmt.Errorf("get transit %q: ledgerd's answer: %w", id, err))
+		return
+	}
+	writeRaw(w, http.StatusOK, body)
 }
 
 // signerParams reads the chain_id and address of a list by signer (the

@@ -14,6 +14,7 @@ import (
 )
 
 type ledgerTransitEnd struct {
+	TxID    string  `json:"tx_id"`
 	ChainID uint64  `json:"chain_id"`
 	Wallet  string  `json:"wallet"`
 	Amount  *string `json:"amount"`
@@ -38,7 +39,9 @@ func transitsPath(signer string, query ...string) string {
 
 // transitRig is a gateway with a ledger holding acme's transfers from
 // signer A on chain 31337 to A's address on chain 10 (one completed, one
-// open, one pending) and globex's completed one from signer B.
+// open, one pending) and globex's completed one from signer B, each in
+// its tenant's namespace as the ledger keys them, but acme-2, linked
+// before namespaces existed.
 func transitRig(t *testing.T) *gatewaytest.Gateway {
 	t.Helper()
 	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
@@ -46,10 +49,11 @@ func transitRig(t *testing.T) *gatewaytest.Gateway {
 	end := func(chain uint64, signer string, amount int64) ledgertest.TransitEnd {
 		return ledgertest.TransitEnd{ChainID: chain, Wallet: common.HexToAddress(signer), Asset: ledger.Native, Amount: amount}
 	}
-	ledgertest.BookTransit(t, g.Ledger.Store, "acme-1", end(31337, signerA, 1000), end(10, signerA, 990), bridge, 2)
+	acme, globex := g.AcmeTenant.ID.String(), g.GlobexTenant.ID.String()
+	ledgertest.BookTransit(t, g.Ledger.Store, ledger.TransitKey(acme, "acme-1"), end(31337, signerA, 1000), end(10, signerA, 990), bridge, 2)
 	ledgertest.BookTransit(t, g.Ledger.Store, "acme-2", end(31337, signerA, 500), end(10, signerA, 500), bridge, 1)
-	ledgertest.BookTransit(t, g.Ledger.Store, "globex-1", end(31337, signerB, 70), end(10, signerB, 69), bridge, 2)
-	ledgertest.BookTransit(t, g.Ledger.Store, "acme-3", end(31337, signerA, 5), end(10, signerA, 5), bridge, 0)
+	ledgertest.BookTransit(t, g.Ledger.Store, ledger.TransitKey(globex, "globex-1"), end(31337, signerB, 70), end(10, signerB, 69), bridge, 2)
+	ledgertest.BookTransit(t, g.Ledger.Store, ledger.TransitKey(acme, "acme-3"), end(31337, signerA, 5), end(10, signerA, 5), bridge, 0)
 	return g
 }
 
@@ -134,5 +138,60 @@ func TestLedgerTransits(t *testing.T) {
 	bare := gatewaytest.Start(t, gatewaytest.Options{})
 	if resp, body := bare.Do(t, bare.Acme, "GET", transitsPath(signerA), ""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("no ledger: %d %s, want 503", resp.StatusCode, body)
+	}
+}
+
+// Transit ids are per tenant: globex naming the id acme uses, before and
+// after acme's transactions, neither takes acme's transfer nor joins it;
+// each tenant reads its own transfer under the id it gave, and its
+// transactions' INIT events name its own namespace, never another's.
+func TestTransitIDsArePerTenant(t *testing.T) {
+	t.Parallel()
+	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	create := func(key, signer, idem, dependsOn string) gatewaytest.Tx {
+		t.Helper()
+		body := strings.Replace(gatewaytest.Transfer(signer, "1"), `"metadata": {`, `"metadata": {"transit_id": "move-1", `, 1)
+		if dependsOn != "" {
+			body = strings.Replace(body, `"route"`, `"depends_on": "`+dependsOn+`", "route"`, 1)
+		}
+		resp, b := g.Do(t, key, "POST", "/api/v1/tx", body, "Idempotency-Key", idem)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", idem, resp.StatusCode, b)
+		}
+		return decode[tx](t, b)
+	}
+	squat := create(g.Globex, signerB, "squat", "")
+	source := create(g.Acme, signerA, "source", "")
+	destination := create(g.Acme, signerA, "destination", source.TxID)
+	late := create(g.Globex, signerB, "late", "")
+	g.Consume(t)
+
+	mine := read[ledgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/move-1")
+	if mine.ID != "move-1" || mine.Source.TxID != source.TxID || mine.Destination == nil || mine.Destination.TxID != destination.TxID {
+		t.Errorf("acme's move-1: %+v", mine)
+	}
+	_, raw := g.Do(t, g.Globex, "GET", "/api/v1/ledger/transits/move-1", "")
+	theirs := decode[ledgerTransit](t, raw)
+	if theirs.ID != "move-1" || theirs.Source.TxID != squat.TxID || theirs.Destination != nil || strings.Contains(string(raw), source.TxID) ||
+		strings.Contains(string(raw), g.AcmeTenant.ID.String()) || strings.Contains(string(raw), g.GlobexTenant.ID.String()) {
+		t.Errorf("globex's move-1: %s", raw)
+	}
+	for key, tenant := range map[string]string{g.Acme: g.AcmeTenant.ID.String(), g.Globex: g.GlobexTenant.ID.String()} {
+		list := read[ledgerTransits](t, g, key, transitsPath(map[string]string{g.Acme: signerA, g.Globex: signerB}[key]))
+		if len(list.Transits) != 1 || list.Transits[0].ID != "move-1" {
+			t.Errorf("the transits of %s's signer: %+v", tenant, list)
+		}
+	}
+	// The events name the tenant's own namespace beside the client's id.
+	for key, want := range map[string]map[string]string{
+		g.Acme:   {source.TxID: g.AcmeTenant.ID.String(), destination.TxID: g.AcmeTenant.ID.String()},
+		g.Globex: {squat.TxID: g.GlobexTenant.ID.String(), late.TxID: g.GlobexTenant.ID.String()},
+	} {
+		for id, ns := range want {
+			_, b := g.Do(t, key, "GET", "/api/v1/tx/"+id+"/events", "")
+			if !strings.Contains(string(b), `"transit_namespace":"`+ns+`"`) || !strings.Contains(string(b), `"transit_id":"move-1"`) {
+				t.Errorf("the INIT event of %s: %s, want namespace %s", id, b, ns)
+			}
+		}
 	}
 }

@@ -60,7 +60,7 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	body, err := withRequestID(raw, r.Header.Get("Idempotency-Key"))
+	body, err := withRequestID(raw, r.Header.Get("Idempotency-Key"), transitNamespace(p))
 	if err != nil {
 		httpserver.Error(w, r, err)
 		return
@@ -79,10 +79,11 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, status, tx.JSON)
 }
 
-// withRequestID returns the JSON object body with request_id added as its
-// first member. The spec, checked before, lets no request_id into a
-// client's body, and the rest of it goes on byte for byte.
-func withRequestID(body []byte, requestID string) ([]byte, error) {
+// withRequestID returns the JSON object body with request_id and
+// transit_namespace added as its first members. The spec, checked before,
+// lets neither into a client's body, and the rest of it goes on byte for
+// byte.
+func withRequestID(body []byte, requestID, namespace string) ([]byte, error) {
 	rest := bytes.TrimLeft(body, " \t\r\n")
 	if len(rest) == 0 || rest[0] != '{' {
 		return nil, errs.E(errs.Invalid, "the request body is not a JSON object")
@@ -92,8 +93,13 @@ func withRequestID(body []byte, requestID string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(body)+len(id)+16)
+	ns, err := json.Marshal(namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(body)+len(id)+len(ns)+40)
 	out = append(append(out, `{"request_id":`...), id...)
+	out = append(append(out, `,"transit_namespace":`...), ns...)
 	if trimmed := bytes.TrimLeft(rest, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '}' {
 		out = append(out, ',')
 	}

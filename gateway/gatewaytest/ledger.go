@@ -4,17 +4,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"log/slog"
 	"math/big"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	ledgerpg "github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/servicetest"
 )
 
 // Ledger is the ledger's read API as ledgerd serves it (mutual TLS, the
@@ -72,4 +77,28 @@ func (l *Ledger) Transfer(t testing.TB, key, from, to string, value, fee int64, 
 	return l.Book(t, ledger.Confirmed, key, n,
 		Leg(ledger.Wallet, ledger.Native, from, -value), Leg(ledger.Counterparty, ledger.Native, to, value),
 		Leg(ledger.Wallet, ledger.Native, from, -fee), Leg(ledger.FeeExpense, ledger.Native, from, fee))
+}
+
+// Consume has the ledger's feed consumer read txmanager's feed, as
+// ledgerd does, until it has booked all of it: the INIT events link
+// transfers between chains by their transit ids. Nothing settles in these
+// tests, so no chain is read.
+func (r *Gateway) Consume(t testing.TB) {
+	t.Helper()
+	api, err := txmanagerapi.NewClientWithResponses(r.TxM.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, r.PKI, "ledger", "txmanager")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &consumer.Consumer{Store: r.Ledger.Store, API: api, Log: slog.New(slog.DiscardHandler), Wait: 50 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		n, err := c.Step(ctx)
+		if err != nil {
+			t.Fatalf("ledger consumer: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+	}
 }

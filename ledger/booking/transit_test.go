@@ -202,7 +202,7 @@ func TestTheBridgeFeeClosesTheTransit(t *testing.T) {
 	if j := booking.TransitFee("rb-1", source, bridge, srcKey, dstKey, new(big.Int)); j != nil {
 		t.Errorf("no difference booked %+v", j)
 	}
-	longest := strings.Repeat("x", ledger.MaxTransitIDLen)
+	longest := ledger.TransitKey(strings.Repeat("n", ledger.MaxTransitNamespaceLen), strings.Repeat("x", ledger.MaxTransitIDLen))
 	longKey := ledger.TxKey(1<<63-1, common.HexToHash("0x01"), common.HexToHash("0xb1"))
 	if j := booking.TransitFee(longest, source, bridge, longKey, longKey, big.NewInt(1)); j.Validate() != nil {
 		t.Errorf("the longest key: %v", j.Validate())

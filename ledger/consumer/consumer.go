@@ -483,9 +483,23 @@ type stateChanged struct {
 	Hash      *common.Hash `json:"hash"`
 	BlockHash *common.Hash `json:"block_hash"`
 	// DependsOn and TransitID are on the INIT event: they link the two
-	// ends of a transfer between chains.
-	DependsOn *uuid.UUID `json:"depends_on"`
-	TransitID string     `json:"transit_id"`
+	// ends of a transfer between chains, within TransitNamespace (the
+	// tenant's, put there by the gateway).
+	DependsOn        *uuid.UUID `json:"depends_on"`
+	TransitID        string     `json:"transit_id"`
+	TransitNamespace string     `json:"transit_namespace"`
+}
+
+// transit is the ledger's id of the transit d names (ledger.TransitKey),
+// "" when it names none or names one malformed.
+func (d *stateChanged) transit() (key string, ok bool) {
+	if d.TransitID == "" {
+		return "", true
+	}
+	if !ledger.ValidClientTransitID(d.TransitID) || (d.TransitNamespace != "" && !ledger.ValidTransitNamespace(d.TransitNamespace)) {
+		return "", false
+	}
+	return ledger.TransitKey(d.TransitNamespace, d.TransitID), true
 }
 
 // accepted reports whether d is the INIT event reporting a transaction's

@@ -45,8 +45,10 @@ func (c *Consumer) loadTransits(ctx context.Context, events []components.Event) 
 		}
 		txs = append(txs, id)
 		var d stateChanged
-		if ev.Type == components.EventTxStateChanged && json.Unmarshal(ev.Data, &d) == nil && d.accepted() && ledger.ValidTransitID(d.TransitID) {
-			ids = append(ids, d.TransitID)
+		if ev.Type == components.EventTxStateChanged && json.Unmarshal(ev.Data, &d) == nil && d.accepted() {
+			if key, ok := d.transit(); ok && key != "" {
+				ids = append(ids, key)
+			}
 		}
 	}
 	stored, err := c.Store.TransitsOf(ctx, slices.Compact(slices.SortedFunc(slices.Values(txs), compareUUID)), ids)
@@ -114,17 +116,20 @@ func (c *Consumer) link(ev components.Event, d *stateChanged, page *pageBooking)
 	if d.TransitID == "" {
 		return eventBooking{}
 	}
-	log := c.log().With("seq", ev.Seq, "tx_id", ev.TxId, "transit_id", d.TransitID)
+	key, valid := d.transit()
+	log := c.log().With("seq", ev.Seq, "tx_id", ev.TxId, "transit_id", ledger.TransitKey(d.TransitNamespace, d.TransitID))
 	id, err := uuid.Parse(ev.TxId)
-	if err != nil || !ledger.ValidTransitID(d.TransitID) {
+	if err != nil || !valid {
 		log.Error("ledger: a transaction names a malformed transit; it is booked as a plain transaction", "alert", true)
 		return eventBooking{}
 	}
 	end := ledger.TransitEnd{TxID: id, ChainID: uint64(ev.ChainId), Wallet: common.HexToAddress(ev.Signer)}
-	stored := page.transits.byID[d.TransitID]
+	// Transits are found by the namespaced id: a transaction of one tenant
+	// never reaches another tenant's transit, whatever id it names.
+	stored := page.transits.byID[key]
 	switch {
 	case stored == nil:
-		return eventBooking{transit: &postgres.TransitWrite{Transit: ledger.Transit{ID: d.TransitID, Status: ledger.TransitPending, Source: end}}}
+		return eventBooking{transit: &postgres.TransitWrite{Transit: ledger.Transit{ID: key, Status: ledger.TransitPending, Source: end}}}
 	case stored.Source.TxID == id || stored.Destination.TxID == id:
 		return eventBooking{} // linked already
 	case stored.Destination.TxID == uuid.Nil && d.DependsOn != nil && *d.DependsOn == stored.Source.TxID:

@@ -526,3 +526,56 @@ func TestARevertedSourceBooksItsFeeOnly(t *testing.T) {
 		t.Errorf("alerts %v, want one for the stray transaction", alerts)
 	}
 }
+
+// Transit ids are per namespace (the gateway's tenant): two tenants using
+// one id have two transits, a transaction of another namespace naming an
+// id neither joins that transfer nor takes the id, and an INIT event
+// without a namespace links as it did before namespaces, apart from both.
+func TestTransitIDsArePerNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pki := servicetest.PKI(t)
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
+	api, err := txmanagerapi.NewClientWithResponses(txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := ledgertest.Store(t)
+	logs := &ledgertest.Logs{}
+	c := &consumer.Consumer{Store: store, API: api, Log: slog.New(slog.NewJSONHandler(logs, nil)), Wait: 50 * time.Millisecond}
+	a, b := common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"), common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+	create := func(from common.Address, requestID, ns string, dependsOn *uuid.UUID) uuid.UUID {
+		t.Helper()
+		tx, _, err := txm.Store.Create(ctx, &txmanager.Intent{ChainID: 31337, From: from, RequestID: requestID, To: &from, Value: big.NewInt(1),
+			Data: []byte{}, Route: txmanager.RoutePublic, DependsOn: dependsOn, Metadata: json.RawMessage(`{"transit_id": "move-1"}`), TransitNamespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx.ID
+	}
+	// Tenant B names the id first; then tenant A's source and destination.
+	squat := create(b, "b-source", "tenant-b", nil)
+	source := create(a, "a-source", "tenant-a", nil)
+	destination := create(a, "a-destination", "tenant-a", &source)
+	// A transaction of B's depending on A's source (which the gateway
+	// would refuse) still cannot join A's transfer.
+	intruder := create(b, "b-intruder", "tenant-b", &source)
+	legacy := create(a, "a-legacy", "", nil)
+	stepUntilIdle(t, c)
+
+	for key, want := range map[string][2]uuid.UUID{
+		"tenant-a~move-1": {source, destination}, "tenant-b~move-1": {squat, uuid.Nil}, "move-1": {legacy, uuid.Nil},
+	} {
+		got, err := store.Transit(ctx, key)
+		if err != nil || got.Source.TxID != want[0] || got.Destination.TxID != want[1] {
+			t.Errorf("transit %q: source %s, destination %s (%v); want %s, %s", key, got.Source.TxID, got.Destination.TxID, err, want[0], want[1])
+		}
+	}
+	alerted := false
+	for _, rec := range logs.Alerts(t) {
+		alerted = alerted || (rec["tx_id"] == intruder.String() && rec["transit_id"] == "tenant-b~move-1")
+	}
+	if !alerted {
+		t.Errorf("no alert for the transaction naming a transfer it cannot join: %v", logs.Alerts(t))
+	}
+}

@@ -270,7 +270,8 @@ func (p *params) transitStatus() ledger.TransitStatus {
 // transitID is the path parameter transit_id.
 func (p *params) transitID(value string) string {
 	if !ledger.ValidTransitID(value) {
-		p.fail("transit_id", fmt.Errorf("must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", ledger.MaxTransitIDLen))
+		p.fail("transit_id", fmt.Errorf("must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-', alone or after a namespace of 1 to %d of them and %q",
+			ledger.MaxTransitIDLen, ledger.MaxTransitNamespaceLen, ledger.NamespaceSeparator))
 	}
 	return value
 }

@@ -364,7 +364,7 @@ CASE
     WHEN ((source_journal_id IS NULL) AND (destination_journal_id IS NULL)) THEN 'pending'::text
     ELSE 'open'::text
 END)),
-    CONSTRAINT transit_transit_id_check CHECK ((transit_id ~ '^[A-Za-z0-9._:-]{1,128}$'::text))
+    CONSTRAINT transit_transit_id_check CHECK ((transit_id ~ '^([A-Za-z0-9._:-]{1,36}~)?[A-Za-z0-9._:-]{1,128}$'::text))
 );
 
 ALTER TABLE transit ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (

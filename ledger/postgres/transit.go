@@ -42,7 +42,7 @@ func validTransitWrites(b *FeedBooking) error {
 		var problems []error
 		add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
 		if !ledger.ValidTransitID(t.ID) {
-			add("id: 1 to %d characters of [A-Za-z0-9._:-]", ledger.MaxTransitIDLen)
+			add("id: 1 to %d characters of [A-Za-z0-9._:-], after a namespace of 1 to %d and %q or alone", ledger.MaxTransitIDLen, ledger.MaxTransitNamespaceLen, ledger.NamespaceSeparator)
 		}
 		if t.Status != t.StatusOf() {
 			add("status %q, but its booked ends make it %q", t.Status, t.StatusOf())

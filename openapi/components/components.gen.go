@@ -1476,6 +1476,17 @@ type TxStateChangedData struct {
 	//
 	// Example: rebalance:2025-01-15.7
 	TransitId *string `json:"transit_id,omitempty"`
+
+	// TransitNamespace With `transit_id` on the INIT event: the namespace the id lives
+	// in, the tenant's id (the same `tenant_id` as `GET /api/v1/me`
+	// answers), which the gateway gave txmanager. The ledger pairs a
+	// transfer's two transactions within one namespace only, so one
+	// tenant's transaction never joins, nor takes the id of, another
+	// tenant's transfer. A tenant sees only its own.
+	//
+	//
+	// Example: 3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f
+	TransitNamespace *string `json:"transit_namespace,omitempty"`
 }
 
 // TxStateChangedEvent An `Event` of type `tx.state_changed`.

@@ -209,7 +209,15 @@ type CreateTxRequest struct {
 	// Example: 1000000000000000000
 	MaxPriorityFeePerGas *externalRef0.Uint256 `json:"max_priority_fee_per_gas,omitempty"`
 
-	// Metadata The client's own JSON object (at most 16 KiB), stored and returned unchanged.
+	// Metadata The client's own JSON object (at most 16 KiB), stored and
+	// returned unchanged. A string member `transit_id` (1 to 128
+	// characters of `[A-Za-z0-9._:-]`) marks a transfer between
+	// chains: its source and its destination (created with
+	// `depends_on` the source) carry the same one, and the ledger
+	// books them as one transfer. Transit ids are per tenant: the
+	// INIT event carries the tenant's id as `transit_namespace`, and
+	// another tenant's transaction naming the same id is never paired
+	// with this tenant's.
 	Metadata *map[string]interface{} `json:"metadata,omitempty"`
 
 	// Route How a transaction is to be broadcast, as requested: `public` sends to
@@ -605,7 +613,10 @@ type LedgerTransit struct {
 	// bridge fee.
 	Status LedgerTransitStatus `json:"status"`
 
-	// TransitId A transfer's id, as the client gave it in both transactions' `metadata.transit_id`.
+	// TransitId A transfer's id, as the client gave it in both transactions'
+	// `metadata.transit_id`. Ids are per tenant: another tenant using the
+	// same id has a transfer of its own, which this tenant never sees.
+	//
 	//
 	// Example: rebalance-2026-11-23-0001
 	TransitId LedgerTransitId `json:"transit_id"`
@@ -642,7 +653,9 @@ type LedgerTransitEnd struct {
 	Wallet externalRef0.Address `json:"wallet"`
 }
 
-// LedgerTransitId A transfer's id, as the client gave it in both transactions' `metadata.transit_id`.
+// LedgerTransitId A transfer's id, as the client gave it in both transactions'
+// `metadata.transit_id`. Ids are per tenant: another tenant using the
+// same id has a transfer of its own, which this tenant never sees.
 //
 // Example: rebalance-2026-11-23-0001
 type LedgerTransitId = string
@@ -1320,21 +1333,25 @@ type ClientInterface interface {
 	// Transfers between chains (a source transaction and a destination
 	// transaction marked with one `metadata.transit_id`, the destination
 	// `depends_on` the source) with an end at one of the tenant's signers
-	// on `chain_id`, newest first, optionally only those of one `status`.
-	// A signer that is not the tenant's, or that the key may not use, is
-	// a `404`. `next_cursor` comes from the ledger as it is: pass it back
-	// unchanged with the same filters. Scope `ledger:read`.
+	// on `chain_id`, newest first, optionally only those of one `status`,
+	// each under the id the tenant gave it. A signer that is not the
+	// tenant's, or that the key may not use, is a `404`. `next_cursor`
+	// comes from the ledger as it is: pass it back unchanged with the
+	// same filters. A transfer at the signer in another tenant's
+	// namespace (a signer that changed hands) is left out, so a page may
+	// hold fewer than `limit`. Scope `ledger:read`.
 	//
 	// Corresponds with GET /api/v1/ledger/transits (the `ListLedgerTransits` operationId).
 	ListLedgerTransits(ctx context.Context, params *ListLedgerTransitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLedgerTransit One transfer between chains
 	//
-	// The transfer with both ends: each end's transaction and, once
-	// booked, its journal and what crossed the wallet's `in_transit`
-	// account; the bridge fee once both are booked. A transfer with no
-	// end at a signer of the tenant's that the key may use is a `404`,
-	// exactly as an unknown one. Scope `ledger:read`.
+	// The tenant's transfer of that id (ids are per tenant) with both
+	// ends: each end's transaction and, once booked, its journal and
+	// what crossed the wallet's `in_transit` account; the bridge fee once
+	// both are booked. A transfer with no end at a signer of the tenant's
+	// that the key may use is a `404`, exactly as an unknown one. Scope
+	// `ledger:read`.
 	//
 	// Corresponds with GET /api/v1/ledger/transits/{transit_id} (the `GetLedgerTransit` operationId).
 	GetLedgerTransit(ctx context.Context, transitId LedgerTransitId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1980,10 +1997,13 @@ func (c *Client) GetLedgerJournal(ctx context.Context, journalId LedgerJournalId
 // Transfers between chains (a source transaction and a destination
 // transaction marked with one `metadata.transit_id`, the destination
 // `depends_on` the source) with an end at one of the tenant's signers
-// on `chain_id`, newest first, optionally only those of one `status`.
-// A signer that is not the tenant's, or that the key may not use, is
-// a `404`. `next_cursor` comes from the ledger as it is: pass it back
-// unchanged with the same filters. Scope `ledger:read`.
+// on `chain_id`, newest first, optionally only those of one `status`,
+// each under the id the tenant gave it. A signer that is not the
+// tenant's, or that the key may not use, is a `404`. `next_cursor`
+// comes from the ledger as it is: pass it back unchanged with the
+// same filters. A transfer at the signer in another tenant's
+// namespace (a signer that changed hands) is left out, so a page may
+// hold fewer than `limit`. Scope `ledger:read`.
 //
 // Corresponds with GET /api/v1/ledger/transits (the `ListLedgerTransits` operationId).
 func (c *Client) ListLedgerTransits(ctx context.Context, params *ListLedgerTransitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2000,11 +2020,12 @@ func (c *Client) ListLedgerTransits(ctx context.Context, params *ListLedgerTrans
 
 // GetLedgerTransit One transfer between chains
 //
-// The transfer with both ends: each end's transaction and, once
-// booked, its journal and what crossed the wallet's `in_transit`
-// account; the bridge fee once both are booked. A transfer with no
-// end at a signer of the tenant's that the key may use is a `404`,
-// exactly as an unknown one. Scope `ledger:read`.
+// The tenant's transfer of that id (ids are per tenant) with both
+// ends: each end's transaction and, once booked, its journal and
+// what crossed the wallet's `in_transit` account; the bridge fee once
+// both are booked. A transfer with no end at a signer of the tenant's
+// that the key may use is a `404`, exactly as an unknown one. Scope
+// `ledger:read`.
 //
 // Corresponds with GET /api/v1/ledger/transits/{transit_id} (the `GetLedgerTransit` operationId).
 func (c *Client) GetLedgerTransit(ctx context.Context, transitId LedgerTransitId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4742,10 +4763,13 @@ type ClientWithResponsesInterface interface {
 	// Transfers between chains (a source transaction and a destination
 	// transaction marked with one `metadata.transit_id`, the destination
 	// `depends_on` the source) with an end at one of the tenant's signers
-	// on `chain_id`, newest first, optionally only those of one `status`.
-	// A signer that is not the tenant's, or that the key may not use, is
-	// a `404`. `next_cursor` comes from the ledger as it is: pass it back
-	// unchanged with the same filters. Scope `ledger:read`.
+	// on `chain_id`, newest first, optionally only those of one `status`,
+	// each under the id the tenant gave it. A signer that is not the
+	// tenant's, or that the key may not use, is a `404`. `next_cursor`
+	// comes from the ledger as it is: pass it back unchanged with the
+	// same filters. A transfer at the signer in another tenant's
+	// namespace (a signer that changed hands) is left out, so a page may
+	// hold fewer than `limit`. Scope `ledger:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4754,11 +4778,12 @@ type ClientWithResponsesInterface interface {
 
 	// GetLedgerTransitWithResponse One transfer between chains
 	//
-	// The transfer with both ends: each end's transaction and, once
-	// booked, its journal and what crossed the wallet's `in_transit`
-	// account; the bridge fee once both are booked. A transfer with no
-	// end at a signer of the tenant's that the key may use is a `404`,
-	// exactly as an unknown one. Scope `ledger:read`.
+	// The tenant's transfer of that id (ids are per tenant) with both
+	// ends: each end's transaction and, once booked, its journal and
+	// what crossed the wallet's `in_transit` account; the bridge fee once
+	// both are booked. A transfer with no end at a signer of the tenant's
+	// that the key may use is a `404`, exactly as an unknown one. Scope
+	// `ledger:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7108,10 +7133,13 @@ func (c *ClientWithResponses) GetLedgerJournalWithResponse(ctx context.Context, 
 // Transfers between chains (a source transaction and a destination
 // transaction marked with one `metadata.transit_id`, the destination
 // `depends_on` the source) with an end at one of the tenant's signers
-// on `chain_id`, newest first, optionally only those of one `status`.
-// A signer that is not the tenant's, or that the key may not use, is
-// a `404`. `next_cursor` comes from the ledger as it is: pass it back
-// unchanged with the same filters. Scope `ledger:read`.
+// on `chain_id`, newest first, optionally only those of one `status`,
+// each under the id the tenant gave it. A signer that is not the
+// tenant's, or that the key may not use, is a `404`. `next_cursor`
+// comes from the ledger as it is: pass it back unchanged with the
+// same filters. A transfer at the signer in another tenant's
+// namespace (a signer that changed hands) is left out, so a page may
+// hold fewer than `limit`. Scope `ledger:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7126,11 +7154,12 @@ func (c *ClientWithResponses) ListLedgerTransitsWithResponse(ctx context.Context
 
 // GetLedgerTransitWithResponse One transfer between chains
 //
-// The transfer with both ends: each end's transaction and, once
-// booked, its journal and what crossed the wallet's `in_transit`
-// account; the bridge fee once both are booked. A transfer with no
-// end at a signer of the tenant's that the key may use is a `404`,
-// exactly as an unknown one. Scope `ledger:read`.
+// The tenant's transfer of that id (ids are per tenant) with both
+// ends: each end's transaction and, once booked, its journal and
+// what crossed the wallet's `in_transit` account; the bridge fee once
+// both are booked. A transfer with no end at a signer of the tenant's
+// that the key may use is a `404`, exactly as an unknown one. Scope
+// `ledger:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

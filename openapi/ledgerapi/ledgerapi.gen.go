@@ -762,9 +762,15 @@ type Transit struct {
 	// ends booked, and the bridge fee.
 	Status TransitStatus `json:"status"`
 
-	// TransitId A transit's id, as the client gave it in both transactions' `metadata.transit_id`.
+	// TransitId A transit's id: the namespace of the INIT events'
+	// `transit_namespace` (the tenant's id, which the gateway gives
+	// txmanager), `~`, and the id the client gave in both transactions'
+	// `metadata.transit_id`, so that each tenant's ids are apart from
+	// every other's. A transit linked from events without a namespace
+	// (before namespaces existed) has the client's id alone.
 	//
-	// Example: rebalance-2026-11-23-0001
+	//
+	// Example: 3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f~rebalance-2026-11-23-0001
 	TransitId TransitId `json:"transit_id"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -799,9 +805,14 @@ type TransitEnd struct {
 	Wallet externalRef0.Address `json:"wallet"`
 }
 
-// TransitId A transit's id, as the client gave it in both transactions' `metadata.transit_id`.
+// TransitId A transit's id: the namespace of the INIT events'
+// `transit_namespace` (the tenant's id, which the gateway gives
+// txmanager), `~`, and the id the client gave in both transactions'
+// `metadata.transit_id`, so that each tenant's ids are apart from
+// every other's. A transit linked from events without a namespace
+// (before namespaces existed) has the client's id alone.
 //
-// Example: rebalance-2026-11-23-0001
+// Example: 3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f~rebalance-2026-11-23-0001
 type TransitId = string
 
 // TransitList defines model for TransitList.
@@ -1200,7 +1211,8 @@ type ClientInterface interface {
 	// Transits matching every filter given, newest first (the order the
 	// ledger first saw them). A client marks a transfer's two
 	// transactions with one `metadata.transit_id`, the destination
-	// depending on the source; the ledger books the source's payment into
+	// depending on the source, and the ledger pairs them within their
+	// tenant's namespace (`TransitId`); it books the source's payment into
 	// its wallet's `in_transit` account on its chain and the destination's
 	// receipt out of its wallet's on the other, and once both are booked,
 	// the difference as the bridge's fee. `address` selects a wallet's
@@ -1566,7 +1578,8 @@ func (c *Client) GetReconciliation(ctx context.Context, runId ReconciliationRunI
 // Transits matching every filter given, newest first (the order the
 // ledger first saw them). A client marks a transfer's two
 // transactions with one `metadata.transit_id`, the destination
-// depending on the source; the ledger books the source's payment into
+// depending on the source, and the ledger pairs them within their
+// tenant's namespace (`TransitId`); it books the source's payment into
 // its wallet's `in_transit` account on its chain and the destination's
 // receipt out of its wallet's on the other, and once both are booked,
 // the difference as the bridge's fee. `address` selects a wallet's
@@ -2680,7 +2693,8 @@ type ClientWithResponsesInterface interface {
 	// Transits matching every filter given, newest first (the order the
 	// ledger first saw them). A client marks a transfer's two
 	// transactions with one `metadata.transit_id`, the destination
-	// depending on the source; the ledger books the source's payment into
+	// depending on the source, and the ledger pairs them within their
+	// tenant's namespace (`TransitId`); it books the source's payment into
 	// its wallet's `in_transit` account on its chain and the destination's
 	// receipt out of its wallet's on the other, and once both are booked,
 	// the difference as the bridge's fee. `address` selects a wallet's
@@ -3700,7 +3714,8 @@ func (c *ClientWithResponses) GetReconciliationWithResponse(ctx context.Context,
 // Transits matching every filter given, newest first (the order the
 // ledger first saw them). A client marks a transfer's two
 // transactions with one `metadata.transit_id`, the destination
-// depending on the source; the ledger books the source's payment into
+// depending on the source, and the ledger pairs them within their
+// tenant's namespace (`TransitId`); it books the source's payment into
 // its wallet's `in_transit` account on its chain and the destination's
 // receipt out of its wallet's on the other, and once both are booked,
 // the difference as the bridge's fee. `address` selects a wallet's

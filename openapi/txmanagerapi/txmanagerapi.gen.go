@@ -131,6 +131,18 @@ type CreateTxRequest struct {
 	// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
 	To *externalRef0.Address `json:"to,omitempty"`
 
+	// TransitNamespace Where the transit id `metadata` names lives: the gateway passes
+	// the tenant's id, so that each tenant's transit ids are apart
+	// from every other's. The INIT event carries it beside
+	// `transit_id` (with one only), and the ledger pairs a transfer's
+	// two transactions within one namespace. Not part of the request
+	// as the idempotency check compares it (it is the caller's, not
+	// the client's), and not stored with the transaction.
+	//
+	//
+	// Example: 3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f
+	TransitNamespace *string `json:"transit_namespace,omitempty"`
+
 	// Value An unsigned 256-bit integer as a decimal string without sign, leading
 	// zeros or exponent (wei amounts, token amounts, fee caps). The pattern
 	// admits up to 78 digits; servers also range-check the value to be

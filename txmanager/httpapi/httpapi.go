@@ -89,6 +89,7 @@ type CreateTxRequest struct {
 	Route                string          `json:"route"`
 	DependsOn            *uuid.UUID      `json:"depends_on"`
 	Metadata             json.RawMessage `json:"metadata"`
+	TransitNamespace     string          `json:"transit_namespace"`
 }
 
 // Intent checks the request's fields and converts it, naming every
@@ -96,7 +97,7 @@ type CreateTxRequest struct {
 func (c *CreateTxRequest) Intent() (*txmanager.Intent, error) {
 	var problems []string
 	in := &txmanager.Intent{ChainID: c.ChainID, RequestID: c.RequestID, To: c.To, Gas: c.Gas, DependsOn: c.DependsOn,
-		Route: txmanager.Route(c.Route), Metadata: c.Metadata, Value: new(big.Int), Data: []byte{}}
+		Route: txmanager.Route(c.Route), Metadata: c.Metadata, TransitNamespace: c.TransitNamespace, Value: new(big.Int), Data: []byte{}}
 	if c.From == nil {
 		problems = append(problems, "from: required")
 	} else {

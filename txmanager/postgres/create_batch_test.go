@@ -255,7 +255,12 @@ func TestTheInitEventLinksATransfer(t *testing.T) {
 	dependent.DependsOn = &src.ID
 	badID := intent("bad-id", 5)
 	badID.Metadata = json.RawMessage(`{"transit_id": "not a transit id"}`)
-	out := gather(t, s, []*txmanager.Intent{destination, plain, dependent, badID})
+	// The gateway puts each tenant's transits in a namespace of its own,
+	// which the event carries beside the id (and only with one).
+	namespaced, nsPlain := intent("namespaced", 6), intent("namespaced-plain", 7)
+	namespaced.Metadata, namespaced.TransitNamespace = json.RawMessage(`{"transit_id": "rebalance:2025-01-15.7"}`), "tenant-a"
+	nsPlain.TransitNamespace = "tenant-a"
+	out := gather(t, s, []*txmanager.Intent{destination, plain, dependent, badID, namespaced, nsPlain})
 	for _, o := range out {
 		if o.err != nil || !o.created {
 			t.Fatalf("create %s: created=%v %v", o.in.RequestID, o.created, o.err)
@@ -268,6 +273,8 @@ func TestTheInitEventLinksATransfer(t *testing.T) {
 		out[1].tx.ID: {"to_state": "INIT"},
 		out[2].tx.ID: {"to_state": "INIT", "depends_on": srcID},
 		out[3].tx.ID: {"to_state": "INIT"},
+		out[4].tx.ID: {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7", "transit_namespace": "tenant-a"},
+		out[5].tx.ID: {"to_state": "INIT"},
 	}
 	rows, err := pool.Query(ctx(t), `SELECT tx_id, payload FROM event WHERE type = 'tx.state_changed'`)
 	if err != nil {
