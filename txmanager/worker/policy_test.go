@@ -266,6 +266,45 @@ func TestJunkApprovalsDoNotStallTheWallet(t *testing.T) {
 	}
 }
 
+// TestAnInvalidSigningRequestFailsOnlyItsTransaction: signerd refuses a
+// whole signing batch when one request is malformed (here, 33 junk
+// approvals stored beside a transaction that needs none, as the API used
+// to store anything). The worker used to retry that batch for ever, so
+// none of the wallet's transactions was signed again; now the others are
+// signed, and the malformed one is settled as a denied one is: its nonce,
+// the batch's last, is given back and it fails as refused by the signer.
+func TestAnInvalidSigningRequestFailsOnlyItsTransaction(t *testing.T) {
+	t.Parallel()
+	as := newApprovers(t, "alice", "bob", "carol")
+	e := newEnvWith(t, envOptions{PolicyFile: writePolicy(t, as, 0)})
+	e.deps.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	first := e.create(t, "first", big.NewInt(1))
+	junked := e.create(t, "junked", big.NewInt(1))
+	if _, err := e.pool.Exec(ctx(t), `INSERT INTO approval (tx_id, approver, decision, expiry, signature, max_fee_per_gas)
+		SELECT $1, 'junk-' || i, 'approve', now() + interval '1 hour', '\x00', 1 FROM generate_series(1, 33) i`, junked.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.own(t, "node-a") // both in one signing batch
+	if tx := e.waitState(t, first.ID, txmanager.StateBroadcasted); *tx.Nonce != 0 {
+		t.Errorf("the first transaction got nonce %d, want 0", *tx.Nonce)
+	}
+	if tx := e.waitState(t, junked.ID, txmanager.StateFailed); tx.Nonce != nil {
+		t.Errorf("the refused transaction kept nonce %d", *tx.Nonce)
+	}
+	var reason string
+	if err := e.pool.QueryRow(ctx(t), `SELECT payload->>'reason' FROM event WHERE tx_id = $1 AND payload->>'to_state' = 'FAILED'`, junked.ID).Scan(&reason); err != nil {
+		t.Fatal(err)
+	}
+	if reason != txmanager.ReasonSigningRefused {
+		t.Errorf("failed with reason %q, want %q", reason, txmanager.ReasonSigningRefused)
+	}
+	// The nonce went back: the next transaction takes it.
+	next := e.create(t, "next", big.NewInt(1))
+	if tx := e.waitState(t, next.ID, txmanager.StateBroadcasted); *tx.Nonce != 1 {
+		t.Errorf("the next transaction got nonce %d, want 1", *tx.Nonce)
+	}
+}
+
 // TestApprovalsBelowTheFeeCapDoNotCount: txmanager prices a transaction
 // that needs 2 of 3 approvals at the market, under its signer's cap of 100
 // gwei. Two approvals whose fee ceiling (1 wei per gas) is below that

@@ -15,6 +15,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -710,6 +713,20 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 		batch[i] = remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: fees[i], Approvals: approvals[t.ID]}
 	}
 	results, err := w.Signer.SignBatch(ctx, batch)
+	if bad := invalidRequests(err, txs); len(bad) > 0 {
+		// signerd refused the batch for the shape of these requests (say,
+		// approvals stored before they were checked): that is their
+		// transactions' problem, not the wallet's. The others are signed
+		// first, as in a batch where signerd denies some requests, and the
+		// refused ones are then settled like denied ones.
+		w.log.Warn("signerd refused a signing batch for some of its requests", "err", err)
+		if rest := withoutRefused(txs, bad); len(rest) > 0 {
+			if err := w.signAndStore(ctx, rest); err != nil && !errors.Is(err, errResettle) {
+				return err
+			}
+		}
+		return w.settleRefused(ctx, bad)
+	}
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
@@ -735,6 +752,44 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 	}
 	w.gapSince = time.Time{}
 	return nil
+}
+
+// invalidRequests are the transactions of txs whose requests err, a
+// signing batch's error, names as invalid (its fields point into
+// /requests/<i>/): none when err is not Invalid or names no request, as
+// when signerd holds no key for the signer, which is the wallet's.
+func invalidRequests(err error, txs []txmanager.Tx) []refusal {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind != errs.Invalid {
+		return nil
+	}
+	var out []refusal
+	seen := map[int]bool{}
+	for _, f := range e.Fields {
+		rest, ok := strings.CutPrefix(f.Pointer, "/requests/")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, "/")
+		i, err := strconv.Atoi(n)
+		if err != nil || i < 0 || i >= len(txs) || seen[i] {
+			continue
+		}
+		seen[i] = true
+		out = append(out, refusal{tx: txs[i], outcome: remote.OutcomeDenied, rule: "invalid request: " + f.Pointer + ": " + f.Detail})
+	}
+	return out
+}
+
+// withoutRefused is txs less the transactions of refused.
+func withoutRefused(txs []txmanager.Tx, refused []refusal) []txmanager.Tx {
+	out := make([]txmanager.Tx, 0, len(txs))
+	for _, t := range txs {
+		if !slices.ContainsFunc(refused, func(rf refusal) bool { return rf.tx.ID == t.ID }) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // refusal is an allocated transaction signerd did not sign.
