@@ -27,8 +27,9 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 	// The tests live in this module and, for the shared TLS set-up, in the
 	// repository's shared packages; those of the approval flow around the
 	// zone (txmanager asking signerd, the approvers' txctl, the console)
-	// in txmanager and the gateway.
-	for _, root := range []string{".", filepath.Join("..", "shared"), filepath.Join("..", "txmanager"), filepath.Join("..", "gateway")} {
+	// in txmanager and the gateway, and those of the operator path to the
+	// books and of transit ids per tenant in the gateway and the ledger.
+	for _, root := range []string{".", filepath.Join("..", "shared"), filepath.Join("..", "txmanager"), filepath.Join("..", "gateway"), filepath.Join("..", "ledger")} {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
 				return err

@@ -388,19 +388,40 @@ func requireReconciled(t *testing.T, gateway, adminKey, ledgerURL string, ledger
 		t.Errorf("wallet %s's suspense accounts: %+v; want native, -%d", moved, got, unbookedWei)
 	}
 
-	// The operator explains it: an adjustment moves it from suspense to
-	// the account it came from, and suspense is clear.
-	body := fmt.Sprintf(`{"adjustment_id": "e2e-%s", "chain_id": 31337, "wallet": %q, "asset": "native", "amount": "%d",
+	// The operator explains it through the gateway's operator path: an
+	// adjustment moves it from suspense to the account it came from. No
+	// threshold is set, so it waits for a second admin key (made before
+	// the proposal), whose approval books it; then suspense is clear.
+	code, b := gw.do("POST", "/api/v1/keys", `{"name": "e2e-approver", "scopes": ["admin"]}`)
+	if code != http.StatusCreated {
+		t.Fatalf("the approver's key: %d %s", code, b)
+	}
+	var approverKey struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(b, &approverKey); err != nil {
+		t.Fatal(err)
+	}
+	approver := gatewayAPI{t: t, url: gw.url, key: approverKey.Token}
+	id := "e2e-" + strings.ToLower(moved.Hex())[2:14]
+	body := fmt.Sprintf(`{"adjustment_id": %q, "chain_id": 31337, "wallet": %q, "asset": "native", "amount": "%d",
 		"counter_account": {"kind": "opening_balance", "address": %q}, "reason": "anvil_setBalance by the stack test"}`,
-		strings.ToLower(moved.Hex()), moved.Hex(), unbookedWei, moved.Hex())
+		id, moved.Hex(), unbookedWei, moved.Hex())
+	if code, b := gw.do("POST", "/api/v1/ledger/adjustments", body); code != http.StatusAccepted {
+		t.Errorf("the adjustment's proposal: %d %s, want it to wait for a second key", code, b)
+	}
+	if code, b := approver.do("POST", "/api/v1/ledger/adjustments/"+id+"/approve", ""); code != http.StatusOK || !strings.Contains(string(b), `"status":"booked"`) {
+		t.Errorf("the adjustment's approval: %d %s", code, b)
+	}
+	// ledgerd itself books no adjustment that does not come through the
+	// gateway's operator path.
 	resp, err := books.client.Post(books.url+"/v1/adjustments", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Errorf("the adjustment: %d %s", resp.StatusCode, answer)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a bare adjustment to ledgerd: %d, want 403", resp.StatusCode)
 	}
 	if got := books.suspense(moved); len(got) != 1 || got[0].Balance != "0" {
 		t.Errorf("wallet %s's suspense accounts after the adjustment: %+v; want native, 0", moved, got)

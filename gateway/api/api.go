@@ -65,6 +65,10 @@ type Config struct {
 	// that its key still stands, and ends when it does not (0: 5 s).
 	StreamsPerKey, StreamsPerTenant int
 	StreamRecheck                   time.Duration
+
+	// Adjustments are when an operator's adjustment of the ledger needs
+	// a second admin key (adjustments.go).
+	Adjustments AdjustmentRules
 }
 
 // EventFeed is txmanager's feed as the event streams read it: Head is
@@ -95,6 +99,12 @@ func New(ctx context.Context, cfg Config) (*API, error) {
 	}
 	if cfg.StreamWait == 0 {
 		cfg.StreamWait = 15 * time.Second
+	}
+	if cfg.Adjustments.Window == 0 {
+		cfg.Adjustments.Window = 24 * time.Hour
+	}
+	if cfg.Adjustments.TTL == 0 {
+		cfg.Adjustments.TTL = 72 * time.Hour
 	}
 	v, err := newValidator(ctx)
 	if err != nil {

@@ -38,14 +38,26 @@ func (p *principal) seesAccount(a remote.AccountRef) bool {
 		p.mayUse(postgres.SignerRef{ChainID: a.ChainID, Address: common.HexToAddress(a.Address)})
 }
 
+// mountLedger adds the ledger's routes: the reads (scope ledger:read), and
+// the operator path of adjustments (scope admin, adjustments.go).
 func (a *API) mountLedger(r chi.Router) {
-	r.Use(need(postgres.ScopeLedgerRead), a.requireLedger)
-	r.Get("/accounts", a.listLedgerAccounts)
-	r.Get("/accounts/{account_id}", a.getLedgerAccount)
-	r.Get("/accounts/{account_id}/entries", a.ledgerStatement)
-	r.Get("/journals/{journal_id}", a.getLedgerJournal)
-	r.Get("/transits", a.listLedgerTransits)
-	r.Get("/transits/{transit_id}", a.getLedgerTransit)
+	r.Group(func(r chi.Router) {
+		r.Use(need(postgres.ScopeLedgerRead), a.requireLedger)
+		r.Get("/accounts", a.listLedgerAccounts)
+		r.Get("/accounts/{account_id}", a.getLedgerAccount)
+		r.Get("/accounts/{account_id}/entries", a.ledgerStatement)
+		r.Get("/journals/{journal_id}", a.getLedgerJournal)
+		r.Get("/transits", a.listLedgerTransits)
+		r.Get("/transits/{transit_id}", a.getLedgerTransit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(need(postgres.ScopeAdmin), a.requireLedger)
+		r.Post("/adjustments", a.proposeAdjustment)
+		r.Get("/adjustments", a.listAdjustments)
+		r.Get("/adjustments/{adjustment_id}", a.getAdjustment)
+		r.Post("/adjustments/{adjustment_id}/approve", a.approveAdjustment)
+		r.Post("/adjustments/{adjustment_id}/reject", a.rejectAdjustment)
+	})
 }
 
 // requireLedger answers 503 on a gateway configured without a ledger.

@@ -64,6 +64,31 @@ type Config struct {
 	StreamWindow int       `env:"STREAM_WINDOW" default:"8192"`
 	RateLimit    RateLimit `envprefix:"RATE_LIMIT_"`
 	Webhooks     Webhooks  `envprefix:"WEBHOOK_"`
+	// Adjustments are when an operator's adjustment of the ledger needs a
+	// second admin key.
+	Adjustments Adjustments `envprefix:"ADJUSTMENT_"`
+}
+
+// Adjustments configures the operator path of ledger adjustments.
+type Adjustments struct {
+	// ApprovalAbove is "CHAIN:ASSET=AMOUNT,...": an adjustment whose
+	// magnitude, with those of the wallet's adjustments in the asset
+	// booked without a second key within ApprovalWindow, is above its
+	// chain's and asset's amount (base units) waits for a second admin
+	// key. A chain and asset not listed has no threshold: every
+	// adjustment in it waits.
+	ApprovalAbove  api.AdjustmentThresholds `env:"APPROVAL_ABOVE"`
+	ApprovalWindow time.Duration            `env:"APPROVAL_WINDOW" default:"24h"`
+	// ApprovalTTL is how long a pending adjustment may be approved.
+	ApprovalTTL time.Duration `env:"APPROVAL_TTL" default:"72h"`
+}
+
+// Validate requires a window and a time to live.
+func (a Adjustments) Validate() error {
+	if a.ApprovalWindow <= 0 || a.ApprovalTTL <= 0 {
+		return errors.New("ADJUSTMENT_APPROVAL_WINDOW and ADJUSTMENT_APPROVAL_TTL must be positive")
+	}
+	return nil
 }
 
 // Webhooks configures webhook delivery.
@@ -212,10 +237,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	events := feedhub.New(txm, feedhub.Options{Window: cfg.StreamWindow, Logger: svc.Log})
 	public := svc.HTTP.PublicRouter()
+	adjustments := api.AdjustmentRules{Thresholds: cfg.Adjustments.ApprovalAbove, Window: cfg.Adjustments.ApprovalWindow, TTL: cfg.Adjustments.ApprovalTTL}
 	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
 		ReplayLimit:         ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod},
 		AuthFailureLimit:    ratelimit.Limit{Rate: cfg.RateLimit.AuthFailureRate, Burst: cfg.RateLimit.AuthFailureBurst, Period: cfg.RateLimit.AuthFailurePeriod},
-		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher,
+		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher, Adjustments: adjustments,
 		Log: svc.Log, KeyCacheTTL: cfg.KeyCacheTTL, Done: ctx.Done(), Events: events,
 		StreamsPerKey: cfg.StreamsPerKey, StreamsPerTenant: cfg.StreamsPerTenant, StreamRecheck: cfg.StreamRecheck})
 	if err != nil {

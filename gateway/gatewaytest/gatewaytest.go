@@ -83,6 +83,9 @@ type Options struct {
 	// Ledger serves the ledger's read API, on a fresh ledger store, for
 	// the gateway's ledger routes.
 	Ledger bool
+	// Adjustments set when an operator's adjustment of the ledger needs a
+	// second admin key (the API's defaults: every one).
+	Adjustments api.AdjustmentRules
 	// Mount adds more routes beside the API (the operator console).
 	Mount func(chi.Router)
 	// Unchecked leaves out the check of every exchange against the spec,
@@ -132,7 +135,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	go func() { defer close(hubDone); _ = events.Run(hubCtx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
 	a, err := api.New(ctx, api.Config{Events: events, Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
-		AuthFailureLimit: opts.AuthFailureLimit, ClientAddressHeader: opts.ClientAddressHeader, Webhooks: hooks,
+		AuthFailureLimit: opts.AuthFailureLimit, ClientAddressHeader: opts.ClientAddressHeader, Webhooks: hooks, Adjustments: opts.Adjustments,
 		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second, StreamsPerKey: opts.StreamsPerKey, StreamsPerTenant: opts.StreamsPerTenant, StreamRecheck: opts.StreamRecheck})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,68 @@ CREATE TABLE api_key (
     CONSTRAINT api_key_signers_check CHECK (((signers IS NULL) OR (cardinality(signers) > 0)))
 );
 
+CREATE TABLE ledger_adjustment (
+    tenant_id uuid NOT NULL,
+    adjustment_id text NOT NULL,
+    seq bigint NOT NULL,
+    chain_id bigint NOT NULL,
+    wallet bytea NOT NULL,
+    asset text NOT NULL,
+    amount numeric NOT NULL,
+    counter_kind text NOT NULL,
+    counter_address bytea NOT NULL,
+    reason text NOT NULL,
+    status text NOT NULL,
+    needs_approval boolean NOT NULL,
+    threshold numeric,
+    proposed_by_key_id uuid NOT NULL,
+    proposed_by_key_name text NOT NULL,
+    proposed_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    approved_by_key_id uuid,
+    approved_by_key_name text,
+    approved_at timestamp with time zone,
+    rejected_by_key_id uuid,
+    rejected_by_key_name text,
+    rejected_at timestamp with time zone,
+    journal_id bigint,
+    booked_at timestamp with time zone,
+    refusal_kind text,
+    refusal text,
+    refused_at timestamp with time zone,
+    CONSTRAINT ledger_adjustment_adjustment_id_check CHECK ((adjustment_id ~ '^[A-Za-z0-9._:-]{1,64}$'::text)),
+    CONSTRAINT ledger_adjustment_amount_check CHECK (((amount = trunc(amount)) AND (amount <> (0)::numeric) AND (abs(amount) < '115792089237316195423570985008687907853269984665640564039457584007913129639936'::numeric))),
+    CONSTRAINT ledger_adjustment_asset_check CHECK (((asset = 'native'::text) OR (asset ~ '^0x[0-9a-f]{40}$'::text))),
+    CONSTRAINT ledger_adjustment_chain_id_check CHECK ((chain_id > 0)),
+    CONSTRAINT ledger_adjustment_check CHECK ((needs_approval = (expires_at IS NOT NULL))),
+    CONSTRAINT ledger_adjustment_check1 CHECK ((num_nulls(approved_by_key_id, approved_by_key_name, approved_at) = ANY (ARRAY[0, 3]))),
+    CONSTRAINT ledger_adjustment_check2 CHECK ((num_nulls(rejected_by_key_id, rejected_by_key_name, rejected_at) = ANY (ARRAY[0, 3]))),
+    CONSTRAINT ledger_adjustment_check3 CHECK ((num_nulls(refusal_kind, refusal, refused_at) = ANY (ARRAY[0, 3]))),
+    CONSTRAINT ledger_adjustment_check4 CHECK ((((status = 'booked'::text) = (journal_id IS NOT NULL)) AND ((journal_id IS NULL) = (booked_at IS NULL)))),
+    CONSTRAINT ledger_adjustment_check5 CHECK (((status = 'rejected'::text) = (rejected_at IS NOT NULL))),
+    CONSTRAINT ledger_adjustment_check6 CHECK (((status = 'refused'::text) = (refused_at IS NOT NULL))),
+    CONSTRAINT ledger_adjustment_check7 CHECK ((approved_by_key_id <> proposed_by_key_id)),
+    CONSTRAINT ledger_adjustment_check8 CHECK ((needs_approval OR (approved_at IS NULL))),
+    CONSTRAINT ledger_adjustment_check9 CHECK (((status <> ALL (ARRAY['approved'::text, 'booked'::text, 'refused'::text])) OR (NOT needs_approval) OR (approved_at IS NOT NULL))),
+    CONSTRAINT ledger_adjustment_counter_address_check CHECK ((length(counter_address) = 20)),
+    CONSTRAINT ledger_adjustment_counter_kind_check CHECK ((counter_kind = ANY (ARRAY['counterparty'::text, 'deposit_source'::text, 'fee_expense'::text, 'in_transit'::text, 'opening_balance'::text]))),
+    CONSTRAINT ledger_adjustment_journal_id_check CHECK ((journal_id > 0)),
+    CONSTRAINT ledger_adjustment_reason_check CHECK (((reason <> ''::text) AND (length(reason) <= 1000))),
+    CONSTRAINT ledger_adjustment_refusal_check CHECK ((length(refusal) <= 2000)),
+    CONSTRAINT ledger_adjustment_status_check CHECK ((status = ANY (ARRAY['pending_approval'::text, 'approved'::text, 'booked'::text, 'rejected'::text, 'refused'::text]))),
+    CONSTRAINT ledger_adjustment_threshold_check CHECK ((threshold >= (0)::numeric)),
+    CONSTRAINT ledger_adjustment_wallet_check CHECK ((length(wallet) = 20))
+);
+
+ALTER TABLE ledger_adjustment ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ledger_adjustment_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE schema_migrations (
     version bigint NOT NULL,
     name text NOT NULL,
@@ -121,6 +183,12 @@ CREATE TABLE webhook_subscription (
 ALTER TABLE ONLY api_key
     ADD CONSTRAINT api_key_pkey PRIMARY KEY (key_id);
 
+ALTER TABLE ONLY ledger_adjustment
+    ADD CONSTRAINT ledger_adjustment_pkey PRIMARY KEY (tenant_id, adjustment_id);
+
+ALTER TABLE ONLY ledger_adjustment
+    ADD CONSTRAINT ledger_adjustment_seq_key UNIQUE (seq);
+
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
@@ -153,6 +221,12 @@ ALTER TABLE ONLY webhook_subscription
 
 CREATE INDEX api_key_tenant_idx ON api_key USING btree (tenant_id, created_at);
 
+CREATE INDEX ledger_adjustment_status_idx ON ledger_adjustment USING btree (tenant_id, status, seq);
+
+CREATE INDEX ledger_adjustment_tenant_idx ON ledger_adjustment USING btree (tenant_id, seq);
+
+CREATE INDEX ledger_adjustment_wallet_idx ON ledger_adjustment USING btree (chain_id, wallet, asset, proposed_at) WHERE (NOT needs_approval);
+
 CREATE INDEX tenant_signer_tenant_idx ON tenant_signer USING btree (tenant_id);
 
 CREATE INDEX webhook_attempt_delivery_idx ON webhook_attempt USING btree (delivery_id, attempt_id);
@@ -169,6 +243,18 @@ CREATE INDEX webhook_subscription_tenant_idx ON webhook_subscription USING btree
 
 ALTER TABLE ONLY api_key
     ADD CONSTRAINT api_key_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES tenant(tenant_id);
+
+ALTER TABLE ONLY ledger_adjustment
+    ADD CONSTRAINT ledger_adjustment_approved_by_key_id_fkey FOREIGN KEY (approved_by_key_id) REFERENCES api_key(key_id);
+
+ALTER TABLE ONLY ledger_adjustment
+    ADD CONSTRAINT ledger_adjustment_proposed_by_key_id_fkey FOREIGN KEY (proposed_by_key_id) REFERENCES api_key(key_id);
+
+ALTER TABLE ONLY ledger_adjustment
+    ADD CONSTRAINT ledger_adjustment_rejected_by_key_id_fkey FOREIGN KEY (rejected_by_key_id) REFERENCES api_key(key_id);
+
+ALTER TABLE ONLY ledger_adjustment
+    ADD CONSTRAINT ledger_adjustment_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES tenant(tenant_id);
 
 ALTER TABLE ONLY tenant_signer
     ADD CONSTRAINT tenant_signer_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES tenant(tenant_id);

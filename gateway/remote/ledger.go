@@ -218,3 +218,20 @@ func (l *Ledger) Transit(ctx context.Context, id string) (Transit, error) {
 	}
 	return t, nil
 }
+
+// Adjust has ledgerd book an operator's adjustment of suspense, which
+// names its operator (and approver): the id of the journal that books it,
+// and whether it was booked now (false: booked before, a replay).
+func (l *Ledger) Adjust(ctx context.Context, req ledgerapi.AdjustmentRequest) (journalID int64, created bool, err error) {
+	resp, err := l.api.CreateAdjustmentWithResponse(ctx, req)
+	if err != nil {
+		return 0, false, ledgerUnreachable("adjust", err)
+	}
+	if _, err := ledgerAnswer("adjust", resp.HTTPResponse, resp.Body, resp.JSON201 != nil || resp.JSON200 != nil); err != nil {
+		return 0, false, err
+	}
+	if resp.JSON201 != nil {
+		return resp.JSON201.JournalId, true, nil
+	}
+	return resp.JSON200.JournalId, false, nil
+}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/shared/errs"
@@ -26,12 +29,30 @@ type adjustmentRequest struct {
 		Kind    *string `json:"kind"`
 		Address *string `json:"address"`
 	} `json:"counter_account"`
-	Reason *string `json:"reason"`
+	Reason   *string       `json:"reason"`
+	Operator *operatorJSON `json:"operator"`
+	Approver *operatorJSON `json:"approver"`
 }
+
+// operatorJSON is an Operator of openapi/ledger.yaml.
+type operatorJSON struct {
+	KeyID      *string `json:"key_id"`
+	KeyName    *string `json:"key_name"`
+	TenantID   *string `json:"tenant_id"`
+	TenantName *string `json:"tenant_name"`
+}
+
+// errNoOperator refuses an adjustment that names no operator: ledgerd
+// books adjustments from the gateway's operator path only, which names the
+// admin key that asked (and the one that approved). A bare call with the
+// gateway's certificate, as operators were once told to make, is not one.
+var errNoOperator = errs.E(errs.Forbidden, "an adjustment is booked only through the gateway's operator path "+
+	"(POST /api/v1/ledger/adjustments with an admin key), which names the operator: this request names none")
 
 // createAdjustment books an operator's explanation of a suspense amount
 // (ledger.SuspenseAdjustment): 201 with its journal, 200 with the same
-// journal when the same adjustment was booked before.
+// journal when the same adjustment was booked before. A request without
+// its operator is refused (errNoOperator).
 func (a *API) createAdjustment(w http.ResponseWriter, r *http.Request) {
 	if err := httpserver.CheckJSON(r); err != nil {
 		httpserver.Error(w, r, err)
@@ -40,6 +61,10 @@ func (a *API) createAdjustment(w http.ResponseWriter, r *http.Request) {
 	var req adjustmentRequest
 	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxAdjustmentBody), &req); err != nil {
 		httpserver.Error(w, r, err)
+		return
+	}
+	if req.Operator == nil {
+		httpserver.Error(w, r, errNoOperator)
 		return
 	}
 	adj, err := req.adjustment()
@@ -131,6 +156,20 @@ func (req *adjustmentRequest) adjustment() (*ledger.SuspenseAdjustment, error) {
 			fail("/reason", fmt.Sprintf("1 to %d characters, not only spaces", ledger.MaxReasonLen))
 		}
 	}
+	if req.Operator != nil {
+		adj.Operator = req.Operator.operator("/operator", fail)
+	}
+	if req.Approver != nil {
+		ap := req.Approver.operator("/approver", fail)
+		adj.Approver = &ap
+	}
+	if len(fields) == 0 {
+		// The rules between the fields (ids per tenant, a second key of
+		// the tenant approving) are the domain's.
+		if err := adj.Validate(); err != nil {
+			return nil, errs.Wrap(errs.Invalid, "the adjustment is invalid: "+strings.ReplaceAll(err.Error(), "\n", "; "), err)
+		}
+	}
 	if len(fields) > 0 {
 		names := make([]string, len(fields))
 		for i, f := range fields {
@@ -139,4 +178,36 @@ func (req *adjustmentRequest) adjustment() (*ledger.SuspenseAdjustment, error) {
 		return nil, errs.InvalidFields("the adjustment is invalid: "+strings.Join(names, ", "), fields...)
 	}
 	return &adj, nil
+}
+
+// operator reads o, the member at pointer, naming each field missing or
+// malformed.
+func (o *operatorJSON) operator(pointer string, fail func(pointer, detail string)) ledger.Operator {
+	var op ledger.Operator
+	id := func(name string, v *string) uuid.UUID {
+		if v == nil {
+			fail(pointer+"/"+name, "required")
+			return uuid.Nil
+		}
+		u, err := uuid.Parse(*v)
+		if err != nil || u == uuid.Nil || len(*v) != 36 {
+			fail(pointer+"/"+name, "a UUID")
+			return uuid.Nil
+		}
+		return u
+	}
+	name := func(field string, v *string) string {
+		switch {
+		case v == nil:
+			fail(pointer+"/"+field, "required")
+		case strings.TrimSpace(*v) == "" || !utf8.ValidString(*v) || utf8.RuneCountInString(*v) > ledger.MaxOperatorNameLen:
+			fail(pointer+"/"+field, fmt.Sprintf("1 to %d characters", ledger.MaxOperatorNameLen))
+		default:
+			return *v
+		}
+		return ""
+	}
+	op.KeyID, op.KeyName = id("key_id", o.KeyID), name("key_name", o.KeyName)
+	op.TenantID, op.TenantName = id("tenant_id", o.TenantID), name("tenant_name", o.TenantName)
+	return op
 }

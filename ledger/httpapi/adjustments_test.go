@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -28,10 +29,28 @@ func unexplained(t *testing.T, a *api, journalKey, asset string, amount int64) {
 		Legs:  []ledger.Leg{leg(key(ledger.Wallet, asset, hot), amount), leg(key(ledger.Suspense, asset, hot), -amount)}})
 }
 
+// The operators the gateway names: two admin keys of tenant acme.
+const (
+	acme       = "3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f"
+	aliceKey   = "0c6f9b1e-0000-4000-8000-00000000a11c"
+	bobKey     = "0c6f9b1e-0000-4000-8000-000000000b0b"
+	operatorOf = `{"key_id": %q, "key_name": %q, "tenant_id": "` + acme + `", "tenant_name": "acme"}`
+)
+
+var opAlice, opBob = fmt.Sprintf(operatorOf, aliceKey, "ops-alice"), fmt.Sprintf(operatorOf, bobKey, "ops-bob")
+
+// adjustment is a request for adjustment id (acme's own id: the tenant's
+// prefix is added) as the gateway's operator path sends it, asked by
+// alice.
 func adjustment(id, amount, kind string) string {
 	return fmt.Sprintf(`{"adjustment_id": %q, "chain_id": %d, "wallet": %q, "asset": "native", "amount": %q,
-		"counter_account": {"kind": %q, "address": %q}, "reason": "internal transfer from the staking contract"}`,
-		id, chain, "0x"+strings.ToUpper(hot.Hex()[2:]), amount, kind, staking.Hex())
+		"counter_account": {"kind": %q, "address": %q}, "reason": "internal transfer from the staking contract", "operator": %s}`,
+		acme+":"+id, chain, "0x"+strings.ToUpper(hot.Hex()[2:]), amount, kind, staking.Hex(), opAlice)
+}
+
+// approvedBy is body with approver added.
+func approvedBy(body, approver string) string {
+	return strings.TrimSuffix(body, "}") + `, "approver": ` + approver + "}"
 }
 
 func suspenseOf(t *testing.T, a *api, asset string) string {
@@ -58,8 +77,14 @@ func TestAdjustingSuspense(t *testing.T) {
 	if code != http.StatusCreated || json.Unmarshal(body, &j) != nil || j.Kind != "adjustment" || j.BlockNumber != nil || len(j.Entries) != 2 {
 		t.Fatalf("first adjustment: %d %s", code, body)
 	}
-	var memo map[string]string
-	if json.Unmarshal(j.Memo, &memo) != nil || memo["adjustment_id"] != "INC-1" || memo["reason"] != "internal transfer from the staking contract" {
+	var memo struct {
+		ID       string `json:"adjustment_id"`
+		Reason   string `json:"reason"`
+		Operator map[string]string
+		Approver map[string]string
+	}
+	if json.Unmarshal(j.Memo, &memo) != nil || memo.ID != acme+":INC-1" || memo.Reason != "internal transfer from the staking contract" ||
+		memo.Operator["key_id"] != aliceKey || memo.Operator["key_name"] != "ops-alice" || memo.Operator["tenant_name"] != "acme" || memo.Approver != nil {
 		t.Errorf("memo %s", j.Memo)
 	}
 	for _, e := range j.Entries {
@@ -85,6 +110,8 @@ func TestAdjustingSuspense(t *testing.T) {
 	}{
 		"the id with another amount":   {adjustment("INC-1", "301", "deposit_source"), http.StatusConflict},
 		"the id with another account":  {adjustment("INC-1", "300", "counterparty"), http.StatusConflict},
+		"the id by another operator":   {strings.Replace(adjustment("INC-1", "300", "deposit_source"), opAlice, opBob, 1), http.StatusConflict},
+		"the id, approved since":       {approvedBy(adjustment("INC-1", "300", "deposit_source"), opBob), http.StatusConflict},
 		"more than suspense holds":     {adjustment("INC-2", "401", "deposit_source"), http.StatusConflict},
 		"the wrong way":                {adjustment("INC-2", "-1", "counterparty"), http.StatusConflict},
 		"a token with no suspense yet": {strings.Replace(adjustment("INC-2", "1", "deposit_source"), `"native"`, `"`+token+`"`, 1), http.StatusNotFound},
@@ -130,7 +157,9 @@ func TestAdjustmentBadInputIsAProblem(t *testing.T) {
 		name, body string
 		pointers   []string
 	}{
-		{"an empty object", `{}`, []string{"/adjustment_id", "/amount", "/asset", "/chain_id", "/counter_account", "/reason", "/wallet"}},
+		{"an empty object but its operator", `{"operator": ` + opAlice + `}`, []string{"/adjustment_id", "/amount", "/asset", "/chain_id", "/counter_account", "/reason", "/wallet"}},
+		{"a malformed operator", strings.Replace(adjustment("x", "5", "counterparty"), opAlice, `{"key_id": "nope", "key_name": "", "tenant_id": "`+acme+`"}`, 1),
+			[]string{"/operator/key_id", "/operator/key_name", "/operator/tenant_name"}},
 		{"a zero amount", adjustment("x", "0", "counterparty"), []string{"/amount"}},
 		{"a negative zero", adjustment("x", "-0", "counterparty"), []string{"/amount"}},
 		{"a leading zero", adjustment("x", "05", "counterparty"), []string{"/amount"}},
@@ -174,6 +203,22 @@ func TestAdjustmentBadInputIsAProblem(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400", name, code, body)
 		}
 	}
+	// The rules between fields: ids per tenant, approvals by a second key
+	// of the tenant.
+	for name, body := range map[string]string{
+		"an id of no tenant's":   strings.Replace(adjustment("x", "5", "counterparty"), acme+":x", "x", 1),
+		"another tenant's id":    strings.Replace(adjustment("x", "5", "counterparty"), acme+":x", "00000000-0000-4000-8000-000000000001:x", 1),
+		"approved by itself":     approvedBy(adjustment("x", "5", "counterparty"), opAlice),
+		"approved from outside":  approvedBy(adjustment("x", "5", "counterparty"), strings.Replace(opBob, acme, "00000000-0000-4000-8000-000000000001", 1)),
+		"a malformed approver":   approvedBy(adjustment("x", "5", "counterparty"), `{"key_id": "`+bobKey+`"}`),
+		"an operator of nothing": strings.Replace(adjustment("x", "5", "counterparty"), aliceKey, "00000000-0000-0000-0000-000000000000", 1),
+	} {
+		code, body := a.send(t, "gateway", "POST", "/v1/adjustments", "application/json", body)
+		var p errs.Problem
+		if code != http.StatusBadRequest || json.Unmarshal(body, &p) != nil || p.Type != "urn:txfence:problem:invalid" {
+			t.Errorf("%s: %d %s, want a 400 problem", name, code, body)
+		}
+	}
 	for _, as := range []string{"stranger", "ledger", "txmanager"} {
 		if code, body := a.send(t, as, "POST", "/v1/adjustments", "application/json", adjustment("x", "5", "counterparty")); code != http.StatusForbidden {
 			t.Errorf("as %s: %d %s, want 403", as, code, body)
@@ -181,5 +226,50 @@ func TestAdjustmentBadInputIsAProblem(t *testing.T) {
 	}
 	if got := suspenseOf(t, a, ledger.Native); got != "-5" {
 		t.Errorf("suspense after bad input: %s, want -5 untouched", got)
+	}
+}
+
+// ledgerd books adjustments only from the gateway's operator path: a bare
+// request with the gateway's certificate, as operators were once told to
+// send, is refused with a problem naming the path, and books nothing; the
+// gateway's request names its operator (and approver), which the
+// journal's memo and the audit row keep, once, whatever the replays.
+func TestLedgerdBooksAdjustmentsOnlyFromTheOperatorPath(t *testing.T) {
+	t.Parallel()
+	a := start(t)
+	unexplained(t, a, "reconciliation:1", ledger.Native, -1000) // suspense holds +1000
+	bare := strings.Replace(adjustment("INC-7", "-400", "counterparty"), `, "operator": `+opAlice, "", 1)
+	code, body := a.send(t, "gateway", "POST", "/v1/adjustments", "application/json", bare)
+	var p errs.Problem
+	if code != http.StatusForbidden || json.Unmarshal(body, &p) != nil || p.Type != "urn:txfence:problem:forbidden" ||
+		!strings.Contains(p.Detail, "operator path") || !strings.Contains(p.Detail, "/api/v1/ledger/adjustments") {
+		t.Errorf("a bare adjustment: %d %s, want a 403 problem naming the operator path", code, body)
+	}
+	if got := suspenseOf(t, a, ledger.Native); got != "1000" {
+		t.Errorf("suspense after the bare request: %s, want 1000", got)
+	}
+
+	approved := approvedBy(adjustment("INC-7", "-400", "counterparty"), opBob)
+	for range 2 {
+		code, body = a.send(t, "gateway", "POST", "/v1/adjustments", "application/json", approved)
+		if code != http.StatusCreated && code != http.StatusOK {
+			t.Fatalf("an approved adjustment: %d %s", code, body)
+		}
+	}
+	var j journalJSON
+	if json.Unmarshal(body, &j) != nil || !strings.Contains(string(j.Memo), `"approver":{"key_id":"`+bobKey+`","key_name":"ops-bob"`) ||
+		!strings.Contains(string(j.Memo), `"operator":{"key_id":"`+aliceKey+`","key_name":"ops-alice"`) {
+		t.Errorf("the journal's memo: %s", j.Memo)
+	}
+	var rows int
+	var operator, approver, tenant string
+	var journalID int64
+	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) OVER (), journal_id, operator_key_name, approver_key_name, tenant_name
+		FROM adjustment WHERE adjustment_id = $1`, acme+":INC-7").Scan(&rows, &journalID, &operator, &approver, &tenant); err != nil ||
+		rows != 1 || journalID != j.JournalID || operator != "ops-alice" || approver != "ops-bob" || tenant != "acme" {
+		t.Errorf("the audit row: %d rows, journal %d, %q approved by %q of %q: %v", rows, journalID, operator, approver, tenant, err)
+	}
+	if _, err := a.pool.Exec(context.Background(), `UPDATE adjustment SET approver_key_name = 'someone' WHERE adjustment_id = $1`, acme+":INC-7"); err == nil {
+		t.Error("the audit row was changed")
 	}
 }

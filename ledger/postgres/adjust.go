@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/ledger"
@@ -17,9 +18,11 @@ import (
 // to the account an operator found it belongs to. It may clear what
 // suspense holds, in part or whole, never more: an amount that would take
 // the balance past zero (or one on a suspense account at zero) is an
-// errs.Conflict, as is a's id booked before with another adjustment; the
-// same adjustment again is a replay (Posted.Created false). A wallet with
-// no suspense account in the asset is errs.NotFound.
+// errs.Conflict, as is a's id booked before with another adjustment (or
+// by another operator or approver); the same adjustment again is a replay
+// (Posted.Created false). A wallet with no suspense account in the asset
+// is errs.NotFound. The operator and approver are recorded with the
+// journal (table adjustment) and logged.
 func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Posted, error) {
 	if err := a.Validate(); err != nil {
 		return Posted{}, errs.Wrap(errs.Invalid, "adjustment "+a.ID, err)
@@ -72,10 +75,31 @@ func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Poste
 			return err
 		}
 		out = posted[0]
+		var approverID *uuid.UUID
+		var approverName *string
+		if ap := a.Approver; ap != nil {
+			approverID, approverName = &ap.KeyID, &ap.KeyName
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO adjustment (adjustment_id, journal_id, operator_key_id, operator_key_name, tenant_id, tenant_name, approver_key_id, approver_key_name)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			a.ID, out.JournalID, a.Operator.KeyID, a.Operator.KeyName, a.Operator.TenantID, a.Operator.TenantName, approverID, approverName); err != nil {
+			return fmt.Errorf("record adjustment %s's operator: %w", a.ID, err)
+		}
 		return nil
 	})
 	if err != nil {
 		return Posted{}, err
+	}
+	if out.Created {
+		log := s.log.With("adjustment_id", a.ID, "journal_id", out.JournalID, "chain_id", a.ChainID, "wallet", a.Wallet.Hex(),
+			"asset", a.Asset, "amount", a.Amount.String(), "counter_kind", string(a.Counter), "counter_address", a.CounterAddress.Hex(),
+			"operator_key_id", a.Operator.KeyID.String(), "operator_key_name", a.Operator.KeyName,
+			"tenant_id", a.Operator.TenantID.String(), "tenant_name", a.Operator.TenantName)
+		if ap := a.Approver; ap != nil {
+			log = log.With("approver_key_id", ap.KeyID.String(), "approver_key_name", ap.KeyName)
+		}
+		log.Info("ledger: an operator's adjustment of suspense is booked")
 	}
 	return out, nil
 }

@@ -132,6 +132,25 @@ ALTER TABLE account ALTER COLUMN account_id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE adjustment (
+    adjustment_id text NOT NULL,
+    journal_id bigint NOT NULL,
+    operator_key_id uuid NOT NULL,
+    operator_key_name text NOT NULL,
+    tenant_id uuid NOT NULL,
+    tenant_name text NOT NULL,
+    approver_key_id uuid,
+    approver_key_name text,
+    booked_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT adjustment_adjustment_id_check CHECK ((adjustment_id ~ '^[A-Za-z0-9._:-]{1,128}$'::text)),
+    CONSTRAINT adjustment_approver_key_name_check CHECK (((approver_key_name <> ''::text) AND (length(approver_key_name) <= 100))),
+    CONSTRAINT adjustment_approver_whole CHECK ((num_nulls(approver_key_id, approver_key_name) = ANY (ARRAY[0, 2]))),
+    CONSTRAINT adjustment_id_of_tenant CHECK (starts_with(adjustment_id, ((tenant_id)::text || ':'::text))),
+    CONSTRAINT adjustment_operator_key_name_check CHECK (((operator_key_name <> ''::text) AND (length(operator_key_name) <= 100))),
+    CONSTRAINT adjustment_second_key CHECK ((approver_key_id <> operator_key_id)),
+    CONSTRAINT adjustment_tenant_name_check CHECK (((tenant_name <> ''::text) AND (length(tenant_name) <= 100)))
+);
+
 CREATE TABLE balance (
     account_id bigint NOT NULL,
     amount numeric(1000,0) NOT NULL,
@@ -411,6 +430,12 @@ ALTER TABLE ONLY account
 ALTER TABLE ONLY account
     ADD CONSTRAINT account_pkey PRIMARY KEY (account_id);
 
+ALTER TABLE ONLY adjustment
+    ADD CONSTRAINT adjustment_journal_id_key UNIQUE (journal_id);
+
+ALTER TABLE ONLY adjustment
+    ADD CONSTRAINT adjustment_pkey PRIMARY KEY (adjustment_id);
+
 ALTER TABLE ONLY balance
     ADD CONSTRAINT balance_pkey PRIMARY KEY (account_id);
 
@@ -470,6 +495,8 @@ ALTER TABLE ONLY wallet_tx
 
 CREATE INDEX account_address_idx ON account USING btree (address, chain_id);
 
+CREATE INDEX adjustment_tenant_idx ON adjustment USING btree (tenant_id, booked_at);
+
 CREATE INDEX entry_account_idx ON entry USING btree (account_id, entry_id);
 
 CREATE INDEX entry_journal_idx ON entry USING btree (journal_id);
@@ -504,6 +531,10 @@ CREATE TRIGGER account_append_only BEFORE DELETE OR UPDATE ON account FOR EACH R
 
 CREATE TRIGGER account_no_truncate BEFORE TRUNCATE ON account FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
+CREATE TRIGGER adjustment_append_only BEFORE DELETE OR UPDATE ON adjustment FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+CREATE TRIGGER adjustment_no_truncate BEFORE TRUNCATE ON adjustment FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+
 CREATE TRIGGER balance_by_entries BEFORE INSERT OR UPDATE ON balance FOR EACH ROW EXECUTE FUNCTION ledger_balance_by_entries();
 
 CREATE TRIGGER balance_no_delete BEFORE DELETE ON balance FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
@@ -533,6 +564,9 @@ CREATE TRIGGER movement_no_truncate BEFORE TRUNCATE ON movement FOR EACH STATEME
 CREATE TRIGGER reconciliation_item_unchanged BEFORE UPDATE ON reconciliation_item FOR EACH ROW EXECUTE FUNCTION reconciliation_refuse_update();
 
 CREATE TRIGGER reconciliation_run_unchanged BEFORE UPDATE ON reconciliation_run FOR EACH ROW EXECUTE FUNCTION reconciliation_refuse_update();
+
+ALTER TABLE ONLY adjustment
+    ADD CONSTRAINT adjustment_journal_id_fkey FOREIGN KEY (journal_id) REFERENCES journal(journal_id);
 
 ALTER TABLE ONLY balance
     ADD CONSTRAINT balance_account_id_fkey FOREIGN KEY (account_id) REFERENCES account(account_id);

@@ -46,6 +46,90 @@ func (e LedgerAccountKind) Valid() bool {
 	}
 }
 
+// Defines values for LedgerAdjustmentCounterAccountKind.
+const (
+	LedgerAdjustmentCounterAccountKindCounterparty   LedgerAdjustmentCounterAccountKind = "counterparty"
+	LedgerAdjustmentCounterAccountKindDepositSource  LedgerAdjustmentCounterAccountKind = "deposit_source"
+	LedgerAdjustmentCounterAccountKindFeeExpense     LedgerAdjustmentCounterAccountKind = "fee_expense"
+	LedgerAdjustmentCounterAccountKindInTransit      LedgerAdjustmentCounterAccountKind = "in_transit"
+	LedgerAdjustmentCounterAccountKindOpeningBalance LedgerAdjustmentCounterAccountKind = "opening_balance"
+)
+
+// Valid indicates whether the value is a known member of the LedgerAdjustmentCounterAccountKind enum.
+func (e LedgerAdjustmentCounterAccountKind) Valid() bool {
+	switch e {
+	case LedgerAdjustmentCounterAccountKindCounterparty:
+		return true
+	case LedgerAdjustmentCounterAccountKindDepositSource:
+		return true
+	case LedgerAdjustmentCounterAccountKindFeeExpense:
+		return true
+	case LedgerAdjustmentCounterAccountKindInTransit:
+		return true
+	case LedgerAdjustmentCounterAccountKindOpeningBalance:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LedgerAdjustmentRequestCounterAccountKind.
+const (
+	LedgerAdjustmentRequestCounterAccountKindCounterparty   LedgerAdjustmentRequestCounterAccountKind = "counterparty"
+	LedgerAdjustmentRequestCounterAccountKindDepositSource  LedgerAdjustmentRequestCounterAccountKind = "deposit_source"
+	LedgerAdjustmentRequestCounterAccountKindFeeExpense     LedgerAdjustmentRequestCounterAccountKind = "fee_expense"
+	LedgerAdjustmentRequestCounterAccountKindInTransit      LedgerAdjustmentRequestCounterAccountKind = "in_transit"
+	LedgerAdjustmentRequestCounterAccountKindOpeningBalance LedgerAdjustmentRequestCounterAccountKind = "opening_balance"
+)
+
+// Valid indicates whether the value is a known member of the LedgerAdjustmentRequestCounterAccountKind enum.
+func (e LedgerAdjustmentRequestCounterAccountKind) Valid() bool {
+	switch e {
+	case LedgerAdjustmentRequestCounterAccountKindCounterparty:
+		return true
+	case LedgerAdjustmentRequestCounterAccountKindDepositSource:
+		return true
+	case LedgerAdjustmentRequestCounterAccountKindFeeExpense:
+		return true
+	case LedgerAdjustmentRequestCounterAccountKindInTransit:
+		return true
+	case LedgerAdjustmentRequestCounterAccountKindOpeningBalance:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LedgerAdjustmentStatus.
+const (
+	AdjustmentApproved LedgerAdjustmentStatus = "approved"
+	AdjustmentBooked   LedgerAdjustmentStatus = "booked"
+	AdjustmentExpired  LedgerAdjustmentStatus = "expired"
+	AdjustmentPending  LedgerAdjustmentStatus = "pending_approval"
+	AdjustmentRefused  LedgerAdjustmentStatus = "refused"
+	AdjustmentRejected LedgerAdjustmentStatus = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the LedgerAdjustmentStatus enum.
+func (e LedgerAdjustmentStatus) Valid() bool {
+	switch e {
+	case AdjustmentApproved:
+		return true
+	case AdjustmentBooked:
+		return true
+	case AdjustmentExpired:
+		return true
+	case AdjustmentPending:
+		return true
+	case AdjustmentRefused:
+		return true
+	case AdjustmentRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LedgerJournalStatus.
 const (
 	LedgerReceiptReverted LedgerJournalStatus = "reverted"
@@ -66,37 +150,37 @@ func (e LedgerJournalStatus) Valid() bool {
 
 // Defines values for LedgerJournalKind.
 const (
-	LedgerAdjustment     LedgerJournalKind = "adjustment"
-	LedgerConfirmed      LedgerJournalKind = "confirmed"
-	LedgerDeposit        LedgerJournalKind = "deposit"
-	LedgerOpening        LedgerJournalKind = "opening"
-	LedgerReconciliation LedgerJournalKind = "reconciliation"
-	LedgerReversal       LedgerJournalKind = "reversal"
-	LedgerReverted       LedgerJournalKind = "reverted"
-	LedgerTransitIn      LedgerJournalKind = "transit_in"
-	LedgerTransitOut     LedgerJournalKind = "transit_out"
+	LedgerJournalKindLedgerAdjustment     LedgerJournalKind = "adjustment"
+	LedgerJournalKindLedgerConfirmed      LedgerJournalKind = "confirmed"
+	LedgerJournalKindLedgerDeposit        LedgerJournalKind = "deposit"
+	LedgerJournalKindLedgerOpening        LedgerJournalKind = "opening"
+	LedgerJournalKindLedgerReconciliation LedgerJournalKind = "reconciliation"
+	LedgerJournalKindLedgerReversal       LedgerJournalKind = "reversal"
+	LedgerJournalKindLedgerReverted       LedgerJournalKind = "reverted"
+	LedgerJournalKindLedgerTransitIn      LedgerJournalKind = "transit_in"
+	LedgerJournalKindLedgerTransitOut     LedgerJournalKind = "transit_out"
 )
 
 // Valid indicates whether the value is a known member of the LedgerJournalKind enum.
 func (e LedgerJournalKind) Valid() bool {
 	switch e {
-	case LedgerAdjustment:
+	case LedgerJournalKindLedgerAdjustment:
 		return true
-	case LedgerConfirmed:
+	case LedgerJournalKindLedgerConfirmed:
 		return true
-	case LedgerDeposit:
+	case LedgerJournalKindLedgerDeposit:
 		return true
-	case LedgerOpening:
+	case LedgerJournalKindLedgerOpening:
 		return true
-	case LedgerReconciliation:
+	case LedgerJournalKindLedgerReconciliation:
 		return true
-	case LedgerReversal:
+	case LedgerJournalKindLedgerReversal:
 		return true
-	case LedgerReverted:
+	case LedgerJournalKindLedgerReverted:
 		return true
-	case LedgerTransitIn:
+	case LedgerJournalKindLedgerTransitIn:
 		return true
-	case LedgerTransitOut:
+	case LedgerJournalKindLedgerTransitOut:
 		return true
 	default:
 		return false
@@ -389,6 +473,144 @@ type LedgerAccountRef struct {
 	// Example: wallet
 	Kind LedgerAccountKind `json:"kind"`
 }
+
+// LedgerAdjustment defines model for LedgerAdjustment.
+type LedgerAdjustment struct {
+	// AdjustmentId The tenant's own id for an adjustment (a ticket number); ids are per tenant.
+	//
+	// Example: INC-2041
+	AdjustmentId LedgerAdjustmentId `json:"adjustment_id"`
+
+	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
+	// a decimal string (wei, or the token's smallest unit), negative
+	// when it takes from the account's balance.
+	//
+	//
+	// Example: -1000000000000000000
+	Amount     LedgerAmount         `json:"amount"`
+	ApprovedAt *time.Time           `json:"approved_at"`
+	ApprovedBy *LedgerAdjustmentKey `json:"approved_by"`
+
+	// Asset `native` (the chain's own currency) or a token contract's lower-case address.
+	//
+	// Example: native
+	Asset    LedgerAsset `json:"asset"`
+	BookedAt *time.Time  `json:"booked_at"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId        externalRef0.ChainId `json:"chain_id"`
+	CounterAccount struct {
+		Address string                             `json:"address"`
+		Kind    LedgerAdjustmentCounterAccountKind `json:"kind"`
+	} `json:"counter_account"`
+
+	// ExpiresAt When a pending approval lapses; null when none was needed.
+	ExpiresAt *time.Time `json:"expires_at"`
+
+	// JournalId The `adjustment` journal, once booked (`GET /api/v1/ledger/journals/{journal_id}` with `ledger:read`).
+	JournalId *LedgerJournalId `json:"journal_id"`
+
+	// NeedsApproval Whether a second admin key had to approve it.
+	NeedsApproval bool      `json:"needs_approval"`
+	ProposedAt    time.Time `json:"proposed_at"`
+
+	// ProposedBy An API key of the tenant, as the audit names it.
+	ProposedBy LedgerAdjustmentKey `json:"proposed_by"`
+	Reason     string              `json:"reason"`
+
+	// Refusal Why the ledger refused it, when it did.
+	Refusal    *string              `json:"refusal"`
+	RejectedAt *time.Time           `json:"rejected_at"`
+	RejectedBy *LedgerAdjustmentKey `json:"rejected_by"`
+
+	// Status `pending_approval`: waits for a second admin key; `approved`:
+	// cleared to book, the ledger has not answered yet (sending the
+	// proposal or the approval again books it); `booked`: in the books
+	// (`journal_id`); `rejected`; `refused`: the ledger refused it
+	// (`refusal`); `expired`: pending past `expires_at`, no longer
+	// approvable.
+	Status LedgerAdjustmentStatus `json:"status"`
+
+	// Threshold The threshold of its chain and asset when it was proposed; null when none was configured (every amount needs a second key).
+	Threshold *string `json:"threshold"`
+
+	// Wallet The wallet, lower-case.
+	Wallet string `json:"wallet"`
+}
+
+// LedgerAdjustmentCounterAccountKind defines model for LedgerAdjustment.CounterAccount.Kind.
+type LedgerAdjustmentCounterAccountKind string
+
+// LedgerAdjustmentId The tenant's own id for an adjustment (a ticket number); ids are per tenant.
+//
+// Example: INC-2041
+type LedgerAdjustmentId = string
+
+// LedgerAdjustmentKey An API key of the tenant, as the audit names it.
+type LedgerAdjustmentKey struct {
+	KeyId openapi_types.UUID `json:"key_id"`
+	Name  string             `json:"name"`
+}
+
+// LedgerAdjustmentList defines model for LedgerAdjustmentList.
+type LedgerAdjustmentList struct {
+	Adjustments []LedgerAdjustment `json:"adjustments"`
+
+	// NextCursor The cursor of the next page, or null when this page is the last.
+	//
+	// Example: eyJzZXEiOjQyfQ
+	NextCursor *string `json:"next_cursor"`
+}
+
+// LedgerAdjustmentRequest defines model for LedgerAdjustmentRequest.
+type LedgerAdjustmentRequest struct {
+	// AdjustmentId The tenant's own id for an adjustment (a ticket number); ids are per tenant.
+	//
+	// Example: INC-2041
+	AdjustmentId LedgerAdjustmentId `json:"adjustment_id"`
+
+	// Amount Added to the suspense account and taken from the counter
+	// account: positive clears a negative suspense balance (an
+	// inbound movement the ledger did not see), negative a positive
+	// one (an outbound movement). At most what suspense holds.
+	Amount LedgerAmount `json:"amount"`
+
+	// Asset `native`, or a token contract's address in any letter case.
+	Asset string `json:"asset"`
+
+	// ChainId An EIP-155 chain id.
+	//
+	// Example: 31337
+	ChainId externalRef0.ChainId `json:"chain_id"`
+
+	// CounterAccount The account the amount belongs to; it takes `-amount`.
+	CounterAccount struct {
+		// Address A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
+		//
+		// Example: 0x5FbDB2315678afecb367f032d93F642f64180aa3
+		Address externalRef0.Address                      `json:"address"`
+		Kind    LedgerAdjustmentRequestCounterAccountKind `json:"kind"`
+	} `json:"counter_account"`
+
+	// Reason What the investigation found (a transaction, a trace, a ticket); kept in the journal's memo.
+	Reason string `json:"reason"`
+
+	// Wallet The tenant's signer whose suspense account holds the amount, in any letter case.
+	Wallet externalRef0.Address `json:"wallet"`
+}
+
+// LedgerAdjustmentRequestCounterAccountKind defines model for LedgerAdjustmentRequest.CounterAccount.Kind.
+type LedgerAdjustmentRequestCounterAccountKind string
+
+// LedgerAdjustmentStatus `pending_approval`: waits for a second admin key; `approved`:
+// cleared to book, the ledger has not answered yet (sending the
+// proposal or the approval again books it); `booked`: in the books
+// (`journal_id`); `rejected`; `refused`: the ledger refused it
+// (`refusal`); `expired`: pending past `expires_at`, no longer
+// approvable.
+type LedgerAdjustmentStatus string
 
 // LedgerAmount An entry's amount: a non-zero integer of magnitude below 2^256 as
 // a decimal string (wei, or the token's smallest unit), negative
@@ -952,6 +1174,11 @@ type IdempotencyKey = RequestIdValue
 // Example: 42
 type LedgerAccountIdPath = LedgerAccountId
 
+// LedgerAdjustmentIdPath The tenant's own id for an adjustment (a ticket number); ids are per tenant.
+//
+// Example: INC-2041
+type LedgerAdjustmentIdPath = LedgerAdjustmentId
+
 // LedgerAtBlock A block height.
 //
 // Example: 1284
@@ -1022,6 +1249,17 @@ type GetLedgerAccountParams struct {
 
 // ListLedgerAccountEntriesParams defines parameters for ListLedgerAccountEntries.
 type ListLedgerAccountEntriesParams struct {
+	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
+	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most items to return in one page.
+	Limit *externalRef0.Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListLedgerAdjustmentsParams defines parameters for ListLedgerAdjustments.
+type ListLedgerAdjustmentsParams struct {
+	Status *LedgerAdjustmentStatus `form:"status,omitempty" json:"status,omitempty"`
+
 	// Cursor Where to continue, the `next_cursor` of the previous page; omit it for the first page.
 	Cursor *externalRef0.Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
@@ -1103,6 +1341,9 @@ type ListWebhookDeliveriesParams struct {
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = KeyCreateRequest
+
+// ProposeLedgerAdjustmentJSONRequestBody defines body for ProposeLedgerAdjustment for application/json ContentType.
+type ProposeLedgerAdjustmentJSONRequestBody = LedgerAdjustmentRequest
 
 // CreateTxJSONRequestBody defines body for CreateTx for application/json ContentType.
 type CreateTxJSONRequestBody = CreateTxRequest
@@ -1314,6 +1555,129 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
 	ListLedgerAccountEntries(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLedgerAdjustments The tenant's adjustments, newest first
+	//
+	// The adjustments proposed for the wallets the key may use, newest
+	// first, optionally only those of one `status`. Scope `admin`.
+	//
+	// Corresponds with GET /api/v1/ledger/adjustments (the `ListLedgerAdjustments` operationId).
+	ListLedgerAdjustments(ctx context.Context, params *ListLedgerAdjustmentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProposeLedgerAdjustmentWithBody Explain a suspense amount (the operator path)
+	//
+	// Proposes an operator's explanation of an amount reconciliation put
+	// in one of the tenant's wallets' `suspense` account: an `adjustment`
+	// journal moving `amount` into the suspense account and out of the
+	// account the investigation found it belongs to (`counter_account`),
+	// with the reason in its memo. This is the only way an adjustment
+	// reaches the books: ledgerd refuses one that does not come from
+	// this path, which names the operator.
+	//
+	// The key must be an `admin` key that may use `wallet` (a key limited
+	// to signers stays within them; another tenant's wallet is refused
+	// the same way): `403` otherwise. An adjustment whose magnitude, with
+	// those of the wallet's adjustments in the asset booked without a
+	// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+	// (24 h), is above the chain's and asset's threshold
+	// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+	// has none, so every adjustment in it needs a second key) waits:
+	// `202`, status `pending_approval`, until a second admin key that
+	// may use the wallet approves it (`.../approve`) or anyone rejects it,
+	// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+	// Otherwise it is booked at once: `201`, status `booked`, with the
+	// journal's id.
+	//
+	// The ledger books it with the operator (this key's id and name, and
+	// the tenant) and the approver in the journal's memo; the gateway
+	// keeps every proposal with who proposed, approved or rejected it
+	// and what the ledger answered. The ledger's refusal (more than
+	// suspense holds, no suspense account in the asset) is answered as
+	// the ledger's problem (`409`, `404`) and recorded as `refused`.
+	// `adjustment_id` is the tenant's own (a ticket number): sending
+	// the same proposal again answers it as it stands (`200`; one the
+	// ledger did not answer is booked now), another proposal under the
+	// same id is a `409`. Scope `admin`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+	ProposeLedgerAdjustmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProposeLedgerAdjustment Explain a suspense amount (the operator path)
+	//
+	// Proposes an operator's explanation of an amount reconciliation put
+	// in one of the tenant's wallets' `suspense` account: an `adjustment`
+	// journal moving `amount` into the suspense account and out of the
+	// account the investigation found it belongs to (`counter_account`),
+	// with the reason in its memo. This is the only way an adjustment
+	// reaches the books: ledgerd refuses one that does not come from
+	// this path, which names the operator.
+	//
+	// The key must be an `admin` key that may use `wallet` (a key limited
+	// to signers stays within them; another tenant's wallet is refused
+	// the same way): `403` otherwise. An adjustment whose magnitude, with
+	// those of the wallet's adjustments in the asset booked without a
+	// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+	// (24 h), is above the chain's and asset's threshold
+	// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+	// has none, so every adjustment in it needs a second key) waits:
+	// `202`, status `pending_approval`, until a second admin key that
+	// may use the wallet approves it (`.../approve`) or anyone rejects it,
+	// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+	// Otherwise it is booked at once: `201`, status `booked`, with the
+	// journal's id.
+	//
+	// The ledger books it with the operator (this key's id and name, and
+	// the tenant) and the approver in the journal's memo; the gateway
+	// keeps every proposal with who proposed, approved or rejected it
+	// and what the ledger answered. The ledger's refusal (more than
+	// suspense holds, no suspense account in the asset) is answered as
+	// the ledger's problem (`409`, `404`) and recorded as `refused`.
+	// `adjustment_id` is the tenant's own (a ticket number): sending
+	// the same proposal again answers it as it stands (`200`; one the
+	// ledger did not answer is booked now), another proposal under the
+	// same id is a `409`. Scope `admin`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+	ProposeLedgerAdjustment(ctx context.Context, body ProposeLedgerAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLedgerAdjustment One adjustment
+	//
+	// The adjustment with who proposed, approved or rejected it and what
+	// the ledger answered. One of a wallet the key may not use is a
+	// `404`, exactly as an unknown one. Scope `admin`.
+	//
+	// Corresponds with GET /api/v1/ledger/adjustments/{adjustment_id} (the `GetLedgerAdjustment` operationId).
+	GetLedgerAdjustment(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApproveLedgerAdjustment Approve an adjustment, which books it
+	//
+	// A second admin key's approval of a `pending_approval` adjustment,
+	// which the ledger then books with both keys in the journal's memo:
+	// `200`, status `booked`. The key must be an `admin` key that may use
+	// the wallet (`404` otherwise, as an unknown adjustment), must not be
+	// the key that proposed it, and must have been made before the
+	// proposal (a key minted to approve one's own proposal cannot): `403`
+	// otherwise. An expired, rejected, booked or refused adjustment is a
+	// `409`. An approved one the ledger did not answer is booked now. The
+	// ledger's refusal is answered as the ledger's problem and recorded
+	// as `refused`. Scope `admin`.
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/approve (the `ApproveLedgerAdjustment` operationId).
+	ApproveLedgerAdjustment(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RejectLedgerAdjustment Reject a pending adjustment
+	//
+	// Ends a `pending_approval` adjustment without booking it; its
+	// proposer may withdraw it so. Any other is a `409`. The key must be
+	// an `admin` key that may use the wallet (`404` otherwise). Scope
+	// `admin`.
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/reject (the `RejectLedgerAdjustment` operationId).
+	RejectLedgerAdjustment(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLedgerJournal One journal, with its entries on the tenant's accounts
 	//
@@ -1959,6 +2323,189 @@ func (c *Client) GetLedgerAccount(ctx context.Context, accountId LedgerAccountId
 // Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
 func (c *Client) ListLedgerAccountEntries(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListLedgerAccountEntriesRequest(c.Server, accountId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLedgerAdjustments The tenant's adjustments, newest first
+//
+// The adjustments proposed for the wallets the key may use, newest
+// first, optionally only those of one `status`. Scope `admin`.
+//
+// Corresponds with GET /api/v1/ledger/adjustments (the `ListLedgerAdjustments` operationId).
+func (c *Client) ListLedgerAdjustments(ctx context.Context, params *ListLedgerAdjustmentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLedgerAdjustmentsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProposeLedgerAdjustmentWithBody Explain a suspense amount (the operator path)
+//
+// Proposes an operator's explanation of an amount reconciliation put
+// in one of the tenant's wallets' `suspense` account: an `adjustment`
+// journal moving `amount` into the suspense account and out of the
+// account the investigation found it belongs to (`counter_account`),
+// with the reason in its memo. This is the only way an adjustment
+// reaches the books: ledgerd refuses one that does not come from
+// this path, which names the operator.
+//
+// The key must be an `admin` key that may use `wallet` (a key limited
+// to signers stays within them; another tenant's wallet is refused
+// the same way): `403` otherwise. An adjustment whose magnitude, with
+// those of the wallet's adjustments in the asset booked without a
+// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+// (24 h), is above the chain's and asset's threshold
+// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+// has none, so every adjustment in it needs a second key) waits:
+// `202`, status `pending_approval`, until a second admin key that
+// may use the wallet approves it (`.../approve`) or anyone rejects it,
+// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+// Otherwise it is booked at once: `201`, status `booked`, with the
+// journal's id.
+//
+// The ledger books it with the operator (this key's id and name, and
+// the tenant) and the approver in the journal's memo; the gateway
+// keeps every proposal with who proposed, approved or rejected it
+// and what the ledger answered. The ledger's refusal (more than
+// suspense holds, no suspense account in the asset) is answered as
+// the ledger's problem (`409`, `404`) and recorded as `refused`.
+// `adjustment_id` is the tenant's own (a ticket number): sending
+// the same proposal again answers it as it stands (`200`; one the
+// ledger did not answer is booked now), another proposal under the
+// same id is a `409`. Scope `admin`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+func (c *Client) ProposeLedgerAdjustmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProposeLedgerAdjustmentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProposeLedgerAdjustment Explain a suspense amount (the operator path)
+//
+// Proposes an operator's explanation of an amount reconciliation put
+// in one of the tenant's wallets' `suspense` account: an `adjustment`
+// journal moving `amount` into the suspense account and out of the
+// account the investigation found it belongs to (`counter_account`),
+// with the reason in its memo. This is the only way an adjustment
+// reaches the books: ledgerd refuses one that does not come from
+// this path, which names the operator.
+//
+// The key must be an `admin` key that may use `wallet` (a key limited
+// to signers stays within them; another tenant's wallet is refused
+// the same way): `403` otherwise. An adjustment whose magnitude, with
+// those of the wallet's adjustments in the asset booked without a
+// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+// (24 h), is above the chain's and asset's threshold
+// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+// has none, so every adjustment in it needs a second key) waits:
+// `202`, status `pending_approval`, until a second admin key that
+// may use the wallet approves it (`.../approve`) or anyone rejects it,
+// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+// Otherwise it is booked at once: `201`, status `booked`, with the
+// journal's id.
+//
+// The ledger books it with the operator (this key's id and name, and
+// the tenant) and the approver in the journal's memo; the gateway
+// keeps every proposal with who proposed, approved or rejected it
+// and what the ledger answered. The ledger's refusal (more than
+// suspense holds, no suspense account in the asset) is answered as
+// the ledger's problem (`409`, `404`) and recorded as `refused`.
+// `adjustment_id` is the tenant's own (a ticket number): sending
+// the same proposal again answers it as it stands (`200`; one the
+// ledger did not answer is booked now), another proposal under the
+// same id is a `409`. Scope `admin`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+func (c *Client) ProposeLedgerAdjustment(ctx context.Context, body ProposeLedgerAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProposeLedgerAdjustmentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLedgerAdjustment One adjustment
+//
+// The adjustment with who proposed, approved or rejected it and what
+// the ledger answered. One of a wallet the key may not use is a
+// `404`, exactly as an unknown one. Scope `admin`.
+//
+// Corresponds with GET /api/v1/ledger/adjustments/{adjustment_id} (the `GetLedgerAdjustment` operationId).
+func (c *Client) GetLedgerAdjustment(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerAdjustmentRequest(c.Server, adjustmentId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApproveLedgerAdjustment Approve an adjustment, which books it
+//
+// A second admin key's approval of a `pending_approval` adjustment,
+// which the ledger then books with both keys in the journal's memo:
+// `200`, status `booked`. The key must be an `admin` key that may use
+// the wallet (`404` otherwise, as an unknown adjustment), must not be
+// the key that proposed it, and must have been made before the
+// proposal (a key minted to approve one's own proposal cannot): `403`
+// otherwise. An expired, rejected, booked or refused adjustment is a
+// `409`. An approved one the ledger did not answer is booked now. The
+// ledger's refusal is answered as the ledger's problem and recorded
+// as `refused`. Scope `admin`.
+//
+// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/approve (the `ApproveLedgerAdjustment` operationId).
+func (c *Client) ApproveLedgerAdjustment(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApproveLedgerAdjustmentRequest(c.Server, adjustmentId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RejectLedgerAdjustment Reject a pending adjustment
+//
+// Ends a `pending_approval` adjustment without booking it; its
+// proposer may withdraw it so. Any other is a `409`. The key must be
+// an `admin` key that may use the wallet (`404` otherwise). Scope
+// `admin`.
+//
+// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/reject (the `RejectLedgerAdjustment` operationId).
+func (c *Client) RejectLedgerAdjustment(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRejectLedgerAdjustmentRequest(c.Server, adjustmentId)
 	if err != nil {
 		return nil, err
 	}
@@ -3286,6 +3833,226 @@ func NewListLedgerAccountEntriesRequest(server string, accountId LedgerAccountId
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLedgerAdjustmentsRequest constructs an http.Request for the ListLedgerAdjustments method
+func NewListLedgerAdjustmentsRequest(server string, params *ListLedgerAdjustmentsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/adjustments")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProposeLedgerAdjustmentRequest calls the generic ProposeLedgerAdjustment builder with application/json body
+func NewProposeLedgerAdjustmentRequest(server string, body ProposeLedgerAdjustmentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProposeLedgerAdjustmentRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewProposeLedgerAdjustmentRequestWithBody constructs an http.Request for the ProposeLedgerAdjustment method, with any body, and a specified content type
+func NewProposeLedgerAdjustmentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/adjustments")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetLedgerAdjustmentRequest constructs an http.Request for the GetLedgerAdjustment method
+func NewGetLedgerAdjustmentRequest(server string, adjustmentId LedgerAdjustmentIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "adjustment_id", adjustmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/adjustments/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewApproveLedgerAdjustmentRequest constructs an http.Request for the ApproveLedgerAdjustment method
+func NewApproveLedgerAdjustmentRequest(server string, adjustmentId LedgerAdjustmentIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "adjustment_id", adjustmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/adjustments/%s/approve", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRejectLedgerAdjustmentRequest constructs an http.Request for the RejectLedgerAdjustment method
+func NewRejectLedgerAdjustmentRequest(server string, adjustmentId LedgerAdjustmentIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "adjustment_id", adjustmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/ledger/adjustments/%s/reject", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -4743,6 +5510,137 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/ledger/accounts/{account_id}/entries (the `ListLedgerAccountEntries` operationId).
 	ListLedgerAccountEntriesWithResponse(ctx context.Context, accountId LedgerAccountIdPath, params *ListLedgerAccountEntriesParams, reqEditors ...RequestEditorFn) (*ListLedgerAccountEntriesResponse, error)
 
+	// ListLedgerAdjustmentsWithResponse The tenant's adjustments, newest first
+	//
+	// The adjustments proposed for the wallets the key may use, newest
+	// first, optionally only those of one `status`. Scope `admin`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/adjustments (the `ListLedgerAdjustments` operationId).
+	ListLedgerAdjustmentsWithResponse(ctx context.Context, params *ListLedgerAdjustmentsParams, reqEditors ...RequestEditorFn) (*ListLedgerAdjustmentsResponse, error)
+
+	// ProposeLedgerAdjustmentWithBodyWithResponse Explain a suspense amount (the operator path)
+	//
+	// Proposes an operator's explanation of an amount reconciliation put
+	// in one of the tenant's wallets' `suspense` account: an `adjustment`
+	// journal moving `amount` into the suspense account and out of the
+	// account the investigation found it belongs to (`counter_account`),
+	// with the reason in its memo. This is the only way an adjustment
+	// reaches the books: ledgerd refuses one that does not come from
+	// this path, which names the operator.
+	//
+	// The key must be an `admin` key that may use `wallet` (a key limited
+	// to signers stays within them; another tenant's wallet is refused
+	// the same way): `403` otherwise. An adjustment whose magnitude, with
+	// those of the wallet's adjustments in the asset booked without a
+	// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+	// (24 h), is above the chain's and asset's threshold
+	// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+	// has none, so every adjustment in it needs a second key) waits:
+	// `202`, status `pending_approval`, until a second admin key that
+	// may use the wallet approves it (`.../approve`) or anyone rejects it,
+	// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+	// Otherwise it is booked at once: `201`, status `booked`, with the
+	// journal's id.
+	//
+	// The ledger books it with the operator (this key's id and name, and
+	// the tenant) and the approver in the journal's memo; the gateway
+	// keeps every proposal with who proposed, approved or rejected it
+	// and what the ledger answered. The ledger's refusal (more than
+	// suspense holds, no suspense account in the asset) is answered as
+	// the ledger's problem (`409`, `404`) and recorded as `refused`.
+	// `adjustment_id` is the tenant's own (a ticket number): sending
+	// the same proposal again answers it as it stands (`200`; one the
+	// ledger did not answer is booked now), another proposal under the
+	// same id is a `409`. Scope `admin`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+	ProposeLedgerAdjustmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProposeLedgerAdjustmentResponse, error)
+
+	// ProposeLedgerAdjustmentWithResponse Explain a suspense amount (the operator path)
+	//
+	// Proposes an operator's explanation of an amount reconciliation put
+	// in one of the tenant's wallets' `suspense` account: an `adjustment`
+	// journal moving `amount` into the suspense account and out of the
+	// account the investigation found it belongs to (`counter_account`),
+	// with the reason in its memo. This is the only way an adjustment
+	// reaches the books: ledgerd refuses one that does not come from
+	// this path, which names the operator.
+	//
+	// The key must be an `admin` key that may use `wallet` (a key limited
+	// to signers stays within them; another tenant's wallet is refused
+	// the same way): `403` otherwise. An adjustment whose magnitude, with
+	// those of the wallet's adjustments in the asset booked without a
+	// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+	// (24 h), is above the chain's and asset's threshold
+	// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+	// has none, so every adjustment in it needs a second key) waits:
+	// `202`, status `pending_approval`, until a second admin key that
+	// may use the wallet approves it (`.../approve`) or anyone rejects it,
+	// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+	// Otherwise it is booked at once: `201`, status `booked`, with the
+	// journal's id.
+	//
+	// The ledger books it with the operator (this key's id and name, and
+	// the tenant) and the approver in the journal's memo; the gateway
+	// keeps every proposal with who proposed, approved or rejected it
+	// and what the ledger answered. The ledger's refusal (more than
+	// suspense holds, no suspense account in the asset) is answered as
+	// the ledger's problem (`409`, `404`) and recorded as `refused`.
+	// `adjustment_id` is the tenant's own (a ticket number): sending
+	// the same proposal again answers it as it stands (`200`; one the
+	// ledger did not answer is booked now), another proposal under the
+	// same id is a `409`. Scope `admin`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+	ProposeLedgerAdjustmentWithResponse(ctx context.Context, body ProposeLedgerAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*ProposeLedgerAdjustmentResponse, error)
+
+	// GetLedgerAdjustmentWithResponse One adjustment
+	//
+	// The adjustment with who proposed, approved or rejected it and what
+	// the ledger answered. One of a wallet the key may not use is a
+	// `404`, exactly as an unknown one. Scope `admin`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/ledger/adjustments/{adjustment_id} (the `GetLedgerAdjustment` operationId).
+	GetLedgerAdjustmentWithResponse(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*GetLedgerAdjustmentResponse, error)
+
+	// ApproveLedgerAdjustmentWithResponse Approve an adjustment, which books it
+	//
+	// A second admin key's approval of a `pending_approval` adjustment,
+	// which the ledger then books with both keys in the journal's memo:
+	// `200`, status `booked`. The key must be an `admin` key that may use
+	// the wallet (`404` otherwise, as an unknown adjustment), must not be
+	// the key that proposed it, and must have been made before the
+	// proposal (a key minted to approve one's own proposal cannot): `403`
+	// otherwise. An expired, rejected, booked or refused adjustment is a
+	// `409`. An approved one the ledger did not answer is booked now. The
+	// ledger's refusal is answered as the ledger's problem and recorded
+	// as `refused`. Scope `admin`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/approve (the `ApproveLedgerAdjustment` operationId).
+	ApproveLedgerAdjustmentWithResponse(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*ApproveLedgerAdjustmentResponse, error)
+
+	// RejectLedgerAdjustmentWithResponse Reject a pending adjustment
+	//
+	// Ends a `pending_approval` adjustment without booking it; its
+	// proposer may withdraw it so. Any other is a `409`. The key must be
+	// an `admin` key that may use the wallet (`404` otherwise). Scope
+	// `admin`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/reject (the `RejectLedgerAdjustment` operationId).
+	RejectLedgerAdjustmentWithResponse(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*RejectLedgerAdjustmentResponse, error)
+
 	// GetLedgerJournalWithResponse One journal, with its entries on the tenant's accounts
 	//
 	// A booked fact (a confirmed or reverted transaction, a deposit, a
@@ -5603,6 +6501,260 @@ func (r ListLedgerAccountEntriesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListLedgerAccountEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListLedgerAdjustmentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAdjustmentList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLedgerAdjustmentsResponse) GetJSON200() *LedgerAdjustmentList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListLedgerAdjustmentsResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLedgerAdjustmentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLedgerAdjustmentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLedgerAdjustmentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLedgerAdjustmentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ProposeLedgerAdjustmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAdjustment
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *LedgerAdjustment
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *LedgerAdjustment
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProposeLedgerAdjustmentResponse) GetJSON200() *LedgerAdjustment {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r ProposeLedgerAdjustmentResponse) GetJSON201() *LedgerAdjustment {
+	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ProposeLedgerAdjustmentResponse) GetJSON202() *LedgerAdjustment {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ProposeLedgerAdjustmentResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ProposeLedgerAdjustmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProposeLedgerAdjustmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProposeLedgerAdjustmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProposeLedgerAdjustmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetLedgerAdjustmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAdjustment
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLedgerAdjustmentResponse) GetJSON200() *LedgerAdjustment {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetLedgerAdjustmentResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerAdjustmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerAdjustmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerAdjustmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerAdjustmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ApproveLedgerAdjustmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAdjustment
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ApproveLedgerAdjustmentResponse) GetJSON200() *LedgerAdjustment {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ApproveLedgerAdjustmentResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ApproveLedgerAdjustmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ApproveLedgerAdjustmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApproveLedgerAdjustmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ApproveLedgerAdjustmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RejectLedgerAdjustmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerAdjustment
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *externalRef0.Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RejectLedgerAdjustmentResponse) GetJSON200() *LedgerAdjustment {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RejectLedgerAdjustmentResponse) GetApplicationproblemJSONDefault() *externalRef0.Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RejectLedgerAdjustmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RejectLedgerAdjustmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RejectLedgerAdjustmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RejectLedgerAdjustmentResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7107,6 +8259,173 @@ func (c *ClientWithResponses) ListLedgerAccountEntriesWithResponse(ctx context.C
 	return ParseListLedgerAccountEntriesResponse(rsp)
 }
 
+// ListLedgerAdjustmentsWithResponse The tenant's adjustments, newest first
+//
+// The adjustments proposed for the wallets the key may use, newest
+// first, optionally only those of one `status`. Scope `admin`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/adjustments (the `ListLedgerAdjustments` operationId).
+func (c *ClientWithResponses) ListLedgerAdjustmentsWithResponse(ctx context.Context, params *ListLedgerAdjustmentsParams, reqEditors ...RequestEditorFn) (*ListLedgerAdjustmentsResponse, error) {
+	rsp, err := c.ListLedgerAdjustments(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLedgerAdjustmentsResponse(rsp)
+}
+
+// ProposeLedgerAdjustmentWithBodyWithResponse Explain a suspense amount (the operator path)
+//
+// Proposes an operator's explanation of an amount reconciliation put
+// in one of the tenant's wallets' `suspense` account: an `adjustment`
+// journal moving `amount` into the suspense account and out of the
+// account the investigation found it belongs to (`counter_account`),
+// with the reason in its memo. This is the only way an adjustment
+// reaches the books: ledgerd refuses one that does not come from
+// this path, which names the operator.
+//
+// The key must be an `admin` key that may use `wallet` (a key limited
+// to signers stays within them; another tenant's wallet is refused
+// the same way): `403` otherwise. An adjustment whose magnitude, with
+// those of the wallet's adjustments in the asset booked without a
+// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+// (24 h), is above the chain's and asset's threshold
+// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+// has none, so every adjustment in it needs a second key) waits:
+// `202`, status `pending_approval`, until a second admin key that
+// may use the wallet approves it (`.../approve`) or anyone rejects it,
+// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+// Otherwise it is booked at once: `201`, status `booked`, with the
+// journal's id.
+//
+// The ledger books it with the operator (this key's id and name, and
+// the tenant) and the approver in the journal's memo; the gateway
+// keeps every proposal with who proposed, approved or rejected it
+// and what the ledger answered. The ledger's refusal (more than
+// suspense holds, no suspense account in the asset) is answered as
+// the ledger's problem (`409`, `404`) and recorded as `refused`.
+// `adjustment_id` is the tenant's own (a ticket number): sending
+// the same proposal again answers it as it stands (`200`; one the
+// ledger did not answer is booked now), another proposal under the
+// same id is a `409`. Scope `admin`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+func (c *ClientWithResponses) ProposeLedgerAdjustmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProposeLedgerAdjustmentResponse, error) {
+	rsp, err := c.ProposeLedgerAdjustmentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProposeLedgerAdjustmentResponse(rsp)
+}
+
+// ProposeLedgerAdjustmentWithResponse Explain a suspense amount (the operator path)
+//
+// Proposes an operator's explanation of an amount reconciliation put
+// in one of the tenant's wallets' `suspense` account: an `adjustment`
+// journal moving `amount` into the suspense account and out of the
+// account the investigation found it belongs to (`counter_account`),
+// with the reason in its memo. This is the only way an adjustment
+// reaches the books: ledgerd refuses one that does not come from
+// this path, which names the operator.
+//
+// The key must be an `admin` key that may use `wallet` (a key limited
+// to signers stays within them; another tenant's wallet is refused
+// the same way): `403` otherwise. An adjustment whose magnitude, with
+// those of the wallet's adjustments in the asset booked without a
+// second key in the last `TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_WINDOW`
+// (24 h), is above the chain's and asset's threshold
+// (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_ABOVE`; an asset without one
+// has none, so every adjustment in it needs a second key) waits:
+// `202`, status `pending_approval`, until a second admin key that
+// may use the wallet approves it (`.../approve`) or anyone rejects it,
+// or it expires (`TXFENCE_GATEWAY_ADJUSTMENT_APPROVAL_TTL`, 72 h).
+// Otherwise it is booked at once: `201`, status `booked`, with the
+// journal's id.
+//
+// The ledger books it with the operator (this key's id and name, and
+// the tenant) and the approver in the journal's memo; the gateway
+// keeps every proposal with who proposed, approved or rejected it
+// and what the ledger answered. The ledger's refusal (more than
+// suspense holds, no suspense account in the asset) is answered as
+// the ledger's problem (`409`, `404`) and recorded as `refused`.
+// `adjustment_id` is the tenant's own (a ticket number): sending
+// the same proposal again answers it as it stands (`200`; one the
+// ledger did not answer is booked now), another proposal under the
+// same id is a `409`. Scope `admin`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/ledger/adjustments (the `ProposeLedgerAdjustment` operationId).
+func (c *ClientWithResponses) ProposeLedgerAdjustmentWithResponse(ctx context.Context, body ProposeLedgerAdjustmentJSONRequestBody, reqEditors ...RequestEditorFn) (*ProposeLedgerAdjustmentResponse, error) {
+	rsp, err := c.ProposeLedgerAdjustment(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProposeLedgerAdjustmentResponse(rsp)
+}
+
+// GetLedgerAdjustmentWithResponse One adjustment
+//
+// The adjustment with who proposed, approved or rejected it and what
+// the ledger answered. One of a wallet the key may not use is a
+// `404`, exactly as an unknown one. Scope `admin`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/ledger/adjustments/{adjustment_id} (the `GetLedgerAdjustment` operationId).
+func (c *ClientWithResponses) GetLedgerAdjustmentWithResponse(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*GetLedgerAdjustmentResponse, error) {
+	rsp, err := c.GetLedgerAdjustment(ctx, adjustmentId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerAdjustmentResponse(rsp)
+}
+
+// ApproveLedgerAdjustmentWithResponse Approve an adjustment, which books it
+//
+// A second admin key's approval of a `pending_approval` adjustment,
+// which the ledger then books with both keys in the journal's memo:
+// `200`, status `booked`. The key must be an `admin` key that may use
+// the wallet (`404` otherwise, as an unknown adjustment), must not be
+// the key that proposed it, and must have been made before the
+// proposal (a key minted to approve one's own proposal cannot): `403`
+// otherwise. An expired, rejected, booked or refused adjustment is a
+// `409`. An approved one the ledger did not answer is booked now. The
+// ledger's refusal is answered as the ledger's problem and recorded
+// as `refused`. Scope `admin`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/approve (the `ApproveLedgerAdjustment` operationId).
+func (c *ClientWithResponses) ApproveLedgerAdjustmentWithResponse(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*ApproveLedgerAdjustmentResponse, error) {
+	rsp, err := c.ApproveLedgerAdjustment(ctx, adjustmentId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApproveLedgerAdjustmentResponse(rsp)
+}
+
+// RejectLedgerAdjustmentWithResponse Reject a pending adjustment
+//
+// Ends a `pending_approval` adjustment without booking it; its
+// proposer may withdraw it so. Any other is a `409`. The key must be
+// an `admin` key that may use the wallet (`404` otherwise). Scope
+// `admin`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/ledger/adjustments/{adjustment_id}/reject (the `RejectLedgerAdjustment` operationId).
+func (c *ClientWithResponses) RejectLedgerAdjustmentWithResponse(ctx context.Context, adjustmentId LedgerAdjustmentIdPath, reqEditors ...RequestEditorFn) (*RejectLedgerAdjustmentResponse, error) {
+	rsp, err := c.RejectLedgerAdjustment(ctx, adjustmentId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRejectLedgerAdjustmentResponse(rsp)
+}
+
 // GetLedgerJournalWithResponse One journal, with its entries on the tenant's accounts
 //
 // A booked fact (a confirmed or reverted transaction, a deposit, a
@@ -8045,6 +9364,185 @@ func ParseListLedgerAccountEntriesResponse(rsp *http.Response) (*ListLedgerAccou
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest LedgerStatement
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListLedgerAdjustmentsResponse parses an HTTP response from a ListLedgerAdjustmentsWithResponse call
+func ParseListLedgerAdjustmentsResponse(rsp *http.Response) (*ListLedgerAdjustmentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLedgerAdjustmentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAdjustmentList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseProposeLedgerAdjustmentResponse parses an HTTP response from a ProposeLedgerAdjustmentWithResponse call
+func ParseProposeLedgerAdjustmentResponse(rsp *http.Response) (*ProposeLedgerAdjustmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProposeLedgerAdjustmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAdjustment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest LedgerAdjustment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest LedgerAdjustment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetLedgerAdjustmentResponse parses an HTTP response from a GetLedgerAdjustmentWithResponse call
+func ParseGetLedgerAdjustmentResponse(rsp *http.Response) (*GetLedgerAdjustmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerAdjustmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAdjustment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseApproveLedgerAdjustmentResponse parses an HTTP response from a ApproveLedgerAdjustmentWithResponse call
+func ParseApproveLedgerAdjustmentResponse(rsp *http.Response) (*ApproveLedgerAdjustmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApproveLedgerAdjustmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAdjustment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest externalRef0.Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRejectLedgerAdjustmentResponse parses an HTTP response from a RejectLedgerAdjustmentWithResponse call
+func ParseRejectLedgerAdjustmentResponse(rsp *http.Response) (*RejectLedgerAdjustmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RejectLedgerAdjustmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerAdjustment
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 	externalRef0 "github.com/txfence/txfence/openapi/components"
 )
 
@@ -305,9 +306,12 @@ type AccountRef struct {
 
 // AdjustmentRequest defines model for AdjustmentRequest.
 type AdjustmentRequest struct {
-	// AdjustmentId The operator's id for the adjustment (a ticket number); sending it again with the same adjustment is a replay.
+	// AdjustmentId The adjustment's id: the operator's `tenant_id`, `:`, and the
+	// operator's own id for it (a ticket number), so that ids are per
+	// tenant; sending it again with the same adjustment is a replay.
 	//
-	// Example: INC-2041
+	//
+	// Example: 3f2c9a1e-7b4d-4c2a-9e8f-0a1b2c3d4e5f:INC-2041
 	AdjustmentId string `json:"adjustment_id"`
 
 	// Amount An entry's amount: a non-zero integer of magnitude below 2^256 as
@@ -317,6 +321,10 @@ type AdjustmentRequest struct {
 	//
 	// Example: -1000000000000000000
 	Amount Amount `json:"amount"`
+
+	// Approver The second admin key, of the operator's tenant, that approved
+	// the adjustment; present when the gateway required an approval.
+	Approver *Operator `json:"approver,omitempty"`
 
 	// Asset `native`, or a token contract's address in any letter case.
 	Asset string `json:"asset"`
@@ -334,6 +342,9 @@ type AdjustmentRequest struct {
 		Address externalRef0.Address                `json:"address"`
 		Kind    AdjustmentRequestCounterAccountKind `json:"kind"`
 	} `json:"counter_account"`
+
+	// Operator The gateway's admin key that asked for the adjustment.
+	Operator Operator `json:"operator"`
 
 	// Reason What the investigation found (a transaction, a trace, a ticket); kept in the journal's memo.
 	//
@@ -526,6 +537,18 @@ type JournalSummary struct {
 
 	// TxHash The transaction the journal books; absent when its fact is not one transaction's.
 	TxHash *externalRef0.Hash `json:"tx_hash,omitempty"`
+}
+
+// Operator An API key of the gateway acting on the books, and its tenant, as the gateway names them.
+type Operator struct {
+	KeyId openapi_types.UUID `json:"key_id"`
+
+	// KeyName Example: ops-alice
+	KeyName  string             `json:"key_name"`
+	TenantId openapi_types.UUID `json:"tenant_id"`
+
+	// TenantName Example: acme
+	TenantName string `json:"tenant_name"`
 }
 
 // ReceiptStatus A booked transaction receipt's status; absent when the journal's fact is not a transaction's.
@@ -1090,10 +1113,24 @@ type ClientInterface interface {
 	//
 	// It may clear what suspense holds, in part or whole, never more: an
 	// amount that would take the balance past zero is a `409`, as is an
-	// `adjustment_id` booked before with another adjustment. The same
-	// adjustment again answers the journal booked the first time, with
-	// `200`. A wallet with no suspense account in the asset is a `404`.
-	// Only the gateway may call it (mutual TLS identity `gateway`).
+	// `adjustment_id` booked before with another adjustment (or another
+	// operator or approver). The same adjustment again answers the
+	// journal booked the first time, with `200`. A wallet with no
+	// suspense account in the asset is a `404`.
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`), and
+	// only from its operator path (`POST /api/v1/ledger/adjustments`,
+	// scope `admin`): every request names the `operator`, the admin key
+	// that asked for it and its tenant, and the `approver` when the
+	// gateway required a second key (above its approval threshold). A
+	// request without an `operator`, such as one made by hand with the
+	// gateway's certificate, is a `403`; one whose approver is the
+	// operator's own key, or another tenant's, is a `400`. Both are
+	// written into the journal's memo and the adjustment's audit record,
+	// and logged. ledgerd checks that an approval is a second key of the
+	// tenant, but does not hold the threshold itself: only the gateway
+	// authenticates keys, and a caller that could forge an operator
+	// could forge an approver too.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1117,10 +1154,24 @@ type ClientInterface interface {
 	//
 	// It may clear what suspense holds, in part or whole, never more: an
 	// amount that would take the balance past zero is a `409`, as is an
-	// `adjustment_id` booked before with another adjustment. The same
-	// adjustment again answers the journal booked the first time, with
-	// `200`. A wallet with no suspense account in the asset is a `404`.
-	// Only the gateway may call it (mutual TLS identity `gateway`).
+	// `adjustment_id` booked before with another adjustment (or another
+	// operator or approver). The same adjustment again answers the
+	// journal booked the first time, with `200`. A wallet with no
+	// suspense account in the asset is a `404`.
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`), and
+	// only from its operator path (`POST /api/v1/ledger/adjustments`,
+	// scope `admin`): every request names the `operator`, the admin key
+	// that asked for it and its tenant, and the `approver` when the
+	// gateway required a second key (above its approval threshold). A
+	// request without an `operator`, such as one made by hand with the
+	// gateway's certificate, is a `403`; one whose approver is the
+	// operator's own key, or another tenant's, is a `400`. Both are
+	// written into the journal's memo and the adjustment's audit record,
+	// and logged. ledgerd checks that an approval is a second key of the
+	// tenant, but does not hold the threshold itself: only the gateway
+	// authenticates keys, and a caller that could forge an operator
+	// could forge an approver too.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1377,10 +1428,24 @@ func (c *Client) ListAccountEntries(ctx context.Context, accountId AccountIdPath
 //
 // It may clear what suspense holds, in part or whole, never more: an
 // amount that would take the balance past zero is a `409`, as is an
-// `adjustment_id` booked before with another adjustment. The same
-// adjustment again answers the journal booked the first time, with
-// `200`. A wallet with no suspense account in the asset is a `404`.
-// Only the gateway may call it (mutual TLS identity `gateway`).
+// `adjustment_id` booked before with another adjustment (or another
+// operator or approver). The same adjustment again answers the
+// journal booked the first time, with `200`. A wallet with no
+// suspense account in the asset is a `404`.
+//
+// Only the gateway may call it (mutual TLS identity `gateway`), and
+// only from its operator path (`POST /api/v1/ledger/adjustments`,
+// scope `admin`): every request names the `operator`, the admin key
+// that asked for it and its tenant, and the `approver` when the
+// gateway required a second key (above its approval threshold). A
+// request without an `operator`, such as one made by hand with the
+// gateway's certificate, is a `403`; one whose approver is the
+// operator's own key, or another tenant's, is a `400`. Both are
+// written into the journal's memo and the adjustment's audit record,
+// and logged. ledgerd checks that an approval is a second key of the
+// tenant, but does not hold the threshold itself: only the gateway
+// authenticates keys, and a caller that could forge an operator
+// could forge an approver too.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1414,10 +1479,24 @@ func (c *Client) CreateAdjustmentWithBody(ctx context.Context, contentType strin
 //
 // It may clear what suspense holds, in part or whole, never more: an
 // amount that would take the balance past zero is a `409`, as is an
-// `adjustment_id` booked before with another adjustment. The same
-// adjustment again answers the journal booked the first time, with
-// `200`. A wallet with no suspense account in the asset is a `404`.
-// Only the gateway may call it (mutual TLS identity `gateway`).
+// `adjustment_id` booked before with another adjustment (or another
+// operator or approver). The same adjustment again answers the
+// journal booked the first time, with `200`. A wallet with no
+// suspense account in the asset is a `404`.
+//
+// Only the gateway may call it (mutual TLS identity `gateway`), and
+// only from its operator path (`POST /api/v1/ledger/adjustments`,
+// scope `admin`): every request names the `operator`, the admin key
+// that asked for it and its tenant, and the `approver` when the
+// gateway required a second key (above its approval threshold). A
+// request without an `operator`, such as one made by hand with the
+// gateway's certificate, is a `403`; one whose approver is the
+// operator's own key, or another tenant's, is a `400`. Both are
+// written into the journal's memo and the adjustment's audit record,
+// and logged. ledgerd checks that an approval is a second key of the
+// tenant, but does not hold the threshold itself: only the gateway
+// authenticates keys, and a caller that could forge an operator
+// could forge an approver too.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2564,10 +2643,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// It may clear what suspense holds, in part or whole, never more: an
 	// amount that would take the balance past zero is a `409`, as is an
-	// `adjustment_id` booked before with another adjustment. The same
-	// adjustment again answers the journal booked the first time, with
-	// `200`. A wallet with no suspense account in the asset is a `404`.
-	// Only the gateway may call it (mutual TLS identity `gateway`).
+	// `adjustment_id` booked before with another adjustment (or another
+	// operator or approver). The same adjustment again answers the
+	// journal booked the first time, with `200`. A wallet with no
+	// suspense account in the asset is a `404`.
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`), and
+	// only from its operator path (`POST /api/v1/ledger/adjustments`,
+	// scope `admin`): every request names the `operator`, the admin key
+	// that asked for it and its tenant, and the `approver` when the
+	// gateway required a second key (above its approval threshold). A
+	// request without an `operator`, such as one made by hand with the
+	// gateway's certificate, is a `403`; one whose approver is the
+	// operator's own key, or another tenant's, is a `400`. Both are
+	// written into the journal's memo and the adjustment's audit record,
+	// and logged. ledgerd checks that an approval is a second key of the
+	// tenant, but does not hold the threshold itself: only the gateway
+	// authenticates keys, and a caller that could forge an operator
+	// could forge an approver too.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2591,10 +2684,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// It may clear what suspense holds, in part or whole, never more: an
 	// amount that would take the balance past zero is a `409`, as is an
-	// `adjustment_id` booked before with another adjustment. The same
-	// adjustment again answers the journal booked the first time, with
-	// `200`. A wallet with no suspense account in the asset is a `404`.
-	// Only the gateway may call it (mutual TLS identity `gateway`).
+	// `adjustment_id` booked before with another adjustment (or another
+	// operator or approver). The same adjustment again answers the
+	// journal booked the first time, with `200`. A wallet with no
+	// suspense account in the asset is a `404`.
+	//
+	// Only the gateway may call it (mutual TLS identity `gateway`), and
+	// only from its operator path (`POST /api/v1/ledger/adjustments`,
+	// scope `admin`): every request names the `operator`, the admin key
+	// that asked for it and its tenant, and the `approver` when the
+	// gateway required a second key (above its approval threshold). A
+	// request without an `operator`, such as one made by hand with the
+	// gateway's certificate, is a `403`; one whose approver is the
+	// operator's own key, or another tenant's, is a `400`. Both are
+	// written into the journal's memo and the adjustment's audit record,
+	// and logged. ledgerd checks that an approval is a second key of the
+	// tenant, but does not hold the threshold itself: only the gateway
+	// authenticates keys, and a caller that could forge an operator
+	// could forge an approver too.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3537,10 +3644,24 @@ func (c *ClientWithResponses) ListAccountEntriesWithResponse(ctx context.Context
 //
 // It may clear what suspense holds, in part or whole, never more: an
 // amount that would take the balance past zero is a `409`, as is an
-// `adjustment_id` booked before with another adjustment. The same
-// adjustment again answers the journal booked the first time, with
-// `200`. A wallet with no suspense account in the asset is a `404`.
-// Only the gateway may call it (mutual TLS identity `gateway`).
+// `adjustment_id` booked before with another adjustment (or another
+// operator or approver). The same adjustment again answers the
+// journal booked the first time, with `200`. A wallet with no
+// suspense account in the asset is a `404`.
+//
+// Only the gateway may call it (mutual TLS identity `gateway`), and
+// only from its operator path (`POST /api/v1/ledger/adjustments`,
+// scope `admin`): every request names the `operator`, the admin key
+// that asked for it and its tenant, and the `approver` when the
+// gateway required a second key (above its approval threshold). A
+// request without an `operator`, such as one made by hand with the
+// gateway's certificate, is a `403`; one whose approver is the
+// operator's own key, or another tenant's, is a `400`. Both are
+// written into the journal's memo and the adjustment's audit record,
+// and logged. ledgerd checks that an approval is a second key of the
+// tenant, but does not hold the threshold itself: only the gateway
+// authenticates keys, and a caller that could forge an operator
+// could forge an approver too.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3570,10 +3691,24 @@ func (c *ClientWithResponses) CreateAdjustmentWithBodyWithResponse(ctx context.C
 //
 // It may clear what suspense holds, in part or whole, never more: an
 // amount that would take the balance past zero is a `409`, as is an
-// `adjustment_id` booked before with another adjustment. The same
-// adjustment again answers the journal booked the first time, with
-// `200`. A wallet with no suspense account in the asset is a `404`.
-// Only the gateway may call it (mutual TLS identity `gateway`).
+// `adjustment_id` booked before with another adjustment (or another
+// operator or approver). The same adjustment again answers the
+// journal booked the first time, with `200`. A wallet with no
+// suspense account in the asset is a `404`.
+//
+// Only the gateway may call it (mutual TLS identity `gateway`), and
+// only from its operator path (`POST /api/v1/ledger/adjustments`,
+// scope `admin`): every request names the `operator`, the admin key
+// that asked for it and its tenant, and the `approver` when the
+// gateway required a second key (above its approval threshold). A
+// request without an `operator`, such as one made by hand with the
+// gateway's certificate, is a `403`; one whose approver is the
+// operator's own key, or another tenant's, is a `400`. Both are
+// written into the journal's memo and the adjustment's audit record,
+// and logged. ledgerd checks that an approval is a second key of the
+// tenant, but does not hold the threshold itself: only the gateway
+// authenticates keys, and a caller that could forge an operator
+// could forge an approver too.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

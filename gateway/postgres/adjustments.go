@@ -1,0 +1,351 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/errs"
+)
+
+// The statuses of an operator's adjustment of the ledger (table
+// ledger_adjustment).
+const (
+	// AdjustmentPending waits for a second admin key until its expiry.
+	AdjustmentPending = "pending_approval"
+	// AdjustmentApproved is cleared to book (at or below the threshold,
+	// or approved) and not booked yet: the ledger did not answer, and the
+	// next attempt books it.
+	AdjustmentApproved = "approved"
+	AdjustmentBooked   = "booked"
+	AdjustmentRejected = "rejected"
+	// AdjustmentRefused: the ledger refused it (Refusal says why).
+	AdjustmentRefused = "refused"
+	// AdjustmentExpired is a pending adjustment past its expiry, as it is
+	// read: it can no longer be approved.
+	AdjustmentExpired = "expired"
+)
+
+// AdjustmentStatuses lists the statuses an adjustment is read with.
+var AdjustmentStatuses = []string{AdjustmentPending, AdjustmentApproved, AdjustmentBooked, AdjustmentRejected, AdjustmentRefused, AdjustmentExpired}
+
+// KeyRef names an API key as the audit keeps it.
+type KeyRef struct {
+	ID   uuid.UUID
+	Name string
+}
+
+// NewAdjustment is an operator's proposal to move Amount out of Wallet's
+// suspense account in Asset to the counter account (the ledger's
+// SuspenseAdjustment), under the tenant's own ID.
+type NewAdjustment struct {
+	Tenant         uuid.UUID
+	ID             string
+	ChainID        uint64
+	Wallet         common.Address
+	Asset          string
+	Amount         *big.Int
+	CounterKind    string
+	CounterAddress common.Address
+	Reason         string
+	ProposedBy     KeyRef
+}
+
+// sameAs reports whether a proposes what n does: a replay, not a
+// conflict.
+func (n *NewAdjustment) sameAs(a *Adjustment) bool {
+	return n.ChainID == a.ChainID && n.Wallet == a.Wallet && n.Asset == a.Asset && n.Amount.Cmp(a.Amount) == 0 &&
+		n.CounterKind == a.CounterKind && n.CounterAddress == a.CounterAddress && n.Reason == a.Reason
+}
+
+// Adjustment is a stored proposal with what became of it.
+type Adjustment struct {
+	NewAdjustment
+	Seq int64
+	// Status is one of AdjustmentStatuses.
+	Status string
+	// NeedsApproval says whether a second admin key had to approve it;
+	// Threshold is the threshold of its chain and asset then (nil: none
+	// configured, so every amount needed one).
+	NeedsApproval bool
+	Threshold     *big.Int
+	ProposedAt    time.Time
+	// ExpiresAt is when a pending approval lapses (nil when none was
+	// needed).
+	ExpiresAt              *time.Time
+	ApprovedBy, RejectedBy *KeyRef
+	ApprovedAt, RejectedAt *time.Time
+	JournalID              *int64
+	BookedAt               *time.Time
+	// RefusalKind (an errs kind's name) and Refusal are the ledger's
+	// refusal, when it refused.
+	RefusalKind, Refusal string
+	RefusedAt            *time.Time
+}
+
+// Signer is the signer whose wallet the adjustment moves.
+func (a *Adjustment) Signer() SignerRef { return SignerRef{ChainID: a.ChainID, Address: a.Wallet} }
+
+// ApprovalRule is when an adjustment needs a second admin key: when its
+// magnitude, with those of the wallet's adjustments in the asset booked
+// without one within Window, is above Threshold (nil: always). A pending
+// one lapses after TTL.
+type ApprovalRule struct {
+	Threshold *big.Int
+	Window    time.Duration
+	TTL       time.Duration
+}
+
+// ProposeAdjustment stores n, pending a second key's approval when rule
+// says so and approved otherwise, and returns it with created true. The
+// same proposal again (same id, same fields) returns the stored one as it
+// stands, created false, whoever sends it; another under the same id is
+// errs.Conflict. Proposals of one wallet and asset are decided one at a
+// time, so that concurrent ones cannot each stay below the threshold that
+// together they pass.
+func (s *Store) ProposeAdjustment(ctx context.Context, n NewAdjustment, rule ApprovalRule) (Adjustment, bool, error) {
+	var out Adjustment
+	created := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('ledger_adjustment:' || $1::text, 0))`,
+			fmt.Sprintf("%d:%x:%s", n.ChainID, n.Wallet, n.Asset)); err != nil {
+			return err
+		}
+		stored, err := scanAdjustment(tx.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
+			WHERE tenant_id = $1 AND adjustment_id = $2`, n.Tenant, n.ID))
+		if err == nil {
+			if !n.sameAs(&stored) {
+				return errs.Errorf(errs.Conflict, "adjustment %q exists with another wallet, asset, amount, counter account or reason", n.ID)
+			}
+			out = stored
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		needs := rule.Threshold == nil
+		if !needs {
+			var alone string
+			if err := tx.QueryRow(ctx, `SELECT coalesce(sum(abs(amount)), 0)::text FROM ledger_adjustment
+				WHERE chain_id = $1 AND wallet = $2 AND asset = $3 AND NOT needs_approval
+				AND status IN ('approved', 'booked') AND proposed_at > now() - $4::interval`,
+				int64(n.ChainID), n.Wallet.Bytes(), n.Asset, rule.Window).Scan(&alone); err != nil {
+				return err
+			}
+			sum, ok := new(big.Int).SetString(alone, 10)
+			if !ok {
+				return fmt.Errorf("the window's sum %q", alone)
+			}
+			needs = sum.Add(sum, new(big.Int).Abs(n.Amount)).Cmp(rule.Threshold) > 0
+		}
+		status := AdjustmentApproved
+		var ttl *time.Duration
+		if needs {
+			status, ttl = AdjustmentPending, &rule.TTL
+		}
+		out, err = scanAdjustment(tx.QueryRow(ctx, `
+			INSERT INTO ledger_adjustment (tenant_id, adjustment_id, chain_id, wallet, asset, amount, counter_kind, counter_address, reason,
+				status, needs_approval, threshold, proposed_by_key_id, proposed_by_key_name, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9, $10, $11, $12::numeric, $13, $14, now() + $15::interval)
+			RETURNING `+adjustmentColumns,
+			n.Tenant, n.ID, int64(n.ChainID), n.Wallet.Bytes(), n.Asset, n.Amount.String(), n.CounterKind, n.CounterAddress.Bytes(), n.Reason,
+			status, needs, optNumeric(rule.Threshold), n.ProposedBy.ID, n.ProposedBy.Name, ttl))
+		created = err == nil
+		return err
+	})
+	if err != nil {
+		return Adjustment{}, false, fmt.Errorf("propose adjustment %q: %w", n.ID, err)
+	}
+	return out, created, nil
+}
+
+// Adjustment reads one of tenant's adjustments; an unknown one is
+// errs.NotFound.
+func (s *Store) Adjustment(ctx context.Context, tenant uuid.UUID, id string) (Adjustment, error) {
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
+		WHERE tenant_id = $1 AND adjustment_id = $2`, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errs.Errorf(errs.NotFound, "no adjustment %q", id)
+	}
+	if err != nil {
+		return a, fmt.Errorf("read adjustment %q: %w", id, err)
+	}
+	return a, nil
+}
+
+// AdjustmentFilter selects a tenant's adjustments.
+type AdjustmentFilter struct {
+	// Status is one of AdjustmentStatuses, or "" for all.
+	Status string
+	// Signers are the wallets whose adjustments are listed: those a key
+	// may use.
+	Signers []SignerRef
+	// Before is the Seq the page starts below (0: the newest); Limit the
+	// most it holds.
+	Before int64
+	Limit  int
+}
+
+// Adjustments lists tenant's adjustments of f's wallets, newest first.
+func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f AdjustmentFilter) ([]Adjustment, error) {
+	chains, wallets := make([]int64, len(f.Signers)), make([][]byte, len(f.Signers))
+	for i, sg := range f.Signers {
+		chains[i], wallets[i] = int64(sg.ChainID), sg.Address.Bytes()
+	}
+	before := f.Before
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	// expired is read, not stored: a pending row past its expiry.
+	status, expired := f.Status, false
+	switch f.Status {
+	case AdjustmentExpired:
+		status, expired = AdjustmentPending, true
+	case "":
+		status = ""
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
+		WHERE tenant_id = $1 AND seq < $2
+		AND ($3 = '' OR status = $3) AND ($3 <> 'pending_approval' OR (expires_at <= now()) = $4)
+		AND (chain_id, wallet) IN (SELECT * FROM unnest($5::bigint[], $6::bytea[]))
+		ORDER BY seq DESC LIMIT $7`, tenant, before, status, expired, chains, wallets, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list adjustments: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Adjustment, error) { return scanAdjustment(r) })
+}
+
+// ApproveAdjustment records approver's approval of tenant's pending
+// adjustment id, which makes it approved (cleared to book). The key that
+// proposed it cannot approve it (errs.Forbidden); an expired, rejected,
+// booked or refused one cannot be approved (errs.Conflict). One already
+// approved is returned as it is, for its booking to be tried again.
+func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id string, approver KeyRef) (Adjustment, error) {
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, `
+		UPDATE ledger_adjustment SET status = 'approved', approved_by_key_id = $3, approved_by_key_name = $4, approved_at = now()
+		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'pending_approval' AND expires_at > now() AND proposed_by_key_id <> $3
+		RETURNING `+adjustmentColumns, tenant, id, approver.ID, approver.Name))
+	if err == nil {
+		return a, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return a, fmt.Errorf("approve adjustment %q: %w", id, err)
+	}
+	// Nothing changed: say why.
+	if a, err = s.Adjustment(ctx, tenant, id); err != nil {
+		return a, err
+	}
+	switch {
+	case a.Status == AdjustmentApproved:
+		return a, nil
+	case a.Status == AdjustmentPending && a.ProposedBy.ID == approver.ID:
+		return a, errs.Errorf(errs.Forbidden, "the key that proposed adjustment %q cannot approve it: a second admin key must", id)
+	default:
+		return a, errs.Errorf(errs.Conflict, "adjustment %q is %s: only a pending one can be approved", id, a.Status)
+	}
+}
+
+// RejectAdjustment records by's rejection of tenant's pending adjustment
+// id (its proposer may withdraw it so). Any other is errs.Conflict.
+func (s *Store) RejectAdjustment(ctx context.Context, tenant uuid.UUID, id string, by KeyRef) (Adjustment, error) {
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, `
+		UPDATE ledger_adjustment SET status = 'rejected', rejected_by_key_id = $3, rejected_by_key_name = $4, rejected_at = now()
+		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'pending_approval' AND expires_at > now()
+		RETURNING `+adjustmentColumns, tenant, id, by.ID, by.Name))
+	if err == nil {
+		return a, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return a, fmt.Errorf("reject adjustment %q: %w", id, err)
+	}
+	if a, err = s.Adjustment(ctx, tenant, id); err != nil {
+		return a, err
+	}
+	return a, errs.Errorf(errs.Conflict, "adjustment %q is %s: only a pending one can be rejected", id, a.Status)
+}
+
+// AdjustmentBooked records that the ledger booked tenant's approved
+// adjustment id as journal; recorded so before, it changes nothing.
+func (s *Store) AdjustmentBooked(ctx context.Context, tenant uuid.UUID, id string, journal int64) (Adjustment, error) {
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, `UPDATE ledger_adjustment SET status = 'booked', journal_id = $3, booked_at = now()
+		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'approved' RETURNING `+adjustmentColumns, tenant, id, journal))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if a, err = s.Adjustment(ctx, tenant, id); err == nil && (a.JournalID == nil || *a.JournalID != journal) {
+			err = fmt.Errorf("adjustment %q is %s, not approved: journal %d not recorded", id, a.Status, journal)
+		}
+	}
+	return a, err
+}
+
+// AdjustmentRefused records that the ledger refused tenant's approved
+// adjustment id, with the refusal's kind and detail; recorded so before,
+// it changes nothing.
+func (s *Store) AdjustmentRefused(ctx context.Context, tenant uuid.UUID, id string, kind errs.Kind, detail string) (Adjustment, error) {
+	detail = strings.ToValidUTF8(detail, "?")
+	if r := []rune(detail); len(r) > 2000 {
+		detail = string(r[:2000])
+	}
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, `UPDATE ledger_adjustment SET status = 'refused', refusal_kind = $3, refusal = $4, refused_at = now()
+		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'approved' RETURNING `+adjustmentColumns, tenant, id, kind.String(), detail))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if a, err = s.Adjustment(ctx, tenant, id); err == nil && a.Status != AdjustmentRefused {
+			err = fmt.Errorf("adjustment %q is %s, not approved: the refusal not recorded", id, a.Status)
+		}
+	}
+	return a, err
+}
+
+const adjustmentColumns = `tenant_id, adjustment_id, seq, chain_id, wallet, asset, amount::text, counter_kind, counter_address, reason,
+	CASE WHEN status = 'pending_approval' AND expires_at <= now() THEN 'expired' ELSE status END,
+	needs_approval, threshold::text, proposed_by_key_id, proposed_by_key_name, proposed_at, expires_at,
+	approved_by_key_id, approved_by_key_name, approved_at, rejected_by_key_id, rejected_by_key_name, rejected_at,
+	journal_id, booked_at, coalesce(refusal_kind, ''), coalesce(refusal, ''), refused_at`
+
+func scanAdjustment(row pgx.Row) (Adjustment, error) {
+	var a Adjustment
+	var chain int64
+	var wallet, counter []byte
+	var amount string
+	var threshold *string
+	var approverID, rejecterID *uuid.UUID
+	var approverName, rejecterName *string
+	if err := row.Scan(&a.Tenant, &a.ID, &a.Seq, &chain, &wallet, &a.Asset, &amount, &a.CounterKind, &counter, &a.Reason,
+		&a.Status, &a.NeedsApproval, &threshold, &a.ProposedBy.ID, &a.ProposedBy.Name, &a.ProposedAt, &a.ExpiresAt,
+		&approverID, &approverName, &a.ApprovedAt, &rejecterID, &rejecterName, &a.RejectedAt,
+		&a.JournalID, &a.BookedAt, &a.RefusalKind, &a.Refusal, &a.RefusedAt); err != nil {
+		return a, err
+	}
+	a.ChainID, a.Wallet, a.CounterAddress = uint64(chain), common.BytesToAddress(wallet), common.BytesToAddress(counter)
+	var ok bool
+	if a.Amount, ok = new(big.Int).SetString(amount, 10); !ok {
+		return a, fmt.Errorf("adjustment %q: stored amount %q", a.ID, amount)
+	}
+	if threshold != nil {
+		if a.Threshold, ok = new(big.Int).SetString(*threshold, 10); !ok {
+			return a, fmt.Errorf("adjustment %q: stored threshold %q", a.ID, *threshold)
+		}
+	}
+	if approverID != nil {
+		a.ApprovedBy = &KeyRef{ID: *approverID, Name: *approverName}
+	}
+	if rejecterID != nil {
+		a.RejectedBy = &KeyRef{ID: *rejecterID, Name: *rejecterName}
+	}
+	return a, nil
+}
+
+// optNumeric is v as numeric text, or NULL.
+func optNumeric(v *big.Int) *string {
+	if v == nil {
+		return nil
+	}
+	s := v.String()
+	return &s
+}
