@@ -33,7 +33,7 @@ type command struct {
 
 // The groups of txctl help, in order.
 var groups = []string{"Transactions", "Approvals", "Operations (scope admin)", "Webhooks (scope webhooks)", "Ledger (scope ledger:read)",
-	"API keys", "txctl"}
+	"Ledger adjustments (scope admin)", "API keys", "txctl"}
 
 // commands is every command; init fills it, since help refers to it.
 var commands []*command
@@ -44,6 +44,7 @@ func init() {
 	commands = append(commands, operatorCommands()...)
 	commands = append(commands, webhookCommands()...)
 	commands = append(commands, ledgerCommands()...)
+	commands = append(commands, adjustmentCommands()...)
 	commands = append(commands, keyCommands()...)
 	// run answers help and version itself, before any flag is parsed:
 	// they need no key and no server.

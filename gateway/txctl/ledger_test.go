@@ -7,7 +7,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/gateway/api"
 	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
 )
@@ -133,5 +135,76 @@ func TestLedgerTransits(t *testing.T) {
 		if r := txctlRun(t, g.URL, g.Globex, args...); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
 			t.Errorf("globex: txctl %s: exit %d %s", strings.Join(args, " "), r.code, r.stderr)
 		}
+	}
+}
+
+// TestLedgerAdjustments: an operator proposes an adjustment with txctl,
+// above the threshold it waits, a second admin key approves it and it is
+// booked; one below the threshold books at once; the list shows both; a
+// rejection, --json that follows the spec, and usage errors.
+func TestLedgerAdjustments(t *testing.T) {
+	t.Parallel()
+	var thresholds api.AdjustmentThresholds
+	if err := thresholds.UnmarshalText([]byte("31337:native=100")); err != nil {
+		t.Fatal(err)
+	}
+	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: api.AdjustmentRules{Thresholds: thresholds}})
+	g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
+		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
+	g.Ledger.Book(t, ledger.Reconciliation, "reconciliation-a", 2,
+		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -1000), gatewaytest.Leg(ledger.Suspense, ledger.Native, signerA, 1000))
+	second := g.Key(t, g.AcmeTenant, "ops-second", []postgres.Scope{postgres.ScopeAdmin}, nil)
+	spender := "0x000000000000000000000000000000000005e4de"
+	adjust := func(id, amount string) []string {
+		return []string{"ledger", "adjust", "31337", signerA, id, "--amount", amount, "--counter", "counterparty:" + spender, "--reason", "transferFrom by a spender"}
+	}
+
+	out := mustRun(t, g.URL, g.Acme, adjust("INC-1", "-500")...).stdout
+	if field(t, out, "status") != "pending_approval" || field(t, out, "needs_approval") != "true" || !strings.HasPrefix(field(t, out, "proposed_by"), "admin (") {
+		t.Fatalf("ledger adjust INC-1:\n%s", out)
+	}
+	if r := txctlRun(t, g.URL, g.Acme, "ledger", "approve-adjustment", "INC-1"); r.code != 1 || !strings.Contains(r.stderr, "cannot approve") {
+		t.Errorf("self-approval: exit %d %s", r.code, r.stderr)
+	}
+	out = mustRun(t, g.URL, second, "ledger", "approve-adjustment", "INC-1").stdout
+	if field(t, out, "status") != "booked" || !strings.HasPrefix(field(t, out, "approved_by"), "ops-second (") || field(t, out, "journal_id") == "" {
+		t.Errorf("ledger approve-adjustment INC-1:\n%s", out)
+	}
+	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "ledger", "adjustment", "INC-1").stdout, "/api/v1/ledger/adjustments/{adjustment_id}", "GET", 200, "")
+	if out := mustRun(t, g.URL, g.Acme, adjust("INC-2", "-50")...).stdout; field(t, out, "status") != "booked" {
+		t.Errorf("ledger adjust INC-2, below the threshold:\n%s", out)
+	}
+	if out := mustRun(t, g.URL, g.Acme, adjust("INC-3", "-200")...).stdout; field(t, out, "status") != "pending_approval" {
+		t.Errorf("ledger adjust INC-3:\n%s", out)
+	}
+	if out := mustRun(t, g.URL, g.Acme, "ledger", "reject-adjustment", "INC-3").stdout; field(t, out, "status") != "rejected" {
+		t.Errorf("ledger reject-adjustment INC-3:\n%s", out)
+	}
+	rows := lines(mustRun(t, g.URL, g.Acme, "ledger", "adjustments", "--limit", "1", "--all").stdout)
+	if len(rows) != 4 || strings.Fields(rows[0])[0] != "ADJUSTMENT_ID" || !strings.HasPrefix(rows[1], "INC-3 ") || !strings.Contains(rows[1], " rejected ") ||
+		!strings.HasPrefix(rows[3], "INC-1 ") || !strings.Contains(rows[3], " ops-second ") {
+		t.Errorf("ledger adjustments --all:\n%s", strings.Join(rows, "\n"))
+	}
+	if rows := lines(mustRun(t, g.URL, g.Acme, "ledger", "adjustments", "--status", "booked").stdout); len(rows) != 3 {
+		t.Errorf("ledger adjustments --status booked:\n%s", strings.Join(rows, "\n"))
+	}
+	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "ledger", "adjustments").stdout, "/api/v1/ledger/adjustments", "GET", 200, "")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ledger", "adjust", "31337", signerA, "INC-9", "--counter", "counterparty:" + spender, "--reason", "x"}, "--amount is required"},
+		{[]string{"ledger", "adjust", "31337", signerA, "INC-9", "--amount", "-1", "--reason", "x"}, `--counter "": want KIND:ADDRESS`},
+		{[]string{"ledger", "adjust", "31337", signerA, "INC-9", "--amount", "-1", "--counter", "wallet:" + spender, "--reason", "x"}, `--counter "wallet": want one of counterparty`},
+		{[]string{"ledger", "adjust", "31337", signerA, "INC-9", "--amount", "-1", "--counter", "counterparty:" + spender}, "--reason is required"},
+		{[]string{"ledger", "adjustments", "--status", "lost"}, `--status "lost": want one of pending_approval`},
+	} {
+		if r := txctlRun(t, g.URL, g.Acme, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("txctl %s: exit %d %s, want 2 and %q", strings.Join(c.args, " "), r.code, r.stderr, c.want)
+		}
+	}
+	if r := txctlRun(t, g.URL, g.Globex, adjust("INC-9", "-1")...); r.code != 1 || !strings.Contains(r.stderr, "Forbidden") {
+		t.Errorf("globex adjusting acme's wallet: exit %d %s", r.code, r.stderr)
 	}
 }
