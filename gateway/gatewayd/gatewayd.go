@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/txfence/txfence/gateway/api"
 	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/gateway/feedhub"
+	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -212,7 +212,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	events := feedhub.New(txm, feedhub.Options{Window: cfg.StreamWindow, Logger: svc.Log})
 	public := svc.HTTP.PublicRouter()
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
+	a, err := httpapi.New(ctx, httpapi.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
 		ReplayLimit:         ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod},
 		AuthFailureLimit:    ratelimit.Limit{Rate: cfg.RateLimit.AuthFailureRate, Burst: cfg.RateLimit.AuthFailureBurst, Period: cfg.RateLimit.AuthFailurePeriod},
 		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher,
