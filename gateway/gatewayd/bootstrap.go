@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
@@ -22,12 +23,12 @@ type bootstrapConfig struct {
 }
 
 // signerFlags collects repeated --signer values.
-type signerFlags []postgres.SignerRef
+type signerFlags []gateway.SignerRef
 
 func (s *signerFlags) String() string { return fmt.Sprint(*s) }
 
 func (s *signerFlags) Set(v string) error {
-	ref, err := postgres.ParseSignerRef(v)
+	ref, err := gateway.ParseSignerRef(v)
 	if err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func Bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 			return err
 		}
 	}
-	_, token, err := store.CreateKey(ctx, postgres.NewKey{Tenant: tenant.ID, Name: *keyName, Scopes: postgres.Scopes})
+	_, token, err := store.CreateKey(ctx, gateway.NewKey{Tenant: tenant.ID, Name: *keyName, Scopes: gateway.Scopes})
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/txfence/txfence/gateway/api"
 	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/gateway/feedhub"
+	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -77,8 +77,8 @@ type Adjustments struct {
 	// chain's and asset's amount (base units) waits for a second admin
 	// key. A chain and asset not listed has no threshold: every
 	// adjustment in it waits.
-	ApprovalAbove  api.AdjustmentThresholds `env:"APPROVAL_ABOVE"`
-	ApprovalWindow time.Duration            `env:"APPROVAL_WINDOW" default:"24h"`
+	ApprovalAbove  httpapi.AdjustmentThresholds `env:"APPROVAL_ABOVE"`
+	ApprovalWindow time.Duration                `env:"APPROVAL_WINDOW" default:"24h"`
 	// ApprovalTTL is how long a pending adjustment may be approved.
 	ApprovalTTL time.Duration `env:"APPROVAL_TTL" default:"72h"`
 }
@@ -237,8 +237,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	events := feedhub.New(txm, feedhub.Options{Window: cfg.StreamWindow, Logger: svc.Log})
 	public := svc.HTTP.PublicRouter()
-	adjustments := api.AdjustmentRules{Thresholds: cfg.Adjustments.ApprovalAbove, Window: cfg.Adjustments.ApprovalWindow, TTL: cfg.Adjustments.ApprovalTTL}
-	a, err := api.New(ctx, api.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
+	adjustments := httpapi.AdjustmentRules{Thresholds: cfg.Adjustments.ApprovalAbove, Window: cfg.Adjustments.ApprovalWindow, TTL: cfg.Adjustments.ApprovalTTL}
+	a, err := httpapi.New(ctx, httpapi.Config{Store: store, TxManager: txm, Ledger: ledger, Limits: limits, Limit: cfg.RateLimit.Limit(),
 		ReplayLimit:         ratelimit.Limit{Rate: cfg.RateLimit.ReplayRate, Burst: cfg.RateLimit.ReplayBurst, Period: cfg.RateLimit.ReplayPeriod},
 		AuthFailureLimit:    ratelimit.Limit{Rate: cfg.RateLimit.AuthFailureRate, Burst: cfg.RateLimit.AuthFailureBurst, Period: cfg.RateLimit.AuthFailurePeriod},
 		ClientAddressHeader: cfg.ClientAddressHeader, Webhooks: dispatcher, Adjustments: adjustments,

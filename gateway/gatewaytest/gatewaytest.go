@@ -19,8 +19,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-chi/chi/v5"
 
-	"github.com/txfence/txfence/gateway/api"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/feedhub"
+	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
@@ -55,7 +56,7 @@ type Gateway struct {
 	// Keys: acme's admin (every scope) and read-only (tx:read) keys,
 	// globex's admin.
 	Acme, AcmeRead, Globex   string
-	AcmeTenant, GlobexTenant postgres.Tenant
+	AcmeTenant, GlobexTenant gateway.Tenant
 }
 
 // Options change what Start serves.
@@ -65,7 +66,7 @@ type Options struct {
 	// without it txmanager refuses them as unavailable.
 	SignerPolicy string
 	// Limits, Limit and ReplayLimit set rate limits (none by default).
-	Limits      api.Limiter
+	Limits      httpapi.Limiter
 	Limit       ratelimit.Limit
 	ReplayLimit ratelimit.Limit
 	// AuthFailureLimit bounds failed authentications per key id and per
@@ -85,7 +86,7 @@ type Options struct {
 	Ledger bool
 	// Adjustments set when an operator's adjustment of the ledger needs a
 	// second admin key (the API's defaults: every one).
-	Adjustments api.AdjustmentRules
+	Adjustments httpapi.AdjustmentRules
 	// Mount adds more routes beside the API (the operator console).
 	Mount func(chi.Router)
 	// Unchecked leaves out the check of every exchange against the spec,
@@ -107,7 +108,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	}
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
-	var hooks api.Webhooks
+	var hooks httpapi.Webhooks
 	if opts.Webhooks != nil {
 		wo := *opts.Webhooks
 		wo.AllowInsecureURLs = true
@@ -134,7 +135,7 @@ func Start(t testing.TB, opts Options) *Gateway {
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = events.Run(hubCtx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
-	a, err := api.New(ctx, api.Config{Events: events, Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
+	a, err := httpapi.New(ctx, httpapi.Config{Events: events, Store: store, TxManager: client, Ledger: ledgerClient, Limits: opts.Limits, Limit: opts.Limit, ReplayLimit: opts.ReplayLimit,
 		AuthFailureLimit: opts.AuthFailureLimit, ClientAddressHeader: opts.ClientAddressHeader, Webhooks: hooks, Adjustments: opts.Adjustments,
 		Done: done, KeyCacheTTL: time.Minute, StreamWait: time.Second, StreamsPerKey: opts.StreamsPerKey, StreamsPerTenant: opts.StreamsPerTenant, StreamRecheck: opts.StreamRecheck})
 	if err != nil {
@@ -166,28 +167,28 @@ func Start(t testing.TB, opts Options) *Gateway {
 	g := &Gateway{URL: ts.URL, Store: store, TxM: txm, PKI: pki, Ledger: books}
 	g.AcmeTenant, g.Acme = g.Tenant(t, "acme", SignerA)
 	g.GlobexTenant, g.Globex = g.Tenant(t, "globex", SignerB)
-	g.AcmeRead = g.Key(t, g.AcmeTenant, "reader", []postgres.Scope{postgres.ScopeTxRead}, nil)
+	g.AcmeRead = g.Key(t, g.AcmeTenant, "reader", []gateway.Scope{gateway.ScopeTxRead}, nil)
 	return g
 }
 
 // Tenant makes a tenant that owns signer, and its admin key.
-func (r *Gateway) Tenant(t testing.TB, name, signer string) (postgres.Tenant, string) {
+func (r *Gateway) Tenant(t testing.TB, name, signer string) (gateway.Tenant, string) {
 	t.Helper()
 	ctx := context.Background()
 	tenant, err := r.Store.CreateTenant(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Store.AssignSigner(ctx, tenant.ID, postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress(signer)}); err != nil {
+	if err := r.Store.AssignSigner(ctx, tenant.ID, gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress(signer)}); err != nil {
 		t.Fatal(err)
 	}
-	return tenant, r.Key(t, tenant, "admin", postgres.Scopes, nil)
+	return tenant, r.Key(t, tenant, "admin", gateway.Scopes, nil)
 }
 
 // Key makes a key of tenant and returns its token.
-func (r *Gateway) Key(t testing.TB, tenant postgres.Tenant, name string, scopes []postgres.Scope, signers []postgres.SignerRef) string {
+func (r *Gateway) Key(t testing.TB, tenant gateway.Tenant, name string, scopes []gateway.Scope, signers []gateway.SignerRef) string {
 	t.Helper()
-	_, token, err := r.Store.CreateKey(context.Background(), postgres.NewKey{Tenant: tenant.ID, Name: name, Scopes: scopes, Signers: signers})
+	_, token, err := r.Store.CreateKey(context.Background(), gateway.NewKey{Tenant: tenant.ID, Name: name, Scopes: scopes, Signers: signers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,96 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/shared/errs"
 )
-
-// The statuses of an operator's adjustment of the ledger (table
-// ledger_adjustment).
-const (
-	// AdjustmentPending waits for a second admin key until its expiry.
-	AdjustmentPending = "pending_approval"
-	// AdjustmentApproved is cleared to book (at or below the threshold,
-	// or approved) and not booked yet: the ledger did not answer, and the
-	// next attempt books it.
-	AdjustmentApproved = "approved"
-	AdjustmentBooked   = "booked"
-	AdjustmentRejected = "rejected"
-	// AdjustmentRefused: the ledger refused it (Refusal says why).
-	AdjustmentRefused = "refused"
-	// AdjustmentExpired is a pending adjustment past its expiry, as it is
-	// read: it can no longer be approved.
-	AdjustmentExpired = "expired"
-)
-
-// AdjustmentStatuses lists the statuses an adjustment is read with.
-var AdjustmentStatuses = []string{AdjustmentPending, AdjustmentApproved, AdjustmentBooked, AdjustmentRejected, AdjustmentRefused, AdjustmentExpired}
-
-// KeyRef names an API key as the audit keeps it.
-type KeyRef struct {
-	ID   uuid.UUID
-	Name string
-}
-
-// NewAdjustment is an operator's proposal to move Amount out of Wallet's
-// suspense account in Asset to the counter account (the ledger's
-// SuspenseAdjustment), under the tenant's own ID.
-type NewAdjustment struct {
-	Tenant         uuid.UUID
-	ID             string
-	ChainID        uint64
-	Wallet         common.Address
-	Asset          string
-	Amount         *big.Int
-	CounterKind    string
-	CounterAddress common.Address
-	Reason         string
-	ProposedBy     KeyRef
-}
-
-// sameAs reports whether a proposes what n does: a replay, not a
-// conflict.
-func (n *NewAdjustment) sameAs(a *Adjustment) bool {
-	return n.ChainID == a.ChainID && n.Wallet == a.Wallet && n.Asset == a.Asset && n.Amount.Cmp(a.Amount) == 0 &&
-		n.CounterKind == a.CounterKind && n.CounterAddress == a.CounterAddress && n.Reason == a.Reason
-}
-
-// Adjustment is a stored proposal with what became of it.
-type Adjustment struct {
-	NewAdjustment
-	Seq int64
-	// Status is one of AdjustmentStatuses.
-	Status string
-	// NeedsApproval says whether a second admin key had to approve it;
-	// Threshold is the threshold of its chain and asset then (nil: none
-	// configured, so every amount needed one).
-	NeedsApproval bool
-	Threshold     *big.Int
-	ProposedAt    time.Time
-	// ExpiresAt is when a pending approval lapses (nil when none was
-	// needed).
-	ExpiresAt              *time.Time
-	ApprovedBy, RejectedBy *KeyRef
-	ApprovedAt, RejectedAt *time.Time
-	JournalID              *int64
-	BookedAt               *time.Time
-	// RefusalKind (an errs kind's name) and Refusal are the ledger's
-	// refusal, when it refused.
-	RefusalKind, Refusal string
-	RefusedAt            *time.Time
-}
-
-// Signer is the signer whose wallet the adjustment moves.
-func (a *Adjustment) Signer() SignerRef { return SignerRef{ChainID: a.ChainID, Address: a.Wallet} }
-
-// ApprovalRule is when an adjustment needs a second admin key: when its
-// magnitude, with those of the wallet's adjustments in the asset booked
-// without one within Window, is above Threshold (nil: always). A pending
-// one lapses after TTL.
-type ApprovalRule struct {
-	Threshold *big.Int
-	Window    time.Duration
-	TTL       time.Duration
-}
 
 // ProposeAdjustment stores n, pending a second key's approval when rule
 // says so and approved otherwise, and returns it with created true. The
@@ -110,8 +23,8 @@ type ApprovalRule struct {
 // errs.Conflict. Proposals of one wallet and asset are decided one at a
 // time, so that concurrent ones cannot each stay below the threshold that
 // together they pass.
-func (s *Store) ProposeAdjustment(ctx context.Context, n NewAdjustment, rule ApprovalRule) (Adjustment, bool, error) {
-	var out Adjustment
+func (s *Store) ProposeAdjustment(ctx context.Context, n gateway.NewAdjustment, rule gateway.ApprovalRule) (gateway.Adjustment, bool, error) {
+	var out gateway.Adjustment
 	created := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('ledger_adjustment:' || $1::text, 0))`,
@@ -121,7 +34,7 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n NewAdjustment, rule App
 		stored, err := scanAdjustment(tx.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
 			WHERE tenant_id = $1 AND adjustment_id = $2`, n.Tenant, n.ID))
 		if err == nil {
-			if !n.sameAs(&stored) {
+			if !n.SameAs(&stored) {
 				return errs.Errorf(errs.Conflict, "adjustment %q exists with another wallet, asset, amount, counter account or reason", n.ID)
 			}
 			out = stored
@@ -145,10 +58,10 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n NewAdjustment, rule App
 			}
 			needs = sum.Add(sum, new(big.Int).Abs(n.Amount)).Cmp(rule.Threshold) > 0
 		}
-		status := AdjustmentApproved
+		status := gateway.AdjustmentApproved
 		var ttl *time.Duration
 		if needs {
-			status, ttl = AdjustmentPending, &rule.TTL
+			status, ttl = gateway.AdjustmentPending, &rule.TTL
 		}
 		out, err = scanAdjustment(tx.QueryRow(ctx, `
 			INSERT INTO ledger_adjustment (tenant_id, adjustment_id, chain_id, wallet, asset, amount, counter_kind, counter_address, reason,
@@ -161,14 +74,14 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n NewAdjustment, rule App
 		return err
 	})
 	if err != nil {
-		return Adjustment{}, false, fmt.Errorf("propose adjustment %q: %w", n.ID, err)
+		return gateway.Adjustment{}, false, fmt.Errorf("propose adjustment %q: %w", n.ID, err)
 	}
 	return out, created, nil
 }
 
 // Adjustment reads one of tenant's adjustments; an unknown one is
 // errs.NotFound.
-func (s *Store) Adjustment(ctx context.Context, tenant uuid.UUID, id string) (Adjustment, error) {
+func (s *Store) Adjustment(ctx context.Context, tenant uuid.UUID, id string) (gateway.Adjustment, error) {
 	a, err := scanAdjustment(s.pool.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
 		WHERE tenant_id = $1 AND adjustment_id = $2`, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -180,21 +93,8 @@ func (s *Store) Adjustment(ctx context.Context, tenant uuid.UUID, id string) (Ad
 	return a, nil
 }
 
-// AdjustmentFilter selects a tenant's adjustments.
-type AdjustmentFilter struct {
-	// Status is one of AdjustmentStatuses, or "" for all.
-	Status string
-	// Signers are the wallets whose adjustments are listed: those a key
-	// may use.
-	Signers []SignerRef
-	// Before is the Seq the page starts below (0: the newest); Limit the
-	// most it holds.
-	Before int64
-	Limit  int
-}
-
 // Adjustments lists tenant's adjustments of f's wallets, newest first.
-func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f AdjustmentFilter) ([]Adjustment, error) {
+func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f gateway.AdjustmentFilter) ([]gateway.Adjustment, error) {
 	chains, wallets := make([]int64, len(f.Signers)), make([][]byte, len(f.Signers))
 	for i, sg := range f.Signers {
 		chains[i], wallets[i] = int64(sg.ChainID), sg.Address.Bytes()
@@ -206,8 +106,8 @@ func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f AdjustmentF
 	// expired is read, not stored: a pending row past its expiry.
 	status, expired := f.Status, false
 	switch f.Status {
-	case AdjustmentExpired:
-		status, expired = AdjustmentPending, true
+	case gateway.AdjustmentExpired:
+		status, expired = gateway.AdjustmentPending, true
 	case "":
 		status = ""
 	}
@@ -219,7 +119,7 @@ func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f AdjustmentF
 	if err != nil {
 		return nil, fmt.Errorf("list adjustments: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Adjustment, error) { return scanAdjustment(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (gateway.Adjustment, error) { return scanAdjustment(r) })
 }
 
 // ApproveAdjustment records approver's approval of tenant's pending
@@ -227,7 +127,7 @@ func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f AdjustmentF
 // proposed it cannot approve it (errs.Forbidden); an expired, rejected,
 // booked or refused one cannot be approved (errs.Conflict). One already
 // approved is returned as it is, for its booking to be tried again.
-func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id string, approver KeyRef) (Adjustment, error) {
+func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id string, approver gateway.KeyRef) (gateway.Adjustment, error) {
 	a, err := scanAdjustment(s.pool.QueryRow(ctx, `
 		UPDATE ledger_adjustment SET status = 'approved', approved_by_key_id = $3, approved_by_key_name = $4, approved_at = now()
 		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'pending_approval' AND expires_at > now() AND proposed_by_key_id <> $3
@@ -243,9 +143,9 @@ func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id stri
 		return a, err
 	}
 	switch {
-	case a.Status == AdjustmentApproved:
+	case a.Status == gateway.AdjustmentApproved:
 		return a, nil
-	case a.Status == AdjustmentPending && a.ProposedBy.ID == approver.ID:
+	case a.Status == gateway.AdjustmentPending && a.ProposedBy.ID == approver.ID:
 		return a, errs.Errorf(errs.Forbidden, "the key that proposed adjustment %q cannot approve it: a second admin key must", id)
 	default:
 		return a, errs.Errorf(errs.Conflict, "adjustment %q is %s: only a pending one can be approved", id, a.Status)
@@ -254,7 +154,7 @@ func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id stri
 
 // RejectAdjustment records by's rejection of tenant's pending adjustment
 // id (its proposer may withdraw it so). Any other is errs.Conflict.
-func (s *Store) RejectAdjustment(ctx context.Context, tenant uuid.UUID, id string, by KeyRef) (Adjustment, error) {
+func (s *Store) RejectAdjustment(ctx context.Context, tenant uuid.UUID, id string, by gateway.KeyRef) (gateway.Adjustment, error) {
 	a, err := scanAdjustment(s.pool.QueryRow(ctx, `
 		UPDATE ledger_adjustment SET status = 'rejected', rejected_by_key_id = $3, rejected_by_key_name = $4, rejected_at = now()
 		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'pending_approval' AND expires_at > now()
@@ -273,7 +173,7 @@ func (s *Store) RejectAdjustment(ctx context.Context, tenant uuid.UUID, id strin
 
 // AdjustmentBooked records that the ledger booked tenant's approved
 // adjustment id as journal; recorded so before, it changes nothing.
-func (s *Store) AdjustmentBooked(ctx context.Context, tenant uuid.UUID, id string, journal int64) (Adjustment, error) {
+func (s *Store) AdjustmentBooked(ctx context.Context, tenant uuid.UUID, id string, journal int64) (gateway.Adjustment, error) {
 	a, err := scanAdjustment(s.pool.QueryRow(ctx, `UPDATE ledger_adjustment SET status = 'booked', journal_id = $3, booked_at = now()
 		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'approved' RETURNING `+adjustmentColumns, tenant, id, journal))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -287,7 +187,7 @@ func (s *Store) AdjustmentBooked(ctx context.Context, tenant uuid.UUID, id strin
 // AdjustmentRefused records that the ledger refused tenant's approved
 // adjustment id, with the refusal's kind and detail; recorded so before,
 // it changes nothing.
-func (s *Store) AdjustmentRefused(ctx context.Context, tenant uuid.UUID, id string, kind errs.Kind, detail string) (Adjustment, error) {
+func (s *Store) AdjustmentRefused(ctx context.Context, tenant uuid.UUID, id string, kind errs.Kind, detail string) (gateway.Adjustment, error) {
 	detail = strings.ToValidUTF8(detail, "?")
 	if r := []rune(detail); len(r) > 2000 {
 		detail = string(r[:2000])
@@ -295,7 +195,7 @@ func (s *Store) AdjustmentRefused(ctx context.Context, tenant uuid.UUID, id stri
 	a, err := scanAdjustment(s.pool.QueryRow(ctx, `UPDATE ledger_adjustment SET status = 'refused', refusal_kind = $3, refusal = $4, refused_at = now()
 		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'approved' RETURNING `+adjustmentColumns, tenant, id, kind.String(), detail))
 	if errors.Is(err, pgx.ErrNoRows) {
-		if a, err = s.Adjustment(ctx, tenant, id); err == nil && a.Status != AdjustmentRefused {
+		if a, err = s.Adjustment(ctx, tenant, id); err == nil && a.Status != gateway.AdjustmentRefused {
 			err = fmt.Errorf("adjustment %q is %s, not approved: the refusal not recorded", id, a.Status)
 		}
 	}
@@ -308,8 +208,8 @@ const adjustmentColumns = `tenant_id, adjustment_id, seq, chain_id, wallet, asse
 	approved_by_key_id, approved_by_key_name, approved_at, rejected_by_key_id, rejected_by_key_name, rejected_at,
 	journal_id, booked_at, coalesce(refusal_kind, ''), coalesce(refusal, ''), refused_at`
 
-func scanAdjustment(row pgx.Row) (Adjustment, error) {
-	var a Adjustment
+func scanAdjustment(row pgx.Row) (gateway.Adjustment, error) {
+	var a gateway.Adjustment
 	var chain int64
 	var wallet, counter []byte
 	var amount string
@@ -333,10 +233,10 @@ func scanAdjustment(row pgx.Row) (Adjustment, error) {
 		}
 	}
 	if approverID != nil {
-		a.ApprovedBy = &KeyRef{ID: *approverID, Name: *approverName}
+		a.ApprovedBy = &gateway.KeyRef{ID: *approverID, Name: *approverName}
 	}
 	if rejecterID != nil {
-		a.RejectedBy = &KeyRef{ID: *rejecterID, Name: *rejecterName}
+		a.RejectedBy = &gateway.KeyRef{ID: *rejecterID, Name: *rejecterName}
 	}
 	return a, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
 )
@@ -20,7 +21,7 @@ import (
 type adjustmentRig struct {
 	s          *postgres.Store
 	tenant     uuid.UUID
-	alice, bob postgres.KeyRef
+	alice, bob gateway.KeyRef
 }
 
 func newAdjustmentRig(t *testing.T) *adjustmentRig {
@@ -35,19 +36,19 @@ func newAdjustmentRig(t *testing.T) *adjustmentRig {
 		t.Fatal(err)
 	}
 	r := &adjustmentRig{s: s, tenant: acme.ID}
-	for _, ref := range []*postgres.KeyRef{&r.alice, &r.bob} {
-		name := map[*postgres.KeyRef]string{&r.alice: "ops-alice", &r.bob: "ops-bob"}[ref]
-		k, _, err := s.CreateKey(ctx, postgres.NewKey{Tenant: acme.ID, Name: name, Scopes: []postgres.Scope{postgres.ScopeAdmin}})
+	for _, ref := range []*gateway.KeyRef{&r.alice, &r.bob} {
+		name := map[*gateway.KeyRef]string{&r.alice: "ops-alice", &r.bob: "ops-bob"}[ref]
+		k, _, err := s.CreateKey(ctx, gateway.NewKey{Tenant: acme.ID, Name: name, Scopes: []gateway.Scope{gateway.ScopeAdmin}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		*ref = postgres.KeyRef{ID: k.ID, Name: k.Name}
+		*ref = gateway.KeyRef{ID: k.ID, Name: k.Name}
 	}
 	return r
 }
 
-func (r *adjustmentRig) proposal(id string, amount int64) postgres.NewAdjustment {
-	return postgres.NewAdjustment{Tenant: r.tenant, ID: id, ChainID: signerA.ChainID, Wallet: signerA.Address, Asset: "native",
+func (r *adjustmentRig) proposal(id string, amount int64) gateway.NewAdjustment {
+	return gateway.NewAdjustment{Tenant: r.tenant, ID: id, ChainID: signerA.ChainID, Wallet: signerA.Address, Asset: "native",
 		Amount: big.NewInt(amount), CounterKind: "deposit_source", CounterAddress: common.HexToAddress("0x5ea4e0"),
 		Reason: "internal transfer from the staking contract", ProposedBy: r.alice}
 }
@@ -60,7 +61,7 @@ func TestAdjustmentsAboveTheThresholdWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newAdjustmentRig(t)
-	rule := postgres.ApprovalRule{Threshold: big.NewInt(1000), Window: 24 * time.Hour, TTL: time.Hour}
+	rule := gateway.ApprovalRule{Threshold: big.NewInt(1000), Window: 24 * time.Hour, TTL: time.Hour}
 	status := func(id string, amount int64) string {
 		t.Helper()
 		a, created, err := r.s.ProposeAdjustment(ctx, r.proposal(id, amount), rule)
@@ -69,19 +70,19 @@ func TestAdjustmentsAboveTheThresholdWait(t *testing.T) {
 		}
 		return a.Status
 	}
-	if got := status("at", -1000); got != postgres.AdjustmentApproved {
+	if got := status("at", -1000); got != gateway.AdjustmentApproved {
 		t.Errorf("at the threshold: %s", got)
 	}
-	if got := status("above", 1001); got != postgres.AdjustmentPending {
+	if got := status("above", 1001); got != gateway.AdjustmentPending {
 		t.Errorf("above the threshold: %s", got)
 	}
 	// The window holds 1000 booked alone: one more unit waits.
-	if got := status("more", 1); got != postgres.AdjustmentPending {
+	if got := status("more", 1); got != gateway.AdjustmentPending {
 		t.Errorf("past the window's threshold: %s", got)
 	}
 	// Without a threshold for the asset, every amount waits.
-	if a, _, err := r.s.ProposeAdjustment(ctx, r.proposal("unlisted", 1), postgres.ApprovalRule{Window: time.Hour, TTL: time.Hour}); err != nil ||
-		a.Status != postgres.AdjustmentPending || a.Threshold != nil {
+	if a, _, err := r.s.ProposeAdjustment(ctx, r.proposal("unlisted", 1), gateway.ApprovalRule{Window: time.Hour, TTL: time.Hour}); err != nil ||
+		a.Status != gateway.AdjustmentPending || a.Threshold != nil {
 		t.Errorf("no threshold: %+v %v", a, err)
 	}
 
@@ -103,7 +104,7 @@ func TestAdjustmentsAboveTheThresholdWait(t *testing.T) {
 	wg.Wait()
 	alone := 0
 	for _, s := range got {
-		if s == postgres.AdjustmentApproved {
+		if s == gateway.AdjustmentApproved {
 			alone++
 		}
 	}
@@ -120,10 +121,10 @@ func TestAnAdjustmentsLife(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newAdjustmentRig(t)
-	rule := postgres.ApprovalRule{Threshold: big.NewInt(10), Window: time.Hour, TTL: time.Hour}
+	rule := gateway.ApprovalRule{Threshold: big.NewInt(10), Window: time.Hour, TTL: time.Hour}
 	p := r.proposal("INC-1", 500)
 	first, created, err := r.s.ProposeAdjustment(ctx, p, rule)
-	if err != nil || !created || first.Status != postgres.AdjustmentPending || !first.NeedsApproval || first.ExpiresAt == nil ||
+	if err != nil || !created || first.Status != gateway.AdjustmentPending || !first.NeedsApproval || first.ExpiresAt == nil ||
 		first.Threshold.Int64() != 10 || first.ProposedBy != r.alice {
 		t.Fatalf("propose: %+v created=%v %v", first, created, err)
 	}
@@ -142,16 +143,16 @@ func TestAnAdjustmentsLife(t *testing.T) {
 		t.Errorf("self-approval: %v, want forbidden", err)
 	}
 	approved, err := r.s.ApproveAdjustment(ctx, r.tenant, "INC-1", r.bob)
-	if err != nil || approved.Status != postgres.AdjustmentApproved || approved.ApprovedBy == nil || *approved.ApprovedBy != r.bob {
+	if err != nil || approved.Status != gateway.AdjustmentApproved || approved.ApprovedBy == nil || *approved.ApprovedBy != r.bob {
 		t.Fatalf("approve: %+v %v", approved, err)
 	}
 	// Approved and not booked yet (the ledger did not answer): approving
 	// again answers it for the booking to be tried again.
-	if a, err := r.s.ApproveAdjustment(ctx, r.tenant, "INC-1", r.alice); err != nil || a.Status != postgres.AdjustmentApproved || *a.ApprovedBy != r.bob {
+	if a, err := r.s.ApproveAdjustment(ctx, r.tenant, "INC-1", r.alice); err != nil || a.Status != gateway.AdjustmentApproved || *a.ApprovedBy != r.bob {
 		t.Errorf("approved again: %+v %v", a, err)
 	}
 	booked, err := r.s.AdjustmentBooked(ctx, r.tenant, "INC-1", 42)
-	if err != nil || booked.Status != postgres.AdjustmentBooked || *booked.JournalID != 42 {
+	if err != nil || booked.Status != gateway.AdjustmentBooked || *booked.JournalID != 42 {
 		t.Fatalf("booked: %+v %v", booked, err)
 	}
 	if _, err := r.s.AdjustmentBooked(ctx, r.tenant, "INC-1", 42); err != nil {
@@ -173,7 +174,7 @@ func TestAnAdjustmentsLife(t *testing.T) {
 	if _, _, err := r.s.ProposeAdjustment(ctx, r.proposal("INC-2", 500), rule); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := r.s.RejectAdjustment(ctx, r.tenant, "INC-2", r.alice); err != nil || a.Status != postgres.AdjustmentRejected || *a.RejectedBy != r.alice {
+	if a, err := r.s.RejectAdjustment(ctx, r.tenant, "INC-2", r.alice); err != nil || a.Status != gateway.AdjustmentRejected || *a.RejectedBy != r.alice {
 		t.Errorf("reject: %+v %v", a, err)
 	}
 	if _, err := r.s.ApproveAdjustment(ctx, r.tenant, "INC-2", r.bob); !errs.Is(err, errs.Conflict) {
@@ -181,10 +182,10 @@ func TestAnAdjustmentsLife(t *testing.T) {
 	}
 
 	// Expired: past its TTL it reads so and cannot be approved.
-	if _, _, err := r.s.ProposeAdjustment(ctx, r.proposal("INC-3", 500), postgres.ApprovalRule{Threshold: big.NewInt(10), Window: time.Hour, TTL: time.Microsecond}); err != nil {
+	if _, _, err := r.s.ProposeAdjustment(ctx, r.proposal("INC-3", 500), gateway.ApprovalRule{Threshold: big.NewInt(10), Window: time.Hour, TTL: time.Microsecond}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := r.s.ApproveAdjustment(ctx, r.tenant, "INC-3", r.bob); !errs.Is(err, errs.Conflict) || a.Status != postgres.AdjustmentExpired {
+	if a, err := r.s.ApproveAdjustment(ctx, r.tenant, "INC-3", r.bob); !errs.Is(err, errs.Conflict) || a.Status != gateway.AdjustmentExpired {
 		t.Errorf("approve an expired one: %+v %v", a, err)
 	}
 
@@ -193,13 +194,13 @@ func TestAnAdjustmentsLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a, err := r.s.AdjustmentRefused(ctx, r.tenant, "INC-4", errs.Conflict, "suspense holds 3"); err != nil ||
-		a.Status != postgres.AdjustmentRefused || a.RefusalKind != "conflict" || a.Refusal != "suspense holds 3" {
+		a.Status != gateway.AdjustmentRefused || a.RefusalKind != "conflict" || a.Refusal != "suspense holds 3" {
 		t.Errorf("refused: %+v %v", a, err)
 	}
 
 	list := func(status string) []string {
 		t.Helper()
-		as, err := r.s.Adjustments(ctx, r.tenant, postgres.AdjustmentFilter{Status: status, Signers: []postgres.SignerRef{signerA}, Limit: 10})
+		as, err := r.s.Adjustments(ctx, r.tenant, gateway.AdjustmentFilter{Status: status, Signers: []gateway.SignerRef{signerA}, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,13 +210,13 @@ func TestAnAdjustmentsLife(t *testing.T) {
 		}
 		return ids
 	}
-	for status, want := range map[string]string{"": "[INC-4 INC-3 INC-2 INC-1]", postgres.AdjustmentExpired: "[INC-3]",
-		postgres.AdjustmentPending: "[]", postgres.AdjustmentBooked: "[INC-1]", postgres.AdjustmentRefused: "[INC-4]"} {
+	for status, want := range map[string]string{"": "[INC-4 INC-3 INC-2 INC-1]", gateway.AdjustmentExpired: "[INC-3]",
+		gateway.AdjustmentPending: "[]", gateway.AdjustmentBooked: "[INC-1]", gateway.AdjustmentRefused: "[INC-4]"} {
 		if got := fmt.Sprint(list(status)); got != want {
 			t.Errorf("status %q: %s, want %s", status, got, want)
 		}
 	}
-	if as, err := r.s.Adjustments(ctx, r.tenant, postgres.AdjustmentFilter{Signers: []postgres.SignerRef{signerB}, Limit: 10}); err != nil || len(as) != 0 {
+	if as, err := r.s.Adjustments(ctx, r.tenant, gateway.AdjustmentFilter{Signers: []gateway.SignerRef{signerB}, Limit: 10}); err != nil || len(as) != 0 {
 		t.Errorf("another signer's: %+v %v", as, err)
 	}
 	if _, err := r.s.Adjustment(ctx, uuid.New(), "INC-1"); !errs.Is(err, errs.NotFound) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
@@ -24,8 +25,8 @@ func newStore(t *testing.T) *postgres.Store {
 }
 
 var (
-	signerA = postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266")}
-	signerB = postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")}
+	signerA = gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266")}
+	signerB = gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")}
 )
 
 // TestAKeyIsShownOnceAndChecked: a key authenticates with its token only:
@@ -42,7 +43,7 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		_, token, err := s.CreateKey(ctx, postgres.NewKey{Tenant: many.ID, Name: fmt.Sprint("k", i), Scopes: []postgres.Scope{postgres.ScopeTxRead}})
+		_, token, err := s.CreateKey(ctx, gateway.NewKey{Tenant: many.ID, Name: fmt.Sprint("k", i), Scopes: []gateway.Scope{gateway.ScopeTxRead}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +58,8 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 	if err := s.AssignSigner(ctx, acme.ID, signerA); err != nil {
 		t.Fatal(err)
 	}
-	k, token, err := s.CreateKey(ctx, postgres.NewKey{Tenant: acme.ID, Name: "payouts", Scopes: []postgres.Scope{postgres.ScopeTxWrite, postgres.ScopeTxRead},
-		Signers: []postgres.SignerRef{signerA}})
+	k, token, err := s.CreateKey(ctx, gateway.NewKey{Tenant: acme.ID, Name: "payouts", Scopes: []gateway.Scope{gateway.ScopeTxWrite, gateway.ScopeTxRead},
+		Signers: []gateway.SignerRef{signerA}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 		t.Fatalf("token %q", token)
 	}
 	got, err := s.Authenticate(ctx, token)
-	if err != nil || got.ID != k.ID || got.Tenant != acme.ID || !got.Has(postgres.ScopeTxWrite) || got.Has(postgres.ScopeAdmin) ||
+	if err != nil || got.ID != k.ID || got.Tenant != acme.ID || !got.Has(gateway.ScopeTxWrite) || got.Has(gateway.ScopeAdmin) ||
 		!got.MayUse(signerA) || got.MayUse(signerB) {
 		t.Fatalf("authenticated %+v %v", got, err)
 	}
@@ -79,7 +80,7 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 		flipped[last] = 'A'
 	}
 	for _, bad := range []string{string(flipped), token[:len(token)-4], "", "txf_", "Bearer " + token, strings.Replace(token, "txf_", "txg_", 1)} {
-		if _, err := s.Authenticate(ctx, bad); !errors.Is(err, postgres.ErrBadKey) || errs.KindOf(err) != errs.Unauthorized {
+		if _, err := s.Authenticate(ctx, bad); !errors.Is(err, gateway.ErrBadKey) || errs.KindOf(err) != errs.Unauthorized {
 			t.Errorf("token %q: %v, want ErrBadKey", bad, err)
 		}
 	}
@@ -88,7 +89,7 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 	if err != nil || r1.RevokedAt == nil {
 		t.Fatal(r1, err)
 	}
-	if _, err := s.Authenticate(ctx, token); !errors.Is(err, postgres.ErrBadKey) {
+	if _, err := s.Authenticate(ctx, token); !errors.Is(err, gateway.ErrBadKey) {
 		t.Errorf("a revoked key: %v", err)
 	}
 	if r2, err := s.RevokeKey(ctx, acme.ID, k.ID, anyKey); err != nil || !r2.RevokedAt.Equal(*r1.RevokedAt) {
@@ -96,7 +97,7 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 	}
 	// Expired: refused once its time has passed (the database's clock).
 	soon := time.Now().Add(300 * time.Millisecond)
-	_, short, err := s.CreateKey(ctx, postgres.NewKey{Tenant: acme.ID, Name: "short", Scopes: []postgres.Scope{postgres.ScopeTxRead}, ExpiresAt: &soon})
+	_, short, err := s.CreateKey(ctx, gateway.NewKey{Tenant: acme.ID, Name: "short", Scopes: []gateway.Scope{gateway.ScopeTxRead}, ExpiresAt: &soon})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestAKeyIsShownOnceAndChecked(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := s.Authenticate(ctx, short); errors.Is(err, postgres.ErrBadKey) {
+		if _, err := s.Authenticate(ctx, short); errors.Is(err, gateway.ErrBadKey) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -136,7 +137,7 @@ func TestTenantsKeepToTheirOwn(t *testing.T) {
 	// Both tenants race for signer A: exactly one gets it.
 	var wg sync.WaitGroup
 	results := make([]error, 2)
-	for i, tenant := range []postgres.Tenant{acme, globex} {
+	for i, tenant := range []gateway.Tenant{acme, globex} {
 		wg.Go(func() { results[i] = s.AssignSigner(ctx, tenant.ID, signerA) })
 	}
 	wg.Wait()
@@ -150,11 +151,11 @@ func TestTenantsKeepToTheirOwn(t *testing.T) {
 	if err := s.AssignSigner(ctx, owner.ID, signerA); err != nil {
 		t.Errorf("assigning to the owner again: %v", err)
 	}
-	if _, _, err := s.CreateKey(ctx, postgres.NewKey{Tenant: other.ID, Name: "steal", Scopes: []postgres.Scope{postgres.ScopeTxWrite},
-		Signers: []postgres.SignerRef{signerA}}); errs.KindOf(err) != errs.Invalid {
+	if _, _, err := s.CreateKey(ctx, gateway.NewKey{Tenant: other.ID, Name: "steal", Scopes: []gateway.Scope{gateway.ScopeTxWrite},
+		Signers: []gateway.SignerRef{signerA}}); errs.KindOf(err) != errs.Invalid {
 		t.Errorf("a key for another tenant's signer: %v", err)
 	}
-	k, _, err := s.CreateKey(ctx, postgres.NewKey{Tenant: owner.ID, Name: "ops", Scopes: []postgres.Scope{postgres.ScopeAdmin}})
+	k, _, err := s.CreateKey(ctx, gateway.NewKey{Tenant: owner.ID, Name: "ops", Scopes: []gateway.Scope{gateway.ScopeAdmin}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestTenantsKeepToTheirOwn(t *testing.T) {
 	}
 	// Bad keys are refused, naming every problem, and nothing is stored.
 	past := time.Now().Add(-time.Hour)
-	_, _, err = s.CreateKey(ctx, postgres.NewKey{Tenant: owner.ID, Scopes: []postgres.Scope{"root"}, ExpiresAt: &past})
+	_, _, err = s.CreateKey(ctx, gateway.NewKey{Tenant: owner.ID, Scopes: []gateway.Scope{"root"}, ExpiresAt: &past})
 	for _, want := range []string{"name:", `"root" is not a scope`, "expires_at: in the past"} {
 		if errs.KindOf(err) != errs.Invalid || !strings.Contains(err.Error(), want) {
 			t.Errorf("bad key: %v, want %q", err, want)
@@ -191,7 +192,7 @@ func TestAuthenticationWritesOnlyAfterItVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, token, err := s.CreateKey(ctx, postgres.NewKey{Tenant: tenant.ID, Name: "k", Scopes: []postgres.Scope{postgres.ScopeTxRead}})
+	k, token, err := s.CreateKey(ctx, gateway.NewKey{Tenant: tenant.ID, Name: "k", Scopes: []gateway.Scope{gateway.ScopeTxRead}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestAuthenticationWritesOnlyAfterItVerifies(t *testing.T) {
 	if got := lastUsed(); got != nil {
 		t.Fatalf("50 failed attempts wrote last_used_at %v", got)
 	}
-	if id, ok := postgres.TokenKeyID(wrong); !ok || id != k.ID {
+	if id, ok := gateway.TokenKeyID(wrong); !ok || id != k.ID {
 		t.Errorf("TokenKeyID(wrong secret) = %v %v, want the key's id", id, ok)
 	}
 	if _, err := s.Authenticate(ctx, token); err != nil {
@@ -233,4 +234,4 @@ func TestAuthenticationWritesOnlyAfterItVerifies(t *testing.T) {
 }
 
 // anyKey is the reach of an unrestricted admin key.
-func anyKey(postgres.Key) bool { return true }
+func anyKey(gateway.Key) bool { return true }

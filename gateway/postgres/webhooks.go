@@ -2,52 +2,24 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/netip"
-	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
 )
 
-// WebhookEventTypes are the event types a subscription may name in its
-// filter (the EventType enum of openapi/components.yaml).
-var WebhookEventTypes = []string{"tx.state_changed", "tx.attempt", "tx.confirmation", "tx.reorged"}
-
-// URLRule says which webhook URLs a deployment accepts.
-type URLRule uint8
-
-// The URL rules.
+// Limits of what is kept of an attempt.
 const (
-	// PublicHTTPS, for production: https to a public host only, so that a
-	// tenant cannot aim the gateway at the deployment's own network.
-	PublicHTTPS URLRule = iota
-	// AnyHTTP, for development and tests: plain http too, and loopback or
-	// private hosts.
-	AnyHTTP
-)
-
-// Limits of a subscription's fields.
-const (
-	MaxWebhookURL         = 2048
-	MaxWebhookDescription = 500
-	// MaxSecretGrace bounds how long a replaced secret keeps signing: a
-	// rotation is meant to end.
-	MaxSecretGrace = 7 * 24 * time.Hour
 	// maxAttemptError bounds the error text kept per attempt (the column's
 	// CHECK).
 	maxAttemptError = 1000
@@ -56,303 +28,8 @@ const (
 	attemptLogLimit = 50
 )
 
-// WebhookSecret is a subscription's signing secret: "whsec_" and the
-// standard base64 of 32 random bytes, the Standard Webhooks format. It is
-// shown to the tenant once, when made, and never logged.
-type WebhookSecret string
-
-// LogValue keeps the secret out of logs.
-func (WebhookSecret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
-
-const webhookSecretPrefix = "whsec_"
-
-func newWebhookSecret() (WebhookSecret, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("webhook secret: %w", err)
-	}
-	return WebhookSecret(webhookSecretPrefix + base64.StdEncoding.EncodeToString(b)), nil
-}
-
-// NewSubscription is what a subscription is made with.
-type NewSubscription struct {
-	URL         string `json:"url"`
-	Description string `json:"description"`
-	// EventTypes filters by event type; empty: every type, including types
-	// added later.
-	EventTypes []string `json:"event_types"`
-	// Signers filters by signer, each "chain_id:0xaddress" and owned by the
-	// tenant; empty: every signer the tenant owns, now and later.
-	Signers []string `json:"signers"`
-	// Enabled defaults to true.
-	Enabled *bool `json:"enabled"`
-}
-
-// SubscriptionPatch changes a subscription: nil fields stay as they are.
-type SubscriptionPatch struct {
-	URL         *string `json:"url"`
-	Description *string `json:"description"`
-	// EventTypes replaces the filter; an empty list means every type.
-	EventTypes *[]string `json:"event_types"`
-	// Signers replaces the filter; an empty list means every signer.
-	Signers *[]string `json:"signers"`
-	Enabled *bool     `json:"enabled"`
-}
-
-// Subscription is a stored webhook subscription, without its secrets'
-// values.
-type Subscription struct {
-	ID          uuid.UUID `json:"id"`
-	Tenant      uuid.UUID `json:"-"`
-	URL         string    `json:"url"`
-	Description string    `json:"description"`
-	// EventTypes is never nil; empty means every type.
-	EventTypes []string `json:"event_types"`
-	// Signers is nil (JSON null) for every signer the tenant owns.
-	Signers   []string             `json:"signers"`
-	Enabled   bool                 `json:"enabled"`
-	Secrets   []SubscriptionSecret `json:"secrets"`
-	CreatedAt time.Time            `json:"created_at"`
-	UpdatedAt time.Time            `json:"updated_at"`
-}
-
-// SubscriptionSecret describes one signing secret, not its value.
-type SubscriptionSecret struct {
-	ID        uuid.UUID `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	// ExpiresAt is when a replaced secret stops signing; nil while it is
-	// the current one.
-	ExpiresAt *time.Time `json:"expires_at"`
-}
-
-// DeliveryStatus is where a delivery stands.
-type DeliveryStatus string
-
-// The delivery statuses.
-const (
-	DeliveryPending   DeliveryStatus = "pending"   // to be attempted, or being retried
-	DeliveryDelivered DeliveryStatus = "delivered" // the receiver answered 2xx
-	DeliveryDead      DeliveryStatus = "dead"      // retried past the horizon: the dead letter queue, replayable
-)
-
-// Delivery is one event to deliver to one subscription, with its log.
-type Delivery struct {
-	ID             uuid.UUID      `json:"id"`
-	SubscriptionID uuid.UUID      `json:"subscription_id"`
-	EventSeq       uint64         `json:"event_seq"`
-	EventID        string         `json:"event_id"`
-	EventType      string         `json:"event_type"`
-	TxID           string         `json:"tx_id"`
-	Status         DeliveryStatus `json:"status"`
-	// Attempts counts the attempts since the delivery was queued or last
-	// replayed; AttemptLog keeps them all.
-	Attempts int `json:"attempts"`
-	// NextAttemptAt is when a pending delivery is due; nil otherwise.
-	NextAttemptAt  *time.Time `json:"next_attempt_at"`
-	LastStatusCode *int       `json:"last_status_code"`
-	LastError      *string    `json:"last_error"`
-	FirstAttemptAt *time.Time `json:"first_attempt_at"`
-	CreatedAt      time.Time  `json:"created_at"`
-	DeliveredAt    *time.Time `json:"delivered_at"`
-	// AttemptLog is the latest attempts (at most 50), newest first, kept
-	// across replays.
-	AttemptLog []DeliveryAttempt `json:"attempt_log"`
-}
-
-// DeliveryAttempt is one HTTP attempt of a delivery.
-type DeliveryAttempt struct {
-	At time.Time `json:"at"`
-	// StatusCode is nil when no answer came (timeout, connection error).
-	StatusCode *int    `json:"status_code"`
-	Error      *string `json:"error"`
-	DurationMS int64   `json:"duration_ms"`
-}
-
-// DeliveryFilter selects a page of a subscription's delivery log.
-type DeliveryFilter struct {
-	// Status keeps deliveries with this status; "" keeps all.
-	Status DeliveryStatus
-	// Cursor is the previous page's next cursor; "" for the first page.
-	Cursor string
-	// Limit is the page size, 1 to 1000; 0 means 100.
-	Limit int
-}
-
-// checkLimit applies the API's page size rules.
-func checkLimit(limit int) (int, *errs.FieldError) {
-	switch {
-	case limit == 0:
-		return 100, nil
-	case limit < 1 || limit > 1000:
-		return 0, &errs.FieldError{Pointer: "limit", Detail: "1 to 1000"}
-	}
-	return limit, nil
-}
-
-// subscriptionInput is a subscription's fields, checked and normalized.
-type subscriptionInput struct {
-	url         string
-	description string
-	eventTypes  []string
-	signers     []string // nil: every signer
-	refs        []SignerRef
-}
-
-// CheckWebhookURL checks a webhook URL under rule and returns it
-// normalized; a bad one is errs.Invalid naming the field /url. Creating or
-// changing a subscription checks its URL this way.
-func CheckWebhookURL(raw string, rule URLRule) (string, error) {
-	u, problem := checkSubscriptionURL(raw, rule)
-	if problem != "" {
-		return "", invalidSubscription([]errs.FieldError{{Pointer: "/url", Detail: problem}})
-	}
-	return u, nil
-}
-
-// checkSubscriptionURL checks a webhook URL under rule and returns it
-// normalized, or what is wrong with it.
-func checkSubscriptionURL(raw string, rule URLRule) (string, string) {
-	if raw == "" {
-		return "", "required"
-	}
-	if len(raw) > MaxWebhookURL {
-		return "", fmt.Sprintf("at most %d characters", MaxWebhookURL)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", "not a URL"
-	}
-	switch {
-	case !u.IsAbs() || u.Opaque != "" || (u.Scheme != "https" && u.Scheme != "http"):
-		return "", "an absolute http(s) URL"
-	case u.Scheme == "http" && rule != AnyHTTP:
-		return "", "https is required"
-	case u.User != nil:
-		return "", "credentials in the URL are not allowed (receivers check the signature)"
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return "", "a fragment is not allowed"
-	case u.Hostname() == "":
-		return "", "a host is required"
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", "the port must be 1 to 65535"
-		}
-	}
-	if rule != AnyHTTP {
-		host := strings.ToLower(u.Hostname())
-		if ip, err := netip.ParseAddr(host); err == nil {
-			if !PublicIP(ip) {
-				return "", "the host must be a public address"
-			}
-		} else if !strings.Contains(host, ".") || host == "localhost" || strings.HasSuffix(host, ".localhost") ||
-			strings.HasSuffix(host, ".local") || strings.HasSuffix(host, ".internal") || strings.HasSuffix(host, ".") {
-			return "", "the host must be a public DNS name"
-		}
-	}
-	out := u.String()
-	if len(out) > MaxWebhookURL {
-		return "", fmt.Sprintf("at most %d characters", MaxWebhookURL)
-	}
-	return out, ""
-}
-
-// nonPublic lists the special-purpose ranges (RFC 6890 and IANA's IPv4
-// and IPv6 special-purpose address registries) that IsGlobalUnicast and
-// IsPrivate let through: shared address space, IETF protocol assignments,
-// documentation, benchmarking, deprecated relays, reserved space, and IPv6
-// tunnelling prefixes that can embed a private IPv4 address. A few anycast services in these ranges are
-// globally reachable; no webhook receiver lives there.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("192.88.99.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("2001::/23"), // Teredo, benchmarking, ORCHID and other protocol assignments
-	netip.MustParsePrefix("2001:db8::/32"),
-	netip.MustParsePrefix("2002::/16"),
-	netip.MustParsePrefix("3fff::/20"),
-}
-
-// globalIPv6 is the only IPv6 space allocated for global unicast; the
-// rest (translation prefixes, discard, SRv6 SIDs, ULA, link- and
-// site-local) is not.
-var globalIPv6 = netip.MustParsePrefix("2000::/3")
-
-// PublicIP reports whether ip is a globally routable unicast address.
-// Webhook URLs naming an address, and every address a delivery connects
-// to, must be one unless the deployment allows insecure URLs: otherwise a
-// tenant could make the gateway call the deployment's own network.
-func PublicIP(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || (ip.Is6() && !globalIPv6.Contains(ip)) {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
-}
-
-// checkEventTypes returns the filter sorted without duplicates.
-func checkEventTypes(types []string, fields *[]errs.FieldError) []string {
-	out := []string{}
-	for i, t := range types {
-		if !slices.Contains(WebhookEventTypes, t) {
-			*fields = append(*fields, errs.FieldError{Pointer: fmt.Sprintf("/event_types/%d", i),
-				Detail: fmt.Sprintf("%q is not an event type (%s)", t, strings.Join(WebhookEventTypes, ", "))})
-			continue
-		}
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// checkSigners parses the filter (empty: every signer, nil out) and
-// returns it normalized and deduplicated; ownership is checked apart.
-func checkSigners(signers []string, fields *[]errs.FieldError) ([]string, []SignerRef) {
-	if len(signers) == 0 {
-		return nil, nil
-	}
-	var refs []SignerRef
-	for i, s := range signers {
-		ref, err := ParseSignerRef(s)
-		if err != nil {
-			*fields = append(*fields, errs.FieldError{Pointer: fmt.Sprintf("/signers/%d", i), Detail: fmt.Sprintf("%q is not chain_id:0xaddress", s)})
-			continue
-		}
-		if !slices.Contains(refs, ref) {
-			refs = append(refs, ref)
-		}
-	}
-	return signerStrings(refs), refs
-}
-
-func checkDescription(d string, fields *[]errs.FieldError) {
-	if utf8.RuneCountInString(d) > MaxWebhookDescription || !utf8.ValidString(d) || strings.ContainsRune(d, 0) {
-		*fields = append(*fields, errs.FieldError{Pointer: "/description", Detail: fmt.Sprintf("at most %d characters of text", MaxWebhookDescription)})
-	}
-}
-
-// invalidSubscription is the error for fields that failed their checks.
-func invalidSubscription(fields []errs.FieldError) error {
-	details := make([]string, len(fields))
-	for i, f := range fields {
-		details[i] = strings.TrimPrefix(f.Pointer, "/") + ": " + f.Detail
-	}
-	return errs.InvalidFields("invalid webhook subscription: "+strings.Join(details, "; "), fields...)
-}
-
 // ownedSigners adds a field error unless tenant owns every one of refs.
-func (s *Store) ownedSigners(ctx context.Context, tenant uuid.UUID, refs []SignerRef, fields *[]errs.FieldError) error {
+func (s *Store) ownedSigners(ctx context.Context, tenant uuid.UUID, refs []gateway.SignerRef, fields *[]errs.FieldError) error {
 	err := s.requireOwned(ctx, tenant, refs)
 	if errs.Is(err, errs.Invalid) {
 		*fields = append(*fields, errs.FieldError{Pointer: "/signers", Detail: strings.TrimPrefix(err.Error(), "signers: ")})
@@ -365,34 +42,33 @@ func (s *Store) ownedSigners(ctx context.Context, tenant uuid.UUID, refs []Signe
 // its signing secret, the only time the secret is returned. Invalid
 // fields are errs.Invalid naming each of them (errs.FieldError); the
 // signers must be the tenant's.
-func (s *Store) CreateSubscription(ctx context.Context, tenant uuid.UUID, ns NewSubscription, rule URLRule) (Subscription, WebhookSecret, error) {
+func (s *Store) CreateSubscription(ctx context.Context, tenant uuid.UUID, ns gateway.NewSubscription, rule gateway.URLRule) (gateway.Subscription, gateway.WebhookSecret, error) {
 	var fields []errs.FieldError
-	in := subscriptionInput{description: ns.Description}
-	var problem string
-	if in.url, problem = checkSubscriptionURL(ns.URL, rule); problem != "" {
+	url, problem := gateway.CheckSubscriptionURL(ns.URL, rule)
+	if problem != "" {
 		fields = append(fields, errs.FieldError{Pointer: "/url", Detail: problem})
 	}
-	checkDescription(ns.Description, &fields)
-	in.eventTypes = checkEventTypes(ns.EventTypes, &fields)
-	in.signers, in.refs = checkSigners(ns.Signers, &fields)
-	if err := s.ownedSigners(ctx, tenant, in.refs, &fields); err != nil {
-		return Subscription{}, "", err
+	gateway.CheckDescription(ns.Description, &fields)
+	eventTypes := gateway.CheckEventTypes(ns.EventTypes, &fields)
+	signers, refs := gateway.CheckSigners(ns.Signers, &fields)
+	if err := s.ownedSigners(ctx, tenant, refs, &fields); err != nil {
+		return gateway.Subscription{}, "", err
 	}
 	if len(fields) > 0 {
-		return Subscription{}, "", invalidSubscription(fields)
+		return gateway.Subscription{}, "", gateway.InvalidSubscription(fields)
 	}
 	enabled := ns.Enabled == nil || *ns.Enabled
-	secret, err := newWebhookSecret()
+	secret, err := gateway.NewWebhookSecret()
 	if err != nil {
-		return Subscription{}, "", err
+		return gateway.Subscription{}, "", err
 	}
 	id := uuid.New()
-	var sub Subscription
+	var sub gateway.Subscription
 	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var err error
 		sub, err = scanSubscription(tx.QueryRow(ctx, `INSERT INTO webhook_subscription
 			(subscription_id, tenant_id, url, description, event_types, signers, enabled) VALUES ($1, $2, $3, $4, $5, $6, $7)
-			RETURNING `+subscriptionColumns, id, tenant, in.url, in.description, in.eventTypes, in.signers, enabled))
+			RETURNING `+subscriptionColumns, id, tenant, url, ns.Description, eventTypes, signers, enabled))
 		if err != nil {
 			return err
 		}
@@ -400,17 +76,17 @@ func (s *Store) CreateSubscription(ctx context.Context, tenant uuid.UUID, ns New
 		return err
 	})
 	if err != nil {
-		return Subscription{}, "", fmt.Errorf("create webhook subscription: %w", err)
+		return gateway.Subscription{}, "", fmt.Errorf("create webhook subscription: %w", err)
 	}
-	if err := s.attachSecrets(ctx, []*Subscription{&sub}); err != nil {
-		return Subscription{}, "", err
+	if err := s.attachSecrets(ctx, []*gateway.Subscription{&sub}); err != nil {
+		return gateway.Subscription{}, "", err
 	}
 	return sub, secret, nil
 }
 
 // Subscription reads one of tenant's subscriptions; another tenant's is
 // errs.NotFound, as if it did not exist.
-func (s *Store) Subscription(ctx context.Context, tenant, id uuid.UUID) (Subscription, error) {
+func (s *Store) Subscription(ctx context.Context, tenant, id uuid.UUID) (gateway.Subscription, error) {
 	sub, err := scanSubscription(s.pool.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
 		WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -419,7 +95,7 @@ func (s *Store) Subscription(ctx context.Context, tenant, id uuid.UUID) (Subscri
 	if err != nil {
 		return sub, fmt.Errorf("webhook subscription %s: %w", id, err)
 	}
-	return sub, s.attachSecrets(ctx, []*Subscription{&sub})
+	return sub, s.attachSecrets(ctx, []*gateway.Subscription{&sub})
 }
 
 func noSubscription(id uuid.UUID) error {
@@ -443,8 +119,8 @@ func (s *Store) requireSubscription(ctx context.Context, tenant, id uuid.UUID) e
 // Subscriptions lists a page of tenant's subscriptions, oldest first,
 // after cursor ("" for the first page), with the next page's cursor ("" at
 // the end). limit is 1 to 1000; 0 means 100.
-func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor string, limit int) ([]Subscription, string, error) {
-	limit, bad := checkLimit(limit)
+func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor string, limit int) ([]gateway.Subscription, string, error) {
+	limit, bad := gateway.PageLimit(limit)
 	if bad != nil {
 		return nil, "", errs.InvalidFields("limit: "+bad.Detail, *bad)
 	}
@@ -463,7 +139,7 @@ func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor stri
 	if err != nil {
 		return nil, "", fmt.Errorf("webhook subscriptions: %w", err)
 	}
-	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Subscription, error) { return scanSubscription(r) })
+	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (gateway.Subscription, error) { return scanSubscription(r) })
 	if err != nil {
 		return nil, "", fmt.Errorf("webhook subscriptions: %w", err)
 	}
@@ -473,7 +149,7 @@ func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor stri
 		last := subs[len(subs)-1]
 		next = encodeSubscriptionCursor(last.CreatedAt, last.ID)
 	}
-	ptrs := make([]*Subscription, len(subs))
+	ptrs := make([]*gateway.Subscription, len(subs))
 	for i := range subs {
 		ptrs[i] = &subs[i]
 	}
@@ -502,32 +178,32 @@ func badCursor() error {
 // UpdateSubscription changes the fields p names and returns the result.
 // Pending deliveries go to the new URL; the filters apply to events fanned
 // out from now on. Another tenant's subscription is errs.NotFound.
-func (s *Store) UpdateSubscription(ctx context.Context, tenant, id uuid.UUID, p SubscriptionPatch, rule URLRule) (Subscription, error) {
+func (s *Store) UpdateSubscription(ctx context.Context, tenant, id uuid.UUID, p gateway.SubscriptionPatch, rule gateway.URLRule) (gateway.Subscription, error) {
 	var fields []errs.FieldError
 	var newURL *string
 	if p.URL != nil {
-		u, problem := checkSubscriptionURL(*p.URL, rule)
+		u, problem := gateway.CheckSubscriptionURL(*p.URL, rule)
 		if problem != "" {
 			fields = append(fields, errs.FieldError{Pointer: "/url", Detail: problem})
 		}
 		newURL = &u
 	}
 	if p.Description != nil {
-		checkDescription(*p.Description, &fields)
+		gateway.CheckDescription(*p.Description, &fields)
 	}
 	var types, signers []string
 	if p.EventTypes != nil {
-		types = checkEventTypes(*p.EventTypes, &fields)
+		types = gateway.CheckEventTypes(*p.EventTypes, &fields)
 	}
 	if p.Signers != nil {
-		var refs []SignerRef
-		signers, refs = checkSigners(*p.Signers, &fields)
+		var refs []gateway.SignerRef
+		signers, refs = gateway.CheckSigners(*p.Signers, &fields)
 		if err := s.ownedSigners(ctx, tenant, refs, &fields); err != nil {
-			return Subscription{}, err
+			return gateway.Subscription{}, err
 		}
 	}
 	if len(fields) > 0 {
-		return Subscription{}, invalidSubscription(fields)
+		return gateway.Subscription{}, gateway.InvalidSubscription(fields)
 	}
 	// One statement: concurrent updates of different fields both stick.
 	sub, err := scanSubscription(s.pool.QueryRow(ctx, `UPDATE webhook_subscription SET
@@ -546,7 +222,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, tenant, id uuid.UUID, p 
 	if err != nil {
 		return sub, fmt.Errorf("update webhook subscription %s: %w", id, err)
 	}
-	return sub, s.attachSecrets(ctx, []*Subscription{&sub})
+	return sub, s.attachSecrets(ctx, []*gateway.Subscription{&sub})
 }
 
 // DeleteSubscription deletes one of tenant's subscriptions with its
@@ -570,16 +246,16 @@ func (s *Store) DeleteSubscription(ctx context.Context, tenant, id uuid.UUID) er
 // rejecting a delivery; a grace of 0 retires them at once, for a leaked
 // secret. Secrets expired before now are deleted. Another tenant's
 // subscription is errs.NotFound.
-func (s *Store) RotateSubscriptionSecret(ctx context.Context, tenant, id uuid.UUID, grace time.Duration) (Subscription, WebhookSecret, error) {
-	if grace < 0 || grace > MaxSecretGrace {
-		return Subscription{}, "", errs.InvalidFields(fmt.Sprintf("grace: 0 to %s", MaxSecretGrace),
-			errs.FieldError{Pointer: "/grace_seconds", Detail: fmt.Sprintf("0 to %d seconds", int(MaxSecretGrace/time.Second))})
+func (s *Store) RotateSubscriptionSecret(ctx context.Context, tenant, id uuid.UUID, grace time.Duration) (gateway.Subscription, gateway.WebhookSecret, error) {
+	if grace < 0 || grace > gateway.MaxSecretGrace {
+		return gateway.Subscription{}, "", errs.InvalidFields(fmt.Sprintf("grace: 0 to %s", gateway.MaxSecretGrace),
+			errs.FieldError{Pointer: "/grace_seconds", Detail: fmt.Sprintf("0 to %d seconds", int(gateway.MaxSecretGrace/time.Second))})
 	}
-	secret, err := newWebhookSecret()
+	secret, err := gateway.NewWebhookSecret()
 	if err != nil {
-		return Subscription{}, "", err
+		return gateway.Subscription{}, "", err
 	}
-	var sub Subscription
+	var sub gateway.Subscription
 	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		// The row lock orders concurrent rotations of one subscription.
 		var err error
@@ -602,18 +278,18 @@ func (s *Store) RotateSubscriptionSecret(ctx context.Context, tenant, id uuid.UU
 		return err
 	})
 	if errs.Is(err, errs.NotFound) {
-		return Subscription{}, "", err
+		return gateway.Subscription{}, "", err
 	}
 	if err != nil {
-		return Subscription{}, "", fmt.Errorf("rotate the secret of webhook subscription %s: %w", id, err)
+		return gateway.Subscription{}, "", fmt.Errorf("rotate the secret of webhook subscription %s: %w", id, err)
 	}
-	return sub, secret, s.attachSecrets(ctx, []*Subscription{&sub})
+	return sub, secret, s.attachSecrets(ctx, []*gateway.Subscription{&sub})
 }
 
 // SubscriptionTarget returns where one of tenant's subscriptions is
 // delivered and the secrets that sign for it now, newest first (a test
 // delivery uses them). Another tenant's is errs.NotFound.
-func (s *Store) SubscriptionTarget(ctx context.Context, tenant, id uuid.UUID) (string, []WebhookSecret, error) {
+func (s *Store) SubscriptionTarget(ctx context.Context, tenant, id uuid.UUID) (string, []gateway.WebhookSecret, error) {
 	var u string
 	var secrets []string
 	err := s.pool.QueryRow(ctx, `SELECT url, `+liveSecrets+` FROM webhook_subscription d
@@ -632,18 +308,18 @@ func (s *Store) SubscriptionTarget(ctx context.Context, tenant, id uuid.UUID) (s
 const liveSecrets = `ARRAY(SELECT w.secret FROM webhook_secret w WHERE w.subscription_id = d.subscription_id
 	AND (w.expires_at IS NULL OR w.expires_at > now()) ORDER BY w.created_at DESC, w.secret_id)`
 
-func webhookSecrets(ss []string) []WebhookSecret {
-	out := make([]WebhookSecret, len(ss))
+func webhookSecrets(ss []string) []gateway.WebhookSecret {
+	out := make([]gateway.WebhookSecret, len(ss))
 	for i, s := range ss {
-		out[i] = WebhookSecret(s)
+		out[i] = gateway.WebhookSecret(s)
 	}
 	return out
 }
 
 const subscriptionColumns = `subscription_id, tenant_id, url, description, event_types, signers, enabled, created_at, updated_at`
 
-func scanSubscription(row pgx.Row) (Subscription, error) {
-	var sub Subscription
+func scanSubscription(row pgx.Row) (gateway.Subscription, error) {
+	var sub gateway.Subscription
 	err := row.Scan(&sub.ID, &sub.Tenant, &sub.URL, &sub.Description, &sub.EventTypes, &sub.Signers, &sub.Enabled, &sub.CreatedAt, &sub.UpdatedAt)
 	if sub.EventTypes == nil {
 		sub.EventTypes = []string{}
@@ -655,15 +331,15 @@ func scanSubscription(row pgx.Row) (Subscription, error) {
 }
 
 // attachSecrets reads the secrets' metadata of subs in one query.
-func (s *Store) attachSecrets(ctx context.Context, subs []*Subscription) error {
+func (s *Store) attachSecrets(ctx context.Context, subs []*gateway.Subscription) error {
 	if len(subs) == 0 {
 		return nil
 	}
 	ids := make([]uuid.UUID, len(subs))
-	byID := make(map[uuid.UUID]*Subscription, len(subs))
+	byID := make(map[uuid.UUID]*gateway.Subscription, len(subs))
 	for i, sub := range subs {
 		ids[i], byID[sub.ID] = sub.ID, sub
-		sub.Secrets = []SubscriptionSecret{}
+		sub.Secrets = []gateway.SubscriptionSecret{}
 	}
 	rows, err := s.pool.Query(ctx, `SELECT subscription_id, secret_id, created_at, expires_at FROM webhook_secret
 		WHERE subscription_id = ANY($1) ORDER BY subscription_id, created_at, secret_id`, ids)
@@ -671,7 +347,7 @@ func (s *Store) attachSecrets(ctx context.Context, subs []*Subscription) error {
 		return fmt.Errorf("webhook secrets: %w", err)
 	}
 	var sub uuid.UUID
-	var sec SubscriptionSecret
+	var sec gateway.SubscriptionSecret
 	_, err = pgx.ForEachRow(rows, []any{&sub, &sec.ID, &sec.CreatedAt, &sec.ExpiresAt}, func() error {
 		byID[sub].Secrets = append(byID[sub].Secrets, sec)
 		return nil
@@ -685,13 +361,13 @@ func (s *Store) attachSecrets(ctx context.Context, subs []*Subscription) error {
 // Deliveries lists a page of a subscription's delivery log, newest event
 // first, each with its latest attempts. Another tenant's subscription is
 // errs.NotFound.
-func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, f DeliveryFilter) ([]Delivery, string, error) {
-	limit, bad := checkLimit(f.Limit)
+func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, f gateway.DeliveryFilter) ([]gateway.Delivery, string, error) {
+	limit, bad := gateway.PageLimit(f.Limit)
 	if bad != nil {
 		return nil, "", errs.InvalidFields("limit: "+bad.Detail, *bad)
 	}
 	switch f.Status {
-	case "", DeliveryPending, DeliveryDelivered, DeliveryDead:
+	case "", gateway.DeliveryPending, gateway.DeliveryDelivered, gateway.DeliveryDead:
 	default:
 		return nil, "", errs.InvalidFields(fmt.Sprintf("status: %q is not pending, delivered or dead", f.Status),
 			errs.FieldError{Pointer: "status", Detail: "pending, delivered or dead"})
@@ -721,7 +397,7 @@ func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, 
 	if err != nil {
 		return nil, "", fmt.Errorf("webhook deliveries of %s: %w", subscription, err)
 	}
-	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) { return scanDelivery(r) })
+	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (gateway.Delivery, error) { return scanDelivery(r) })
 	if err != nil {
 		return nil, "", fmt.Errorf("webhook deliveries of %s: %w", subscription, err)
 	}
@@ -736,22 +412,22 @@ func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, 
 const deliveryColumns = `delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, status, attempts,
 	next_attempt_at, last_status_code, last_error, first_attempt_at, created_at, delivered_at`
 
-func scanDelivery(row pgx.Row) (Delivery, error) {
-	var d Delivery
+func scanDelivery(row pgx.Row) (gateway.Delivery, error) {
+	var d gateway.Delivery
 	var seq int64
 	var next time.Time
 	err := row.Scan(&d.ID, &d.SubscriptionID, &seq, &d.EventID, &d.EventType, &d.TxID, &d.Status, &d.Attempts,
 		&next, &d.LastStatusCode, &d.LastError, &d.FirstAttemptAt, &d.CreatedAt, &d.DeliveredAt)
 	d.EventSeq = uint64(seq)
-	if d.Status == DeliveryPending {
+	if d.Status == gateway.DeliveryPending {
 		d.NextAttemptAt = &next
 	}
-	d.AttemptLog = []DeliveryAttempt{}
+	d.AttemptLog = []gateway.DeliveryAttempt{}
 	return d, err
 }
 
 // attachAttempts reads the latest attempts of ds in one query.
-func (s *Store) attachAttempts(ctx context.Context, ds []Delivery) error {
+func (s *Store) attachAttempts(ctx context.Context, ds []gateway.Delivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -768,7 +444,7 @@ func (s *Store) attachAttempts(ctx context.Context, ds []Delivery) error {
 		return fmt.Errorf("webhook attempts: %w", err)
 	}
 	var id uuid.UUID
-	var a DeliveryAttempt
+	var a gateway.DeliveryAttempt
 	_, err = pgx.ForEachRow(rows, []any{&id, &a.At, &a.StatusCode, &a.Error, &a.DurationMS}, func() error {
 		ds[index[id]].AttemptLog = append(ds[index[id]].AttemptLog, a)
 		return nil
@@ -777,19 +453,6 @@ func (s *Store) attachAttempts(ctx context.Context, ds []Delivery) error {
 		return fmt.Errorf("webhook attempts: %w", err)
 	}
 	return nil
-}
-
-// FeedEvent is one event of txmanager's feed as the dispatcher stores it.
-type FeedEvent struct {
-	Seq     uint64
-	ID      string
-	Type    string
-	TxID    string
-	ChainID uint64
-	Signer  common.Address
-	// Body is the event envelope as the feed gave it: every delivery of
-	// the event sends and signs exactly these bytes.
-	Body []byte
 }
 
 // WebhookFeedCursor is the last feed sequence fanned out into deliveries.
@@ -807,7 +470,7 @@ func (s *Store) WebhookFeedCursor(ctx context.Context) (uint64, error) {
 // longer after (another node fanned these events out first), nothing is
 // written and advanced is false. events are those of after+1..through the
 // caller could attribute to a signer; the others match no subscription.
-func (s *Store) FanOut(ctx context.Context, after, through uint64, events []FeedEvent) (advanced bool, queued int64, err error) {
+func (s *Store) FanOut(ctx context.Context, after, through uint64, events []gateway.FeedEvent) (advanced bool, queued int64, err error) {
 	if through <= after {
 		return false, 0, fmt.Errorf("fan out: cursor %d to %d does not advance", after, through)
 	}
@@ -860,14 +523,14 @@ const eventRows = `unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::
 const subscriptionMatches = `(cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
 	AND (s.signers IS NULL OR e.signer_ref = ANY (s.signers))`
 
-func eventArgs(events []FeedEvent) []any {
+func eventArgs(events []gateway.FeedEvent) []any {
 	n := len(events)
 	seqs, chains := make([]int64, n), make([]int64, n)
 	ids, types, txs, refs, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	signers := make([][]byte, n)
 	for i, e := range events {
 		seqs[i], ids[i], types[i], txs[i], chains[i] = int64(e.Seq), e.ID, e.Type, e.TxID, int64(e.ChainID)
-		signers[i], refs[i], bodies[i] = e.Signer.Bytes(), SignerRef{ChainID: e.ChainID, Address: e.Signer}.String(), string(e.Body)
+		signers[i], refs[i], bodies[i] = e.Signer.Bytes(), gateway.SignerRef{ChainID: e.ChainID, Address: e.Signer}.String(), string(e.Body)
 	}
 	return []any{seqs, ids, types, txs, chains, signers, refs, bodies}
 }
@@ -880,7 +543,7 @@ func eventArgs(events []FeedEvent) []any {
 // and the event is sent again); one that does not (an event from before
 // the subscription, or filtered out then) is created. It returns how many
 // were queued. Another tenant's subscription is errs.NotFound.
-func (s *Store) ReplayDeliveries(ctx context.Context, tenant, subscription uuid.UUID, events []FeedEvent) (int64, error) {
+func (s *Store) ReplayDeliveries(ctx context.Context, tenant, subscription uuid.UUID, events []gateway.FeedEvent) (int64, error) {
 	if err := s.requireSubscription(ctx, tenant, subscription); err != nil {
 		return 0, err
 	}
@@ -904,25 +567,6 @@ func (s *Store) ReplayDeliveries(ctx context.Context, tenant, subscription uuid.
 	return tag.RowsAffected(), nil
 }
 
-// DeliveryClaim is a delivery a worker has claimed to attempt, with what
-// the attempt needs.
-type DeliveryClaim struct {
-	Token          uuid.UUID
-	DeliveryID     uuid.UUID
-	SubscriptionID uuid.UUID
-	Tenant         uuid.UUID
-	EventSeq       uint64
-	EventID        string
-	EventType      string
-	TxID           string
-	// Attempts made before this one.
-	Attempts int
-	URL      string
-	// Secrets sign the attempt: every unexpired one, newest first.
-	Secrets []WebhookSecret
-	Body    []byte
-}
-
 // ClaimDelivery claims one due delivery for lease and returns it, or nil
 // when none is due. Due: pending, its time has come, its subscription is
 // enabled, and no earlier event of the same subscription and transaction
@@ -930,8 +574,8 @@ type DeliveryClaim struct {
 // longer holds the later ones back). Claims skip rows other nodes are
 // claiming, and a claim not resolved within its lease makes the delivery
 // due again.
-func (s *Store) ClaimDelivery(ctx context.Context, lease time.Duration) (*DeliveryClaim, error) {
-	c := &DeliveryClaim{Token: uuid.New()}
+func (s *Store) ClaimDelivery(ctx context.Context, lease time.Duration) (*gateway.DeliveryClaim, error) {
+	c := &gateway.DeliveryClaim{Token: uuid.New()}
 	var seq int64
 	var secrets []string
 	err := s.pool.QueryRow(ctx, `
@@ -961,35 +605,12 @@ func (s *Store) ClaimDelivery(ctx context.Context, lease time.Duration) (*Delive
 	return c, nil
 }
 
-// AttemptResult is the outcome of one HTTP attempt.
-type AttemptResult struct {
-	// At is when the attempt started (the webhook-timestamp it carried).
-	At       time.Time
-	Duration time.Duration
-	// StatusCode is the answer's status, 0 when none came.
-	StatusCode int
-	// Error says what went wrong; "" on success. Long texts are cut.
-	Error string
-	// Delivered: the receiver answered 2xx.
-	Delivered bool
-	// RetryIn is when to try again after a failure.
-	RetryIn time.Duration
-	// DeadAfter is the dead letter horizon: a failure this long after the
-	// first attempt sends the delivery to the dead letter queue.
-	DeadAfter time.Duration
-}
-
-// ErrClaimLost: the delivery was no longer claimed by the caller (its
-// lease ended and another node took it, it was replayed, or its
-// subscription was deleted), so the attempt's result was not recorded.
-var ErrClaimLost = errors.New("the webhook delivery's claim was lost")
-
 // RecordAttempt writes an attempt's result under its claim, and returns
 // the delivery's status after it: delivered, pending again (due after
 // r.RetryIn, and the transaction's later deliveries with it), or dead when
 // the failure came past the horizon. It is ErrClaimLost when the claim is
 // gone.
-func (s *Store) RecordAttempt(ctx context.Context, c *DeliveryClaim, r AttemptResult) (DeliveryStatus, error) {
+func (s *Store) RecordAttempt(ctx context.Context, c *gateway.DeliveryClaim, r gateway.AttemptResult) (gateway.DeliveryStatus, error) {
 	var code *int
 	if r.StatusCode != 0 {
 		code = &r.StatusCode
@@ -999,7 +620,7 @@ func (s *Store) RecordAttempt(ctx context.Context, c *DeliveryClaim, r AttemptRe
 		t := boundText(r.Error, maxAttemptError)
 		errText = &t
 	}
-	var status DeliveryStatus
+	var status gateway.DeliveryStatus
 	err := s.pool.QueryRow(ctx, `
 		WITH d AS (
 			UPDATE webhook_delivery SET
@@ -1026,7 +647,7 @@ func (s *Store) RecordAttempt(ctx context.Context, c *DeliveryClaim, r AttemptRe
 		SELECT status FROM d`,
 		c.DeliveryID, c.Token, r.Delivered, r.DeadAfter.Seconds(), r.RetryIn.Seconds(), code, errText, r.At, r.Duration.Milliseconds()).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrClaimLost
+		return "", gateway.ErrClaimLost
 	}
 	if err != nil {
 		return "", fmt.Errorf("record an attempt of webhook delivery %s: %w", c.DeliveryID, err)
@@ -1036,7 +657,7 @@ func (s *Store) RecordAttempt(ctx context.Context, c *DeliveryClaim, r AttemptRe
 
 // ReleaseClaim gives a claimed delivery back unattempted (the node is
 // stopping), due at once for whichever node comes next.
-func (s *Store) ReleaseClaim(ctx context.Context, c *DeliveryClaim) error {
+func (s *Store) ReleaseClaim(ctx context.Context, c *gateway.DeliveryClaim) error {
 	_, err := s.pool.Exec(ctx, `UPDATE webhook_delivery SET claim_token = NULL, next_attempt_at = now(),
 			first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END
 		WHERE delivery_id = $1 AND claim_token = $2`, c.DeliveryID, c.Token)

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pgtest"
@@ -32,7 +33,7 @@ type webhookRig struct {
 	acme, globex uuid.UUID
 }
 
-var signerAOnMainnet = postgres.SignerRef{ChainID: 1, Address: signerA.Address}
+var signerAOnMainnet = gateway.SignerRef{ChainID: 1, Address: signerA.Address}
 
 func newWebhookRig(t *testing.T) *webhookRig {
 	t.Helper()
@@ -42,8 +43,8 @@ func newWebhookRig(t *testing.T) *webhookRig {
 	for _, tenant := range []struct {
 		id      *uuid.UUID
 		name    string
-		signers []postgres.SignerRef
-	}{{&r.acme, "acme", []postgres.SignerRef{signerA, signerAOnMainnet}}, {&r.globex, "globex", []postgres.SignerRef{signerB}}} {
+		signers []gateway.SignerRef
+	}{{&r.acme, "acme", []gateway.SignerRef{signerA, signerAOnMainnet}}, {&r.globex, "globex", []gateway.SignerRef{signerB}}} {
 		tn, err := r.store.CreateTenant(ctx, tenant.name)
 		if err != nil {
 			t.Fatal(err)
@@ -58,12 +59,12 @@ func newWebhookRig(t *testing.T) *webhookRig {
 	return r
 }
 
-func (r *webhookRig) subscribe(t *testing.T, tenant uuid.UUID, ns postgres.NewSubscription) postgres.Subscription {
+func (r *webhookRig) subscribe(t *testing.T, tenant uuid.UUID, ns gateway.NewSubscription) gateway.Subscription {
 	t.Helper()
 	if ns.URL == "" {
 		ns.URL = "http://127.0.0.1:9/hook"
 	}
-	sub, _, err := r.store.CreateSubscription(context.Background(), tenant, ns, postgres.AnyHTTP)
+	sub, _, err := r.store.CreateSubscription(context.Background(), tenant, ns, gateway.AnyHTTP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func (r *webhookRig) count(t *testing.T, q string, args ...any) int {
 }
 
 // event is a feed event of tx on signer, with a body like txmanager's.
-func event(seq uint64, typ, tx string, signer postgres.SignerRef) postgres.FeedEvent {
+func event(seq uint64, typ, tx string, signer gateway.SignerRef) gateway.FeedEvent {
 	id := fmt.Sprintf("evt_%016x", seq)
 	body, _ := json.Marshal(map[string]any{"seq": seq, "id": id, "type": typ, "tx_id": tx, "chain_id": signer.ChainID,
 		"signer": signer.Address.Hex(), "created_at": "2025-01-15T10:04:05.123456Z", "data": map[string]any{"state": "INIT"}})
-	return postgres.FeedEvent{Seq: seq, ID: id, Type: typ, TxID: tx, ChainID: signer.ChainID, Signer: signer.Address, Body: body}
+	return gateway.FeedEvent{Seq: seq, ID: id, Type: typ, TxID: tx, ChainID: signer.ChainID, Signer: signer.Address, Body: body}
 }
 
 // TestASubscriptionLivesAndDies: made with a secret shown once, read,
@@ -95,10 +96,10 @@ func TestASubscriptionLivesAndDies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newWebhookRig(t)
-	sub, secret, err := r.store.CreateSubscription(ctx, r.acme, postgres.NewSubscription{
+	sub, secret, err := r.store.CreateSubscription(ctx, r.acme, gateway.NewSubscription{
 		URL: "https://hooks.example.com/txfence?x=1", Description: "payouts", EventTypes: []string{"tx.reorged", "tx.state_changed", "tx.reorged"},
 		Signers: []string{"31337:" + signerA.Address.Hex()},
-	}, postgres.PublicHTTPS)
+	}, gateway.PublicHTTPS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestASubscriptionLivesAndDies(t *testing.T) {
 	if !strings.HasPrefix(string(secret), "whsec_") || err != nil || len(raw) != 32 {
 		t.Fatalf("secret %q: %v", secret, err)
 	}
-	want := postgres.Subscription{ID: sub.ID, Tenant: r.acme, URL: "https://hooks.example.com/txfence?x=1", Description: "payouts",
+	want := gateway.Subscription{ID: sub.ID, Tenant: r.acme, URL: "https://hooks.example.com/txfence?x=1", Description: "payouts",
 		EventTypes: []string{"tx.reorged", "tx.state_changed"}, Signers: []string{signerA.String()}, Enabled: true,
 		Secrets: sub.Secrets, CreatedAt: sub.CreatedAt, UpdatedAt: sub.UpdatedAt}
 	if diff := cmp.Diff(want, sub); diff != "" {
@@ -122,14 +123,14 @@ func TestASubscriptionLivesAndDies(t *testing.T) {
 	if diff := cmp.Diff(sub, got); diff != "" {
 		t.Errorf("read back (-want +got):\n%s", diff)
 	}
-	if _, secrets, err := r.store.SubscriptionTarget(ctx, r.acme, sub.ID); err != nil || !slices.Equal(secrets, []postgres.WebhookSecret{secret}) {
+	if _, secrets, err := r.store.SubscriptionTarget(ctx, r.acme, sub.ID); err != nil || !slices.Equal(secrets, []gateway.WebhookSecret{secret}) {
 		t.Errorf("signing secrets %d, %v; want the one made", len(secrets), err)
 	}
 
 	// Pages of two, oldest first, until the cursor runs out.
 	ids := []uuid.UUID{sub.ID}
 	for range 4 {
-		ids = append(ids, r.subscribe(t, r.acme, postgres.NewSubscription{}).ID)
+		ids = append(ids, r.subscribe(t, r.acme, gateway.NewSubscription{}).ID)
 	}
 	var listed []uuid.UUID
 	cursor := ""
@@ -159,12 +160,12 @@ func TestASubscriptionLivesAndDies(t *testing.T) {
 	// Each field alone; an empty signer list means every signer again.
 	newURL, desc, off := "https://other.example.org/h", "", false
 	types, signers := []string{}, []string{}
-	up, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, postgres.SubscriptionPatch{URL: &newURL}, postgres.PublicHTTPS)
+	up, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, gateway.SubscriptionPatch{URL: &newURL}, gateway.PublicHTTPS)
 	if err != nil || up.URL != newURL || up.Description != "payouts" || len(up.EventTypes) != 2 || !up.UpdatedAt.After(sub.UpdatedAt) {
 		t.Fatalf("url changed: %+v %v", up, err)
 	}
-	up, err = r.store.UpdateSubscription(ctx, r.acme, sub.ID, postgres.SubscriptionPatch{Description: &desc, EventTypes: &types,
-		Signers: &signers, Enabled: &off}, postgres.PublicHTTPS)
+	up, err = r.store.UpdateSubscription(ctx, r.acme, sub.ID, gateway.SubscriptionPatch{Description: &desc, EventTypes: &types,
+		Signers: &signers, Enabled: &off}, gateway.PublicHTTPS)
 	if err != nil || up.URL != newURL || up.Description != "" || len(up.EventTypes) != 0 || up.Signers != nil || up.Enabled {
 		t.Fatalf("the rest changed: %+v %v", up, err)
 	}
@@ -175,7 +176,7 @@ func TestASubscriptionLivesAndDies(t *testing.T) {
 	if err != nil || secret2 == secret || len(rot.Secrets) != 2 || rot.Secrets[0].ExpiresAt == nil || rot.Secrets[1].ExpiresAt != nil {
 		t.Fatalf("rotated: %+v %v", rot.Secrets, err)
 	}
-	if _, secrets, _ := r.store.SubscriptionTarget(ctx, r.acme, sub.ID); !slices.Equal(secrets, []postgres.WebhookSecret{secret2, secret}) {
+	if _, secrets, _ := r.store.SubscriptionTarget(ctx, r.acme, sub.ID); !slices.Equal(secrets, []gateway.WebhookSecret{secret2, secret}) {
 		t.Errorf("during the grace period %d secrets sign, want the new then the old", len(secrets))
 	}
 	// Rotation at once (a leaked secret): only the newest signs, and the
@@ -184,7 +185,7 @@ func TestASubscriptionLivesAndDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, secrets, _ := r.store.SubscriptionTarget(ctx, r.acme, sub.ID); !slices.Equal(secrets, []postgres.WebhookSecret{secret3}) {
+	if _, secrets, _ := r.store.SubscriptionTarget(ctx, r.acme, sub.ID); !slices.Equal(secrets, []gateway.WebhookSecret{secret3}) {
 		t.Errorf("after an immediate rotation %d secrets sign, want only the newest", len(secrets))
 	}
 	rot, _, err = r.store.RotateSubscriptionSecret(ctx, r.acme, sub.ID, time.Minute)
@@ -215,26 +216,26 @@ func TestSubscriptionsKeepToTheirTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newWebhookRig(t)
-	sub := r.subscribe(t, r.acme, postgres.NewSubscription{Description: "acme's"})
-	if _, _, err := r.store.FanOut(ctx, 0, 1, []postgres.FeedEvent{event(1, "tx.state_changed", "tx-1", signerA)}); err != nil {
+	sub := r.subscribe(t, r.acme, gateway.NewSubscription{Description: "acme's"})
+	if _, _, err := r.store.FanOut(ctx, 0, 1, []gateway.FeedEvent{event(1, "tx.state_changed", "tx-1", signerA)}); err != nil {
 		t.Fatal(err)
 	}
 	u, d, on := "http://127.0.0.1:9/stolen", "globex's now", false
 	checks := map[string]func() error{
 		"get": func() error { _, err := r.store.Subscription(ctx, r.globex, sub.ID); return err },
 		"update": func() error {
-			_, err := r.store.UpdateSubscription(ctx, r.globex, sub.ID, postgres.SubscriptionPatch{URL: &u, Description: &d, Enabled: &on}, postgres.AnyHTTP)
+			_, err := r.store.UpdateSubscription(ctx, r.globex, sub.ID, gateway.SubscriptionPatch{URL: &u, Description: &d, Enabled: &on}, gateway.AnyHTTP)
 			return err
 		},
 		"delete": func() error { return r.store.DeleteSubscription(ctx, r.globex, sub.ID) },
 		"rotate": func() error { _, _, err := r.store.RotateSubscriptionSecret(ctx, r.globex, sub.ID, 0); return err },
 		"target": func() error { _, _, err := r.store.SubscriptionTarget(ctx, r.globex, sub.ID); return err },
 		"deliveries": func() error {
-			_, _, err := r.store.Deliveries(ctx, r.globex, sub.ID, postgres.DeliveryFilter{})
+			_, _, err := r.store.Deliveries(ctx, r.globex, sub.ID, gateway.DeliveryFilter{})
 			return err
 		},
 		"replay": func() error {
-			_, err := r.store.ReplayDeliveries(ctx, r.globex, sub.ID, []postgres.FeedEvent{event(1, "tx.state_changed", "tx-1", signerA)})
+			_, err := r.store.ReplayDeliveries(ctx, r.globex, sub.ID, []gateway.FeedEvent{event(1, "tx.state_changed", "tx-1", signerA)})
 			return err
 		},
 	}
@@ -253,7 +254,7 @@ func TestSubscriptionsKeepToTheirTenant(t *testing.T) {
 	if diff := cmp.Diff(sub, got); diff != "" {
 		t.Errorf("acme's subscription changed (-want +got):\n%s", diff)
 	}
-	if ds, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, postgres.DeliveryFilter{}); err != nil || len(ds) != 1 || ds[0].Attempts != 0 {
+	if ds, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, gateway.DeliveryFilter{}); err != nil || len(ds) != 1 || ds[0].Attempts != 0 {
 		t.Errorf("acme's deliveries %+v %v", ds, err)
 	}
 }
@@ -267,29 +268,29 @@ func TestBadSubscriptionsAreRefused(t *testing.T) {
 	long := "https://example.com/" + strings.Repeat("a", 2048)
 	for _, tt := range []struct {
 		name string
-		in   postgres.NewSubscription
-		rule postgres.URLRule
+		in   gateway.NewSubscription
+		rule gateway.URLRule
 		want []string // pointers
 	}{
-		{"no url", postgres.NewSubscription{}, postgres.AnyHTTP, []string{"/url"}},
-		{"relative url", postgres.NewSubscription{URL: "/hooks"}, postgres.AnyHTTP, []string{"/url"}},
-		{"ftp", postgres.NewSubscription{URL: "ftp://example.com/x"}, postgres.AnyHTTP, []string{"/url"}},
-		{"not a url", postgres.NewSubscription{URL: "https://exa mple.com:x/"}, postgres.AnyHTTP, []string{"/url"}},
-		{"too long", postgres.NewSubscription{URL: long}, postgres.AnyHTTP, []string{"/url"}},
-		{"credentials", postgres.NewSubscription{URL: "https://u:p@example.com/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"fragment", postgres.NewSubscription{URL: "https://example.com/#x"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"plain http in production", postgres.NewSubscription{URL: "http://example.com/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"loopback in production", postgres.NewSubscription{URL: "https://127.0.0.1/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"private in production", postgres.NewSubscription{URL: "https://10.1.2.3:8443/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"metadata service in production", postgres.NewSubscription{URL: "https://169.254.169.254/latest"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"localhost in production", postgres.NewSubscription{URL: "https://localhost:8443/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"bare name in production", postgres.NewSubscription{URL: "https://intranet/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"ipv6 loopback in production", postgres.NewSubscription{URL: "https://[::1]/"}, postgres.PublicHTTPS, []string{"/url"}},
-		{"unknown event type", postgres.NewSubscription{URL: "https://example.com/", EventTypes: []string{"tx.state_changed", "tx.mined"}}, postgres.PublicHTTPS, []string{"/event_types/1"}},
-		{"malformed signer", postgres.NewSubscription{URL: "https://example.com/", Signers: []string{"0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"}}, postgres.PublicHTTPS, []string{"/signers/0"}},
-		{"another tenant's signer", postgres.NewSubscription{URL: "https://example.com/", Signers: []string{signerB.String()}}, postgres.PublicHTTPS, []string{"/signers"}},
-		{"long description", postgres.NewSubscription{URL: "https://example.com/", Description: strings.Repeat("é", 501)}, postgres.PublicHTTPS, []string{"/description"}},
-		{"everything", postgres.NewSubscription{URL: "http://10.0.0.1/", EventTypes: []string{"nope"}, Signers: []string{"x"}}, postgres.PublicHTTPS,
+		{"no url", gateway.NewSubscription{}, gateway.AnyHTTP, []string{"/url"}},
+		{"relative url", gateway.NewSubscription{URL: "/hooks"}, gateway.AnyHTTP, []string{"/url"}},
+		{"ftp", gateway.NewSubscription{URL: "ftp://example.com/x"}, gateway.AnyHTTP, []string{"/url"}},
+		{"not a url", gateway.NewSubscription{URL: "https://exa mple.com:x/"}, gateway.AnyHTTP, []string{"/url"}},
+		{"too long", gateway.NewSubscription{URL: long}, gateway.AnyHTTP, []string{"/url"}},
+		{"credentials", gateway.NewSubscription{URL: "https://u:p@example.com/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"fragment", gateway.NewSubscription{URL: "https://example.com/#x"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"plain http in production", gateway.NewSubscription{URL: "http://example.com/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"loopback in production", gateway.NewSubscription{URL: "https://127.0.0.1/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"private in production", gateway.NewSubscription{URL: "https://10.1.2.3:8443/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"metadata service in production", gateway.NewSubscription{URL: "https://169.254.169.254/latest"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"localhost in production", gateway.NewSubscription{URL: "https://localhost:8443/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"bare name in production", gateway.NewSubscription{URL: "https://intranet/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"ipv6 loopback in production", gateway.NewSubscription{URL: "https://[::1]/"}, gateway.PublicHTTPS, []string{"/url"}},
+		{"unknown event type", gateway.NewSubscription{URL: "https://example.com/", EventTypes: []string{"tx.state_changed", "tx.mined"}}, gateway.PublicHTTPS, []string{"/event_types/1"}},
+		{"malformed signer", gateway.NewSubscription{URL: "https://example.com/", Signers: []string{"0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"}}, gateway.PublicHTTPS, []string{"/signers/0"}},
+		{"another tenant's signer", gateway.NewSubscription{URL: "https://example.com/", Signers: []string{signerB.String()}}, gateway.PublicHTTPS, []string{"/signers"}},
+		{"long description", gateway.NewSubscription{URL: "https://example.com/", Description: strings.Repeat("é", 501)}, gateway.PublicHTTPS, []string{"/description"}},
+		{"everything", gateway.NewSubscription{URL: "http://10.0.0.1/", EventTypes: []string{"nope"}, Signers: []string{"x"}}, gateway.PublicHTTPS,
 			[]string{"/url", "/event_types/0", "/signers/0"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -317,9 +318,9 @@ func TestBadSubscriptionsAreRefused(t *testing.T) {
 		t.Errorf("%d secrets stored after refusals", n)
 	}
 	// The same checks on a change, which leaves the subscription as it was.
-	sub := r.subscribe(t, r.acme, postgres.NewSubscription{URL: "https://example.com/"})
+	sub := r.subscribe(t, r.acme, gateway.NewSubscription{URL: "https://example.com/"})
 	bad, types, signers := "http://example.com/", []string{"tx.nope"}, []string{signerB.String()}
-	_, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, postgres.SubscriptionPatch{URL: &bad, EventTypes: &types, Signers: &signers}, postgres.PublicHTTPS)
+	_, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, gateway.SubscriptionPatch{URL: &bad, EventTypes: &types, Signers: &signers}, gateway.PublicHTTPS)
 	var e *errs.Error
 	if !errors.As(err, &e) || e.Kind != errs.Invalid || len(e.Fields) != 3 {
 		t.Errorf("a bad change: %v", err)
@@ -330,39 +331,16 @@ func TestBadSubscriptionsAreRefused(t *testing.T) {
 	// Good URLs under each rule, normalized.
 	for _, good := range []struct {
 		in, want string
-		rule     postgres.URLRule
+		rule     gateway.URLRule
 	}{
-		{"HTTPS://Example.COM/a?b=1", "https://Example.COM/a?b=1", postgres.PublicHTTPS},
-		{"https://[2606:4700::1111]:8443/x", "https://[2606:4700::1111]:8443/x", postgres.PublicHTTPS},
-		{"https://8.8.8.8/", "https://8.8.8.8/", postgres.PublicHTTPS},
-		{"http://localhost:8080/dev", "http://localhost:8080/dev", postgres.AnyHTTP},
+		{"HTTPS://Example.COM/a?b=1", "https://Example.COM/a?b=1", gateway.PublicHTTPS},
+		{"https://[2606:4700::1111]:8443/x", "https://[2606:4700::1111]:8443/x", gateway.PublicHTTPS},
+		{"https://8.8.8.8/", "https://8.8.8.8/", gateway.PublicHTTPS},
+		{"http://localhost:8080/dev", "http://localhost:8080/dev", gateway.AnyHTTP},
 	} {
-		s, _, err := r.store.CreateSubscription(ctx, r.acme, postgres.NewSubscription{URL: good.in}, good.rule)
+		s, _, err := r.store.CreateSubscription(ctx, r.acme, gateway.NewSubscription{URL: good.in}, good.rule)
 		if err != nil || s.URL != good.want {
 			t.Errorf("%s: %q %v, want %q", good.in, s.URL, err, good.want)
-		}
-	}
-}
-
-// TestPublicIP: addresses a delivery may connect to in production.
-func TestPublicIP(t *testing.T) {
-	t.Parallel()
-	for addr, want := range map[string]bool{
-		"8.8.8.8": true, "1.1.1.1": true, "2606:4700::1111": true, "::ffff:8.8.8.8": true,
-		"127.0.0.1": false, "10.0.0.1": false, "172.16.5.4": false, "192.168.1.1": false, "169.254.169.254": false,
-		"100.64.0.1": false, "0.0.0.0": false, "255.255.255.255": false, "224.0.0.1": false, "::1": false, "::": false,
-		"fe80::1": false, "fc00::1": false, "::ffff:127.0.0.1": false, "64:ff9b::a00:1": false, "192.0.2.1": false,
-		"198.18.0.1": false, "2001:db8::1": false,
-		// The rest of IANA's special-purpose registries: what no webhook
-		// receiver lives at, or what can embed an address of ours.
-		"192.0.0.9": false, "198.51.100.7": false, "203.0.113.9": false, "192.88.99.1": false, "240.0.0.1": false,
-		"64:ff9b:1::a00:1": false, "100::1": false, "100:0:0:1::1": false, "2001::1": false, "2001:2::1": false,
-		"2001:10::1": false, "2001:20::1": false, "2002:a00:1::1": false, "3fff::1": false, "3fff:fff::1": false,
-		"5f00::1": false, "fec0::1": false, "ff02::1": false,
-		"2001:4860:4860::8888": true, "2a00:1450:4001::1": true, "4000::1": false,
-	} {
-		if got := postgres.PublicIP(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("PublicIP(%s) = %v, want %v", addr, got, want)
 		}
 	}
 }
@@ -376,17 +354,17 @@ func TestFanOutMatchesAndMovesTheCursorOnce(t *testing.T) {
 	ctx := context.Background()
 	r := newWebhookRig(t)
 	off := false
-	all := r.subscribe(t, r.acme, postgres.NewSubscription{})
-	states := r.subscribe(t, r.acme, postgres.NewSubscription{EventTypes: []string{"tx.state_changed"}})
-	mainnet := r.subscribe(t, r.acme, postgres.NewSubscription{Signers: []string{signerAOnMainnet.String()}})
-	disabled := r.subscribe(t, r.acme, postgres.NewSubscription{Enabled: &off})
-	other := r.subscribe(t, r.globex, postgres.NewSubscription{})
-	events := []postgres.FeedEvent{
+	all := r.subscribe(t, r.acme, gateway.NewSubscription{})
+	states := r.subscribe(t, r.acme, gateway.NewSubscription{EventTypes: []string{"tx.state_changed"}})
+	mainnet := r.subscribe(t, r.acme, gateway.NewSubscription{Signers: []string{signerAOnMainnet.String()}})
+	disabled := r.subscribe(t, r.acme, gateway.NewSubscription{Enabled: &off})
+	other := r.subscribe(t, r.globex, gateway.NewSubscription{})
+	events := []gateway.FeedEvent{
 		event(1, "tx.state_changed", "tx-1", signerA),
 		event(2, "tx.attempt", "tx-1", signerA),
 		event(3, "tx.state_changed", "tx-2", signerB),
 		event(4, "tx.confirmation", "tx-3", signerAOnMainnet),
-		event(5, "tx.state_changed", "tx-4", postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x00000000000000000000000000000000000000aa")}),
+		event(5, "tx.state_changed", "tx-4", gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x00000000000000000000000000000000000000aa")}),
 	}
 	var wg sync.WaitGroup
 	results := make([]bool, 8)
@@ -437,7 +415,7 @@ func TestFanOutMatchesAndMovesTheCursorOnce(t *testing.T) {
 
 // claimed claims the next due delivery and fails the test when there is
 // none.
-func claimed(t *testing.T, s *postgres.Store, lease time.Duration) *postgres.DeliveryClaim {
+func claimed(t *testing.T, s *postgres.Store, lease time.Duration) *gateway.DeliveryClaim {
 	t.Helper()
 	c, err := s.ClaimDelivery(context.Background(), lease)
 	if err != nil || c == nil {
@@ -461,8 +439,8 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newWebhookRig(t)
-	sub := r.subscribe(t, r.acme, postgres.NewSubscription{})
-	if _, _, err := r.store.FanOut(ctx, 0, 4, []postgres.FeedEvent{
+	sub := r.subscribe(t, r.acme, gateway.NewSubscription{})
+	if _, _, err := r.store.FanOut(ctx, 0, 4, []gateway.FeedEvent{
 		event(1, "tx.state_changed", "tx-x", signerA), event(2, "tx.attempt", "tx-x", signerA),
 		event(3, "tx.state_changed", "tx-x", signerA), event(4, "tx.state_changed", "tx-y", signerA),
 	}); err != nil {
@@ -481,20 +459,20 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 		x, y = second, first
 	}
 	// tx-y delivered; tx-x's head fails and waits an hour: 2 stays behind it.
-	if st, err := r.store.RecordAttempt(ctx, y, postgres.AttemptResult{At: time.Now(), StatusCode: 204, Delivered: true, DeadAfter: time.Hour}); err != nil || st != postgres.DeliveryDelivered {
+	if st, err := r.store.RecordAttempt(ctx, y, gateway.AttemptResult{At: time.Now(), StatusCode: 204, Delivered: true, DeadAfter: time.Hour}); err != nil || st != gateway.DeliveryDelivered {
 		t.Fatalf("delivered: %v %v", st, err)
 	}
-	if st, err := r.store.RecordAttempt(ctx, x, postgres.AttemptResult{At: time.Now(), StatusCode: 500, Error: "HTTP 500", RetryIn: time.Hour, DeadAfter: time.Hour}); err != nil || st != postgres.DeliveryPending {
+	if st, err := r.store.RecordAttempt(ctx, x, gateway.AttemptResult{At: time.Now(), StatusCode: 500, Error: "HTTP 500", RetryIn: time.Hour, DeadAfter: time.Hour}); err != nil || st != gateway.DeliveryPending {
 		t.Fatalf("failed: %v %v", st, err)
 	}
 	noneDue(t, r.store)
 	// The deliveries behind it are not due before its retry, nor is one
 	// of the same transaction fanned out meanwhile, so that claims need
 	// not look at them.
-	if _, _, err := r.store.FanOut(ctx, 4, 5, []postgres.FeedEvent{event(5, "tx.state_changed", "tx-x", signerA)}); err != nil {
+	if _, _, err := r.store.FanOut(ctx, 4, 5, []gateway.FeedEvent{event(5, "tx.state_changed", "tx-x", signerA)}); err != nil {
 		t.Fatal(err)
 	}
-	pending, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, postgres.DeliveryFilter{Status: postgres.DeliveryPending})
+	pending, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, gateway.DeliveryFilter{Status: gateway.DeliveryPending})
 	if err != nil || len(pending) != 4 || pending[3].EventSeq != 1 {
 		t.Fatalf("pending %+v %v", pending, err)
 	}
@@ -516,7 +494,7 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	if x.EventSeq != 1 || x.Attempts != 1 {
 		t.Fatalf("retry claimed %d after %d attempts", x.EventSeq, x.Attempts)
 	}
-	if st, err := r.store.RecordAttempt(ctx, x, postgres.AttemptResult{At: time.Now(), Error: "no answer within 10s", RetryIn: time.Hour}); err != nil || st != postgres.DeliveryDead {
+	if st, err := r.store.RecordAttempt(ctx, x, gateway.AttemptResult{At: time.Now(), Error: "no answer within 10s", RetryIn: time.Hour}); err != nil || st != gateway.DeliveryDead {
 		t.Fatalf("past the horizon: %v %v", st, err)
 	}
 	// A lapsed claim is taken over, and the first holder's late result is
@@ -526,7 +504,7 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 		t.Fatalf("after the dead head, claimed %d, want 2", late.EventSeq)
 	}
 	noneDue(t, r.store)
-	var taken *postgres.DeliveryClaim
+	var taken *gateway.DeliveryClaim
 	deadline := time.Now().Add(10 * time.Second)
 	for taken == nil {
 		var err error
@@ -543,7 +521,7 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	if taken.DeliveryID != late.DeliveryID {
 		t.Fatalf("took over %d, want 2", taken.EventSeq)
 	}
-	if _, err := r.store.RecordAttempt(ctx, late, postgres.AttemptResult{At: time.Now(), StatusCode: 200, Delivered: true}); !errors.Is(err, postgres.ErrClaimLost) {
+	if _, err := r.store.RecordAttempt(ctx, late, gateway.AttemptResult{At: time.Now(), StatusCode: 200, Delivered: true}); !errors.Is(err, gateway.ErrClaimLost) {
 		t.Errorf("a late result: %v, want ErrClaimLost", err)
 	}
 	// Given back unattempted, it is due at once.
@@ -552,11 +530,11 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	}
 	// A disabled subscription's deliveries wait for it.
 	off, on := false, true
-	if _, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, postgres.SubscriptionPatch{Enabled: &off}, postgres.AnyHTTP); err != nil {
+	if _, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, gateway.SubscriptionPatch{Enabled: &off}, gateway.AnyHTTP); err != nil {
 		t.Fatal(err)
 	}
 	noneDue(t, r.store)
-	if _, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, postgres.SubscriptionPatch{Enabled: &on}, postgres.AnyHTTP); err != nil {
+	if _, err := r.store.UpdateSubscription(ctx, r.acme, sub.ID, gateway.SubscriptionPatch{Enabled: &on}, gateway.AnyHTTP); err != nil {
 		t.Fatal(err)
 	}
 	if again := claimed(t, r.store, time.Minute); again.DeliveryID != late.DeliveryID || again.Attempts != 0 {
@@ -564,7 +542,7 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	}
 
 	// The log, newest first, page by page, with each attempt.
-	dead, next, err := r.store.Deliveries(ctx, r.acme, sub.ID, postgres.DeliveryFilter{Status: postgres.DeliveryDead})
+	dead, next, err := r.store.Deliveries(ctx, r.acme, sub.ID, gateway.DeliveryFilter{Status: gateway.DeliveryDead})
 	if err != nil || next != "" || len(dead) != 1 || dead[0].EventSeq != 1 || dead[0].Attempts != 2 || len(dead[0].AttemptLog) != 2 {
 		t.Fatalf("dead letters %+v %q %v", dead, next, err)
 	}
@@ -577,7 +555,7 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	var seqs []uint64
 	cursor := ""
 	for {
-		page, next, err := r.store.Deliveries(ctx, r.acme, sub.ID, postgres.DeliveryFilter{Cursor: cursor, Limit: 3})
+		page, next, err := r.store.Deliveries(ctx, r.acme, sub.ID, gateway.DeliveryFilter{Cursor: cursor, Limit: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +570,7 @@ func TestClaimsKeepEachTransactionInOrder(t *testing.T) {
 	if !slices.Equal(seqs, []uint64{5, 4, 3, 2, 1}) {
 		t.Errorf("log order %v, want newest first", seqs)
 	}
-	if _, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, postgres.DeliveryFilter{Status: "lost"}); errs.KindOf(err) != errs.Invalid {
+	if _, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, gateway.DeliveryFilter{Status: "lost"}); errs.KindOf(err) != errs.Invalid {
 		t.Errorf("an unknown status: %v", err)
 	}
 }
@@ -604,8 +582,8 @@ func TestReplayRequeuesAndFillsIn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newWebhookRig(t)
-	early := r.subscribe(t, r.acme, postgres.NewSubscription{})
-	events := []postgres.FeedEvent{
+	early := r.subscribe(t, r.acme, gateway.NewSubscription{})
+	events := []gateway.FeedEvent{
 		event(1, "tx.state_changed", "tx-1", signerA), event(2, "tx.attempt", "tx-1", signerA),
 		event(3, "tx.state_changed", "tx-2", signerB),
 	}
@@ -613,29 +591,29 @@ func TestReplayRequeuesAndFillsIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := claimed(t, r.store, time.Minute)
-	if _, err := r.store.RecordAttempt(ctx, c, postgres.AttemptResult{At: time.Now(), StatusCode: 200, Delivered: true}); err != nil {
+	if _, err := r.store.RecordAttempt(ctx, c, gateway.AttemptResult{At: time.Now(), StatusCode: 200, Delivered: true}); err != nil {
 		t.Fatal(err)
 	}
-	late := r.subscribe(t, r.acme, postgres.NewSubscription{EventTypes: []string{"tx.attempt"}})
+	late := r.subscribe(t, r.acme, gateway.NewSubscription{EventTypes: []string{"tx.attempt"}})
 	if n, err := r.store.ReplayDeliveries(ctx, r.acme, early.ID, events); err != nil || n != 2 {
 		t.Errorf("replayed %d for the early subscription %v, want 2", n, err)
 	}
 	if n, err := r.store.ReplayDeliveries(ctx, r.acme, late.ID, events); err != nil || n != 1 {
 		t.Errorf("replayed %d for the late subscription %v, want 1 (its type only)", n, err)
 	}
-	ds, _, err := r.store.Deliveries(ctx, r.acme, early.ID, postgres.DeliveryFilter{})
+	ds, _, err := r.store.Deliveries(ctx, r.acme, early.ID, gateway.DeliveryFilter{})
 	if err != nil || len(ds) != 2 {
 		t.Fatal(ds, err)
 	}
 	for _, d := range ds {
-		if d.Status != postgres.DeliveryPending || d.Attempts != 0 || d.DeliveredAt != nil {
+		if d.Status != gateway.DeliveryPending || d.Attempts != 0 || d.DeliveredAt != nil {
 			t.Errorf("replayed %+v", d)
 		}
 		if d.EventSeq == 1 && len(d.AttemptLog) != 1 {
 			t.Errorf("the replayed delivery lost its history: %+v", d.AttemptLog)
 		}
 	}
-	if ds, _, _ := r.store.Deliveries(ctx, r.acme, late.ID, postgres.DeliveryFilter{}); len(ds) != 1 || ds[0].EventSeq != 2 {
+	if ds, _, _ := r.store.Deliveries(ctx, r.acme, late.ID, gateway.DeliveryFilter{}); len(ds) != 1 || ds[0].EventSeq != 2 {
 		t.Errorf("late subscription deliveries %+v", ds)
 	}
 }
@@ -649,7 +627,7 @@ func FuzzSubscriptionURL(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		got, err := postgres.CheckWebhookURL(raw, postgres.PublicHTTPS)
+		got, err := gateway.CheckWebhookURL(raw, gateway.PublicHTTPS)
 		if err != nil {
 			if errs.KindOf(err) != errs.Invalid {
 				t.Fatalf("%q: %v, want invalid", raw, err)
@@ -657,13 +635,13 @@ func FuzzSubscriptionURL(f *testing.F) {
 			return
 		}
 		u, err := url.Parse(got)
-		if err != nil || u.Scheme != "https" || u.User != nil || len(got) > postgres.MaxWebhookURL {
+		if err != nil || u.Scheme != "https" || u.User != nil || len(got) > gateway.MaxWebhookURL {
 			t.Fatalf("accepted %q as %q", raw, got)
 		}
-		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !postgres.PublicIP(ip) {
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !gateway.PublicIP(ip) {
 			t.Fatalf("accepted %q with a non-public address", raw)
 		}
-		if again, err := postgres.CheckWebhookURL(got, postgres.PublicHTTPS); err != nil || again != got {
+		if again, err := gateway.CheckWebhookURL(got, gateway.PublicHTTPS); err != nil || again != got {
 			t.Fatalf("%q normalized to %q, which checks as %q %v", raw, got, again, err)
 		}
 	})

@@ -7,9 +7,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/txfence/txfence/gateway/api"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
 )
@@ -144,16 +144,16 @@ func TestLedgerTransits(t *testing.T) {
 // rejection, --json that follows the spec, and usage errors.
 func TestLedgerAdjustments(t *testing.T) {
 	t.Parallel()
-	var thresholds api.AdjustmentThresholds
+	var thresholds httpapi.AdjustmentThresholds
 	if err := thresholds.UnmarshalText([]byte("31337:native=100")); err != nil {
 		t.Fatal(err)
 	}
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: api.AdjustmentRules{Thresholds: thresholds}})
+	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: httpapi.AdjustmentRules{Thresholds: thresholds}})
 	g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
 		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
 	g.Ledger.Book(t, ledger.Reconciliation, "reconciliation-a", 2,
 		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -1000), gatewaytest.Leg(ledger.Suspense, ledger.Native, signerA, 1000))
-	second := g.Key(t, g.AcmeTenant, "ops-second", []postgres.Scope{postgres.ScopeAdmin}, nil)
+	second := g.Key(t, g.AcmeTenant, "ops-second", []gateway.Scope{gateway.ScopeAdmin}, nil)
 	spender := "0x000000000000000000000000000000000005e4de"
 	adjust := func(id, amount string) []string {
 		return []string{"ledger", "adjust", "31337", signerA, id, "--amount", amount, "--counter", "counterparty:" + spender, "--reason", "transferFrom by a spender"}

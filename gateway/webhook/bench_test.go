@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/openapi/components"
@@ -62,7 +63,7 @@ func BenchmarkDelivery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := store.AssignSigner(ctx, tenant.ID, postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress(acmeSigner)}); err != nil {
+	if err := store.AssignSigner(ctx, tenant.ID, gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress(acmeSigner)}); err != nil {
 		b.Fatal(err)
 	}
 	var delivered, bad atomic.Int64

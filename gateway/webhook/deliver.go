@@ -15,7 +15,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 )
 
 // UserAgent names txfence to receivers, so that they can tell its
@@ -72,13 +72,13 @@ func (d *Dispatcher) idle(ctx context.Context) {
 // its end even when ctx ends (the request is bounded by Options.Timeout),
 // so that a stopping node records what it sent instead of leaving it to be
 // sent again.
-func (d *Dispatcher) attempt(ctx context.Context, c *postgres.DeliveryClaim) {
+func (d *Dispatcher) attempt(ctx context.Context, c *gateway.DeliveryClaim) {
 	ctx = context.WithoutCancel(ctx)
 	log := d.log.With("delivery_id", c.DeliveryID, "subscription_id", c.SubscriptionID, "tenant_id", c.Tenant,
 		"event_seq", c.EventSeq, "event_id", c.EventID, "tx_id", c.TxID)
 	res := d.send(ctx, c.URL, c.EventID, c.Body, c.Secrets)
 	d.metrics.attemptSeconds.Observe(res.duration.Seconds())
-	r := postgres.AttemptResult{
+	r := gateway.AttemptResult{
 		At: res.at, Duration: res.duration, StatusCode: res.statusCode, Error: res.err, Delivered: res.delivered,
 		RetryIn: d.retryIn(c.Attempts + 1), DeadAfter: d.opts.DeadAfter,
 	}
@@ -86,7 +86,7 @@ func (d *Dispatcher) attempt(ctx context.Context, c *postgres.DeliveryClaim) {
 	defer cancel()
 	status, err := d.store.RecordAttempt(rctx, c, r)
 	switch {
-	case errors.Is(err, postgres.ErrClaimLost):
+	case errors.Is(err, gateway.ErrClaimLost):
 		// Replayed, taken over or deleted meanwhile: whoever holds it now
 		// decides; the receiver may see this event again, which
 		// at-least-once allows.
@@ -95,10 +95,10 @@ func (d *Dispatcher) attempt(ctx context.Context, c *postgres.DeliveryClaim) {
 	case err != nil:
 		d.metrics.outcomes.WithLabelValues("unrecorded").Inc()
 		log.Warn("webhook attempt not recorded; the delivery is retried when its claim lapses", "delivered", res.delivered, "err", err)
-	case status == postgres.DeliveryDelivered:
+	case status == gateway.DeliveryDelivered:
 		d.metrics.outcomes.WithLabelValues("delivered").Inc()
 		log.Debug("webhook delivered", "status_code", res.statusCode, "attempts", c.Attempts+1)
-	case status == postgres.DeliveryDead:
+	case status == gateway.DeliveryDead:
 		d.metrics.outcomes.WithLabelValues("dead").Inc()
 		d.metrics.deadLetters.Inc()
 		log.Error("webhook delivery is dead: no more retries; replay it once the receiver is fixed", "alert", true,
@@ -134,7 +134,7 @@ type sent struct {
 
 // send POSTs body to target as event id, signed with every secret, and
 // reports the answer.
-func (d *Dispatcher) send(ctx context.Context, target, id string, body []byte, secrets []postgres.WebhookSecret) sent {
+func (d *Dispatcher) send(ctx context.Context, target, id string, body []byte, secrets []gateway.WebhookSecret) sent {
 	res := sent{at: time.Now()}
 	signature, err := sign(id, res.at, body, secrets)
 	if err != nil {
@@ -195,7 +195,7 @@ func (d *Dispatcher) describe(err error) string {
 // "<id>.<timestamp>.<body>" per secret, space-separated, so that a
 // receiver holding any one of them (old or new during a rotation) can
 // verify.
-func sign(id string, at time.Time, body []byte, secrets []postgres.WebhookSecret) (string, error) {
+func sign(id string, at time.Time, body []byte, secrets []gateway.WebhookSecret) (string, error) {
 	if len(secrets) == 0 {
 		return "", errors.New("the subscription has no unexpired signing secret")
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/openapi/components"
 )
 
@@ -155,8 +155,8 @@ func checkContiguous(after uint64, events []components.Event) error {
 // subscriptions. An event whose signer is not an address can be
 // attributed to no tenant, so it is left out (and reported): holding the
 // feed back for it would stop every tenant's webhooks.
-func (d *Dispatcher) feedEvents(events []components.Event) []postgres.FeedEvent {
-	rows := make([]postgres.FeedEvent, 0, len(events))
+func (d *Dispatcher) feedEvents(events []components.Event) []gateway.FeedEvent {
+	rows := make([]gateway.FeedEvent, 0, len(events))
 	for _, e := range events {
 		body, err := json.Marshal(e)
 		if err != nil || e.ChainId < 1 || !common.IsHexAddress(e.Signer) {
@@ -164,7 +164,7 @@ func (d *Dispatcher) feedEvents(events []components.Event) []postgres.FeedEvent 
 				"event_seq", e.Seq, "event_id", e.Id, "chain_id", e.ChainId, "signer", e.Signer, "err", err, "alert", true)
 			continue
 		}
-		rows = append(rows, postgres.FeedEvent{
+		rows = append(rows, gateway.FeedEvent{
 			Seq: uint64(e.Seq), ID: e.Id, Type: string(e.Type), TxID: e.TxId,
 			ChainID: uint64(e.ChainId), Signer: common.HexToAddress(e.Signer), Body: body,
 		})
@@ -181,7 +181,7 @@ const fanOutWriteTimeout = 30 * time.Second
 // would then neither count the page (its metrics undercounting what it
 // fanned out) nor know where the cursor stands. The write runs to its end,
 // bounded by fanOutWriteTimeout, and the loop stops after it.
-func (d *Dispatcher) writeFanOut(ctx context.Context, after, through uint64, rows []postgres.FeedEvent) (advanced bool, queued int64, err error) {
+func (d *Dispatcher) writeFanOut(ctx context.Context, after, through uint64, rows []gateway.FeedEvent) (advanced bool, queued int64, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutWriteTimeout)
 	defer cancel()
 	return d.store.FanOut(ctx, after, through, rows)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/gateway/webhook"
@@ -98,14 +99,14 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func signerRef(t *testing.T, s string) postgres.SignerRef {
+func signerRef(t *testing.T, s string) gateway.SignerRef {
 	t.Helper()
 	chain, addr, _ := strings.Cut(s, ":")
 	var id uint64
 	if _, err := fmt.Sscan(chain, &id); err != nil {
 		t.Fatal(err)
 	}
-	return postgres.SignerRef{ChainID: id, Address: common.HexToAddress(addr)}
+	return gateway.SignerRef{ChainID: id, Address: common.HexToAddress(addr)}
 }
 
 // openPool is a pool on the gateway's database, as another node would

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 )
 
 // newHTTPClient is the client deliveries go out with. It follows no
@@ -47,7 +47,7 @@ func refuseNonPublic(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("webhook: unexpected address %q: %w", address, err)
 	}
-	if !postgres.PublicIP(ap.Addr()) {
+	if !gateway.PublicIP(ap.Addr()) {
 		return fmt.Errorf("webhook: refusing to connect to %s: not a public address", ap.Addr())
 	}
 	return nil

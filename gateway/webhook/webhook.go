@@ -34,7 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/openapi/components"
 )
@@ -52,26 +52,26 @@ var _ Feed = (*remote.TxManager)(nil)
 // this package.
 type (
 	// Subscription is a webhook subscription without its secrets' values.
-	Subscription = postgres.Subscription
+	Subscription = gateway.Subscription
 	// NewSubscription is what a subscription is made with.
-	NewSubscription = postgres.NewSubscription
+	NewSubscription = gateway.NewSubscription
 	// SubscriptionPatch changes a subscription; nil fields stay.
-	SubscriptionPatch = postgres.SubscriptionPatch
+	SubscriptionPatch = gateway.SubscriptionPatch
 	// Delivery is one event to deliver to one subscription, with its log.
-	Delivery = postgres.Delivery
+	Delivery = gateway.Delivery
 	// DeliveryFilter selects a page of a delivery log.
-	DeliveryFilter = postgres.DeliveryFilter
+	DeliveryFilter = gateway.DeliveryFilter
 	// DeliveryStatus is pending, delivered or dead.
-	DeliveryStatus = postgres.DeliveryStatus
+	DeliveryStatus = gateway.DeliveryStatus
 	// Secret is a signing secret; it never appears in logs.
-	Secret = postgres.WebhookSecret
+	Secret = gateway.WebhookSecret
 )
 
 // The delivery statuses.
 const (
-	DeliveryPending   = postgres.DeliveryPending
-	DeliveryDelivered = postgres.DeliveryDelivered
-	DeliveryDead      = postgres.DeliveryDead
+	DeliveryPending   = gateway.DeliveryPending
+	DeliveryDelivered = gateway.DeliveryDelivered
+	DeliveryDead      = gateway.DeliveryDead
 )
 
 // SubscriptionWithSecret is a subscription and the secret just made for it,
@@ -265,11 +265,11 @@ func (o *Options) setDefaults() error {
 // them; it is also the Service. Its methods are safe for concurrent use;
 // Run is called once.
 type Dispatcher struct {
-	store   *postgres.Store
+	store   Store
 	feed    Feed
 	opts    Options
 	log     *slog.Logger
-	rule    postgres.URLRule
+	rule    gateway.URLRule
 	client  *http.Client
 	metrics *metrics
 	// wake tells idle workers that deliveries were queued here.
@@ -280,9 +280,16 @@ type Dispatcher struct {
 	lease time.Duration
 }
 
+// Store is what the dispatcher keeps: the subscriptions it serves the
+// API and the queue of their deliveries (postgres.Store).
+type Store interface {
+	gateway.Subscriptions
+	gateway.DeliveryQueue
+}
+
 // New is a dispatcher over store, reading feed (production passes
 // *remote.TxManager).
-func New(store *postgres.Store, feed Feed, opts Options) (*Dispatcher, error) {
+func New(store Store, feed Feed, opts Options) (*Dispatcher, error) {
 	if store == nil || feed == nil {
 		return nil, errors.New("webhook: a store and a feed are required")
 	}
@@ -293,9 +300,9 @@ func New(store *postgres.Store, feed Feed, opts Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	rule := postgres.PublicHTTPS
+	rule := gateway.PublicHTTPS
 	if opts.AllowInsecureURLs {
-		rule = postgres.AnyHTTP
+		rule = gateway.AnyHTTP
 	}
 	return &Dispatcher{
 		store:   store,

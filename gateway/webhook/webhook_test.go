@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/openapi/components"
@@ -330,7 +331,7 @@ func TestRotatedSecretsOverlap(t *testing.T) {
 		}
 	}
 	// The grace period ends: moved to now rather than waited for.
-	var old *postgres.SubscriptionSecret
+	var old *gateway.SubscriptionSecret
 	for i, s := range rot.Secrets {
 		if s.ExpiresAt != nil {
 			old = &rot.Secrets[i]
@@ -417,12 +418,12 @@ func TestACrashedNodeLosesNothing(t *testing.T) {
 	})
 	poolA.Close()
 	a.stop()
-	page, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, postgres.DeliveryFilter{})
+	page, _, err := r.store.Deliveries(ctx, r.acme, sub.ID, gateway.DeliveryFilter{})
 	if err != nil || len(page) != len(want) {
 		t.Fatalf("after the crash: %d deliveries %v, want %d", len(page), err, len(want))
 	}
 	for _, d := range page {
-		if d.Status != postgres.DeliveryPending || d.Attempts != 0 {
+		if d.Status != gateway.DeliveryPending || d.Attempts != 0 {
 			t.Errorf("after the crash: delivery %d is %s after %d attempts", d.EventSeq, d.Status, d.Attempts)
 		}
 	}

@@ -1,4 +1,4 @@
-package api_test
+package httpapi_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/ledger"
 )
 
@@ -135,7 +135,7 @@ func balancesByAsset(as []ledgerAccount) map[string]string {
 func TestLedgerBalancesStatementAndJournal(t *testing.T) {
 	t.Parallel()
 	g, b := ledgerRig(t)
-	reader := g.Key(t, g.AcmeTenant, "books", []postgres.Scope{postgres.ScopeLedgerRead}, nil)
+	reader := g.Key(t, g.AcmeTenant, "books", []gateway.Scope{gateway.ScopeLedgerRead}, nil)
 
 	// Any letter case; answered in lower case.
 	lower := strings.ToLower(signerA)
@@ -354,10 +354,10 @@ func TestLedgerNoTenantSeesAnother(t *testing.T) {
 
 	// A key of acme's limited to another of its signers sees nothing of A.
 	second := common.HexToAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")
-	if err := g.Store.AssignSigner(context.Background(), g.AcmeTenant.ID, postgres.SignerRef{ChainID: 31337, Address: second}); err != nil {
+	if err := g.Store.AssignSigner(context.Background(), g.AcmeTenant.ID, gateway.SignerRef{ChainID: 31337, Address: second}); err != nil {
 		t.Fatal(err)
 	}
-	narrow := g.Key(t, g.AcmeTenant, "narrow", []postgres.Scope{postgres.ScopeLedgerRead}, []postgres.SignerRef{{ChainID: 31337, Address: second}})
+	narrow := g.Key(t, g.AcmeTenant, "narrow", []gateway.Scope{gateway.ScopeLedgerRead}, []gateway.SignerRef{{ChainID: 31337, Address: second}})
 	for _, path := range []string{accountsPath(signerA), account(acmeWallet.AccountID), account(acmeWallet.AccountID) + "/entries",
 		fmt.Sprintf("/api/v1/ledger/journals/%d", b.toBobA)} {
 		if resp, body := g.Do(t, narrow, "GET", path, ""); resp.StatusCode != http.StatusNotFound {

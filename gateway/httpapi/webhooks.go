@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/gatewayapi"
@@ -21,7 +21,7 @@ import (
 type Webhooks = webhook.Service
 
 func (a *API) mountWebhooks(r chi.Router) {
-	r.Use(need(postgres.ScopeWebhooks), a.requireWebhooks)
+	r.Use(need(gateway.ScopeWebhooks), a.requireWebhooks)
 	r.Post("/", a.createWebhook)
 	r.Get("/", a.listWebhooks)
 	r.Get("/{webhook_id}", a.getWebhook)
@@ -77,10 +77,10 @@ func (a *API) reachableWebhook(r *http.Request) (uuid.UUID, error) {
 }
 
 // inReach reports whether key may see and act on subscription s.
-func inReach(key postgres.Key, s webhook.Subscription) bool {
-	refs := make([]postgres.SignerRef, 0, len(s.Signers))
+func inReach(key gateway.Key, s webhook.Subscription) bool {
+	refs := make([]gateway.SignerRef, 0, len(s.Signers))
 	for _, name := range s.Signers {
-		ref, err := postgres.ParseSignerRef(name)
+		ref, err := gateway.ParseSignerRef(name)
 		if err != nil {
 			return false
 		}
@@ -92,13 +92,13 @@ func inReach(key postgres.Key, s webhook.Subscription) bool {
 // checkSignerFilter refuses, for a key limited to some signers, a filter
 // that is empty (every signer of the tenant) or names a signer beyond
 // them: a restricted key subscribes to its own signers' events only.
-func checkSignerFilter(key postgres.Key, filter []string) error {
+func checkSignerFilter(key gateway.Key, filter []string) error {
 	if !key.Restricted() {
 		return nil
 	}
-	refs := make([]postgres.SignerRef, 0, len(filter))
+	refs := make([]gateway.SignerRef, 0, len(filter))
 	for _, name := range filter {
-		ref, err := postgres.ParseSignerRef(name)
+		ref, err := gateway.ParseSignerRef(name)
 		if err != nil {
 			return nil // the store names the bad entry
 		}

@@ -1,9 +1,9 @@
-// Package api is gatewayd's public HTTP API (openapi/gateway.yaml): API
+// Package httpapi is gatewayd's public HTTP API (openapi/gateway.yaml): API
 // keys, tenants and scopes, rate limits, request validation against the
 // spec, and the handlers, which check what the caller may see and pass
 // the work to txmanager (and reads of the books to the ledger) over
 // mutual TLS.
-package api
+package httpapi
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/feedhub"
-	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/shared/errs"
@@ -27,7 +27,7 @@ const maxBody = 320 << 10
 
 // Config is what the API is built from.
 type Config struct {
-	Store     *postgres.Store
+	Store     Store
 	TxManager *remote.TxManager
 	// Ledger serves the ledger routes; nil answers them 503.
 	Ledger *remote.Ledger
@@ -69,6 +69,14 @@ type Config struct {
 	// Adjustments are when an operator's adjustment of the ledger needs
 	// a second admin key (adjustments.go).
 	Adjustments AdjustmentRules
+}
+
+// Store is what the API keeps of its own: tenants with their signers, API
+// keys and operators' adjustments of the ledger (postgres.Store).
+type Store interface {
+	gateway.Tenants
+	gateway.Keys
+	gateway.Adjustments
 }
 
 // EventFeed is txmanager's feed as the event streams read it: Head is
@@ -135,30 +143,30 @@ func (a *API) Mount(r chi.Router) {
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(limitBody, a.authenticate, a.rateLimit, a.validator.middleware)
 
-		r.With(need(postgres.ScopeTxWrite)).Post("/tx", a.createTx)
-		r.With(need(postgres.ScopeTxRead)).Get("/tx", a.listTx)
-		r.With(need(postgres.ScopeTxRead)).Get("/tx/by-request", a.getTxByRequest)
-		r.With(need(postgres.ScopeTxRead)).Get("/tx/{tx_id}", a.getTx)
-		r.With(need(postgres.ScopeTxRead)).Get("/tx/{tx_id}/events", a.txEvents)
-		r.With(need(postgres.ScopeTxWrite)).Post("/tx/{tx_id}/cancel", a.cancelTx)
-		r.With(need(postgres.ScopeAdmin)).Post("/tx/{tx_id}/actions", a.requestAction)
-		r.With(need(postgres.ScopeTxRead)).Get("/tx/{tx_id}/actions", a.listActions)
+		r.With(need(gateway.ScopeTxWrite)).Post("/tx", a.createTx)
+		r.With(need(gateway.ScopeTxRead)).Get("/tx", a.listTx)
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/by-request", a.getTxByRequest)
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}", a.getTx)
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}/events", a.txEvents)
+		r.With(need(gateway.ScopeTxWrite)).Post("/tx/{tx_id}/cancel", a.cancelTx)
+		r.With(need(gateway.ScopeAdmin)).Post("/tx/{tx_id}/actions", a.requestAction)
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}/actions", a.listActions)
 
-		r.With(need(postgres.ScopeApprovals)).Get("/approvals", a.pendingApprovals)
-		r.With(need(postgres.ScopeApprovals)).Post("/tx/{tx_id}/approvals", a.approve)
-		r.With(need(postgres.ScopeApprovals)).Post("/tx/{tx_id}/reject", a.reject)
+		r.With(need(gateway.ScopeApprovals)).Get("/approvals", a.pendingApprovals)
+		r.With(need(gateway.ScopeApprovals)).Post("/tx/{tx_id}/approvals", a.approve)
+		r.With(need(gateway.ScopeApprovals)).Post("/tx/{tx_id}/reject", a.reject)
 
-		r.With(need(postgres.ScopeTxRead)).Get("/signers", a.listSigners)
-		r.With(need(postgres.ScopeAdmin)).Get("/signers/{chain_id}/{address}", a.signerStatus)
+		r.With(need(gateway.ScopeTxRead)).Get("/signers", a.listSigners)
+		r.With(need(gateway.ScopeAdmin)).Get("/signers/{chain_id}/{address}", a.signerStatus)
 
-		r.With(need(postgres.ScopeTxRead)).Get("/events", a.streamEvents)
+		r.With(need(gateway.ScopeTxRead)).Get("/events", a.streamEvents)
 
 		r.Route("/webhooks", a.mountWebhooks)
 		r.Route("/ledger", a.mountLedger)
 
-		r.With(need(postgres.ScopeAdmin)).Post("/keys", a.createKey)
-		r.With(need(postgres.ScopeAdmin)).Get("/keys", a.listKeys)
-		r.With(need(postgres.ScopeAdmin)).Delete("/keys/{key_id}", a.revokeKey)
+		r.With(need(gateway.ScopeAdmin)).Post("/keys", a.createKey)
+		r.With(need(gateway.ScopeAdmin)).Get("/keys", a.listKeys)
+		r.With(need(gateway.ScopeAdmin)).Delete("/keys/{key_id}", a.revokeKey)
 		r.Get("/me", a.me)
 	})
 }
@@ -171,7 +179,7 @@ func limitBody(next http.Handler) http.Handler {
 }
 
 // need refuses a key without scope.
-func need(scope postgres.Scope) func(http.Handler) http.Handler {
+func need(scope gateway.Scope) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if p := caller(r.Context()); !p.key.Has(scope) {

@@ -1,4 +1,4 @@
-package api_test
+package httpapi_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/webhook"
 )
 
@@ -26,15 +26,15 @@ func TestARestrictedKeyCannotWidenItself(t *testing.T) {
 	t.Parallel()
 	g := gatewaytest.Start(t, gatewaytest.Options{Webhooks: &webhook.Options{FeedWait: time.Second}})
 	ctx := context.Background()
-	signerC := postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x0000000000000000000000000000000000000c0c")}
+	signerC := gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x0000000000000000000000000000000000000c0c")}
 	if err := g.Store.AssignSigner(ctx, g.AcmeTenant.ID, signerC); err != nil {
 		t.Fatal(err)
 	}
 	a := "31337:" + common.HexToAddress(gatewaytest.SignerA).Hex()
 	c := signerC.String()
-	refA, _ := postgres.ParseSignerRef(a)
-	limitedAdmin := g.Key(t, g.AcmeTenant, "admin-a", []postgres.Scope{postgres.ScopeAdmin, postgres.ScopeTxRead}, []postgres.SignerRef{refA})
-	limitedHooks := g.Key(t, g.AcmeTenant, "hooks-a", []postgres.Scope{postgres.ScopeWebhooks}, []postgres.SignerRef{refA})
+	refA, _ := gateway.ParseSignerRef(a)
+	limitedAdmin := g.Key(t, g.AcmeTenant, "admin-a", []gateway.Scope{gateway.ScopeAdmin, gateway.ScopeTxRead}, []gateway.SignerRef{refA})
+	limitedHooks := g.Key(t, g.AcmeTenant, "hooks-a", []gateway.Scope{gateway.ScopeWebhooks}, []gateway.SignerRef{refA})
 
 	for _, body := range []string{
 		`{"name": "wide", "scopes": ["admin"]}`,

@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/gatewayapi"
@@ -44,7 +44,7 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body", err))
 		return
 	}
-	from := postgres.SignerRef{ChainID: head.ChainID, Address: head.From}
+	from := gateway.SignerRef{ChainID: head.ChainID, Address: head.From}
 	if !p.mayUse(from) {
 		httpserver.Error(w, r, errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
 			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)}))
@@ -113,7 +113,7 @@ func (a *API) ownedTx(r *http.Request, id uuid.UUID) (remote.Tx, error) {
 	if err != nil {
 		return tx, err
 	}
-	if !caller(r.Context()).mayUse(postgres.SignerRef{ChainID: tx.ChainID, Address: tx.From}) {
+	if !caller(r.Context()).mayUse(gateway.SignerRef{ChainID: tx.ChainID, Address: tx.From}) {
 		return remote.Tx{}, errs.Errorf(errs.NotFound, "no transaction %s", id)
 	}
 	return tx, nil
@@ -141,7 +141,7 @@ func (a *API) getTx(w http.ResponseWriter, r *http.Request) {
 func (a *API) getTxByRequest(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	chainID, _ := strconv.ParseUint(q.Get("chain_id"), 10, 63)
-	signer := postgres.SignerRef{ChainID: chainID, Address: common.HexToAddress(q.Get("from"))}
+	signer := gateway.SignerRef{ChainID: chainID, Address: common.HexToAddress(q.Get("from"))}
 	if !caller(r.Context()).mayUse(signer) {
 		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no transaction of %s with request_id %q", signer, q.Get("request_id")))
 		return

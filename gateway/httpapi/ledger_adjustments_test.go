@@ -1,4 +1,4 @@
-package api_test
+package httpapi_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/txfence/txfence/gateway/api"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/shared/servicetest"
 )
@@ -79,11 +79,11 @@ func memoOf(t *testing.T, g *gatewaytest.Gateway, journal int64) adjustmentMemo 
 // gateway's certificate.
 func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	t.Parallel()
-	var thresholds api.AdjustmentThresholds
+	var thresholds httpapi.AdjustmentThresholds
 	if err := thresholds.UnmarshalText([]byte("31337:native=1000")); err != nil {
 		t.Fatal(err)
 	}
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: api.AdjustmentRules{Thresholds: thresholds}})
+	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: httpapi.AdjustmentRules{Thresholds: thresholds}})
 	ctx := context.Background()
 	// Reconciliation found 5000 less on chain than in the books: suspense
 	// holds +5000.
@@ -91,13 +91,13 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 		gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
 	g.Ledger.Book(t, ledger.Reconciliation, "reconciliation:A:2", 2, gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -5000),
 		gatewaytest.Leg(ledger.Suspense, ledger.Native, signerA, 5000))
-	signerC := postgres.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x00000000000000000000000000000000000c0ffe")}
+	signerC := gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x00000000000000000000000000000000000c0ffe")}
 	if err := g.Store.AssignSigner(ctx, g.AcmeTenant.ID, signerC); err != nil {
 		t.Fatal(err)
 	}
-	bob := g.Key(t, g.AcmeTenant, "ops-bob", []postgres.Scope{postgres.ScopeAdmin}, nil)
-	onlyC := g.Key(t, g.AcmeTenant, "ops-c", []postgres.Scope{postgres.ScopeAdmin, postgres.ScopeLedgerRead}, []postgres.SignerRef{signerC})
-	reader := g.Key(t, g.AcmeTenant, "books", []postgres.Scope{postgres.ScopeLedgerRead, postgres.ScopeTxRead}, nil)
+	bob := g.Key(t, g.AcmeTenant, "ops-bob", []gateway.Scope{gateway.ScopeAdmin}, nil)
+	onlyC := g.Key(t, g.AcmeTenant, "ops-c", []gateway.Scope{gateway.ScopeAdmin, gateway.ScopeLedgerRead}, []gateway.SignerRef{signerC})
+	reader := g.Key(t, g.AcmeTenant, "books", []gateway.Scope{gateway.ScopeLedgerRead, gateway.ScopeTxRead}, nil)
 	aliceID, bobID := keyID(t, g, g.Acme), keyID(t, g, bob)
 
 	send := func(key, method, path, body string) (int, []byte) {
@@ -157,7 +157,7 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	if pending := decode[ledgerAdjustment](t, body); code != http.StatusAccepted || pending.Status != "pending_approval" || pending.JournalID != nil {
 		t.Fatalf("INC-2: %d %s", code, body)
 	}
-	late := g.Key(t, g.AcmeTenant, "ops-late", []postgres.Scope{postgres.ScopeAdmin}, nil)
+	late := g.Key(t, g.AcmeTenant, "ops-late", []gateway.Scope{gateway.ScopeAdmin}, nil)
 	code, body = send(g.Acme, "POST", "/api/v1/ledger/adjustments/INC-2/approve", "")
 	refused("self-approval", code, body, http.StatusForbidden, "cannot approve")
 	code, body = send(late, "POST", "/api/v1/ledger/adjustments/INC-2/approve", "")

@@ -1,4 +1,4 @@
-package api_test
+package httpapi_test
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/postgres"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
 )
@@ -138,10 +138,10 @@ func TestNoTenantSeesAnother(t *testing.T) {
 	// A key limited to some of its tenant's signers sees only those: give
 	// acme a second signer and a key for it alone.
 	second := common.HexToAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")
-	if err := r.Store.AssignSigner(context.Background(), r.AcmeTenant.ID, postgres.SignerRef{ChainID: 31337, Address: second}); err != nil {
+	if err := r.Store.AssignSigner(context.Background(), r.AcmeTenant.ID, gateway.SignerRef{ChainID: 31337, Address: second}); err != nil {
 		t.Fatal(err)
 	}
-	narrow := r.Key(t, r.AcmeTenant, "narrow", postgres.Scopes, []postgres.SignerRef{{ChainID: 31337, Address: second}})
+	narrow := r.Key(t, r.AcmeTenant, "narrow", gateway.Scopes, []gateway.SignerRef{{ChainID: 31337, Address: second}})
 	if resp, _ := r.Do(t, narrow, "GET", "/api/v1/tx/"+id, ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("a key limited to another signer reads the tx: %d, want 404", resp.StatusCode)
 	}

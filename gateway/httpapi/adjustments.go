@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"cmp"
@@ -17,7 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/ledgerapi"
 	"github.com/txfence/txfence/shared/errs"
@@ -29,7 +29,7 @@ import (
 // approval threshold waits for a second admin key; the gateway then has
 // ledgerd book it, naming the operator (and approver), and ledgerd books
 // adjustments from no one else. The gateway keeps every proposal and what
-// became of it (postgres.Adjustment), ledgerd the journal with both keys
+// became of it (gateway.Adjustment), ledgerd the journal with both keys
 // in its memo and an audit row.
 
 // AdjustmentRules are when an operator's adjustment needs a second admin
@@ -43,8 +43,8 @@ type AdjustmentRules struct {
 }
 
 // rule is the approval rule of chain and asset.
-func (r *AdjustmentRules) rule(chainID uint64, asset string) postgres.ApprovalRule {
-	return postgres.ApprovalRule{Threshold: r.Thresholds.Of(chainID, asset), Window: r.Window, TTL: r.TTL}
+func (r *AdjustmentRules) rule(chainID uint64, asset string) gateway.ApprovalRule {
+	return gateway.ApprovalRule{Threshold: r.Thresholds.Of(chainID, asset), Window: r.Window, TTL: r.TTL}
 }
 
 // AdjustmentThresholds are the amounts above which an adjustment needs a
@@ -127,7 +127,7 @@ type adjustmentRequest struct {
 }
 
 // keyRef is the caller's key as the audit names it.
-func (p *principal) keyRef() postgres.KeyRef { return postgres.KeyRef{ID: p.key.ID, Name: p.key.Name} }
+func (p *principal) keyRef() gateway.KeyRef { return gateway.KeyRef{ID: p.key.ID, Name: p.key.Name} }
 
 // proposeAdjustment takes an operator's adjustment: 201 booked at once,
 // 202 waiting for a second key, 200 proposed before (booked now if the
@@ -139,7 +139,7 @@ func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	wallet := postgres.SignerRef{ChainID: req.ChainID, Address: common.HexToAddress(req.Wallet)}
+	wallet := gateway.SignerRef{ChainID: req.ChainID, Address: common.HexToAddress(req.Wallet)}
 	if !p.mayUse(wallet) {
 		// The same words whether the wallet is another tenant's or beyond
 		// the key's signers: nothing about others' wallets leaks.
@@ -152,7 +152,7 @@ func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	asset := strings.ToLower(req.Asset)
-	adj, created, err := a.cfg.Store.ProposeAdjustment(r.Context(), postgres.NewAdjustment{Tenant: p.tenant.ID, ID: req.ID,
+	adj, created, err := a.cfg.Store.ProposeAdjustment(r.Context(), gateway.NewAdjustment{Tenant: p.tenant.ID, ID: req.ID,
 		ChainID: req.ChainID, Wallet: wallet.Address, Asset: asset, Amount: amount, CounterKind: req.CounterAccount.Kind,
 		CounterAddress: common.HexToAddress(req.CounterAccount.Address), Reason: req.Reason, ProposedBy: p.keyRef()},
 		a.cfg.Adjustments.rule(req.ChainID, asset))
@@ -169,7 +169,7 @@ func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	switch {
-	case created && adj.Status == postgres.AdjustmentBooked:
+	case created && adj.Status == gateway.AdjustmentBooked:
 		status = http.StatusCreated
 	case created:
 		status = http.StatusAccepted
@@ -179,11 +179,11 @@ func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
 
 // settle books adj when it is cleared to book and not booked yet; a
 // refused one is answered with the ledger's refusal again.
-func (a *API) settle(ctx context.Context, p *principal, adj postgres.Adjustment) (postgres.Adjustment, error) {
+func (a *API) settle(ctx context.Context, p *principal, adj gateway.Adjustment) (gateway.Adjustment, error) {
 	switch adj.Status {
-	case postgres.AdjustmentApproved:
+	case gateway.AdjustmentApproved:
 		return a.book(ctx, p, adj)
-	case postgres.AdjustmentRefused:
+	case gateway.AdjustmentRefused:
 		kind, ok := errs.ParseKind(adj.RefusalKind)
 		if !ok {
 			kind = errs.Conflict
@@ -197,10 +197,10 @@ func (a *API) settle(ctx context.Context, p *principal, adj postgres.Adjustment)
 // and records what ledgerd answered: the journal, or its refusal (which
 // is the error). A ledger that did not answer leaves adj approved, for
 // the next attempt.
-func (a *API) book(ctx context.Context, p *principal, adj postgres.Adjustment) (postgres.Adjustment, error) {
+func (a *API) book(ctx context.Context, p *principal, adj gateway.Adjustment) (gateway.Adjustment, error) {
 	// The tenant is the caller's: an adjustment is only ever read within
 	// its tenant.
-	named := func(k postgres.KeyRef) ledgerapi.Operator {
+	named := func(k gateway.KeyRef) ledgerapi.Operator {
 		return ledgerapi.Operator{KeyId: k.ID, KeyName: k.Name, TenantId: adj.Tenant, TenantName: p.tenant.Name}
 	}
 	req := ledgerapi.AdjustmentRequest{AdjustmentId: ledgerAdjustmentPrefix(adj.Tenant) + adj.ID, ChainId: components.ChainId(adj.ChainID),
@@ -237,7 +237,7 @@ func (a *API) book(ctx context.Context, p *principal, adj postgres.Adjustment) (
 
 // visibleAdjustment reads the {adjustment_id} of the path: one of a
 // wallet the key may not use is NotFound, as an unknown one.
-func (a *API) visibleAdjustment(r *http.Request) (postgres.Adjustment, error) {
+func (a *API) visibleAdjustment(r *http.Request) (gateway.Adjustment, error) {
 	p := caller(r.Context())
 	id := chi.URLParam(r, "adjustment_id") // the spec has checked its form
 	adj, err := a.cfg.Store.Adjustment(r.Context(), p.tenant.ID, id)
@@ -263,7 +263,7 @@ func (a *API) getAdjustment(w http.ResponseWriter, r *http.Request) {
 func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) {
 	p := caller(r.Context())
 	adj, err := a.visibleAdjustment(r)
-	if err == nil && adj.Status == postgres.AdjustmentPending {
+	if err == nil && adj.Status == gateway.AdjustmentPending {
 		switch {
 		case adj.ProposedBy.ID == p.key.ID:
 			err = errs.Errorf(errs.Forbidden, "the key that proposed adjustment %q cannot approve it: a second admin key must", adj.ID)
@@ -274,7 +274,7 @@ func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		adj, err = a.cfg.Store.ApproveAdjustment(r.Context(), p.tenant.ID, adj.ID, p.keyRef())
 	}
-	if err == nil && adj.Status == postgres.AdjustmentApproved && adj.ApprovedBy != nil && adj.ApprovedBy.ID == p.key.ID {
+	if err == nil && adj.Status == gateway.AdjustmentApproved && adj.ApprovedBy != nil && adj.ApprovedBy.ID == p.key.ID {
 		a.cfg.Log.Info("gateway: an operator approved a ledger adjustment", adjustmentAttrs(&adj)...)
 	}
 	if err == nil {
@@ -312,7 +312,7 @@ func (a *API) listAdjustments(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	f := postgres.AdjustmentFilter{Status: q.Get("status"), Signers: p.signers, Limit: 100}
+	f := gateway.AdjustmentFilter{Status: q.Get("status"), Signers: p.signers, Limit: 100}
 	if limit != nil {
 		f.Limit = int(*limit)
 	}
@@ -342,7 +342,7 @@ func (a *API) listAdjustments(w http.ResponseWriter, r *http.Request) {
 }
 
 // adjustmentAttrs are the audit's log attributes of adj.
-func adjustmentAttrs(adj *postgres.Adjustment) []any {
+func adjustmentAttrs(adj *gateway.Adjustment) []any {
 	attrs := []any{"tenant_id", adj.Tenant.String(), "adjustment_id", adj.ID, "status", adj.Status, "chain_id", adj.ChainID,
 		"wallet", strings.ToLower(adj.Wallet.Hex()), "asset", adj.Asset, "amount", adj.Amount.String(), "needs_approval", adj.NeedsApproval,
 		"proposed_by_key_id", adj.ProposedBy.ID.String(), "proposed_by", adj.ProposedBy.Name}
@@ -394,14 +394,14 @@ type keyJSON struct {
 	Name  string    `json:"name"`
 }
 
-func toAdjustment(adj *postgres.Adjustment) adjustmentJSON {
+func toAdjustment(adj *gateway.Adjustment) adjustmentJSON {
 	utc := func(t *time.Time) *time.Time {
 		if t == nil {
 			return nil
 		}
 		return new(t.UTC())
 	}
-	key := func(k *postgres.KeyRef) *keyJSON {
+	key := func(k *gateway.KeyRef) *keyJSON {
 		if k == nil {
 			return nil
 		}
@@ -416,7 +416,7 @@ func toAdjustment(adj *postgres.Adjustment) adjustmentJSON {
 	if adj.Threshold != nil {
 		out.Threshold = new(adj.Threshold.String())
 	}
-	if adj.Status == postgres.AdjustmentRefused {
+	if adj.Status == gateway.AdjustmentRefused {
 		out.Refusal = new(adj.Refusal)
 	}
 	return out

@@ -1,4 +1,4 @@
-package api_test
+package httpapi_test
 
 import (
 	"bufio"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/postgres"
 )
 
 // sseEvent is one message of an event stream.
@@ -182,7 +182,7 @@ func TestStreamsAreCappedAndEndWithTheirKey(t *testing.T) {
 	}
 
 	// Revoked: the open stream ends with an error event.
-	_, token, err := r.Store.CreateKey(context.Background(), postgres.NewKey{Tenant: r.AcmeTenant.ID, Name: "streamer", Scopes: []postgres.Scope{postgres.ScopeTxRead}})
+	_, token, err := r.Store.CreateKey(context.Background(), gateway.NewKey{Tenant: r.AcmeTenant.ID, Name: "streamer", Scopes: []gateway.Scope{gateway.ScopeTxRead}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestTwoHundredStreamsMeetTheCaps(t *testing.T) {
 	// notices.
 	keys = keys[:0]
 	for i := range 12 {
-		key := r.Key(t, r.AcmeTenant, fmt.Sprintf("streamer-%d", i), []postgres.Scope{postgres.ScopeTxRead}, nil)
+		key := r.Key(t, r.AcmeTenant, fmt.Sprintf("streamer-%d", i), []gateway.Scope{gateway.ScopeTxRead}, nil)
 		for range 5 {
 			keys = append(keys, key)
 		}

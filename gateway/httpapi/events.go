@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
 )
@@ -117,7 +117,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		sent := 0 // messages written, keep-alive included
 		for _, e := range events {
 			after = uint64(e.Seq)
-			signer := postgres.SignerRef{ChainID: uint64(e.ChainId), Address: common.HexToAddress(e.Signer)}
+			signer := gateway.SignerRef{ChainID: uint64(e.ChainId), Address: common.HexToAddress(e.Signer)}
 			if !p.mayUse(signer) || (types != nil && !types[string(e.Type)]) {
 				continue
 			}

@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/shared/errs"
 )
@@ -44,7 +44,7 @@ const maxRefused = 100_000
 // and the key id its token names, when it names one.
 func (f *authFailures) buckets(r *http.Request, token string) []string {
 	b := []string{"authfail:addr:" + f.clientAddress(r)}
-	if id, ok := postgres.TokenKeyID(token); ok {
+	if id, ok := gateway.TokenKeyID(token); ok {
 		b = append(b, "authfail:key:"+id.String())
 	}
 	return b

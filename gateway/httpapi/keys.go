@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"net/http"
@@ -10,7 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/openapi/gatewayapi"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
@@ -26,7 +26,7 @@ func (a *API) listSigners(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
 	chainID, _ := strconv.ParseUint(chi.URLParam(r, "chain_id"), 10, 63)
-	signer := postgres.SignerRef{ChainID: chainID, Address: common.HexToAddress(chi.URLParam(r, "address"))}
+	signer := gateway.SignerRef{ChainID: chainID, Address: common.HexToAddress(chi.URLParam(r, "address"))}
 	if !caller(r.Context()).mayUse(signer) {
 		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
 		return
@@ -46,13 +46,13 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := caller(r.Context())
-	nk := postgres.NewKey{Tenant: p.tenant.ID, Name: body.Name, ExpiresAt: body.ExpiresAt}
+	nk := gateway.NewKey{Tenant: p.tenant.ID, Name: body.Name, ExpiresAt: body.ExpiresAt}
 	for _, s := range body.Scopes {
-		nk.Scopes = append(nk.Scopes, postgres.Scope(s))
+		nk.Scopes = append(nk.Scopes, gateway.Scope(s))
 	}
 	if body.Signers != nil {
 		for i, s := range *body.Signers {
-			ref, err := postgres.ParseSignerRef(s)
+			ref, err := gateway.ParseSignerRef(s)
 			if err != nil {
 				httpserver.Error(w, r, errs.InvalidFields(err.Error(), errs.FieldError{Pointer: "/signers/" + strconv.Itoa(i), Detail: err.Error()}))
 				return
@@ -64,7 +64,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, errs.InvalidFields("expires_at is in the past", errs.FieldError{Pointer: "/expires_at", Detail: "must be in the future"}))
 		return
 	}
-	if !p.key.Covers(postgres.Key{Scopes: nk.Scopes, Signers: nk.Signers}) {
+	if !p.key.Covers(gateway.Key{Scopes: nk.Scopes, Signers: nk.Signers}) {
 		httpserver.Error(w, r, errs.E(errs.Forbidden, "a key may grant only scopes and signers it has itself: "+reach(p.key)))
 		return
 	}
@@ -116,7 +116,7 @@ func (a *API) me(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, gatewayapi.Me{TenantId: p.tenant.ID, TenantName: p.tenant.Name, Key: toKey(p.key)})
 }
 
-func toKey(k postgres.Key) gatewayapi.Key {
+func toKey(k gateway.Key) gatewayapi.Key {
 	out := gatewayapi.Key{KeyId: k.ID, Name: k.Name, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt,
 		LastUsedAt: k.LastUsedAt, Scopes: []gatewayapi.Scope{}}
 	for _, s := range k.Scopes {
@@ -133,7 +133,7 @@ func toKey(k postgres.Key) gatewayapi.Key {
 }
 
 // reach describes what a key may grant, for its refusals.
-func reach(k postgres.Key) string {
+func reach(k gateway.Key) string {
 	signers := "every signer of the tenant"
 	if k.Restricted() {
 		signers = "signers " + joinSigners(k.Signers)
@@ -145,7 +145,7 @@ func reach(k postgres.Key) string {
 	return "this key has scopes " + strings.Join(scopes, ", ") + " over " + signers
 }
 
-func joinSigners(refs []postgres.SignerRef) string {
+func joinSigners(refs []gateway.SignerRef) string {
 	out := make([]string, len(refs))
 	for i, s := range refs {
 		out[i] = s.String()

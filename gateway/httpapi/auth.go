@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
 )
@@ -18,15 +18,15 @@ import (
 // principal is who is calling: an authenticated key, its tenant and the
 // signers it may use (the tenant's, narrowed by the key's own list).
 type principal struct {
-	key     postgres.Key
-	tenant  postgres.Tenant
-	signers []postgres.SignerRef
-	usable  map[postgres.SignerRef]bool
+	key     gateway.Key
+	tenant  gateway.Tenant
+	signers []gateway.SignerRef
+	usable  map[gateway.SignerRef]bool
 }
 
 // mayUse reports whether the caller may see and use signer's
 // transactions.
-func (p *principal) mayUse(signer postgres.SignerRef) bool { return p.usable[signer] }
+func (p *principal) mayUse(signer gateway.SignerRef) bool { return p.usable[signer] }
 
 // operator names the key for the audit trail of operator actions.
 func (p *principal) operator() string {
@@ -94,7 +94,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 // per ttl, not one per request. It is keyed by the token's hash: the
 // token itself is not kept.
 type keyCache struct {
-	store *postgres.Store
+	store Store
 	ttl   time.Duration
 	now   func() time.Time
 
@@ -111,7 +111,7 @@ type cachedPrincipal struct {
 // and if that is not enough the whole cache is.
 const maxCachedKeys = 10_000
 
-func newKeyCache(store *postgres.Store, ttl time.Duration) *keyCache {
+func newKeyCache(store Store, ttl time.Duration) *keyCache {
 	return &keyCache{store: store, ttl: ttl, now: time.Now, entries: map[[32]byte]cachedPrincipal{}}
 }
 
@@ -183,7 +183,7 @@ func (c *keyCache) load(ctx context.Context, token string) (*principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &principal{key: key, tenant: tenant, usable: map[postgres.SignerRef]bool{}}
+	p := &principal{key: key, tenant: tenant, usable: map[gateway.SignerRef]bool{}}
 	for _, s := range owned {
 		if key.MayUse(s) {
 			p.signers = append(p.signers, s)

@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-chi/chi/v5"
 
-	"github.com/txfence/txfence/gateway/postgres"
+	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/ledgerapi"
@@ -35,14 +35,14 @@ var tenantKinds = map[ledgerapi.AccountKind]bool{
 // its signers' own, on the signer's chain, of a signer the key may use.
 func (p *principal) seesAccount(a remote.AccountRef) bool {
 	return tenantKinds[a.Kind] && common.IsHexAddress(a.Address) &&
-		p.mayUse(postgres.SignerRef{ChainID: a.ChainID, Address: common.HexToAddress(a.Address)})
+		p.mayUse(gateway.SignerRef{ChainID: a.ChainID, Address: common.HexToAddress(a.Address)})
 }
 
 // mountLedger adds the ledger's routes: the reads (scope ledger:read), and
 // the operator path of adjustments (scope admin, adjustments.go).
 func (a *API) mountLedger(r chi.Router) {
 	r.Group(func(r chi.Router) {
-		r.Use(need(postgres.ScopeLedgerRead), a.requireLedger)
+		r.Use(need(gateway.ScopeLedgerRead), a.requireLedger)
 		r.Get("/accounts", a.listLedgerAccounts)
 		r.Get("/accounts/{account_id}", a.getLedgerAccount)
 		r.Get("/accounts/{account_id}/entries", a.ledgerStatement)
@@ -51,7 +51,7 @@ func (a *API) mountLedger(r chi.Router) {
 		r.Get("/transits/{transit_id}", a.getLedgerTransit)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(need(postgres.ScopeAdmin), a.requireLedger)
+		r.Use(need(gateway.ScopeAdmin), a.requireLedger)
 		r.Post("/adjustments", a.proposeAdjustment)
 		r.Get("/adjustments", a.listAdjustments)
 		r.Get("/adjustments/{adjustment_id}", a.getAdjustment)
@@ -223,7 +223,7 @@ func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
 // its own tenant's), so the whole transit shows.
 func (p *principal) seesTransit(t *remote.TransitRef) bool {
 	for _, e := range t.Ends() {
-		if common.IsHexAddress(e.Wallet) && p.mayUse(postgres.SignerRef{ChainID: e.ChainID, Address: common.HexToAddress(e.Wallet)}) {
+		if common.IsHexAddress(e.Wallet) && p.mayUse(gateway.SignerRef{ChainID: e.ChainID, Address: common.HexToAddress(e.Wallet)}) {
 			return true
 		}
 	}
@@ -323,10 +323,10 @@ func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
 // signerParams reads the chain_id and address of a list by signer (the
 // spec has checked their form): NotFound unless the caller may use that
 // signer.
-func (p *principal) signerParams(q url.Values) (signer postgres.SignerRef, chainID int64, address string, err error) {
+func (p *principal) signerParams(q url.Values) (signer gateway.SignerRef, chainID int64, address string, err error) {
 	chainID, _ = strconv.ParseInt(q.Get("chain_id"), 10, 64)
 	address = q.Get("address")
-	signer = postgres.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(address)}
+	signer = gateway.SignerRef{ChainID: uint64(chainID), Address: common.HexToAddress(address)}
 	if !p.mayUse(signer) {
 		return signer, 0, "", errs.Errorf(errs.NotFound, "no signer %s", signer)
 	}
