@@ -385,7 +385,7 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		ceiling, err = body.check(time.Now())
 	}
-	approval := postgres.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature}
+	approval := txmanager.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature}
 	var c remote.ApprovalCheck
 	if err == nil {
 		c, err = a.checkWithSigner(r.Context(), id, []remote.Approval{approval}, nil)
@@ -424,7 +424,7 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	tx, err := a.Store.Reject(r.Context(), id, postgres.Rejection(rejection))
+	tx, err := a.Store.Reject(r.Context(), id, txmanager.Rejection(rejection))
 	a.writeTx(w, r, tx, err)
 }
 
@@ -480,7 +480,7 @@ func refuseUncounted(c remote.ApprovalCheck, item remote.ItemCheck, title string
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var f postgres.Filter
+	var f txmanager.TxFilter
 	var problems []string
 	if v := q.Get("chain_id"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -314,7 +314,7 @@ func convergence(t *testing.T, s *postgres.Store, w *world, live []string, keys 
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKey := make(map[txmanager.SignerKey]postgres.LeaseRow)
+	byKey := make(map[txmanager.SignerKey]txmanager.Lease)
 	for _, l := range leases {
 		byKey[l.Key] = l
 	}
