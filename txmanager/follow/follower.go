@@ -17,7 +17,6 @@ import (
 
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -29,7 +28,7 @@ type Config struct {
 	// Store is txmanager's; the follower learns of new and changed
 	// transactions from its event feed, so the feed must be numbered
 	// (txmanagerd's sequencer does it every SEQUENCE_EVERY).
-	Store *postgres.Store
+	Store txmanager.FollowStore
 	// Router sends attempts again (resubmission, after a reorg) and
 	// sends replacements.
 	Router *remote.Router

@@ -17,7 +17,7 @@ import (
 // Operator actions on transactions that do not move (ALLOCATED, SIGNED,
 // BROADCASTED and not mined): this node records the request; the node
 // holding the signer's lease carries it out and records the outcome
-// (postgres.Store.Request, FinishAction).
+// (txmanager.APIStore.Request, then the owner's FinishAction).
 
 // ActionRequest is the body of an operator action.
 type ActionRequest struct {

@@ -26,7 +26,6 @@ import (
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -39,7 +38,7 @@ const maxWait = 30 * time.Second
 
 // API serves the internal routes.
 type API struct {
-	Store  *postgres.Store
+	Store  txmanager.APIStore
 	Chains *txmanager.Chains
 	// Signer checks approvals and rejections when they are submitted
 	// (signerd alone knows the approvers' keys); without it both are
@@ -47,7 +46,7 @@ type API struct {
 	Signer ApprovalChecker
 	// Feed wakes long polls of the feed when its head moves (one LISTEN
 	// per process). Without it a long poll looks again every PollEvery.
-	Feed      *postgres.FeedWatch
+	Feed      txmanager.FeedWaiter
 	PollEvery time.Duration
 }
 

@@ -13,10 +13,7 @@ import (
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/lease"
 )
-
-var _ lease.Store = (*Store)(nil)
 
 // Ownership: the node registry, signer leases with fencing tokens and the
 // nonce cursor. Every time comparison here is made by the database clock

@@ -27,11 +27,11 @@ import (
 //	cancel      a 0-value transfer to the signer itself at the nonce, as the
 //	            transaction's attempt (fees as a bump); the signer's cancels on
 //	abandon     the transaction FAILS (abandoned) and a new 0-value transfer to
-//	            the signer itself takes its nonce (postgres.Store.Abandon); for
+//	            the signer itself takes its nonce (txmanager.WorkStore.Abandon); for
 //	            a SIGNED one, priced as a bump and the signer's cancels on
 //
 // A bump or a cancel fixes its fees on the action before signerd is asked
-// (postgres.Store.PlanActionFees), and stores the attempt and the action's
+// (txmanager.WorkStore.PlanActionFees), and stores the attempt and the action's
 // outcome together (StoreActionAttempt): a crash in between asks signerd
 // for the very same attempt again, which it replays.
 
@@ -39,7 +39,7 @@ import (
 const cancelGas = 21_000
 
 // operatorActions carries out the operator actions the worker owns, oldest
-// first (postgres.Store.WorkerActions).
+// first (txmanager.WorkStore.WorkerActions).
 func (w *worker) operatorActions(ctx context.Context) error {
 	acts, err := w.Store.WorkerActions(ctx, w.fence.Key)
 	if err != nil || len(acts) == 0 {

@@ -27,13 +27,12 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
 // Deps are what the workers use.
 type Deps struct {
-	Store  *postgres.Store
+	Store  txmanager.WorkStore
 	Chains *txmanager.Chains
 	// Readers are the chains' read RPCs, by chain id.
 	Readers map[uint64]*chain.Reader
