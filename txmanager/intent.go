@@ -206,19 +206,6 @@ type Tx struct {
 	UpdatedAt         time.Time
 }
 
-// Approval is an approver's Ed25519 signature over a transaction's intent,
-// its tx id, a fee ceiling and an expiry (txfence/approval/v2): stored by
-// txmanager, verified by signerd, which alone knows the approvers' keys.
-type Approval struct {
-	Approver string
-	// MaxFeePerGas is the fee ceiling the approver signed: signerd counts
-	// the approval for an attempt whose fee cap (max_fee_per_gas, or the
-	// gas price of a legacy transaction) is at or below it, and not above.
-	MaxFeePerGas *big.Int
-	Expiry       time.Time
-	Signature    []byte
-}
-
 // Fees are a signed transaction's fee fields: the EIP-1559 caps, or a
 // legacy gas price.
 type Fees struct {
@@ -229,3 +216,23 @@ type Fees struct {
 
 // Key is the transaction's signer.
 func (t *Tx) Key() SignerKey { return SignerKey{ChainID: t.ChainID, Signer: t.From} }
+
+// CreateResult is one create's outcome in a batch of creates.
+type CreateResult struct {
+	Tx      Tx
+	Created bool
+	Err     error
+}
+
+// TxFilter selects transactions to list; zero fields select everything.
+type TxFilter struct {
+	ChainID uint64
+	Signer  *common.Address
+	// Signers, when not nil, keeps only these signers' transactions (none
+	// when empty): the gateway passes a tenant's signers.
+	Signers       []SignerKey
+	State         State
+	SubState      SubState
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+}

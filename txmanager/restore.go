@@ -1,5 +1,10 @@
 package txmanager
 
+import (
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+)
+
 // Restoring txmanager's database from a backup leaves the chain ahead of
 // it: transactions sent after the backup was taken are mined at nonces
 // the restored database never assigned, and some of them may be intents
@@ -19,3 +24,15 @@ const ReasonFoundMined = "found_mined_after_restore"
 // the chain is ahead of the database; past it, the rest are skipped
 // unidentified, with an alert.
 const MaxRestoreScan = 10_000
+
+// Found is a transaction the chain mined that the database knows only as
+// an intent without a nonce: its signed attempt, as read from its block.
+type Found struct {
+	TxID     uuid.UUID
+	Nonce    uint64
+	Hash     common.Hash
+	Raw      []byte
+	GasLimit uint64
+	Fees     Fees
+	Block    uint64
+}

@@ -389,10 +389,10 @@ func broadcastStuck(t *testing.T, st *postgres.Store, f txmanager.Fence, id uuid
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Signed(ctx, f, []postgres.Attempt{{TxID: id, Raw: raw, Hash: signed.Hash(), MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip}}); err != nil {
+	if _, err := st.Signed(ctx, f, []txmanager.Attempt{{TxID: id, Raw: raw, Hash: signed.Hash(), MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Broadcasted(ctx, f, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := st.Broadcasted(ctx, f, []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.SetSubState(ctx, f, id, txmanager.StateBroadcasted, txmanager.SubStuck, "stuck"); err != nil {
@@ -709,7 +709,7 @@ func TestConsole(t *testing.T) {
 				t.Fatal(err)
 			}
 			if state == txmanager.StateSigned {
-				if _, err := st.Signed(ctx, fence, []postgres.Attempt{{TxID: tx, Raw: tx[:], Hash: common.BytesToHash(append(tx[:], tx[:]...)),
+				if _, err := st.Signed(ctx, fence, []txmanager.Attempt{{TxID: tx, Raw: tx[:], Hash: common.BytesToHash(append(tx[:], tx[:]...)),
 					MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
 					t.Fatal(err)
 				}

@@ -23,7 +23,6 @@ import (
 	"github.com/txfence/txfence/gateway/txctl"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // pendingApproval moves a transaction to PENDING_APPROVAL as the signer's
@@ -298,7 +297,7 @@ func TestApproveAsksBeforeSigning(t *testing.T) {
 	pendingApproval(t, g, tx.TxID)
 	req := &signer.Request{TxID: tx.TxID, ChainID: 31337, From: common.HexToAddress(signerA), Type: signer.DynamicFee, To: &token, Value: new(big.Int), Data: data}
 
-	stored := func() []postgres.Approval {
+	stored := func() []txmanager.Approval {
 		t.Helper()
 		got, err := g.TxM.Store.Approvals(ctx, []uuid.UUID{id})
 		if err != nil {

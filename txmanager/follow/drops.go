@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // Silent drops. A node may answer a send with the transaction's hash and
@@ -61,7 +60,7 @@ const (
 
 // probesAtStart records the attempts a new lease finds as looked up
 // already: only their next send is.
-func (fl *Follower) probesAtStart(f txmanager.Fence, tracked []postgres.Tracked) {
+func (fl *Follower) probesAtStart(f txmanager.Fence, tracked []txmanager.Tracked) {
 	probes := make(map[common.Hash]*probe, len(tracked))
 	for i := range tracked {
 		if h, ok := currentHash(&tracked[i]); ok && waitingToBeMined(&tracked[i]) {
@@ -74,7 +73,7 @@ func (fl *Follower) probesAtStart(f txmanager.Fence, tracked []postgres.Tracked)
 
 // sentAgain starts a new record for t's current attempt: sent again, it
 // is looked up from the next block on.
-func (fl *Follower) sentAgain(f txmanager.Fence, t *postgres.Tracked) {
+func (fl *Follower) sentAgain(f txmanager.Fence, t *txmanager.Tracked) {
 	if h, ok := currentHash(t); ok {
 		delete(fl.probes[f.Key], h)
 	}
@@ -82,12 +81,12 @@ func (fl *Follower) sentAgain(f txmanager.Fence, t *postgres.Tracked) {
 
 // leftToOperator: t's current attempt was dropped max_drops times; the
 // follower sends it no more (the operator's resend still does).
-func (fl *Follower) leftToOperator(t *postgres.Tracked) bool {
+func (fl *Follower) leftToOperator(t *txmanager.Tracked) bool {
 	return fl.cfg.Chain.DropChecking() && t.Drops >= fl.cfg.Chain.MaxDrops
 }
 
 // currentHash is the hash of t's current attempt.
-func currentHash(t *postgres.Tracked) (common.Hash, bool) {
+func currentHash(t *txmanager.Tracked) (common.Hash, bool) {
 	for h, a := range t.Attempts {
 		if a == t.Current {
 			return h, true
@@ -114,13 +113,13 @@ func (fl *Follower) lookForDrops(ctx context.Context) error {
 		if v == nil || v.token != f.Token || fl.caughtUp[f.Key] != f.Token {
 			continue // not stepped under this lease yet
 		}
-		txs := slices.SortedFunc(func(yield func(postgres.Tracked) bool) {
+		txs := slices.SortedFunc(func(yield func(txmanager.Tracked) bool) {
 			for _, t := range v.txs {
 				if !yield(t) {
 					return
 				}
 			}
-		}, func(a, b postgres.Tracked) int { return cmp.Compare(a.Nonce, b.Nonce) })
+		}, func(a, b txmanager.Tracked) int { return cmp.Compare(a.Nonce, b.Nonce) })
 		// What is no longer a current attempt waiting to be mined is
 		// forgotten.
 		was, now := fl.probes[f.Key], make(map[common.Hash]*probe)
@@ -248,7 +247,7 @@ func (fl *Follower) dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID
 	}
 	hash, _ := currentHash(&t)
 	d, err := fl.cfg.Store.Dropped(ctx, f, id, t.Current, fl.cfg.Chain.MaxDrops)
-	if errors.Is(err, postgres.ErrNotFollowed) {
+	if errors.Is(err, txmanager.ErrNotFollowed) {
 		return nil // mined or changed meanwhile: the next step reads it again
 	}
 	if err != nil {

@@ -23,7 +23,6 @@ import (
 	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/follow"
-	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // Silent drops: a node answers a send with the hash and forgets the
@@ -223,7 +222,7 @@ func TestDroppedAgainAndAgainIsLeftToAnOperator(t *testing.T) {
 				t.Fatalf("after the refusal: events %q, want nothing more", got)
 			}
 			following, err := r.store.Tracking(ctx, r.fence.Key, 0)
-			if err != nil || !slices.ContainsFunc(following, func(tr postgres.Tracked) bool { return tr.TxID == id }) {
+			if err != nil || !slices.ContainsFunc(following, func(tr txmanager.Tracked) bool { return tr.TxID == id }) {
 				t.Fatalf("no longer tracked (%v)", err)
 			}
 			if tc.invalid {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -29,7 +28,7 @@ type Config struct {
 	// Store is txmanager's; the follower learns of new and changed
 	// transactions from its event feed, so the feed must be numbered
 	// (txmanagerd's sequencer does it every SEQUENCE_EVERY).
-	Store *postgres.Store
+	Store txmanager.FollowStore
 	// Router sends attempts again (resubmission, after a reorg) and
 	// sends replacements.
 	Router *remote.Router
@@ -145,7 +144,7 @@ type Follower struct {
 type signerView struct {
 	token int64
 	seq   uint64
-	txs   map[uuid.UUID]postgres.Tracked
+	txs   map[uuid.UUID]txmanager.Tracked
 }
 
 // New makes a follower; Run drives it, Step is one pass.
@@ -320,7 +319,7 @@ func (fl *Follower) catchUp(ctx context.Context, f txmanager.Fence) error {
 	found, reopened := 0, 0
 	for i := range tracked {
 		t := &tracked[i]
-		var now *postgres.Receipt
+		var now *txmanager.Receipt
 		for h, attempt := range t.Attempts {
 			r, ok := receipts[h]
 			if !ok || r.BlockNumber > head.Number {
@@ -393,7 +392,7 @@ func (fl *Follower) timers(ctx context.Context) error {
 // operator: sending it for ever would change nothing); a transaction not
 // mined StuckTimeout after its first send, or waiting behind a stuck
 // nonce of its signer, becomes stuck with an alert.
-func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked) error {
+func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []txmanager.Tracked) error {
 	now := time.Now()
 	stuckBelow := uint64(0) // the lowest stuck nonce + 1; 0: none
 	for i := range tracked {
@@ -426,7 +425,7 @@ func (fl *Follower) timed(ctx context.Context, f txmanager.Fence, tracked []post
 }
 
 // resendCurrent claims and sends t's current attempt again.
-func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) {
+func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked) {
 	fl.claimAndSend(ctx, f, t, "resend refused; tried again after the interval")
 }
 
@@ -434,7 +433,7 @@ func (fl *Follower) resendCurrent(ctx context.Context, f txmanager.Fence, t *pos
 // sent-at and a tx.attempt event, before anything is sent) and sends it; a
 // refusal is logged with refused. The send is looked up for a drop from
 // the next block on.
-func (fl *Follower) claimAndSend(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, refused string) {
+func (fl *Follower) claimAndSend(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked, refused string) {
 	if fl.cfg.Router == nil {
 		return // nothing to send with: no claim
 	}
@@ -450,7 +449,7 @@ func (fl *Follower) claimAndSend(ctx context.Context, f txmanager.Fence, t *post
 
 // send broadcasts one raw attempt of t on its route; a refusal is logged
 // with refused, and the caller's own retry takes it from there.
-func (fl *Follower) send(ctx context.Context, t *postgres.Tracked, raw []byte, refused string) {
+func (fl *Follower) send(ctx context.Context, t *txmanager.Tracked, raw []byte, refused string) {
 	if fl.cfg.Router == nil {
 		return
 	}
@@ -479,8 +478,8 @@ func (fl *Follower) fences() []txmanager.Fence {
 }
 
 // stepSigner applies one window change to one signer's transactions.
-func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, removed map[common.Hash]bool, deep bool, head Block) error {
-	byHash := make(map[common.Hash]*postgres.Tracked)
+func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked []txmanager.Tracked, removed map[common.Hash]bool, deep bool, head Block) error {
+	byHash := make(map[common.Hash]*txmanager.Tracked)
 	reopened := make(map[uuid.UUID]bool)
 	for i := range tracked {
 		t := &tracked[i]
@@ -526,13 +525,15 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked [
 	}
 	// Confirmations of everything mined, and the end at the depth or at
 	// the node's finalized block.
-	final := func(r *postgres.Receipt, confirmations uint64) bool { return confirmations >= fl.depth }
+	final := func(r *txmanager.Receipt, confirmations uint64) bool { return confirmations >= fl.depth }
 	if fl.cfg.Chain.Finality == txmanager.FinalityFinalized {
 		finalized, err := fl.finalized(ctx, tracked)
 		if err != nil {
 			return err
 		}
-		final = func(r *postgres.Receipt, _ uint64) bool { return finalized != nil && r.BlockNumber <= finalized.Number }
+		final = func(r *txmanager.Receipt, _ uint64) bool {
+			return finalized != nil && r.BlockNumber <= finalized.Number
+		}
 	}
 	for i := range tracked {
 		t := &tracked[i]
@@ -574,7 +575,7 @@ func (fl *Follower) stepSigner(ctx context.Context, f txmanager.Fence, tracked [
 // mined records that t's attempt r is in a canonical block, head being
 // the chain's head: a SIGNED t (its broadcast refused, held or stuck)
 // becomes BROADCASTED with it, and goes on to its end like any other.
-func (fl *Follower) mined(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, r postgres.Receipt, head Block) error {
+func (fl *Follower) mined(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked, r txmanager.Receipt, head Block) error {
 	confirmations := head.Number - r.BlockNumber + 1
 	if err := fl.cfg.Store.Mined(ctx, f, t.TxID, r, confirmations); err != nil {
 		return err
@@ -592,8 +593,8 @@ func (fl *Follower) mined(ctx context.Context, f txmanager.Fence, t *postgres.Tr
 // consumed at the confirmation depth with none of their attempts: the key
 // was used outside txfence. One call (the signer's nonce at the depth),
 // made only while some transaction of the signer waits to be mined.
-func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, head Block) error {
-	unmined := func(t *postgres.Tracked) bool {
+func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tracked []txmanager.Tracked, head Block) error {
+	unmined := func(t *txmanager.Tracked) bool {
 		return (t.State == txmanager.StateBroadcasted || t.State == txmanager.StateSigned) && t.Mined == nil
 	}
 	waiting := false
@@ -638,7 +639,7 @@ func (fl *Follower) consumedElsewhere(ctx context.Context, f txmanager.Fence, tr
 
 // minedAttempt asks the node for the receipts of t's attempts (one batch)
 // and returns the first it has, nil when none is mined.
-func (fl *Follower) minedAttempt(ctx context.Context, t *postgres.Tracked) (*postgres.Receipt, error) {
+func (fl *Follower) minedAttempt(ctx context.Context, t *txmanager.Tracked) (*txmanager.Receipt, error) {
 	hashes := make([]common.Hash, 0, len(t.Attempts))
 	for h := range t.Attempts {
 		hashes = append(hashes, h)
@@ -658,7 +659,7 @@ func (fl *Follower) minedAttempt(ctx context.Context, t *postgres.Tracked) (*pos
 // and not final yet (one call), nil otherwise. A finalized block the
 // window holds under another hash is not believed (a lagging or confused
 // node): nothing becomes final on it.
-func (fl *Follower) finalized(ctx context.Context, tracked []postgres.Tracked) (*Block, error) {
+func (fl *Follower) finalized(ctx context.Context, tracked []txmanager.Tracked) (*Block, error) {
 	needed := false
 	for i := range tracked {
 		needed = needed || (tracked[i].State == txmanager.StateBroadcasted && tracked[i].Mined != nil)
@@ -693,7 +694,7 @@ func (fl *Follower) trackedFrom(head Block) uint64 {
 // whole under a new lease, else brought up to date with what changed since
 // the last read (the event feed says which), and the final ones whose
 // block fell out of reach dropped.
-func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]postgres.Tracked, error) {
+func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]txmanager.Tracked, error) {
 	from := fl.trackedFrom(head)
 	v := fl.views[f.Key]
 	if v == nil || v.token != f.Token {
@@ -705,7 +706,7 @@ func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]
 		if err != nil {
 			return nil, err
 		}
-		v = &signerView{token: f.Token, seq: seq, txs: make(map[uuid.UUID]postgres.Tracked, len(all))}
+		v = &signerView{token: f.Token, seq: seq, txs: make(map[uuid.UUID]txmanager.Tracked, len(all))}
 		for _, t := range all {
 			v.txs[t.TxID] = t
 		}
@@ -723,7 +724,7 @@ func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]
 		}
 		v.seq = seq
 	}
-	out := make([]postgres.Tracked, 0, len(v.txs))
+	out := make([]txmanager.Tracked, 0, len(v.txs))
 	for id, t := range v.txs {
 		if t.State.Terminal() && (t.Mined == nil || t.Mined.BlockNumber < from) {
 			delete(v.txs, id)
@@ -731,13 +732,13 @@ func (fl *Follower) view(ctx context.Context, f txmanager.Fence, head Block) ([]
 		}
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b postgres.Tracked) int { return cmp.Compare(a.Nonce, b.Nonce) })
+	slices.SortFunc(out, func(a, b txmanager.Tracked) int { return cmp.Compare(a.Nonce, b.Nonce) })
 	return out, nil
 }
 
 // keep writes a step's changes back into f's view, so that the next step
 // starts from them even before their events are numbered in the feed.
-func (fl *Follower) keep(f txmanager.Fence, tracked []postgres.Tracked) {
+func (fl *Follower) keep(f txmanager.Fence, tracked []txmanager.Tracked) {
 	v := fl.views[f.Key]
 	if v == nil || v.token != f.Token {
 		return
@@ -754,13 +755,13 @@ func (fl *Follower) keep(f txmanager.Fence, tracked []postgres.Tracked) {
 
 // stillMined tells, after a change deeper than the window, whether t's
 // receipt is still on the canonical chain (one receipt call).
-func (fl *Follower) stillMined(ctx context.Context, t *postgres.Tracked) bool {
+func (fl *Follower) stillMined(ctx context.Context, t *txmanager.Tracked) bool {
 	rs, err := fl.cfg.RPC.BlockReceipts(ctx, t.Mined.BlockHash, []common.Hash{t.Mined.Hash})
 	return err == nil && len(rs) == 1
 }
 
 // reopen forgets t's orphaned receipt.
-func (fl *Follower) reopen(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) error {
+func (fl *Follower) reopen(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked) error {
 	fl.cfg.Log.Warn("reorg: a receipt left the canonical chain; transaction re-opened",
 		"tx_id", t.TxID, "hash", t.Mined.Hash, "block", t.Mined.BlockNumber, "block_hash", t.Mined.BlockHash, "was", t.State)
 	if err := fl.cfg.Store.Reorged(ctx, f, t.TxID, *t.Mined); err != nil {
@@ -774,6 +775,6 @@ func (fl *Follower) reopen(ctx context.Context, f txmanager.Fence, t *postgres.T
 // chain, claimed first like any resend (with its tx.attempt event, kind
 // resend, after the tx.reorged); a node that still has it answers
 // "already known".
-func (fl *Follower) resend(ctx context.Context, f txmanager.Fence, t *postgres.Tracked) {
+func (fl *Follower) resend(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked) {
 	fl.claimAndSend(ctx, f, t, "resend after a reorg refused; resubmission tries again")
 }

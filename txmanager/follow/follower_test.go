@@ -231,7 +231,7 @@ func (r *rig) broadcast(t testing.TB, requestID string, build func(nonce uint64)
 func (r *rig) record(t testing.TB, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
 	t.Helper()
 	id := r.recordSigned(t, requestID, nonce, tx)
-	if _, err := r.store.Broadcasted(context.Background(), r.fence, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := r.store.Broadcasted(context.Background(), r.fence, []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -259,7 +259,7 @@ func (r *rig) recordSigned(t testing.TB, requestID string, nonce uint64, tx *typ
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Signed(ctx, r.fence, []postgres.Attempt{{TxID: in.ID, Raw: raw, Hash: tx.Hash(), MaxFeePerGas: tx.GasFeeCap(),
+	if _, err := r.store.Signed(ctx, r.fence, []txmanager.Attempt{{TxID: in.ID, Raw: raw, Hash: tx.Hash(), MaxFeePerGas: tx.GasFeeCap(),
 		MaxPriorityFeePerGas: tx.GasTipCap()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -663,11 +663,11 @@ func (r *rig) trackMany(t testing.TB, n int, first uint64) {
 		if _, err := r.store.Allocate(ctx, r.fence, batch, fees, first+uint64(start)); err != nil {
 			t.Fatal(err)
 		}
-		attempts := make([]postgres.Attempt, len(batch))
-		sent := make([]postgres.Sent, len(batch))
+		attempts := make([]txmanager.Attempt, len(batch))
+		sent := make([]txmanager.Sent, len(batch))
 		for i, id := range batch {
-			attempts[i] = postgres.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(1)}
-			sent[i] = postgres.Sent{TxID: id, Route: txmanager.RoutePublic}
+			attempts[i] = txmanager.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(1)}
+			sent[i] = txmanager.Sent{TxID: id, Route: txmanager.RoutePublic}
 		}
 		if _, err := r.store.Signed(ctx, r.fence, attempts); err != nil {
 			t.Fatal(err)

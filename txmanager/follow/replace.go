@@ -12,7 +12,6 @@ import (
 
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -64,7 +63,7 @@ type attemptKey struct {
 // crash or a takeover left are finished, operator actions are carried out,
 // and, on a new block, attempts waiting longer than the signer's
 // bump_after_blocks are bumped when its fee bumps are on.
-func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked []postgres.Tracked, head Block, newBlock bool) error {
+func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked []txmanager.Tracked, head Block, newBlock bool) error {
 	cfg, _ := fl.signer(f.Key)
 	p := &pricer{fl: fl}
 	for i := range tracked {
@@ -88,10 +87,10 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 	// attempt was first seen waiting, stored with the attempt before any
 	// bump is tried: a new process (a restart, a takeover) counts on from
 	// the same block.
-	var seen []postgres.Waiting
+	var seen []txmanager.Waiting
 	for i := range tracked {
 		if t := &tracked[i]; waitingToBeMined(t) && t.WaitingSince == nil {
-			seen = append(seen, postgres.Waiting{TxID: t.TxID, Attempt: t.Current, Since: head.Number})
+			seen = append(seen, txmanager.Waiting{TxID: t.TxID, Attempt: t.Current, Since: head.Number})
 		}
 	}
 	if err := fl.cfg.Store.SetWaitingSince(ctx, f, seen); err != nil {
@@ -105,7 +104,7 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 	}
 	refused := make(map[attemptKey]bool, len(fl.refused[f.Key]))
 	defer func() { fl.refused[f.Key] = refused }()
-	var tried []postgres.Waiting
+	var tried []txmanager.Waiting
 	for i := range tracked {
 		t := &tracked[i]
 		if !waitingToBeMined(t) {
@@ -134,14 +133,14 @@ func (fl *Follower) replacements(ctx context.Context, f txmanager.Fence, tracked
 		}
 		since := head.Number
 		t.WaitingSince = &since // the current attempt's: the bump's, when one was made
-		tried = append(tried, postgres.Waiting{TxID: t.TxID, Attempt: t.Current, Since: since})
+		tried = append(tried, txmanager.Waiting{TxID: t.TxID, Attempt: t.Current, Since: since})
 	}
 	return fl.cfg.Store.SetWaitingSince(ctx, f, tried)
 }
 
 // waitingToBeMined: broadcast, not mined, not a SIGNED one stuck on a
 // refused broadcast.
-func waitingToBeMined(t *postgres.Tracked) bool {
+func waitingToBeMined(t *txmanager.Tracked) bool {
 	return t.State == txmanager.StateBroadcasted && t.Mined == nil
 }
 
@@ -181,7 +180,7 @@ func (p *pricer) read(ctx context.Context) (chain.Market, error) {
 // room for is not planned (refused reports it): the operator action is
 // refused with the reason; an automatic bump is logged, with an alert and
 // the metric unless alerted is set (this attempt was refused before).
-func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, cfg txmanager.SignerConfig, kind string,
+func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked, cfg txmanager.SignerConfig, kind string,
 	actionID *uuid.UUID, p *pricer, alerted bool) (refused bool, err error) {
 	if fl.cfg.Signer == nil {
 		return true, fl.refuse(ctx, f, t, actionID, "this node has no signerd client to sign replacements", alerted)
@@ -194,7 +193,7 @@ func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.
 	if err != nil {
 		return false, err
 	}
-	plan := postgres.Plan{Kind: kind, GasLimit: t.GasLimit, ActionID: actionID}
+	plan := txmanager.Plan{Kind: kind, GasLimit: t.GasLimit, ActionID: actionID}
 	in := &tx.Intent // a bump stays under the intent's own caps; a cancel is the operator's, under the signer's only
 	if kind == txmanager.AttemptCancel {
 		plan.GasLimit, in = cancelGas, nil
@@ -204,7 +203,7 @@ func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.
 		return true, fl.refuse(ctx, f, t, actionID, err.Error(), alerted)
 	}
 	plan, err = fl.cfg.Store.PlanAttempt(ctx, f, t.TxID, plan)
-	if errors.Is(err, postgres.ErrPlanned) || errors.Is(err, postgres.ErrNotFollowed) {
+	if errors.Is(err, txmanager.ErrPlanned) || errors.Is(err, txmanager.ErrNotFollowed) {
 		return false, nil // another step's plan, or the transaction moved on: the next step sees it
 	}
 	if err != nil {
@@ -218,10 +217,10 @@ func (fl *Follower) replace(ctx context.Context, f txmanager.Fence, t *postgres.
 // refuse records that a replacement was not made: the operator action is
 // refused with why; an automatic bump is logged, with an alert and the
 // metric the first time for this attempt.
-func (fl *Follower) refuse(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, actionID *uuid.UUID, why string, alerted bool) error {
+func (fl *Follower) refuse(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked, actionID *uuid.UUID, why string, alerted bool) error {
 	if actionID != nil {
 		fl.cfg.Log.Warn("operator action refused", "tx_id", t.TxID, "action_id", *actionID, "why", why)
-		return fl.cfg.Store.FinishAction(ctx, f, *actionID, postgres.ActionRefused, why, nil)
+		return fl.cfg.Store.FinishAction(ctx, f, *actionID, txmanager.ActionRefused, why, nil)
 	}
 	if alerted {
 		fl.cfg.Log.Info("fee bump still not possible", "tx_id", t.TxID, "signer", f.Key.Signer, "nonce", t.Nonce, "why", why)
@@ -238,7 +237,7 @@ func (fl *Follower) refuse(ctx context.Context, f txmanager.Fence, t *postgres.T
 // replays it), stores it as current and sends it. tx is t as stored, nil
 // to read it. A plan that no longer applies (the transaction was mined
 // meanwhile) or that signerd refuses is dropped with the reason.
-func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgres.Tracked, tx *txmanager.Tx) error {
+func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *txmanager.Tracked, tx *txmanager.Tx) error {
 	plan := *t.Plan
 	if !waitingToBeMined(t) {
 		t.Plan = nil
@@ -303,7 +302,7 @@ func (fl *Follower) finishPlan(ctx context.Context, f txmanager.Fence, t *postgr
 	return nil
 }
 
-func minedOr(t *postgres.Tracked) string {
+func minedOr(t *txmanager.Tracked) string {
 	if t.Mined != nil {
 		return "mined"
 	}
@@ -313,12 +312,12 @@ func minedOr(t *postgres.Tracked) string {
 // operatorActions carries out the operator actions waiting on f's signer,
 // oldest first. An action on a transaction that has a replacement in
 // progress waits for the next step.
-func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg txmanager.SignerConfig, tracked []postgres.Tracked, p *pricer) error {
+func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg txmanager.SignerConfig, tracked []txmanager.Tracked, p *pricer) error {
 	actions, err := fl.cfg.Store.PendingActions(ctx, f.Key)
 	if err != nil || len(actions) == 0 {
 		return err
 	}
-	byID := make(map[uuid.UUID]*postgres.Tracked, len(tracked))
+	byID := make(map[uuid.UUID]*txmanager.Tracked, len(tracked))
 	for i := range tracked {
 		byID[tracked[i].TxID] = &tracked[i]
 	}
@@ -336,23 +335,23 @@ func (fl *Follower) operatorActions(ctx context.Context, f txmanager.Fence, cfg 
 				if tx.State == txmanager.StateBroadcasted {
 					continue
 				}
-				err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionRefused,
+				err = fl.cfg.Store.FinishAction(ctx, f, a.ID, txmanager.ActionRefused,
 					"the transaction is "+strings.ToLower(string(tx.State))+": nothing to "+a.Action, nil)
 			}
 		case !waitingToBeMined(t):
-			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionRefused, "the transaction is "+minedOr(t)+": nothing to "+a.Action, nil)
+			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, txmanager.ActionRefused, "the transaction is "+minedOr(t)+": nothing to "+a.Action, nil)
 		case t.Plan != nil:
 			continue
-		case a.Action == postgres.ActionResend:
+		case a.Action == txmanager.ActionResend:
 			fl.cfg.Log.Info("operator action: resend", "tx_id", t.TxID, "operator", a.Operator, "action_id", a.ID)
 			fl.resendCurrent(ctx, f, t)
 			current := t.Current
-			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionDone, "", &current)
-		case a.Action == postgres.ActionCancel && !cfg.Cancels:
-			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, postgres.ActionRefused, "cancels are off for this signer (chains file: \"cancels\": true)", nil)
+			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, txmanager.ActionDone, "", &current)
+		case a.Action == txmanager.ActionCancel && !cfg.Cancels:
+			err = fl.cfg.Store.FinishAction(ctx, f, a.ID, txmanager.ActionRefused, "cancels are off for this signer (chains file: \"cancels\": true)", nil)
 		default:
 			kind := txmanager.AttemptFeeBump
-			if a.Action == postgres.ActionCancel {
+			if a.Action == txmanager.ActionCancel {
 				kind = txmanager.AttemptCancel
 			}
 			fl.cfg.Log.Info("operator action", "action", a.Action, "tx_id", t.TxID, "operator", a.Operator, "action_id", a.ID)

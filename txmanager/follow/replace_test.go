@@ -20,7 +20,6 @@ import (
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -101,7 +100,7 @@ func (r *signingRig) sendSigned(t *testing.T, requestID string, fees txmanager.F
 	if err != nil || len(signed) != 1 || signed[0].Outcome != remote.OutcomeSigned {
 		t.Fatalf("sign: %+v %v", signed, err)
 	}
-	if _, err := r.store.Signed(ctx, r.fence, []postgres.Attempt{{TxID: in.ID, Raw: signed[0].RawTx, Hash: signed[0].Hash,
+	if _, err := r.store.Signed(ctx, r.fence, []txmanager.Attempt{{TxID: in.ID, Raw: signed[0].RawTx, Hash: signed[0].Hash,
 		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func (r *signingRig) sendSigned(t *testing.T, requestID string, fees txmanager.F
 	if err := r.node.Client().SendTransaction(ctx, &tx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Broadcasted(ctx, r.fence, []postgres.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := r.store.Broadcasted(ctx, r.fence, []txmanager.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return in.ID, tx.Hash()
@@ -249,7 +248,7 @@ func TestOperatorActions(t *testing.T) {
 		r.step(t)
 		id, first := r.sendSigned(t, "to-cancel", underpriced)
 		r.mineExpensive(t, 1)
-		a, err := r.store.RequestAction(ctx, id, postgres.ActionCancel, "alice@ops")
+		a, err := r.store.RequestAction(ctx, id, txmanager.ActionCancel, "alice@ops")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +271,7 @@ func TestOperatorActions(t *testing.T) {
 			t.Error("the original is mined too")
 		}
 		acts, err := r.store.Actions(ctx, id)
-		if err != nil || len(acts) != 1 || acts[0].ID != a.ID || acts[0].Outcome != postgres.ActionDone || acts[0].Attempt == nil || *acts[0].Attempt != 2 {
+		if err != nil || len(acts) != 1 || acts[0].ID != a.ID || acts[0].Outcome != txmanager.ActionDone || acts[0].Attempt == nil || *acts[0].Attempt != 2 {
 			t.Errorf("actions %+v %v", acts, err)
 		}
 	})
@@ -282,12 +281,12 @@ func TestOperatorActions(t *testing.T) {
 		r := newSigningRig(t, txmanager.Chain{Confirmations: 2}, txmanager.SignerConfig{})
 		r.step(t)
 		id, _ := r.sendSigned(t, "keep", underpriced)
-		if _, err := r.store.RequestAction(ctx, id, postgres.ActionCancel, "alice@ops"); err != nil {
+		if _, err := r.store.RequestAction(ctx, id, txmanager.ActionCancel, "alice@ops"); err != nil {
 			t.Fatal(err)
 		}
 		r.step(t)
 		acts, err := r.store.Actions(ctx, id)
-		if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionRefused || !strings.Contains(acts[0].Detail, "cancels are off") {
+		if err != nil || len(acts) != 1 || acts[0].Outcome != txmanager.ActionRefused || !strings.Contains(acts[0].Detail, "cancels are off") {
 			t.Errorf("actions %+v %v", acts, err)
 		}
 		if as := r.attempts(t, id); len(as) != 1 {
@@ -301,7 +300,7 @@ func TestOperatorActions(t *testing.T) {
 		r.step(t)
 		id, _ := r.sendSigned(t, "bump-me", underpriced)
 		r.mineExpensive(t, 1)
-		if _, err := r.store.RequestAction(ctx, id, postgres.ActionBump, "bob@ops"); err != nil {
+		if _, err := r.store.RequestAction(ctx, id, txmanager.ActionBump, "bob@ops"); err != nil {
 			t.Fatal(err)
 		}
 		r.step(t)
@@ -319,12 +318,12 @@ func TestOperatorActions(t *testing.T) {
 		r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{MaxFeePerGas: &txmanager.Wei{Int: *gweis(3)}})
 		r.step(t)
 		id, _ := r.sendSigned(t, "capped", underpriced)
-		if _, err := r.store.RequestAction(ctx, id, postgres.ActionBump, "bob@ops"); err != nil {
+		if _, err := r.store.RequestAction(ctx, id, txmanager.ActionBump, "bob@ops"); err != nil {
 			t.Fatal(err)
 		}
 		r.step(t)
 		acts, err := r.store.Actions(ctx, id)
-		if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionRefused || !strings.Contains(acts[0].Detail, "configured cap") {
+		if err != nil || len(acts) != 1 || acts[0].Outcome != txmanager.ActionRefused || !strings.Contains(acts[0].Detail, "configured cap") {
 			t.Errorf("actions %+v %v", acts, err)
 		}
 	})
@@ -337,7 +336,7 @@ func TestOperatorActions(t *testing.T) {
 		if ok, err := r.node.DropTransaction(ctx, hash); err != nil || !ok {
 			t.Fatalf("drop: %v %v", ok, err)
 		}
-		if _, err := r.store.RequestAction(ctx, id, postgres.ActionResend, "carol@ops"); err != nil {
+		if _, err := r.store.RequestAction(ctx, id, txmanager.ActionResend, "carol@ops"); err != nil {
 			t.Fatal(err)
 		}
 		r.mineAndStep(t, 1) // the resend happens in this step, after the block
@@ -346,7 +345,7 @@ func TestOperatorActions(t *testing.T) {
 			t.Fatalf("%s after the resend", st)
 		}
 		acts, err := r.store.Actions(ctx, id)
-		if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionDone || acts[0].Attempt == nil || *acts[0].Attempt != 1 {
+		if err != nil || len(acts) != 1 || acts[0].Outcome != txmanager.ActionDone || acts[0].Attempt == nil || *acts[0].Attempt != 1 {
 			t.Errorf("actions %+v %v", acts, err)
 		}
 	})
@@ -364,7 +363,7 @@ func TestAnActionWaitsUntilTheFollowerSeesItsTransaction(t *testing.T) {
 	r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{})
 	r.step(t)
 	id, _ := r.sendSigned(t, "not-in-the-feed-yet", underpriced)
-	a, err := r.store.RequestAction(ctx, id, postgres.ActionBump, "bob@ops")
+	a, err := r.store.RequestAction(ctx, id, txmanager.ActionBump, "bob@ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +377,7 @@ func TestAnActionWaitsUntilTheFollowerSeesItsTransaction(t *testing.T) {
 	}
 	r.step(t)
 	got, err := r.store.ActionByID(ctx, a.ID)
-	if err != nil || got.Outcome != postgres.ActionDone || got.Attempt == nil || *got.Attempt != 2 {
+	if err != nil || got.Outcome != txmanager.ActionDone || got.Attempt == nil || *got.Attempt != 2 {
 		t.Fatalf("the action once the follower saw its transaction: %+v %v, want done with attempt 2", got, err)
 	}
 	if as := r.attempts(t, id); len(as) != 2 || as[1].kind != txmanager.AttemptFeeBump {
@@ -501,7 +500,7 @@ func TestACancelIsBumpedAsACancel(t *testing.T) {
 	r := newSigningRig(t, txmanager.Chain{Confirmations: 1}, txmanager.SignerConfig{FeeBumps: true, BumpAfterBlocks: 2, Cancels: true})
 	r.step(t)
 	id, _ := r.sendSigned(t, "cancel-me", underpriced)
-	if _, err := r.store.RequestAction(ctx, id, postgres.ActionCancel, "alice@ops"); err != nil {
+	if _, err := r.store.RequestAction(ctx, id, txmanager.ActionCancel, "alice@ops"); err != nil {
 		t.Fatal(err)
 	}
 	r.mineExpensive(t, 1) // the cancel is priced at this market...
@@ -566,7 +565,7 @@ func TestEveryAttemptSentIsAnEvent(t *testing.T) {
 	r.step(t)
 	bumped, _ := r.sendSigned(t, "bumped", underpriced)
 	r.requireSent(t, bumped, "initial/1")
-	for _, action := range []string{postgres.ActionResend, postgres.ActionBump} {
+	for _, action := range []string{txmanager.ActionResend, txmanager.ActionBump} {
 		if _, err := r.store.RequestAction(ctx, bumped, action, "carol@ops"); err != nil {
 			t.Fatal(err)
 		}
@@ -591,7 +590,7 @@ func TestEveryAttemptSentIsAnEvent(t *testing.T) {
 
 	cancelled, _ := r.sendSigned(t, "cancelled", underpriced)
 	r.mineExpensive(t, 1)
-	if _, err := r.store.RequestAction(ctx, cancelled, postgres.ActionCancel, "alice@ops"); err != nil {
+	if _, err := r.store.RequestAction(ctx, cancelled, txmanager.ActionCancel, "alice@ops"); err != nil {
 		t.Fatal(err)
 	}
 	r.step(t)

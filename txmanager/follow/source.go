@@ -11,7 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
 
-	"github.com/txfence/txfence/txmanager/postgres"
+	"github.com/txfence/txfence/txmanager"
 )
 
 // RPC is a Source over a node's JSON-RPC: one eth_getBlockByNumber or
@@ -83,8 +83,8 @@ type Receipt struct {
 }
 
 // stored is the receipt as the store keeps it, for our attempt number.
-func (r Receipt) stored(attempt int) postgres.Receipt {
-	return postgres.Receipt{Attempt: attempt, Hash: r.TxHash, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
+func (r Receipt) stored(attempt int) txmanager.Receipt {
+	return txmanager.Receipt{Attempt: attempt, Hash: r.TxHash, BlockNumber: r.BlockNumber, BlockHash: r.BlockHash,
 		Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
 }
 

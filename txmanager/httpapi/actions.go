@@ -12,13 +12,12 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // Operator actions on transactions that do not move (ALLOCATED, SIGNED,
 // BROADCASTED and not mined): this node records the request; the node
 // holding the signer's lease carries it out and records the outcome
-// (postgres.Store.Request, FinishAction).
+// (txmanager.APIStore.Request, then the owner's FinishAction).
 
 // ActionRequest is the body of an operator action.
 type ActionRequest struct {
@@ -33,7 +32,7 @@ func (b *ActionRequest) check() (*uuid.UUID, error) {
 	var problems []string
 	var fields []errs.FieldError
 	switch b.Action {
-	case postgres.ActionResend, postgres.ActionBump, postgres.ActionCancel, postgres.ActionAbandon:
+	case txmanager.ActionResend, txmanager.ActionBump, txmanager.ActionCancel, txmanager.ActionAbandon:
 	default:
 		problems = append(problems, "action: one of resend, bump, cancel, abandon")
 		fields = append(fields, errs.FieldError{Pointer: "/action", Detail: "one of resend, bump, cancel, abandon"})
@@ -76,7 +75,7 @@ func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		actionID, err = body.check()
 	}
-	req := postgres.ActionRequest{TxID: id, Action: body.Action, Operator: body.Operator, ActionID: actionID}
+	req := txmanager.ActionRequest{TxID: id, Action: body.Action, Operator: body.Operator, ActionID: actionID}
 	replay := false
 	if err == nil {
 		replay, err = a.replayed(r, req)
@@ -103,7 +102,7 @@ func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
 // replayed tells whether req names an action id already recorded: the
 // store answers it, whatever the transaction's state or the signer's
 // settings are now.
-func (a *API) replayed(r *http.Request, req postgres.ActionRequest) (bool, error) {
+func (a *API) replayed(r *http.Request, req txmanager.ActionRequest) (bool, error) {
 	if req.ActionID == nil {
 		return false, nil
 	}
@@ -118,15 +117,15 @@ func (a *API) replayed(r *http.Request, req postgres.ActionRequest) (bool, error
 // cancel, or the abandon of a SIGNED transaction (whose filler replaces
 // it: a cancel to signerd and the nodes), and the transaction's signer is
 // not configured for cancels: its owner would only refuse.
-func (a *API) cancelsAllowed(r *http.Request, req postgres.ActionRequest) error {
-	if req.Action != postgres.ActionCancel && req.Action != postgres.ActionAbandon {
+func (a *API) cancelsAllowed(r *http.Request, req txmanager.ActionRequest) error {
+	if req.Action != txmanager.ActionCancel && req.Action != txmanager.ActionAbandon {
 		return nil
 	}
 	tx, err := a.Store.Get(r.Context(), req.TxID)
 	if err != nil {
 		return err
 	}
-	if req.Action == postgres.ActionAbandon && tx.State != txmanager.StateSigned {
+	if req.Action == txmanager.ActionAbandon && tx.State != txmanager.StateSigned {
 		return nil
 	}
 	key := txmanager.SignerKey{ChainID: tx.ChainID, Signer: tx.From}
@@ -136,7 +135,7 @@ func (a *API) cancelsAllowed(r *http.Request, req postgres.ActionRequest) error 
 	}
 	if !cfg.Cancels {
 		why := ""
-		if req.Action == postgres.ActionAbandon {
+		if req.Action == txmanager.ActionAbandon {
 			why = "a SIGNED transaction is abandoned by a transfer that replaces it at its nonce, a cancel: "
 		}
 		return errs.Errorf(errs.Conflict, `%scancels are off for signer %s on chain %d (chains file: "cancels": true)`, why, key.Signer.Hex(), key.ChainID)
@@ -150,7 +149,7 @@ func (a *API) listActions(w http.ResponseWriter, r *http.Request) {
 		// An unknown transaction is a 404, not an empty list.
 		_, err = a.Store.Get(r.Context(), id)
 	}
-	var acts []postgres.Action
+	var acts []txmanager.Action
 	if err == nil {
 		acts, err = a.Store.Actions(r.Context(), id)
 	}
@@ -178,7 +177,7 @@ type actionJSON struct {
 	FillerTxID  *uuid.UUID `json:"filler_tx_id,omitempty"`
 }
 
-func toAction(act *postgres.Action) actionJSON {
+func toAction(act *txmanager.Action) actionJSON {
 	out := actionJSON{ActionID: act.ID, TxID: act.TxID, Action: act.Action, Operator: act.Operator,
 		RequestedAt: act.RequestedAt.UTC(), Outcome: act.Outcome, Detail: act.Detail, Attempt: act.Attempt, FillerTxID: act.Filler}
 	if act.DoneAt != nil {

@@ -61,7 +61,7 @@ func (r *actionRig) created(t *testing.T, from, requestID string) uuid.UUID {
 func (r *actionRig) broadcast(t *testing.T, from, requestID string) uuid.UUID {
 	t.Helper()
 	id := r.signed(t, from, requestID)
-	if _, err := r.store.Broadcasted(context.Background(), r.fences[common.HexToAddress(from)], []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := r.store.Broadcasted(context.Background(), r.fences[common.HexToAddress(from)], []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -72,7 +72,7 @@ func (r *actionRig) signed(t *testing.T, from, requestID string) uuid.UUID {
 	t.Helper()
 	id := r.allocated(t, from, requestID)
 	fees := txmanager.Fees{MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
-	if _, err := r.store.Signed(context.Background(), r.fences[common.HexToAddress(from)], []postgres.Attempt{{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]),
+	if _, err := r.store.Signed(context.Background(), r.fences[common.HexToAddress(from)], []txmanager.Attempt{{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]),
 		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestActionsAreRecordedAndListed(t *testing.T) {
 		requested = append(requested, act)
 	}
 	stored, err := r.store.Actions(context.Background(), uuid.MustParse(id))
-	if err != nil || len(stored) != 2 || stored[0].ID.String() != requested[0].ActionID || stored[1].Action != postgres.ActionBump ||
+	if err != nil || len(stored) != 2 || stored[0].ID.String() != requested[0].ActionID || stored[1].Action != txmanager.ActionBump ||
 		stored[0].Key != r.fences[common.HexToAddress(signer)].Key {
 		t.Fatalf("stored %+v (%v)", stored, err)
 	}
@@ -155,7 +155,7 @@ func TestActionsAreRecordedAndListed(t *testing.T) {
 	}
 
 	// The owner refuses the bump.
-	if err := r.store.FinishAction(context.Background(), r.fences[common.HexToAddress(signer)], stored[1].ID, postgres.ActionRefused, "why", nil); err != nil {
+	if err := r.store.FinishAction(context.Background(), r.fences[common.HexToAddress(signer)], stored[1].ID, txmanager.ActionRefused, "why", nil); err != nil {
 		t.Fatal(err)
 	}
 	code, b = r.do(t, "gateway", "GET", path, "")
@@ -356,7 +356,7 @@ func TestRepeatedActionsAreOneAction(t *testing.T) {
 
 	// The owner carries out alice's bump: bob's is done with it.
 	attempt := 2
-	if err := r.store.FinishAction(ctx, f, uuid.MustParse(actionID), postgres.ActionDone, "", &attempt); err != nil {
+	if err := r.store.FinishAction(ctx, f, uuid.MustParse(actionID), txmanager.ActionDone, "", &attempt); err != nil {
 		t.Fatal(err)
 	}
 	acts, err := r.store.Actions(ctx, id)
@@ -364,7 +364,7 @@ func TestRepeatedActionsAreOneAction(t *testing.T) {
 		t.Fatalf("actions %+v %v", acts, err)
 	}
 	for _, a := range acts {
-		if a.Outcome != postgres.ActionDone || a.Attempt == nil || *a.Attempt != 2 {
+		if a.Outcome != txmanager.ActionDone || a.Attempt == nil || *a.Attempt != 2 {
 			t.Errorf("%s by %s: %q attempt %v, want done with attempt 2", a.ID, a.Operator, a.Outcome, a.Attempt)
 		}
 	}
@@ -380,7 +380,7 @@ func TestRepeatedActionsAreOneAction(t *testing.T) {
 	if code != http.StatusAccepted || decode[actionJSON](t, b).ActionID == actionID {
 		t.Errorf("a bump after the first was done: %d %s, want a new action", code, b)
 	}
-	if _, err := r.store.Broadcasted(ctx, f, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := r.store.Broadcasted(ctx, f, []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || decode[actionJSON](t, b).Outcome == nil {

@@ -26,7 +26,6 @@ import (
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -39,7 +38,7 @@ const maxWait = 30 * time.Second
 
 // API serves the internal routes.
 type API struct {
-	Store  *postgres.Store
+	Store  txmanager.APIStore
 	Chains *txmanager.Chains
 	// Signer checks approvals and rejections when they are submitted
 	// (signerd alone knows the approvers' keys); without it both are
@@ -47,7 +46,7 @@ type API struct {
 	Signer ApprovalChecker
 	// Feed wakes long polls of the feed when its head moves (one LISTEN
 	// per process). Without it a long poll looks again every PollEvery.
-	Feed      *postgres.FeedWatch
+	Feed      txmanager.FeedWaiter
 	PollEvery time.Duration
 }
 
@@ -385,7 +384,7 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		ceiling, err = body.check(time.Now())
 	}
-	approval := postgres.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature}
+	approval := txmanager.Approval{Approver: body.Approver, MaxFeePerGas: ceiling, Expiry: body.Expiry, Signature: body.Signature}
 	var c remote.ApprovalCheck
 	if err == nil {
 		c, err = a.checkWithSigner(r.Context(), id, []remote.Approval{approval}, nil)
@@ -424,7 +423,7 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request) {
 		httpserver.Error(w, r, err)
 		return
 	}
-	tx, err := a.Store.Reject(r.Context(), id, postgres.Rejection(rejection))
+	tx, err := a.Store.Reject(r.Context(), id, txmanager.Rejection(rejection))
 	a.writeTx(w, r, tx, err)
 }
 
@@ -480,7 +479,7 @@ func refuseUncounted(c remote.ApprovalCheck, item remote.ItemCheck, title string
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var f postgres.Filter
+	var f txmanager.TxFilter
 	var problems []string
 	if v := q.Get("chain_id"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

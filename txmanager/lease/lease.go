@@ -35,32 +35,6 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
-// Store is the database side of ownership; postgres.Store implements it.
-// All its times are the database's.
-type Store interface {
-	// Heartbeat registers node as live until ttl from now.
-	Heartbeat(ctx context.Context, node string, ttl time.Duration) error
-	// LiveNodes lists the nodes whose heartbeat has not expired, sorted.
-	LiveNodes(ctx context.Context) ([]string, error)
-	// Deregister removes node from the registry.
-	Deregister(ctx context.Context, node string) error
-	// Acquire takes key's lease for node (free, released or expired), or
-	// renews it when node holds it; ok is false when another node holds
-	// it unexpired.
-	Acquire(ctx context.Context, node string, key txmanager.SignerKey, ttl time.Duration) (token int64, ok bool, err error)
-	// RenewAll extends every unexpired lease of node, in one statement,
-	// and returns them with their tokens.
-	RenewAll(ctx context.Context, node string, ttl time.Duration) (map[txmanager.SignerKey]int64, error)
-	// Release gives up node's leases on keys.
-	Release(ctx context.Context, node string, keys []txmanager.SignerKey) error
-	// Vacant returns those of keys that nobody holds.
-	Vacant(ctx context.Context, keys []txmanager.SignerKey) ([]txmanager.SignerKey, error)
-	// NextLapse is how long until the first held lease of keys has run
-	// out together with its owner's heartbeat; ok is false when none is
-	// held.
-	NextLapse(ctx context.Context, keys []txmanager.SignerKey) (wait time.Duration, ok bool, err error)
-}
-
 // Handler is the worker layer: it runs one worker per signer this node
 // holds. Both methods are called from the Manager's loop; Lost must stop
 // the signer's worker promptly (the Manager releases a handed-off lease
@@ -158,7 +132,7 @@ func (c *Config) setDefaults() error {
 // Manager runs one node's side of ownership. Create it with New, run it
 // with Run; the worker layer reports fenced writes with Fenced.
 type Manager struct {
-	store   Store
+	store   txmanager.LeaseStore
 	cfg     Config
 	handler Handler
 	log     *slog.Logger
@@ -209,7 +183,7 @@ type lostKey struct {
 // when not nil: txfence_txmanager_fenced_total{chain_id},
 // txfence_txmanager_leases_owned, txfence_txmanager_lease_lost_total{reason}
 // and txfence_txmanager_lease_acquired_total.
-func New(store Store, h Handler, reg prometheus.Registerer, cfg Config) (*Manager, error) {
+func New(store txmanager.LeaseStore, h Handler, reg prometheus.Registerer, cfg Config) (*Manager, error) {
 	if store == nil || h == nil {
 		return nil, errors.New("lease: store and handler required")
 	}

@@ -151,7 +151,7 @@ func (w *world) eventsSince(n int) ([]event, int) {
 // cuttableStore is a node's store whose connection to the database can be
 // cut: every call then fails, as in a network partition.
 type cuttableStore struct {
-	lease.Store
+	txmanager.LeaseStore
 	cut atomic.Bool
 }
 
@@ -161,56 +161,56 @@ func (s *cuttableStore) Heartbeat(ctx context.Context, node string, ttl time.Dur
 	if s.cut.Load() {
 		return errCut
 	}
-	return s.Store.Heartbeat(ctx, node, ttl)
+	return s.LeaseStore.Heartbeat(ctx, node, ttl)
 }
 
 func (s *cuttableStore) LiveNodes(ctx context.Context) ([]string, error) {
 	if s.cut.Load() {
 		return nil, errCut
 	}
-	return s.Store.LiveNodes(ctx)
+	return s.LeaseStore.LiveNodes(ctx)
 }
 
 func (s *cuttableStore) Deregister(ctx context.Context, node string) error {
 	if s.cut.Load() {
 		return errCut
 	}
-	return s.Store.Deregister(ctx, node)
+	return s.LeaseStore.Deregister(ctx, node)
 }
 
 func (s *cuttableStore) Acquire(ctx context.Context, node string, key txmanager.SignerKey, ttl time.Duration) (int64, bool, error) {
 	if s.cut.Load() {
 		return 0, false, errCut
 	}
-	return s.Store.Acquire(ctx, node, key, ttl)
+	return s.LeaseStore.Acquire(ctx, node, key, ttl)
 }
 
 func (s *cuttableStore) RenewAll(ctx context.Context, node string, ttl time.Duration) (map[txmanager.SignerKey]int64, error) {
 	if s.cut.Load() {
 		return nil, errCut
 	}
-	return s.Store.RenewAll(ctx, node, ttl)
+	return s.LeaseStore.RenewAll(ctx, node, ttl)
 }
 
 func (s *cuttableStore) Release(ctx context.Context, node string, keys []txmanager.SignerKey) error {
 	if s.cut.Load() {
 		return errCut
 	}
-	return s.Store.Release(ctx, node, keys)
+	return s.LeaseStore.Release(ctx, node, keys)
 }
 
 func (s *cuttableStore) Vacant(ctx context.Context, keys []txmanager.SignerKey) ([]txmanager.SignerKey, error) {
 	if s.cut.Load() {
 		return nil, errCut
 	}
-	return s.Store.Vacant(ctx, keys)
+	return s.LeaseStore.Vacant(ctx, keys)
 }
 
 func (s *cuttableStore) NextLapse(ctx context.Context, keys []txmanager.SignerKey) (time.Duration, bool, error) {
 	if s.cut.Load() {
 		return 0, false, errCut
 	}
-	return s.Store.NextLapse(ctx, keys)
+	return s.LeaseStore.NextLapse(ctx, keys)
 }
 
 // node is one running Manager with its own pool.
@@ -226,7 +226,7 @@ type node struct {
 func startNode(t *testing.T, w *world, url, name string, keys []txmanager.SignerKey, cfg lease.Config) *node {
 	t.Helper()
 	n := &node{name: name, reg: prometheus.NewRegistry(), done: make(chan error, 1)}
-	n.store = &cuttableStore{Store: postgres.New(testPool(t, url, name))}
+	n.store = &cuttableStore{LeaseStore: postgres.New(testPool(t, url, name))}
 	cfg.Node = name
 	cfg.Signers = func() []txmanager.SignerKey { return keys }
 	m, err := lease.New(n.store, handler{w, name}, n.reg, cfg)
@@ -314,7 +314,7 @@ func convergence(t *testing.T, s *postgres.Store, w *world, live []string, keys 
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKey := make(map[txmanager.SignerKey]postgres.LeaseRow)
+	byKey := make(map[txmanager.SignerKey]txmanager.Lease)
 	for _, l := range leases {
 		byKey[l.Key] = l
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -23,57 +22,10 @@ import (
 // (PendingActions), its worker on those not broadcast yet, ALLOCATED or
 // SIGNED, and on every abandon (WorkerActions).
 
-// The actions an operator may ask for.
-const (
-	ActionResend = "resend" // send the current attempt again (or ask signerd again), now
-	ActionBump   = "bump"   // a fee bump now, whatever the signer's automatic bumps
-	ActionCancel = "cancel" // replace the transaction by a 0-value transfer to the signer itself
-	// ActionAbandon fails the transaction (abandoned) and gives its nonce
-	// to a new 0-value transfer to the signer itself.
-	ActionAbandon = "abandon"
-)
-
-// The outcomes of an action.
-const (
-	ActionDone    = "done"
-	ActionRefused = "refused"
-)
-
-// Action is an operator's request on one transaction and what became of
-// it (Outcome empty while it waits for the signer's owner).
-type Action struct {
-	ID          uuid.UUID
-	TxID        uuid.UUID
-	Key         txmanager.SignerKey
-	Action      string
-	Operator    string
-	RequestedAt time.Time
-	DoneAt      *time.Time
-	Outcome     string
-	Detail      string
-	// Attempt is the attempt the action produced or sent again.
-	Attempt *int
-	// Fees are the fees fixed for the attempt the action has signerd sign
-	// (PlanActionFees), nil until then.
-	Fees *txmanager.Fees
-	// Filler is the transaction an abandon gave the nonce to.
-	Filler *uuid.UUID
-}
-
-// ActionRequest is an operator's request.
-type ActionRequest struct {
-	TxID     uuid.UUID
-	Action   string
-	Operator string
-	// ActionID, when set, makes the request idempotent: the same id again
-	// is the same action.
-	ActionID *uuid.UUID
-}
-
 // RequestAction records an operator's request (see Request) and returns
 // it.
-func (s *Store) RequestAction(ctx context.Context, id uuid.UUID, action, operator string) (Action, error) {
-	a, _, err := s.Request(ctx, ActionRequest{TxID: id, Action: action, Operator: operator})
+func (s *Store) RequestAction(ctx context.Context, id uuid.UUID, action, operator string) (txmanager.Action, error) {
+	a, _, err := s.Request(ctx, txmanager.ActionRequest{TxID: id, Action: action, Operator: operator})
 	return a, err
 }
 
@@ -85,9 +37,9 @@ func (s *Store) RequestAction(ctx context.Context, id uuid.UUID, action, operato
 // same request (action and operator) waits on the transaction already.
 // errs.NotFound when there is no such transaction, errs.Conflict when it
 // is in another state.
-func (s *Store) Request(ctx context.Context, r ActionRequest) (Action, bool, error) {
+func (s *Store) Request(ctx context.Context, r txmanager.ActionRequest) (txmanager.Action, bool, error) {
 	var (
-		a     Action
+		a     txmanager.Action
 		fresh bool
 	)
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
@@ -148,11 +100,11 @@ func (s *Store) Request(ctx context.Context, r ActionRequest) (Action, bool, err
 
 // actionFits tells whether r may be asked of a transaction in state
 // (mined: a receipt is recorded).
-func actionFits(r ActionRequest, state txmanager.State, mined bool) error {
+func actionFits(r txmanager.ActionRequest, state txmanager.State, mined bool) error {
 	switch {
 	case state == txmanager.StateAllocated || state == txmanager.StateSigned:
 		return nil
-	case state == txmanager.StateBroadcasted && r.Action == ActionAbandon && !mined:
+	case state == txmanager.StateBroadcasted && r.Action == txmanager.ActionAbandon && !mined:
 		return errs.Errorf(errs.Conflict, "transaction %s is BROADCASTED: it cannot be abandoned, since it may be mined at any moment; "+
 			"cancel it instead (a cancel is an attempt of the same transaction, so whichever is mined decides)", r.TxID)
 	case state == txmanager.StateBroadcasted && mined:
@@ -164,14 +116,16 @@ func actionFits(r ActionRequest, state txmanager.State, mined bool) error {
 		r.TxID, state, pastTense[r.Action])
 }
 
-var pastTense = map[string]string{ActionResend: "resent", ActionBump: "bumped", ActionCancel: "cancelled", ActionAbandon: "abandoned"}
+var pastTense = map[string]string{
+	txmanager.ActionResend: "resent", txmanager.ActionBump: "bumped", txmanager.ActionCancel: "cancelled", txmanager.ActionAbandon: "abandoned",
+}
 
 const actionColumns = `action_id, tx_id, chain_id, signer, action, operator, requested_at, done_at, coalesce(outcome, ''), coalesce(detail, ''), attempt,
 	max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text, filler_tx_id`
 
-func scanAction(row pgx.Row) (Action, error) {
+func scanAction(row pgx.Row) (txmanager.Action, error) {
 	var (
-		a       Action
+		a       txmanager.Action
 		chainID int64
 		signer  []byte
 		attempt *int32
@@ -192,11 +146,11 @@ func scanAction(row pgx.Row) (Action, error) {
 	return a, nil
 }
 
-func collectActions(rows pgx.Rows, err error, what string) ([]Action, error) {
+func collectActions(rows pgx.Rows, err error, what string) ([]txmanager.Action, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) { return scanAction(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Action, error) { return scanAction(r) })
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -204,7 +158,7 @@ func collectActions(rows pgx.Rows, err error, what string) ([]Action, error) {
 }
 
 // ActionByID reads one action; errs.NotFound when there is none.
-func (s *Store) ActionByID(ctx context.Context, id uuid.UUID) (Action, error) {
+func (s *Store) ActionByID(ctx context.Context, id uuid.UUID) (txmanager.Action, error) {
 	a, err := scanAction(s.pool.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE action_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, errs.Errorf(errs.NotFound, "no action %s", id)
@@ -216,7 +170,7 @@ func (s *Store) ActionByID(ctx context.Context, id uuid.UUID) (Action, error) {
 }
 
 // Actions lists a transaction's operator actions, oldest first.
-func (s *Store) Actions(ctx context.Context, id uuid.UUID) ([]Action, error) {
+func (s *Store) Actions(ctx context.Context, id uuid.UUID) ([]txmanager.Action, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE tx_id = $1 ORDER BY requested_at, action_id`, id)
 	return collectActions(rows, err, "actions on "+id.String())
 }
@@ -242,8 +196,8 @@ var beforeBroadcast = []string{string(txmanager.StateAllocated), string(txmanage
 // key's signer, oldest first: those on transactions broadcast (or past
 // it), abandons excepted. The same action asked again while one waits is
 // listed once.
-func (s *Store) PendingActions(ctx context.Context, key txmanager.SignerKey) ([]Action, error) {
-	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, true, []string{}, []string{ActionAbandon})
+func (s *Store) PendingActions(ctx context.Context, key txmanager.SignerKey) ([]txmanager.Action, error) {
+	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, true, []string{}, []string{txmanager.ActionAbandon})
 	return collectActions(rows, err, "pending actions of "+key.String())
 }
 
@@ -251,8 +205,8 @@ func (s *Store) PendingActions(ctx context.Context, key txmanager.SignerKey) ([]
 // signer, oldest first: those on ALLOCATED and SIGNED transactions, and
 // every abandon. The same action asked again while one waits is listed
 // once.
-func (s *Store) WorkerActions(ctx context.Context, key txmanager.SignerKey) ([]Action, error) {
-	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, false, []string{ActionAbandon}, []string{})
+func (s *Store) WorkerActions(ctx context.Context, key txmanager.SignerKey) ([]txmanager.Action, error) {
+	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, false, []string{txmanager.ActionAbandon}, []string{})
 	return collectActions(rows, err, "pending actions of "+key.String())
 }
 
@@ -338,7 +292,7 @@ func (s *Store) PlanActionFees(ctx context.Context, f txmanager.Fence, id uuid.U
 			if err := heldAction(ctx, tx, f, id, "plan the fees of action"); err != nil {
 				return err
 			}
-			return fmt.Errorf("plan the fees of action %s: %w", id, ErrActionDone)
+			return fmt.Errorf("plan the fees of action %s: %w", id, txmanager.ErrActionDone)
 		}
 		if err != nil {
 			return fmt.Errorf("plan the fees of action %s: %w", id, err)
@@ -348,9 +302,6 @@ func (s *Store) PlanActionFees(ctx context.Context, f txmanager.Fence, id uuid.U
 	})
 	return out, err
 }
-
-// ErrActionDone: the action was carried out (or refused) meanwhile.
-var ErrActionDone = errors.New("the action is done already")
 
 // RefixSigningFees sets the fees an ALLOCATED transaction is to be signed
 // with (a bump before signerd signed it), under f. Only a transaction
@@ -387,16 +338,6 @@ func (s *Store) CurrentAttempt(ctx context.Context, id uuid.UUID) (int, txmanage
 	return attempt, txmanager.Fees{MaxFeePerGas: bigOf(fees[0]), MaxPriorityFeePerGas: bigOf(fees[1]), GasPrice: bigOf(fees[2])}, nil
 }
 
-// ActionAttempt is an attempt an operator action had signerd sign for a
-// transaction not broadcast yet.
-type ActionAttempt struct {
-	Kind     string // txmanager.AttemptFeeBump or txmanager.AttemptCancel
-	GasLimit uint64
-	Fees     txmanager.Fees
-	Raw      []byte
-	Hash     common.Hash
-}
-
 // StoreActionAttempt stores the attempt action a produced as its
 // transaction's current one, and marks a done with it, in one fenced
 // transaction, before anything is sent. A SIGNED transaction gets it
@@ -406,7 +347,7 @@ type ActionAttempt struct {
 // SIGNED. Either way a tx.state_changed event says so (reason
 // operator_action), and the earlier attempts stay tracked: whichever is
 // mined decides.
-func (s *Store) StoreActionAttempt(ctx context.Context, f txmanager.Fence, a Action, at ActionAttempt) (txmanager.Tx, error) {
+func (s *Store) StoreActionAttempt(ctx context.Context, f txmanager.Fence, a txmanager.Action, at txmanager.ActionAttempt) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var prev string
@@ -431,25 +372,19 @@ func (s *Store) StoreActionAttempt(ctx context.Context, f txmanager.Fence, a Act
 		}
 		out, err = scanTx(tx.QueryRow(ctx, `
 			UPDATE tx SET state = 'SIGNED', current_attempt = $2, sub_state = NULL, reason = $3, updated_at = now()
-			WHERE tx_id = $1 RETURNING `+txColumns, a.TxID, attempt, OperatorReason(a)))
+			WHERE tx_id = $1 RETURNING `+txColumns, a.TxID, attempt, txmanager.OperatorReason(a)))
 		if err != nil {
 			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
 		}
 		hash := at.Hash
 		out.Hash = &hash // the statement does not see the attempt it wrote
-		ev := txmanager.StateChanged{FromState: txmanager.State(prev), ToState: txmanager.StateSigned, Reason: OperatorReason(a), Hash: &hash}
+		ev := txmanager.StateChanged{FromState: txmanager.State(prev), ToState: txmanager.StateSigned, Reason: txmanager.OperatorReason(a), Hash: &hash}
 		if err := insertEvent(ctx, tx, &out, ev); err != nil {
 			return err
 		}
-		return actionDone(ctx, tx, a.ID, ActionDone, "", &attempt)
+		return actionDone(ctx, tx, a.ID, txmanager.ActionDone, "", &attempt)
 	})
 	return out, err
-}
-
-// OperatorReason is the reason the events of action a's changes give:
-// operator_action, the action and its id.
-func OperatorReason(a Action) string {
-	return fmt.Sprintf("%s: %s (action %s)", txmanager.ReasonOperatorAction, a.Action, a.ID)
 }
 
 // Abandon carries out action a, an abandon: its ALLOCATED or SIGNED
@@ -457,7 +392,7 @@ func OperatorReason(a Action) string {
 // transfer to the signer itself, ALLOCATED at that nonce with fees (see
 // FillGap), and a is done, naming the filler, all in one fenced
 // transaction.
-func (s *Store) Abandon(ctx context.Context, f txmanager.Fence, a Action, fees txmanager.Fees) (failed, filler txmanager.Tx, err error) {
+func (s *Store) Abandon(ctx context.Context, f txmanager.Fence, a txmanager.Action, fees txmanager.Fees) (failed, filler txmanager.Tx, err error) {
 	err = s.fencedTx(ctx, func(tx pgx.Tx) error {
 		if err := heldAction(ctx, tx, f, a.ID, "abandon"); err != nil {
 			return err
@@ -466,7 +401,7 @@ func (s *Store) Abandon(ctx context.Context, f txmanager.Fence, a Action, fees t
 		if err != nil {
 			return err
 		}
-		return actionDoneWith(ctx, tx, a.ID, ActionDone, "", nil, &filler.ID)
+		return actionDoneWith(ctx, tx, a.ID, txmanager.ActionDone, "", nil, &filler.ID)
 	})
 	return failed, filler, err
 }

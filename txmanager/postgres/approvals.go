@@ -14,9 +14,6 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
-// Approval is an approver's signature, as stored (txmanager.Approval).
-type Approval = txmanager.Approval
-
 // Approve stores an approval of a transaction waiting for approvals, with
 // the fee ceiling its signature covers; the signer's worker passes it to
 // signerd. The same approver again replaces its earlier approval (ceiling
@@ -25,7 +22,7 @@ type Approval = txmanager.Approval
 // errs.Conflict, so that no pile of approvals ever outgrows what signerd
 // takes in one request. A transaction in any other state is an
 // errs.Conflict, one that does not exist errs.NotFound.
-func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval, maxApprovals int) (txmanager.Tx, error) {
+func (s *Store) Approve(ctx context.Context, id uuid.UUID, a txmanager.Approval, maxApprovals int) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		t, err := lockAwaitingApproval(ctx, tx, id, "approved")
@@ -59,20 +56,12 @@ func (s *Store) Approve(ctx context.Context, id uuid.UUID, a Approval, maxApprov
 	return out, err
 }
 
-// Rejection is an approver's signed rejection (txfence/rejection/v1),
-// which signerd counted.
-type Rejection struct {
-	Approver  string
-	Expiry    time.Time
-	Signature []byte
-}
-
 // Reject records an approver's signed rejection (the approver, the expiry
 // and the signature stay on the approval row: the evidence of who failed
 // the transaction) and fails the transaction (reason approval_rejected,
 // the event naming the approver) in one transaction. Rejecting a
 // transaction the same approver already rejected answers it unchanged.
-func (s *Store) Reject(ctx context.Context, id uuid.UUID, r Rejection) (txmanager.Tx, error) {
+func (s *Store) Reject(ctx context.Context, id uuid.UUID, r txmanager.Rejection) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var already bool
@@ -132,15 +121,15 @@ func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what str
 
 // Approvals are the stored approvals of the transactions ids, by
 // transaction, in approver order.
-func (s *Store) Approvals(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]Approval, error) {
+func (s *Store) Approvals(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]txmanager.Approval, error) {
 	rows, err := s.pool.Query(ctx, `SELECT tx_id, approver, max_fee_per_gas::text, expiry, signature FROM approval
 		WHERE tx_id = ANY($1) AND decision = 'approve' ORDER BY tx_id, approver`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
-	out := map[uuid.UUID][]Approval{}
+	out := map[uuid.UUID][]txmanager.Approval{}
 	var id uuid.UUID
-	var a Approval
+	var a txmanager.Approval
 	var ceiling string
 	_, err = pgx.ForEachRow(rows, []any{&id, &a.Approver, &ceiling, &a.Expiry, &a.Signature}, func() error {
 		a.MaxFeePerGas = bigOf(&ceiling)
@@ -168,7 +157,7 @@ func (s *Store) Approved(ctx context.Context, f txmanager.Fence, id uuid.UUID, a
 
 // AwaitingApproval lists a signer's transactions waiting for approvals,
 // with when each stops waiting, oldest first, at most limit.
-func (s *Store) AwaitingApproval(ctx context.Context, key txmanager.SignerKey, limit int) ([]Awaiting, error) {
+func (s *Store) AwaitingApproval(ctx context.Context, key txmanager.SignerKey, limit int) ([]txmanager.Awaiting, error) {
 	rows, err := s.pool.Query(ctx, `SELECT approval_expires_at, approval_expires_at <= now(), coalesce((SELECT string_agg(a.approver || '@' || a.created_at::text, ',' ORDER BY a.approver)
 			FROM approval a WHERE a.tx_id = tx.tx_id), ''), `+txColumns+`
 		FROM tx WHERE chain_id = $1 AND signer = $2 AND state = 'PENDING_APPROVAL' ORDER BY accept_seq LIMIT $3`,
@@ -176,21 +165,10 @@ func (s *Store) AwaitingApproval(ctx context.Context, key txmanager.SignerKey, l
 	if err != nil {
 		return nil, fmt.Errorf("transactions awaiting approval: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Awaiting, error) {
-		var a Awaiting
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Awaiting, error) {
+		var a txmanager.Awaiting
 		var err error
 		a.Tx, err = scanTxWith(r, &a.Expires, &a.Expired, &a.Decisions)
 		return a, err
 	})
-}
-
-// Awaiting is a transaction waiting for approvals.
-type Awaiting struct {
-	txmanager.Tx
-	Expires time.Time
-	// Expired: the wait is over by the database's clock.
-	Expired bool
-	// Decisions sums up the approvals recorded so far (who, and when each
-	// was last stored): a change means the policy must be asked again.
-	Decisions string
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )
 
@@ -43,7 +44,7 @@ func TestApprovalsKeepTheirFeeCeiling(t *testing.T) {
 	expiry := time.Now().Add(time.Hour).Truncate(time.Second)
 	approve := func(approver string, ceiling int64, sig byte) {
 		t.Helper()
-		if _, err := s.Approve(ctx(t), id, postgres.Approval{Approver: approver, MaxFeePerGas: big.NewInt(ceiling), Expiry: expiry,
+		if _, err := s.Approve(ctx(t), id, txmanager.Approval{Approver: approver, MaxFeePerGas: big.NewInt(ceiling), Expiry: expiry,
 			Signature: []byte{sig}}, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestApprovalsKeepTheirFeeCeiling(t *testing.T) {
 	if got, want := stored(), "alice<=60000000000:03 bob<=45000000000:02 "; got != want {
 		t.Errorf("approved again: %q, want %q", got, want)
 	}
-	if _, err := s.Reject(ctx(t), id, postgres.Rejection{Approver: "bob", Expiry: expiry, Signature: []byte{4}}); err != nil {
+	if _, err := s.Reject(ctx(t), id, txmanager.Rejection{Approver: "bob", Expiry: expiry, Signature: []byte{4}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM approval WHERE approver = 'bob' AND decision = 'reject' AND max_fee_per_gas IS NULL AND signature = '\x04'`); n != 1 {
@@ -98,7 +99,7 @@ func TestApprovalsAreCappedAtTheRulesApprovers(t *testing.T) {
 	id := awaitingApproval(t, s, pool, "capped-1")
 	expiry := time.Now().Add(time.Hour).Truncate(time.Second)
 	approve := func(approver string, sig byte) error {
-		_, err := s.Approve(ctx(t), id, postgres.Approval{Approver: approver, MaxFeePerGas: big.NewInt(1), Expiry: expiry, Signature: []byte{sig}}, 2)
+		_, err := s.Approve(ctx(t), id, txmanager.Approval{Approver: approver, MaxFeePerGas: big.NewInt(1), Expiry: expiry, Signature: []byte{sig}}, 2)
 		return err
 	}
 	for i, a := range []string{"alice", "bob"} {

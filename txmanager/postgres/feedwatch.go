@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/txmanager"
 )
 
 // feedChannel is the NOTIFY channel the sequencer announces the feed's
@@ -33,6 +35,8 @@ type FeedWatch struct {
 	head    uint64
 	changed chan struct{} // closed and replaced when head moves
 }
+
+var _ txmanager.FeedWaiter = (*FeedWatch)(nil)
 
 // WatchFeed starts watching the feed's head until ctx ends.
 func (s *Store) WatchFeed(ctx context.Context, log *slog.Logger) *FeedWatch {

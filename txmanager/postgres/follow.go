@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -19,63 +18,12 @@ import (
 // look for in blocks, and what it found. Every write is fenced like the
 // worker's and writes its event in the same transaction.
 
-// Receipt is the part of a mined attempt's receipt txmanager keeps.
-type Receipt struct {
-	Attempt           int
-	Hash              common.Hash
-	BlockNumber       uint64
-	BlockHash         common.Hash
-	Status            uint8 // 1 success, 0 reverted
-	GasUsed           uint64
-	EffectiveGasPrice *big.Int
-}
-
-// Tracked is a transaction the follower watches: signed or broadcast and
-// not yet final, or final at a block recent enough for a reorg to re-open
-// it.
-type Tracked struct {
-	TxID  uuid.UUID
-	Key   txmanager.SignerKey
-	State txmanager.State
-	Stuck bool // sub-state stuck
-	Route txmanager.Route
-	Nonce uint64
-	// Attempts are the hashes of every signed attempt, by attempt number;
-	// whichever is mined decides.
-	Attempts map[common.Hash]int
-	// Current is the attempt last sent; SentAt when it was last sent,
-	// FirstSentAt when the transaction was first sent (database clock):
-	// the earliest first send of its attempts, which resends never move
-	// (the stuck clock runs from it).
-	Current             int
-	SentAt, FirstSentAt time.Time
-	// CurrentKind and Fees are the current attempt's kind and fees
-	// (what a fee bump starts from); GasLimit is the transaction's.
-	CurrentKind string
-	Fees        txmanager.Fees
-	GasLimit    uint64
-	// CurrentRoute is the route the current attempt went out on (the
-	// transaction's when none is recorded); Drops how many times the nodes
-	// dropped it (Dropped).
-	CurrentRoute txmanager.Route
-	Drops        int
-	// WaitingSince is the block from which the current attempt's
-	// bump_after_blocks counts (SetWaitingSince), nil until the follower
-	// first saw it waiting.
-	WaitingSince *uint64
-	// Plan is the attempt planned and not yet stored, nil when none is.
-	Plan *Plan
-	// Mined is the receipt as stored, nil while none is.
-	Mined         *Receipt
-	Confirmations uint64
-}
-
 // Tracking lists key's transactions the follower watches: every
 // BROADCASTED one, every SIGNED one (whatever its sub-state: a node may
 // mine a transaction whose send it refused, and one held for funds or
 // stuck on a refusal may have its nonce consumed elsewhere), and those
 // CONFIRMED or REVERTED in a block at or above fromBlock.
-func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]Tracked, error) {
+func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64) ([]txmanager.Tracked, error) {
 	return s.tracking(ctx, key, fromBlock, nil)
 }
 
@@ -94,7 +42,7 @@ func (s *Store) FeedHead(ctx context.Context) (uint64, error) {
 // between, of any signer, and rows the ones of them key's follower still
 // watches (Tracking's rule). A changed transaction missing from rows is no
 // longer watched.
-func (s *Store) TrackingSince(ctx context.Context, key txmanager.SignerKey, fromBlock, after uint64) (rows []Tracked, changed []uuid.UUID, upTo uint64, err error) {
+func (s *Store) TrackingSince(ctx context.Context, key txmanager.SignerKey, fromBlock, after uint64) (rows []txmanager.Tracked, changed []uuid.UUID, upTo uint64, err error) {
 	if upTo, err = s.FeedHead(ctx); err != nil || upTo <= after {
 		return nil, nil, max(upTo, after), err
 	}
@@ -113,7 +61,7 @@ func (s *Store) TrackingSince(ctx context.Context, key txmanager.SignerKey, from
 }
 
 // tracking reads Tracking's rows, only among ids when ids is not nil.
-func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64, ids []uuid.UUID) ([]Tracked, error) {
+func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64, ids []uuid.UUID) ([]txmanager.Tracked, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
 			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
@@ -129,7 +77,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 	if err != nil {
 		return nil, fmt.Errorf("transactions to follow of %s: %w", key, err)
 	}
-	var out []Tracked
+	var out []txmanager.Tracked
 	var (
 		id                      uuid.UUID
 		state, route            string
@@ -159,10 +107,10 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 		&attemptRoute, &drops,
 		&planAttempt, &planKind, &planGas, &planFees[0], &planFees[1], &planFees[2], &planAction}, func() error {
 		if len(out) == 0 || out[len(out)-1].TxID != id {
-			out = append(out, Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
+			out = append(out, txmanager.Tracked{TxID: id, Key: key, State: txmanager.State(state), Stuck: stuck, Route: txmanager.Route(route), Nonce: uint64(nonce), Current: current,
 				Attempts: map[common.Hash]int{}, Confirmations: uint64(confirmations), GasLimit: uint64(gasLimit)})
 			if planAttempt != nil {
-				out[len(out)-1].Plan = &Plan{Attempt: int(*planAttempt), Kind: *planKind, GasLimit: uint64(*planGas), ActionID: planAction,
+				out[len(out)-1].Plan = &txmanager.Plan{Attempt: int(*planAttempt), Kind: *planKind, GasLimit: uint64(*planGas), ActionID: planAction,
 					Fees: txmanager.Fees{MaxFeePerGas: bigOf(planFees[0]), MaxPriorityFeePerGas: bigOf(planFees[1]), GasPrice: bigOf(planFees[2])}}
 			}
 		}
@@ -181,7 +129,7 @@ func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 			t.FirstSentAt = firstSentAt
 		}
 		if attempt == mined && blockNumber != nil {
-			t.Mined = &Receipt{Attempt: attempt, Hash: h, BlockNumber: uint64(*blockNumber), BlockHash: common.BytesToHash(blockHash),
+			t.Mined = &txmanager.Receipt{Attempt: attempt, Hash: h, BlockNumber: uint64(*blockNumber), BlockHash: common.BytesToHash(blockHash),
 				Status: uint8(*status), GasUsed: uint64(valueOr(gasUsed)), EffectiveGasPrice: bigOf(price)}
 		}
 		return nil
@@ -208,7 +156,7 @@ func valueOr(v *int64) int64 {
 // stuck, whatever the node answered) moves to BROADCASTED, included, with
 // its tx.state_changed event before the tx.confirmation, and ends as its
 // receipt says like any other.
-func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt, confirmations uint64) error {
+func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r txmanager.Receipt, confirmations uint64) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		// Lock the row first: the state read is the one the update replaces.
 		var from string
@@ -252,7 +200,7 @@ func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Re
 
 // Confirmed records a mined transaction's new confirmation count with its
 // tx.confirmation event.
-func (s *Store) Confirmed(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt, confirmations uint64) error {
+func (s *Store) Confirmed(ctx context.Context, f txmanager.Fence, id uuid.UUID, r txmanager.Receipt, confirmations uint64) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		args := []any{id, int64(confirmations), int64(f.Key.ChainID), f.Key.Signer.Bytes(), r.Attempt}
 		fence, fenceArgs := FenceSQL(f, len(args))
@@ -272,7 +220,7 @@ func (s *Store) Confirmed(ctx context.Context, f txmanager.Fence, id uuid.UUID, 
 // Final ends a mined transaction at the configured depth: BROADCASTED →
 // CONFIRMED, or REVERTED when the receipt's status is 0, or CANCELLED
 // (cancel_mined) when the attempt mined is a cancel.
-func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Receipt) (txmanager.Tx, error) {
+func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r txmanager.Receipt) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var kind string
@@ -301,7 +249,7 @@ func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r Re
 // tx.reorged event says which block was lost. Its attempts wait anew:
 // bump_after_blocks counts from the block the follower next sees them
 // waiting at.
-func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lost Receipt) error {
+func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lost txmanager.Receipt) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var from string
 		var confirmations *int64
@@ -369,16 +317,6 @@ func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, att
 	return raw, err
 }
 
-// Drop is what Dropped recorded.
-type Drop struct {
-	// Drops counts the times the attempt was dropped, this one included.
-	Drops int
-	// Refused: the attempt reached maxDrops, and the transaction is
-	// stuck with Reason (now, or since an earlier drop).
-	Refused bool
-	Reason  string
-}
-
 // Dropped records that the current attempt of a BROADCASTED transaction,
 // not mined, was dropped by the nodes since it was last sent (the chain
 // follower found it unknown to every read endpoint at two blocks in a
@@ -389,8 +327,8 @@ type Drop struct {
 // tx.state_changed event; it stays BROADCASTED, never FAILED (its nonce
 // is signed: a failure would leave a gap under every later nonce), and
 // tracked, so that it still ends as the chain says if it is mined.
-func (s *Store) Dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID, attempt, maxDrops int) (Drop, error) {
-	var out Drop
+func (s *Store) Dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID, attempt, maxDrops int) (txmanager.Drop, error) {
+	var out txmanager.Drop
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		// Lock the transaction first, as a state change does.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM tx WHERE tx_id = $1 FOR UPDATE`, id); err != nil {
@@ -457,15 +395,11 @@ func (s *Store) ConsumedExternally(ctx context.Context, f txmanager.Fence, id uu
 	return out, err
 }
 
-// ErrNotFollowed: the transaction is no longer as the follower saw it (an
-// operator or another writer changed it); the follower reloads.
-var ErrNotFollowed = errors.New("the transaction changed under the follower")
-
 // notFollowed explains a follower write that touched nothing: fenced, or
 // the transaction changed.
 func (s *Store) notFollowed(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, op string) error {
 	if err := fencedOrNothing(ctx, tx, f, op+" "+id.String()); err != nil {
 		return err
 	}
-	return fmt.Errorf("%s %s: %w", op, id, ErrNotFollowed)
+	return fmt.Errorf("%s %s: %w", op, id, txmanager.ErrNotFollowed)
 }

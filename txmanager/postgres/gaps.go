@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,30 +15,13 @@ import (
 
 // What to do with an allocated transaction that signerd refused to sign.
 
-// ErrLaterNonceSigned refuses to release a nonce: a later nonce of the
-// signer is signed (or allocated to a transaction not being released), so
-// giving the nonce up would leave a gap. The gap policy decides.
-var ErrLaterNonceSigned = errors.New("a later nonce of the signer is signed")
-
-// NonceRelease is an allocated transaction to take its nonce back from.
-type NonceRelease struct {
-	TxID uuid.UUID
-	// To is FAILED (with Reason) or PENDING_APPROVAL (the approvals no
-	// longer suffice: it waits again).
-	To     txmanager.State
-	Reason string
-	// ApprovalExpires is when a transaction sent back to PENDING_APPROVAL
-	// stops waiting.
-	ApprovalExpires time.Time
-}
-
 // ReleaseNonces gives back the nonces of allocated transactions signerd refused,
 // in one fenced transaction, and only while no later nonce of the signer
 // is held by a transaction not in rs (SYSTEM.md invariant 1): otherwise it
 // changes nothing and returns ErrLaterNonceSigned. The cursor goes back to
 // the lowest released nonce when nothing was allocated past the released
 // ones; the caller settles its next nonce again.
-func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []NonceRelease) ([]txmanager.Tx, error) {
+func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []txmanager.NonceRelease) ([]txmanager.Tx, error) {
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
@@ -66,7 +48,7 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []Nonce
 			return fmt.Errorf("release: none of %v is ALLOCATED", ids)
 		}
 		if blocked {
-			return ErrLaterNonceSigned
+			return txmanager.ErrLaterNonceSigned
 		}
 		for _, r := range rs {
 			set, args := `, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{r.Reason}
@@ -93,10 +75,6 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []Nonce
 
 // clearSigningFees forgets the fees of a nonce given up.
 const clearSigningFees = `, signing_max_fee_per_gas = NULL, signing_max_priority_fee_per_gas = NULL, signing_gas_price = NULL`
-
-// GapFillRequestID is the request id of the transaction that fills the
-// nonce of the transaction id.
-func GapFillRequestID(id uuid.UUID) string { return "txfence:gap-fill:" + id.String() }
 
 // FillGap fails an allocated transaction signerd refused while later
 // nonces are signed, and gives its nonce to a new transaction that only
@@ -136,7 +114,7 @@ func fillGap(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, fr
 		return failed, filler, err
 	}
 	self := f.Key.Signer
-	in := txmanager.Intent{ChainID: f.Key.ChainID, From: self, To: &self, Value: new(big.Int), RequestID: GapFillRequestID(id),
+	in := txmanager.Intent{ChainID: f.Key.ChainID, From: self, To: &self, Value: new(big.Int), RequestID: txmanager.GapFillRequestID(id),
 		Route: txmanager.RoutePublic, Metadata: json.RawMessage(`{"fills_gap_of": "` + id.String() + `"}`)}
 	if err := in.Validate(); err != nil {
 		return failed, filler, err

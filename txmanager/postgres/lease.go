@@ -13,10 +13,7 @@ import (
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/lease"
 )
-
-var _ lease.Store = (*Store)(nil)
 
 // Ownership: the node registry, signer leases with fencing tokens and the
 // nonce cursor. Every time comparison here is made by the database clock
@@ -256,22 +253,8 @@ func (s *Store) NextLapse(ctx context.Context, keys []txmanager.SignerKey) (wait
 	return max(time.Duration(*micros)*time.Microsecond, 0), true, nil
 }
 
-// LeaseRow is one signer's lease as the status pages show it.
-type LeaseRow struct {
-	Key txmanager.SignerKey
-	// Owner is the last node to acquire the lease, "" once released.
-	Owner string
-	Token int64
-	// ExpiresAt is zero for a released lease.
-	ExpiresAt  time.Time
-	AcquiredAt time.Time
-	// Held says whether the lease is unexpired by the database clock,
-	// which is the only clock that decides it.
-	Held bool
-}
-
 // Leases lists every lease row, by chain and signer.
-func (s *Store) Leases(ctx context.Context) ([]LeaseRow, error) {
+func (s *Store) Leases(ctx context.Context) ([]txmanager.Lease, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT chain_id, signer, coalesce(owner_node, ''), fencing_token,
 			CASE WHEN isfinite(expires_at) THEN expires_at END, acquired_at,
@@ -281,9 +264,9 @@ func (s *Store) Leases(ctx context.Context) ([]LeaseRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
-	leases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LeaseRow, error) {
+	leases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (txmanager.Lease, error) {
 		var (
-			l                     LeaseRow
+			l                     txmanager.Lease
 			chainID               int64
 			signer                []byte
 			expiresAt, acquiredAt *time.Time

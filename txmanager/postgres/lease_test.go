@@ -121,8 +121,8 @@ func TestAcquireRenewAndTakeOverALapsedLease(t *testing.T) {
 	// A lease that runs out by the database clock, not by a hand edit.
 	k2 := leaseKey(2)
 	mustAcquire(t, s, "a", k2, 50*time.Millisecond, true, 1)
-	pollLeases(t, s, func(ls []postgres.LeaseRow) bool {
-		i := slices.IndexFunc(ls, func(l postgres.LeaseRow) bool { return l.Key == k2 })
+	pollLeases(t, s, func(ls []txmanager.Lease) bool {
+		i := slices.IndexFunc(ls, func(l txmanager.Lease) bool { return l.Key == k2 })
 		return i >= 0 && !ls[i].Held
 	})
 	mustAcquire(t, s, "b", k2, time.Minute, true, 2)
@@ -145,7 +145,7 @@ func TestAcquireRenewAndTakeOverALapsedLease(t *testing.T) {
 
 // pollLeases polls the lease table until cond holds, for at most ten
 // seconds.
-func pollLeases(t *testing.T, s *postgres.Store, cond func([]postgres.LeaseRow) bool) {
+func pollLeases(t *testing.T, s *postgres.Store, cond func([]txmanager.Lease) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

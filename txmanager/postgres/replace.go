@@ -17,25 +17,10 @@ import (
 // Each is planned (its fees fixed) before signerd is asked, stored before
 // it is sent, and both writes are fenced like every other.
 
-// Plan is the next attempt of a broadcast transaction, fixed before it is
-// signed.
-type Plan struct {
-	Attempt  int
-	Kind     string // txmanager.AttemptFeeBump or txmanager.AttemptCancel
-	GasLimit uint64
-	Fees     txmanager.Fees
-	// ActionID is the operator action it carries out, if any.
-	ActionID *uuid.UUID
-}
-
-// ErrPlanned: the transaction already has a planned attempt; it is signed
-// and stored (or dropped) before another is planned.
-var ErrPlanned = errors.New("the transaction already has a planned attempt")
-
 // PlanAttempt fixes the next attempt of a BROADCASTED transaction that is
 // not mined: the attempt after its highest, with p's kind, gas limit and
 // fees. It returns p with its attempt number.
-func (s *Store) PlanAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID, p Plan) (Plan, error) {
+func (s *Store) PlanAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID, p txmanager.Plan) (txmanager.Plan, error) {
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		args := []any{id, p.Kind, int64(p.GasLimit), optNumeric(p.Fees.MaxFeePerGas), optNumeric(p.Fees.MaxPriorityFeePerGas),
 			optNumeric(p.Fees.GasPrice), p.ActionID, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
@@ -54,7 +39,7 @@ func (s *Store) PlanAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID
 				return err
 			}
 			if planned {
-				return fmt.Errorf("plan an attempt of %s: %w", id, ErrPlanned)
+				return fmt.Errorf("plan an attempt of %s: %w", id, txmanager.ErrPlanned)
 			}
 			return s.notFollowed(ctx, tx, f, id, "plan an attempt of")
 		}
@@ -72,7 +57,7 @@ func (s *Store) PlanAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID
 // hash it replaces), and marks the operator action behind it done, all in
 // one transaction: what is sent afterwards is durable first. A crash
 // before the send leaves it to the next resubmission.
-func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID, p Plan, raw []byte, hash common.Hash) error {
+func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID, p txmanager.Plan, raw []byte, hash common.Hash) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		args := []any{id, p.Attempt, hash.Bytes(), raw, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
 		fence, fenceArgs := FenceSQL(f, len(args))
@@ -117,7 +102,7 @@ func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUI
 			return fmt.Errorf("store attempt %d of %s: %w", p.Attempt, id, err)
 		}
 		if actionID != nil {
-			if err := actionDone(ctx, tx, *actionID, ActionDone, "", &p.Attempt); err != nil {
+			if err := actionDone(ctx, tx, *actionID, txmanager.ActionDone, "", &p.Attempt); err != nil {
 				return err
 			}
 		}
@@ -129,20 +114,12 @@ func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUI
 	})
 }
 
-// Waiting names the block from which one attempt's bump_after_blocks
-// counts.
-type Waiting struct {
-	TxID    uuid.UUID
-	Attempt int
-	Since   uint64
-}
-
 // SetWaitingSince stores, with each attempt, the block from which its
 // bump_after_blocks counts: where the follower first saw it waiting to be
 // mined, or last tried to bump it. One fenced statement; an attempt that is
 // no longer the current one of a BROADCASTED transaction not mined is left
 // as it is.
-func (s *Store) SetWaitingSince(ctx context.Context, f txmanager.Fence, ws []Waiting) error {
+func (s *Store) SetWaitingSince(ctx context.Context, f txmanager.Fence, ws []txmanager.Waiting) error {
 	if len(ws) == 0 {
 		return nil
 	}
@@ -172,7 +149,7 @@ func (s *Store) SetWaitingSince(ctx context.Context, f txmanager.Fence, ws []Wai
 // DropPlan forgets a transaction's planned attempt that signerd would not
 // sign (or that no longer applies), and refuses the operator action behind
 // it with why.
-func (s *Store) DropPlan(ctx context.Context, f txmanager.Fence, id uuid.UUID, p Plan, why string) error {
+func (s *Store) DropPlan(ctx context.Context, f txmanager.Fence, id uuid.UUID, p txmanager.Plan, why string) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		args := []any{id, p.Attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
 		fence, fenceArgs := FenceSQL(f, len(args))
@@ -188,7 +165,7 @@ func (s *Store) DropPlan(ctx context.Context, f txmanager.Fence, id uuid.UUID, p
 			return fmt.Errorf("drop the plan of %s: %w", id, err)
 		}
 		if actionID != nil {
-			return actionDone(ctx, tx, *actionID, ActionRefused, why, nil)
+			return actionDone(ctx, tx, *actionID, txmanager.ActionRefused, why, nil)
 		}
 		return nil
 	})

@@ -25,17 +25,17 @@ func broadcastTx(t *testing.T, s *postgres.Store, f txmanager.Fence, requestID s
 	if _, err := s.Allocate(ctx(t), f, ids, feesFor(ids), next); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0])}); err != nil {
+	if _, err := s.Signed(ctx(t), f, []txmanager.Attempt{attemptFor(ids[0])}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := s.Broadcasted(ctx(t), f, []txmanager.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return ids[0]
 }
 
-func bumpPlan() postgres.Plan {
-	return postgres.Plan{Kind: txmanager.AttemptFeeBump, GasLimit: 21000,
+func bumpPlan() txmanager.Plan {
+	return txmanager.Plan{Kind: txmanager.AttemptFeeBump, GasLimit: 21000,
 		Fees: txmanager.Fees{MaxFeePerGas: big.NewInt(3e9), MaxPriorityFeePerGas: big.NewInt(2e9)}}
 }
 
@@ -50,7 +50,7 @@ func TestOnePlanAtATimeUnderTheFence(t *testing.T) {
 	id := broadcastTx(t, s, old, "bumped")
 
 	var wg sync.WaitGroup
-	plans := make(chan postgres.Plan, 8)
+	plans := make(chan txmanager.Plan, 8)
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
@@ -69,7 +69,7 @@ func TestOnePlanAtATimeUnderTheFence(t *testing.T) {
 		t.Fatalf("%d plans, want 1", len(plans))
 	}
 	for err := range errs {
-		if !errors.Is(err, postgres.ErrPlanned) {
+		if !errors.Is(err, txmanager.ErrPlanned) {
 			t.Errorf("a concurrent planner: %v, want ErrPlanned", err)
 		}
 	}
@@ -110,14 +110,14 @@ func TestOnePlanAtATimeUnderTheFence(t *testing.T) {
 		t.Errorf("%d fee_bump events replacing attempt 1, want 1", n)
 	}
 	// The same plan again stores nothing twice.
-	if err := s.StoreAttempt(ctx(t), now, id, plan, []byte("raw 2"), hash); !errors.Is(err, postgres.ErrNotFollowed) {
+	if err := s.StoreAttempt(ctx(t), now, id, plan, []byte("raw 2"), hash); !errors.Is(err, txmanager.ErrNotFollowed) {
 		t.Errorf("storing the plan again: %v, want ErrNotFollowed", err)
 	}
 
 	// Attempt 1 is mined after all: the transaction's hash is the mined
 	// attempt's, not the current one's.
 	first := crypto.Keccak256Hash(id[:])
-	if err := s.Mined(ctx(t), now, id, postgres.Receipt{Attempt: 1, Hash: first, BlockNumber: 10, BlockHash: crypto.Keccak256Hash([]byte("b")),
+	if err := s.Mined(ctx(t), now, id, txmanager.Receipt{Attempt: 1, Hash: first, BlockNumber: 10, BlockHash: crypto.Keccak256Hash([]byte("b")),
 		Status: 1, GasUsed: 21000, EffectiveGasPrice: big.NewInt(1)}, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestADroppedPlanRefusesItsAction(t *testing.T) {
 	s, _ := store(t, 4)
 	f := lease(t, s, "node-a")
 	id := broadcastTx(t, s, f, "refused")
-	a, err := s.RequestAction(ctx(t), id, postgres.ActionBump, "alice@ops")
+	a, err := s.RequestAction(ctx(t), id, txmanager.ActionBump, "alice@ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestADroppedPlanRefusesItsAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	acts, err := s.Actions(ctx(t), id)
-	if err != nil || len(acts) != 1 || acts[0].Outcome != postgres.ActionRefused || acts[0].Detail != "signerd did not sign the fee_bump" || acts[0].DoneAt == nil {
+	if err != nil || len(acts) != 1 || acts[0].Outcome != txmanager.ActionRefused || acts[0].Detail != "signerd did not sign the fee_bump" || acts[0].DoneAt == nil {
 		t.Fatalf("actions %+v %v", acts, err)
 	}
 	if pending, err := s.PendingActions(ctx(t), f.Key); err != nil || len(pending) != 0 {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/txmanager"
@@ -49,18 +47,6 @@ func (s *Store) NoncesHeld(ctx context.Context, key txmanager.SignerKey, from, t
 	return held, nil
 }
 
-// Found is a transaction the chain mined that the database knows only as
-// an intent without a nonce: its signed attempt, as read from its block.
-type Found struct {
-	TxID     uuid.UUID
-	Nonce    uint64
-	Hash     common.Hash
-	Raw      []byte
-	GasLimit uint64
-	Fees     txmanager.Fees
-	Block    uint64
-}
-
 // AdoptFound records a transaction found mined at a nonce the database
 // had not assigned: INIT, SIMULATED or PENDING_APPROVAL → BROADCASTED with
 // the nonce, the fees and the attempt the chain holds (attempt 1, sent
@@ -68,7 +54,7 @@ type Found struct {
 // txmanager.ReasonFoundMined and a tx.attempt event, in one fenced
 // transaction. The chain follower then finds its receipt by hash and
 // takes it on to CONFIRMED or REVERTED. It never signs or sends anything.
-func (s *Store) AdoptFound(ctx context.Context, f txmanager.Fence, found Found) (txmanager.Tx, error) {
+func (s *Store) AdoptFound(ctx context.Context, f txmanager.Fence, found txmanager.Found) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		fees := signingFeeArgs(found.Fees)

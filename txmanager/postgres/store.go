@@ -4,6 +4,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/batch"
+	"github.com/txfence/txfence/txmanager"
 )
 
 // Store is txmanagerd's PostgreSQL store. Every node of a deployment
@@ -13,6 +14,13 @@ type Store struct {
 	pool    *pgxpool.Pool
 	creates *batch.Queue[*pendingCreate]
 }
+
+var (
+	_ txmanager.WorkStore   = (*Store)(nil)
+	_ txmanager.FollowStore = (*Store)(nil)
+	_ txmanager.APIStore    = (*Store)(nil)
+	_ txmanager.LeaseStore  = (*Store)(nil)
+)
 
 // New returns a store on pool, whose schema Migrations produced.
 func New(pool *pgxpool.Pool) *Store {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"time"
 
@@ -209,21 +208,11 @@ func signingFeeArgs(f txmanager.Fees) []any {
 	return []any{optNumeric(f.MaxFeePerGas), optNumeric(f.MaxPriorityFeePerGas), optNumeric(f.GasPrice)}
 }
 
-// Attempt is one signed attempt of a transaction, to store.
-type Attempt struct {
-	TxID                 uuid.UUID
-	Raw                  []byte
-	Hash                 common.Hash
-	MaxFeePerGas         *big.Int
-	MaxPriorityFeePerGas *big.Int
-	GasPrice             *big.Int
-}
-
 // Signed stores a batch's first signed attempts, ALLOCATED → SIGNED, in
 // one fenced transaction of three statements: the raw transactions and
 // hashes are durable before anything is broadcast, and the batch costs one
 // commit. Every transaction of the batch must be ALLOCATED.
-func (s *Store) Signed(ctx context.Context, f txmanager.Fence, attempts []Attempt) ([]txmanager.Tx, error) {
+func (s *Store) Signed(ctx context.Context, f txmanager.Fence, attempts []txmanager.Attempt) ([]txmanager.Tx, error) {
 	if len(attempts) == 0 {
 		return nil, nil
 	}
@@ -292,12 +281,6 @@ func collectBatch(ctx context.Context, tx pgx.Tx, f txmanager.Fence, rows pgx.Ro
 	return out, nil
 }
 
-// Sent is a transaction whose current attempt a route accepted.
-type Sent struct {
-	TxID  uuid.UUID
-	Route txmanager.Route
-}
-
 // Broadcasted records accepted broadcasts, SIGNED → BROADCASTED, each with
 // its state change and a tx.attempt event (the first attempt a route
 // accepted: kind initial, or the operator's bump or cancel of a
@@ -307,7 +290,7 @@ type Sent struct {
 // already: it keeps its state and is not returned, and gets its tx.attempt
 // unless an earlier acceptance of the attempt was recorded. Every other
 // transaction of the batch must be SIGNED.
-func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
+func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []txmanager.Sent, at time.Time) ([]txmanager.Tx, error) {
 	if len(sent) == 0 {
 		return nil, nil
 	}
@@ -333,7 +316,7 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []Sent,
 		}); err != nil {
 			return fmt.Errorf("record broadcasts (%d): %w", len(sent), err)
 		}
-		var signed, minedFirst []Sent
+		var signed, minedFirst []txmanager.Sent
 		for _, b := range sent {
 			switch st := states[b.TxID]; st {
 			case txmanager.StateSigned:
@@ -421,7 +404,7 @@ func writeSent(ctx context.Context, tx pgx.Tx, sent []sentRow) error {
 
 // broadcasted moves the SIGNED transactions of sent to BROADCASTED in one
 // statement, and writes the state change and the tx.attempt of each.
-func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent, at time.Time) ([]txmanager.Tx, error) {
+func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []txmanager.Sent, at time.Time) ([]txmanager.Tx, error) {
 	n := len(sent)
 	ids, routes := make([]uuid.UUID, n), make([]string, n)
 	byID := make(map[uuid.UUID]txmanager.Route, n)
@@ -478,7 +461,7 @@ func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent,
 // transactions the follower found mined first (its route, its sent-at and
 // its tx.attempt), unless an acceptance was recorded before. It returns
 // how many it recorded.
-func acceptedLate(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []Sent, at time.Time) (int, error) {
+func acceptedLate(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []txmanager.Sent, at time.Time) (int, error) {
 	ids, routes := make([]uuid.UUID, len(sent)), make([]string, len(sent))
 	for i, b := range sent {
 		ids[i], routes[i] = b.TxID, string(b.Route)

@@ -54,8 +54,8 @@ func feesFor(ids []uuid.UUID) []txmanager.Fees {
 	return fees
 }
 
-func attemptFor(id uuid.UUID) postgres.Attempt {
-	return postgres.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
+func attemptFor(id uuid.UUID) txmanager.Attempt {
+	return txmanager.Attempt{TxID: id, Raw: id[:], Hash: crypto.Keccak256Hash(id[:]), MaxFeePerGas: big.NewInt(2e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
 }
 
 func TestTheWayThroughTheFence(t *testing.T) {
@@ -67,11 +67,11 @@ func TestTheWayThroughTheFence(t *testing.T) {
 	if err != nil || len(allocated) != 1 || *allocated[0].Nonce != 7 || allocated[0].State != txmanager.StateAllocated {
 		t.Fatalf("allocate: %+v %v", allocated, err)
 	}
-	signed, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0])})
+	signed, err := s.Signed(ctx(t), f, []txmanager.Attempt{attemptFor(ids[0])})
 	if err != nil || len(signed) != 1 || signed[0].State != txmanager.StateSigned || signed[0].Hash == nil || *signed[0].Hash != attemptFor(ids[0]).Hash {
 		t.Fatalf("signed: %+v %v", signed, err)
 	}
-	sent, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePrivate}}, time.Now())
+	sent, err := s.Broadcasted(ctx(t), f, []txmanager.Sent{{TxID: ids[0], Route: txmanager.RoutePrivate}}, time.Now())
 	if err != nil || len(sent) != 1 || sent[0].State != txmanager.StateBroadcasted {
 		t.Fatalf("broadcasted: %+v %v", sent, err)
 	}
@@ -147,7 +147,7 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 		"simulate": func() error { _, err := s.Simulated(ctx(t), old, newTx.ID, 21000); return err },
 		"allocate": func() error { _, err := s.Allocate(ctx(t), old, ids[1:], feesFor(ids[1:]), 1); return err },
 		"release": func() error {
-			_, err := s.ReleaseNonces(ctx(t), old, []postgres.NonceRelease{{TxID: ids[0], To: txmanager.StateFailed, Reason: "signing_refused"}})
+			_, err := s.ReleaseNonces(ctx(t), old, []txmanager.NonceRelease{{TxID: ids[0], To: txmanager.StateFailed, Reason: "signing_refused"}})
 			return err
 		},
 		"fill a gap": func() error {
@@ -162,13 +162,13 @@ func TestAStaleOwnerWritesNothing(t *testing.T) {
 			_, err := s.SetSubState(ctx(t), old, newTx.ID, txmanager.StateInit, txmanager.SubInsufficientFunds, "insufficient_funds")
 			return err
 		},
-		"sign": func() error { _, err := s.Signed(ctx(t), old, []postgres.Attempt{attemptFor(ids[0])}); return err },
+		"sign": func() error { _, err := s.Signed(ctx(t), old, []txmanager.Attempt{attemptFor(ids[0])}); return err },
 		"fail": func() error {
 			_, err := s.Fail(ctx(t), old, ids[2], txmanager.StateChanged{Reason: txmanager.ReasonPolicyDenied})
 			return err
 		},
 		"broadcast": func() error {
-			_, err := s.Broadcasted(ctx(t), old, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now())
+			_, err := s.Broadcasted(ctx(t), old, []txmanager.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}}, time.Now())
 			return err
 		},
 	}
@@ -347,18 +347,18 @@ func TestANonceIsReleasedOnlyWithNothingAfterIt(t *testing.T) {
 	if _, err := s.Allocate(ctx(t), f, ids, feesFor(ids), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0])}); err != nil {
+	if _, err := s.Signed(ctx(t), f, []txmanager.Attempt{attemptFor(ids[0])}); err != nil {
 		t.Fatal(err)
 	}
 	refuse := func(ids ...uuid.UUID) error {
-		var rs []postgres.NonceRelease
+		var rs []txmanager.NonceRelease
 		for _, id := range ids {
-			rs = append(rs, postgres.NonceRelease{TxID: id, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused})
+			rs = append(rs, txmanager.NonceRelease{TxID: id, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused})
 		}
 		_, err := s.ReleaseNonces(ctx(t), f, rs)
 		return err
 	}
-	if err := refuse(ids[1]); !errors.Is(err, postgres.ErrLaterNonceSigned) {
+	if err := refuse(ids[1]); !errors.Is(err, txmanager.ErrLaterNonceSigned) {
 		t.Fatalf("releasing nonce 1 with nonce 2 allocated: %v", err)
 	}
 	if err := refuse(ids[0]); err == nil {
@@ -392,14 +392,14 @@ func TestMinedBeforeItsBroadcastIsRecorded(t *testing.T) {
 	if _, err := s.Allocate(ctx(t), f, ids, feesFor(ids), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Signed(ctx(t), f, []postgres.Attempt{attemptFor(ids[0]), attemptFor(ids[1])}); err != nil {
+	if _, err := s.Signed(ctx(t), f, []txmanager.Attempt{attemptFor(ids[0]), attemptFor(ids[1])}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.SetSubState(ctx(t), f, ids[0], txmanager.StateSigned, txmanager.SubStuck, "broadcast_refused: rejected: execution reverted"); err != nil {
 		t.Fatal(err)
 	}
 	hash := attemptFor(ids[0]).Hash
-	if err := s.Mined(ctx(t), f, ids[0], postgres.Receipt{Attempt: 1, Hash: hash, BlockNumber: 7, BlockHash: crypto.Keccak256Hash([]byte("b7")),
+	if err := s.Mined(ctx(t), f, ids[0], txmanager.Receipt{Attempt: 1, Hash: hash, BlockNumber: 7, BlockHash: crypto.Keccak256Hash([]byte("b7")),
 		Status: 0, GasUsed: 21000, EffectiveGasPrice: big.NewInt(1e9)}, 1); err != nil {
 		t.Fatalf("mined while SIGNED: %v", err)
 	}
@@ -407,13 +407,13 @@ func TestMinedBeforeItsBroadcastIsRecorded(t *testing.T) {
 	if err != nil || mined.State != txmanager.StateBroadcasted || mined.SubState != txmanager.SubIncluded || mined.Reason != "" {
 		t.Fatalf("after Mined: %s/%s %q %v", mined.State, mined.SubState, mined.Reason, err)
 	}
-	sent, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}, {TxID: ids[1], Route: txmanager.RoutePublic}}, time.Now())
+	sent, err := s.Broadcasted(ctx(t), f, []txmanager.Sent{{TxID: ids[0], Route: txmanager.RoutePublic}, {TxID: ids[1], Route: txmanager.RoutePublic}}, time.Now())
 	if err != nil || len(sent) != 1 || sent[0].ID != ids[1] || sent[0].State != txmanager.StateBroadcasted {
 		t.Fatalf("the worker's late broadcast: %+v %v", sent, err)
 	}
 	// Told again (a resend after a restart, answered "already known"):
 	// nothing more.
-	if sent, err := s.Broadcasted(ctx(t), f, []postgres.Sent{{TxID: ids[0], Route: txmanager.RoutePrivate}}, time.Now()); err != nil || len(sent) != 0 {
+	if sent, err := s.Broadcasted(ctx(t), f, []txmanager.Sent{{TxID: ids[0], Route: txmanager.RoutePrivate}}, time.Now()); err != nil || len(sent) != 0 {
 		t.Fatalf("the late broadcast again: %+v %v", sent, err)
 	}
 	// The route accepted the attempt: one tx.attempt each, the mined one's

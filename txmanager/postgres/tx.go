@@ -37,18 +37,11 @@ func (s *Store) Create(ctx context.Context, in *txmanager.Intent) (txmanager.Tx,
 	return s.await(ctx, p)
 }
 
-// CreateResult is one create's outcome in CreateMany.
-type CreateResult struct {
-	Tx      txmanager.Tx
-	Created bool
-	Err     error
-}
-
 // CreateMany creates each intent as Create would, and answers in the same
 // order. The intents queue together, so they share statements; each
 // succeeds or fails on its own.
-func (s *Store) CreateMany(ctx context.Context, intents []*txmanager.Intent) []CreateResult {
-	out := make([]CreateResult, len(intents))
+func (s *Store) CreateMany(ctx context.Context, intents []*txmanager.Intent) []txmanager.CreateResult {
+	out := make([]txmanager.CreateResult, len(intents))
 	pending := make([]*pendingCreate, 0, len(intents))
 	index := make([]int, 0, len(intents))
 	for i, in := range intents {
@@ -182,23 +175,10 @@ func (s *Store) GetByRequest(ctx context.Context, key txmanager.SignerKey, reque
 	return t, err
 }
 
-// Filter selects transactions for List; zero fields select everything.
-type Filter struct {
-	ChainID uint64
-	Signer  *common.Address
-	// Signers, when not nil, keeps only these signers' transactions (none
-	// when empty): the gateway passes a tenant's signers.
-	Signers       []txmanager.SignerKey
-	State         txmanager.State
-	SubState      txmanager.SubState
-	CreatedAfter  time.Time
-	CreatedBefore time.Time
-}
-
 // List returns up to limit transactions matching f, newest first, after
 // cursor (from a previous page's next cursor; "" for the first page), and
 // the cursor of the next page ("" at the end).
-func (s *Store) List(ctx context.Context, f Filter, cursor string, limit int) ([]txmanager.Tx, string, error) {
+func (s *Store) List(ctx context.Context, f txmanager.TxFilter, cursor string, limit int) ([]txmanager.Tx, string, error) {
 	var where []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }

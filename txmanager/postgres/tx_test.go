@@ -176,7 +176,7 @@ func TestGetListAndPaginate(t *testing.T) {
 	var seen []uuid.UUID
 	cursor := ""
 	for page := 0; ; page++ {
-		txs, next, err := s.List(ctx(t), postgres.Filter{ChainID: 31337, Signer: &alice, State: txmanager.StateInit}, cursor, 10)
+		txs, next, err := s.List(ctx(t), txmanager.TxFilter{ChainID: 31337, Signer: &alice, State: txmanager.StateInit}, cursor, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,10 +194,10 @@ func TestGetListAndPaginate(t *testing.T) {
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Errorf("pages gave %d transactions in another order than newest first", len(seen))
 	}
-	if txs, _, err := s.List(ctx(t), postgres.Filter{State: txmanager.StateFailed}, "", 10); err != nil || len(txs) != 0 {
+	if txs, _, err := s.List(ctx(t), txmanager.TxFilter{State: txmanager.StateFailed}, "", 10); err != nil || len(txs) != 0 {
 		t.Errorf("FAILED filter: %d, %v", len(txs), err)
 	}
-	if _, _, err := s.List(ctx(t), postgres.Filter{}, "garbage", 10); errs.KindOf(err) != errs.Invalid {
+	if _, _, err := s.List(ctx(t), txmanager.TxFilter{}, "garbage", 10); errs.KindOf(err) != errs.Invalid {
 		t.Errorf("a bad cursor: %v", err)
 	}
 }

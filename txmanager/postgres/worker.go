@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/big"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -94,23 +93,9 @@ func (s *Store) RawAttempts(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID
 	return out, nil
 }
 
-// SignerStatus is what an operator asks about a signer: who works on it,
-// where its nonces stand and how much is open.
-type SignerStatus struct {
-	Key            txmanager.SignerKey
-	Owner          string // "" when no node holds an unexpired lease
-	Token          int64
-	LeaseExpiresAt *time.Time
-	NextNonce      *uint64 // the cursor; nil before the first allocation
-	Counts         map[txmanager.State]int
-	// OldestOpenSince is when the oldest transaction not yet terminal was
-	// accepted; nil when none is open.
-	OldestOpenSince *time.Time
-}
-
 // Status reads a signer's status in one statement.
-func (s *Store) Status(ctx context.Context, key txmanager.SignerKey) (SignerStatus, error) {
-	st := SignerStatus{Key: key, Counts: map[txmanager.State]int{}}
+func (s *Store) Status(ctx context.Context, key txmanager.SignerKey) (txmanager.SignerStatus, error) {
+	st := txmanager.SignerStatus{Key: key, Counts: map[txmanager.State]int{}}
 	var owner *string
 	var token *int64
 	var next *int64

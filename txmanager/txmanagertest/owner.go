@@ -50,12 +50,12 @@ func (o *Owner) MoveTo(t testing.TB, id uuid.UUID, state txmanager.State) {
 	if state == txmanager.StateAllocated {
 		return
 	}
-	if _, err := o.store.Signed(ctx, o.fence, []postgres.Attempt{{TxID: id, Raw: id[:], Hash: common.BytesToHash(append(id[:], id[:]...)),
+	if _, err := o.store.Signed(ctx, o.fence, []txmanager.Attempt{{TxID: id, Raw: id[:], Hash: common.BytesToHash(append(id[:], id[:]...)),
 		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
 		t.Fatal(err)
 	}
 	if state == txmanager.StateBroadcasted {
-		if _, err := o.store.Broadcasted(ctx, o.fence, []postgres.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+		if _, err := o.store.Broadcasted(ctx, o.fence, []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
@@ -28,11 +27,11 @@ import (
 //	cancel      a 0-value transfer to the signer itself at the nonce, as the
 //	            transaction's attempt (fees as a bump); the signer's cancels on
 //	abandon     the transaction FAILS (abandoned) and a new 0-value transfer to
-//	            the signer itself takes its nonce (postgres.Store.Abandon); for
+//	            the signer itself takes its nonce (txmanager.WorkStore.Abandon); for
 //	            a SIGNED one, priced as a bump and the signer's cancels on
 //
 // A bump or a cancel fixes its fees on the action before signerd is asked
-// (postgres.Store.PlanActionFees), and stores the attempt and the action's
+// (txmanager.WorkStore.PlanActionFees), and stores the attempt and the action's
 // outcome together (StoreActionAttempt): a crash in between asks signerd
 // for the very same attempt again, which it replays.
 
@@ -40,7 +39,7 @@ import (
 const cancelGas = 21_000
 
 // operatorActions carries out the operator actions the worker owns, oldest
-// first (postgres.Store.WorkerActions).
+// first (txmanager.WorkStore.WorkerActions).
 func (w *worker) operatorActions(ctx context.Context) error {
 	acts, err := w.Store.WorkerActions(ctx, w.fence.Key)
 	if err != nil || len(acts) == 0 {
@@ -54,7 +53,7 @@ func (w *worker) operatorActions(ctx context.Context) error {
 	return nil
 }
 
-func (w *worker) operatorAction(ctx context.Context, a *postgres.Action) error {
+func (w *worker) operatorAction(ctx context.Context, a *txmanager.Action) error {
 	t, err := w.Store.Get(ctx, a.TxID)
 	if err != nil {
 		return err
@@ -68,7 +67,7 @@ func (w *worker) operatorAction(ctx context.Context, a *postgres.Action) error {
 		log.Info("operator action", "state", t.State, "sub_state", t.SubState)
 		return w.onSigned(ctx, log, a, &t)
 	case txmanager.StateBroadcasted:
-		if a.Action != postgres.ActionAbandon {
+		if a.Action != txmanager.ActionAbandon {
 			return nil // broadcast meanwhile: the chain follower carries it out
 		}
 		return w.refuseAction(ctx, log, a, "the transaction was broadcast before it could be abandoned: it may be mined at any moment; cancel it instead")
@@ -77,12 +76,12 @@ func (w *worker) operatorAction(ctx context.Context, a *postgres.Action) error {
 }
 
 // onAllocated carries out a on t, ALLOCATED.
-func (w *worker) onAllocated(ctx context.Context, log *slog.Logger, a *postgres.Action, t *txmanager.Tx) error {
+func (w *worker) onAllocated(ctx context.Context, log *slog.Logger, a *txmanager.Action, t *txmanager.Tx) error {
 	_, cfg := w.config()
 	switch a.Action {
-	case postgres.ActionResend:
+	case txmanager.ActionResend:
 		return w.signAgain(ctx, log, a, t)
-	case postgres.ActionBump:
+	case txmanager.ActionBump:
 		// Only a refusal is sure to have signed nothing at the nonce: a
 		// transaction merely waiting for its signature may have one at its
 		// fees already (a crash before it was stored), and signerd would
@@ -104,7 +103,7 @@ func (w *worker) onAllocated(ctx context.Context, log *slog.Logger, a *postgres.
 		}
 		log.Info("signing fees fixed anew", "max_fee_per_gas", fees.MaxFeePerGas, "max_priority_fee_per_gas", fees.MaxPriorityFeePerGas, "gas_price", fees.GasPrice)
 		return w.signAgain(ctx, log, a, &refixed)
-	case postgres.ActionCancel:
+	case txmanager.ActionCancel:
 		if !cfg.Cancels {
 			return w.refuseAction(ctx, log, a, cancelsOff)
 		}
@@ -113,7 +112,7 @@ func (w *worker) onAllocated(ctx context.Context, log *slog.Logger, a *postgres.
 			return err
 		}
 		return w.signAction(ctx, log, a, t, txmanager.AttemptCancel, *fees)
-	case postgres.ActionAbandon:
+	case txmanager.ActionAbandon:
 		fees, err := w.replacingFees(ctx, a, t, t.SigningFees)
 		if err != nil || fees == nil {
 			return err
@@ -128,13 +127,13 @@ func (w *worker) onAllocated(ctx context.Context, log *slog.Logger, a *postgres.
 const cancelsOff = `cancels are off for this signer (chains file: "cancels": true)`
 
 // onSigned carries out a on t, SIGNED.
-func (w *worker) onSigned(ctx context.Context, log *slog.Logger, a *postgres.Action, t *txmanager.Tx) error {
+func (w *worker) onSigned(ctx context.Context, log *slog.Logger, a *txmanager.Action, t *txmanager.Tx) error {
 	_, cfg := w.config()
 	switch a.Action {
-	case postgres.ActionResend:
+	case txmanager.ActionResend:
 		delete(w.sendRetry, t.ID)
 		if t.SubState != txmanager.SubNone {
-			cleared, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateSigned, txmanager.SubNone, postgres.OperatorReason(*a))
+			cleared, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateSigned, txmanager.SubNone, txmanager.OperatorReason(*a))
 			if raced(err) {
 				return nil
 			}
@@ -147,9 +146,9 @@ func (w *worker) onSigned(ctx context.Context, log *slog.Logger, a *postgres.Act
 			return err
 		}
 		return w.finishSend(ctx, log, a, t)
-	case postgres.ActionBump, postgres.ActionCancel:
+	case txmanager.ActionBump, txmanager.ActionCancel:
 		kind := txmanager.AttemptFeeBump
-		if a.Action == postgres.ActionCancel {
+		if a.Action == txmanager.ActionCancel {
 			if !cfg.Cancels {
 				return w.refuseAction(ctx, log, a, cancelsOff)
 			}
@@ -170,7 +169,7 @@ func (w *worker) onSigned(ctx context.Context, log *slog.Logger, a *postgres.Act
 			return err
 		}
 		return w.signAction(ctx, log, a, t, kind, *fees)
-	case postgres.ActionAbandon:
+	case txmanager.ActionAbandon:
 		// The filler replaces a signed transaction at its nonce: signerd
 		// signs it only as a cancel, 10% above what it signed there.
 		if !cfg.Cancels {
@@ -213,7 +212,7 @@ func (w *worker) market(ctx context.Context) (*chain.Market, error) {
 // price at the market, unless a has them already (asked again after a
 // crash: the very same attempt). nil fees and no error: a was refused (the
 // caps leave no room) or finished meanwhile.
-func (w *worker) planFees(ctx context.Context, log *slog.Logger, a *postgres.Action, price func(*chain.Market) (txmanager.Fees, error)) (*txmanager.Fees, error) {
+func (w *worker) planFees(ctx context.Context, log *slog.Logger, a *txmanager.Action, price func(*chain.Market) (txmanager.Fees, error)) (*txmanager.Fees, error) {
 	if a.Fees != nil {
 		return a.Fees, nil
 	}
@@ -226,7 +225,7 @@ func (w *worker) planFees(ctx context.Context, log *slog.Logger, a *postgres.Act
 		return nil, w.refuseAction(ctx, log, a, err.Error())
 	}
 	fees, err = w.Store.PlanActionFees(ctx, w.fence, a.ID, fees)
-	if errors.Is(err, postgres.ErrActionDone) {
+	if errors.Is(err, txmanager.ErrActionDone) {
 		return nil, nil
 	}
 	if err != nil {
@@ -242,7 +241,7 @@ func (w *worker) planFees(ctx context.Context, log *slog.Logger, a *postgres.Act
 // stored attempt of a SIGNED transaction), and the transfer must replace
 // it: both fee caps up at least 10% and to the market, under the signer's
 // caps.
-func (w *worker) replacingFees(ctx context.Context, a *postgres.Action, t *txmanager.Tx, prev *txmanager.Fees) (*txmanager.Fees, error) {
+func (w *worker) replacingFees(ctx context.Context, a *txmanager.Action, t *txmanager.Tx, prev *txmanager.Fees) (*txmanager.Fees, error) {
 	_, cfg := w.config()
 	log := w.log.With("tx_id", t.ID, "action", a.Action, "action_id", a.ID)
 	refusedUnsigned := t.State == txmanager.StateAllocated && t.SubState == txmanager.SubStuck
@@ -257,7 +256,7 @@ func (w *worker) replacingFees(ctx context.Context, a *postgres.Action, t *txman
 // signAgain asks signerd for t's signature again, now, with its signing
 // fees as stored, and records the outcome: done once t is SIGNED, refused
 // with what signerd answered otherwise (see settleRefused).
-func (w *worker) signAgain(ctx context.Context, log *slog.Logger, a *postgres.Action, t *txmanager.Tx) error {
+func (w *worker) signAgain(ctx context.Context, log *slog.Logger, a *txmanager.Action, t *txmanager.Tx) error {
 	serr := w.signAndStore(ctx, []txmanager.Tx{*t})
 	if serr != nil && !errors.Is(serr, errResettle) && !errors.Is(serr, errHalt) {
 		return serr
@@ -269,7 +268,7 @@ func (w *worker) signAgain(ctx context.Context, log *slog.Logger, a *postgres.Ac
 	if now.State == txmanager.StateSigned {
 		first := 1
 		log.Info("operator action done: signed")
-		err = w.Store.FinishAction(ctx, w.fence, a.ID, postgres.ActionDone, "", &first)
+		err = w.Store.FinishAction(ctx, w.fence, a.ID, txmanager.ActionDone, "", &first)
 	} else {
 		why := fmt.Sprintf("signerd did not sign it: the transaction is %s", now.State)
 		if now.Reason != "" {
@@ -287,7 +286,7 @@ func (w *worker) signAgain(ctx context.Context, log *slog.Logger, a *postgres.Ac
 // intent; a cancel: a 0-value transfer to the signer itself) at its nonce
 // with fees, and stores it as t's current attempt with a's outcome. The
 // worker's broadcast sends it.
-func (w *worker) signAction(ctx context.Context, log *slog.Logger, a *postgres.Action, t *txmanager.Tx, kind string, fees txmanager.Fees) error {
+func (w *worker) signAction(ctx context.Context, log *slog.Logger, a *txmanager.Action, t *txmanager.Tx, kind string, fees txmanager.Fees) error {
 	req := remote.ToSign{Tx: t, Nonce: t.Nonce, GasLimit: *t.GasLimit, Fees: fees}
 	if kind == txmanager.AttemptCancel {
 		// The same transaction id and nonce, another intent, which signerd
@@ -320,7 +319,7 @@ func (w *worker) signAction(ctx context.Context, log *slog.Logger, a *postgres.A
 		return w.refuseAction(ctx, log, a, fmt.Sprintf("signerd did not sign the %s: %s (rule %s: %s)", kind, s.Outcome, s.Decision.RuleID,
 			strings.Join(s.Decision.Reasons, "; ")))
 	}
-	stored, err := w.Store.StoreActionAttempt(ctx, w.fence, *a, postgres.ActionAttempt{Kind: kind, GasLimit: req.GasLimit, Fees: fees, Raw: s.RawTx, Hash: s.Hash})
+	stored, err := w.Store.StoreActionAttempt(ctx, w.fence, *a, txmanager.ActionAttempt{Kind: kind, GasLimit: req.GasLimit, Fees: fees, Raw: s.RawTx, Hash: s.Hash})
 	if raced(err) {
 		return nil // moved on (mined, say): the next round sees where it is
 	}
@@ -335,7 +334,7 @@ func (w *worker) signAction(ctx context.Context, log *slog.Logger, a *postgres.A
 
 // abandon carries out a, an abandon: its transaction FAILS and a filler
 // priced at fees takes its nonce, signed and sent by this round's resume.
-func (w *worker) abandon(ctx context.Context, log *slog.Logger, a *postgres.Action, fees txmanager.Fees) error {
+func (w *worker) abandon(ctx context.Context, log *slog.Logger, a *txmanager.Action, fees txmanager.Fees) error {
 	failed, filler, err := w.Store.Abandon(ctx, w.fence, *a, fees)
 	if raced(err) {
 		return nil
@@ -352,7 +351,7 @@ func (w *worker) abandon(ctx context.Context, log *slog.Logger, a *postgres.Acti
 
 // finishSend records the outcome of a resend of t: done once a route
 // accepted it, refused with why otherwise.
-func (w *worker) finishSend(ctx context.Context, log *slog.Logger, a *postgres.Action, t *txmanager.Tx) error {
+func (w *worker) finishSend(ctx context.Context, log *slog.Logger, a *txmanager.Action, t *txmanager.Tx) error {
 	now, err := w.Store.Get(ctx, t.ID)
 	if err != nil {
 		return err
@@ -363,7 +362,7 @@ func (w *worker) finishSend(ctx context.Context, log *slog.Logger, a *postgres.A
 	}
 	if now.State != txmanager.StateSigned {
 		log.Info("operator action done: sent", "state", now.State)
-		return w.Store.FinishAction(ctx, w.fence, a.ID, postgres.ActionDone, "", &attempt)
+		return w.Store.FinishAction(ctx, w.fence, a.ID, txmanager.ActionDone, "", &attempt)
 	}
 	why := "a route refused it for now; it is sent again with backoff"
 	switch now.SubState {
@@ -376,7 +375,7 @@ func (w *worker) finishSend(ctx context.Context, log *slog.Logger, a *postgres.A
 }
 
 // refuseAction records that a was not carried out, and why.
-func (w *worker) refuseAction(ctx context.Context, log *slog.Logger, a *postgres.Action, why string) error {
+func (w *worker) refuseAction(ctx context.Context, log *slog.Logger, a *txmanager.Action, why string) error {
 	log.Warn("operator action refused", "why", why)
-	return w.Store.FinishAction(ctx, w.fence, a.ID, postgres.ActionRefused, why, nil)
+	return w.Store.FinishAction(ctx, w.fence, a.ID, txmanager.ActionRefused, why, nil)
 }

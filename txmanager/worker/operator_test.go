@@ -14,7 +14,6 @@ import (
 
 	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/worker"
 )
 
@@ -71,7 +70,7 @@ func (e *env) stuckSigned(t *testing.T, r *refuseNextBroadcast, requestID string
 }
 
 // act asks for an operator action and waits for its outcome.
-func (e *env) act(t *testing.T, id uuid.UUID, action string) postgres.Action {
+func (e *env) act(t *testing.T, id uuid.UUID, action string) txmanager.Action {
 	t.Helper()
 	a, err := e.store.RequestAction(ctx(t), id, action, "alice@ops")
 	if err != nil {
@@ -80,9 +79,9 @@ func (e *env) act(t *testing.T, id uuid.UUID, action string) postgres.Action {
 	return e.waitAction(t, a.ID)
 }
 
-func (e *env) waitAction(t *testing.T, actionID uuid.UUID) postgres.Action {
+func (e *env) waitAction(t *testing.T, actionID uuid.UUID) txmanager.Action {
 	t.Helper()
-	var got postgres.Action
+	var got txmanager.Action
 	eventually(t, "action "+actionID.String()+" carried out", func() bool {
 		a, err := e.store.ActionByID(ctx(t), actionID)
 		if err != nil {
@@ -207,7 +206,7 @@ func (e *env) checkChain(t *testing.T, want []uuid.UUID) {
 // filler is the transaction that took the nonce of an abandoned one.
 func (e *env) filler(t *testing.T, abandoned uuid.UUID) txmanager.Tx {
 	t.Helper()
-	f, err := e.store.GetByRequest(ctx(t), e.key(), postgres.GapFillRequestID(abandoned))
+	f, err := e.store.GetByRequest(ctx(t), e.key(), txmanager.GapFillRequestID(abandoned))
 	if err != nil {
 		t.Fatalf("the filler of %s: %v", abandoned, err)
 	}
@@ -232,8 +231,8 @@ func TestOperatorActionsOnARefusedBroadcast(t *testing.T) {
 	resent := e.stuckSigned(t, refuse, "resent")
 	behind := e.create(t, "behind", big.NewInt(1))
 	e.waitState(t, behind.ID, txmanager.StateBroadcasted)
-	a := e.act(t, resent.ID, postgres.ActionResend)
-	if a.Outcome != postgres.ActionDone || a.Attempt == nil || *a.Attempt != 1 || a.Operator != "alice@ops" {
+	a := e.act(t, resent.ID, txmanager.ActionResend)
+	if a.Outcome != txmanager.ActionDone || a.Attempt == nil || *a.Attempt != 1 || a.Operator != "alice@ops" {
 		t.Errorf("resend: %+v", a)
 	}
 	if tx := e.get(t, resent.ID); tx.State != txmanager.StateBroadcasted || tx.SubState != txmanager.SubNone || *tx.Hash != *resent.Hash {
@@ -241,9 +240,9 @@ func TestOperatorActionsOnARefusedBroadcast(t *testing.T) {
 	}
 
 	bumped := e.stuckSigned(t, refuse, "bumped")
-	a = e.act(t, bumped.ID, postgres.ActionBump)
+	a = e.act(t, bumped.ID, txmanager.ActionBump)
 	as := e.attempts(t, bumped.ID)
-	if a.Outcome != postgres.ActionDone || a.Attempt == nil || *a.Attempt != 2 || len(as) != 2 {
+	if a.Outcome != txmanager.ActionDone || a.Attempt == nil || *a.Attempt != 2 || len(as) != 2 {
 		t.Fatalf("bump: %+v; attempts %+v", a, as)
 	}
 	if as[1].kind != txmanager.AttemptFeeBump || !as[1].currentOfTx || as[1].nonce != as[0].nonce ||
@@ -262,16 +261,16 @@ func TestOperatorActionsOnARefusedBroadcast(t *testing.T) {
 	}
 
 	cancelled := e.stuckSigned(t, refuse, "cancelled")
-	a = e.act(t, cancelled.ID, postgres.ActionCancel)
+	a = e.act(t, cancelled.ID, txmanager.ActionCancel)
 	as = e.attempts(t, cancelled.ID)
-	if a.Outcome != postgres.ActionDone || len(as) != 2 || as[1].kind != txmanager.AttemptCancel || as[1].gasLimit == nil || *as[1].gasLimit != 21000 {
+	if a.Outcome != txmanager.ActionDone || len(as) != 2 || as[1].kind != txmanager.AttemptCancel || as[1].gasLimit == nil || *as[1].gasLimit != 21000 {
 		t.Fatalf("cancel: %+v; attempts %+v", a, as)
 	}
 	e.waitState(t, cancelled.ID, txmanager.StateBroadcasted)
 
 	abandoned := e.stuckSigned(t, refuse, "abandoned")
-	a = e.act(t, abandoned.ID, postgres.ActionAbandon)
-	if a.Outcome != postgres.ActionDone || a.Filler == nil {
+	a = e.act(t, abandoned.ID, txmanager.ActionAbandon)
+	if a.Outcome != txmanager.ActionDone || a.Filler == nil {
 		t.Fatalf("abandon: %+v", a)
 	}
 	tx := e.get(t, abandoned.ID)
@@ -337,9 +336,9 @@ func TestOperatorActionsOnARefusedSignature(t *testing.T) {
 	}
 	abandoned, cancelled := txs[1], txs[3]
 
-	for _, action := range []string{postgres.ActionResend, postgres.ActionBump} {
+	for _, action := range []string{txmanager.ActionResend, txmanager.ActionBump} {
 		a := e.act(t, abandoned.ID, action)
-		if a.Outcome != postgres.ActionRefused || !strings.Contains(a.Detail, "denied") {
+		if a.Outcome != txmanager.ActionRefused || !strings.Contains(a.Detail, "denied") {
 			t.Errorf("%s while the window is full: %+v, want refused by signerd", action, a)
 		}
 		if tx := e.get(t, abandoned.ID); tx.State != txmanager.StateAllocated || *tx.Nonce != *abandoned.Nonce {
@@ -347,8 +346,8 @@ func TestOperatorActionsOnARefusedSignature(t *testing.T) {
 		}
 	}
 
-	a := e.act(t, abandoned.ID, postgres.ActionAbandon)
-	if a.Outcome != postgres.ActionDone || a.Filler == nil {
+	a := e.act(t, abandoned.ID, txmanager.ActionAbandon)
+	if a.Outcome != txmanager.ActionDone || a.Filler == nil {
 		t.Fatalf("abandon: %+v", a)
 	}
 	if tx := e.get(t, abandoned.ID); tx.State != txmanager.StateFailed || tx.Reason != txmanager.ReasonAbandoned || tx.Nonce != nil {
@@ -359,9 +358,9 @@ func TestOperatorActionsOnARefusedSignature(t *testing.T) {
 		t.Errorf("the filler: nonce %d to %s value %s", *filler.Nonce, filler.To, filler.Value)
 	}
 
-	a = e.act(t, cancelled.ID, postgres.ActionCancel)
+	a = e.act(t, cancelled.ID, txmanager.ActionCancel)
 	as := e.attempts(t, cancelled.ID)
-	if a.Outcome != postgres.ActionDone || len(as) != 1 || as[0].kind != txmanager.AttemptCancel || as[0].nonce != int64(*cancelled.Nonce) {
+	if a.Outcome != txmanager.ActionDone || len(as) != 1 || as[0].kind != txmanager.AttemptCancel || as[0].nonce != int64(*cancelled.Nonce) {
 		t.Fatalf("cancel: %+v; attempts %+v", a, as)
 	}
 	e.waitState(t, cancelled.ID, txmanager.StateBroadcasted)

@@ -75,13 +75,13 @@ func BenchmarkAllocateSignPersist(b *testing.B) {
 					b.Fatal(err)
 				}
 				t2 := time.Now()
-				attempts := make([]postgres.Attempt, len(results))
+				attempts := make([]txmanager.Attempt, len(results))
 				for i, r := range results {
 					if r.Outcome != remote.OutcomeSigned {
 						b.Fatalf("%s: signerd answered %s (%s %v)", r.TxID, r.Outcome, r.Decision.RuleID, r.Decision.Reasons)
 					}
 					fee := toSign[i].Fees
-					attempts[i] = postgres.Attempt{TxID: r.TxID, Raw: r.RawTx, Hash: r.Hash,
+					attempts[i] = txmanager.Attempt{TxID: r.TxID, Raw: r.RawTx, Hash: r.Hash,
 						MaxFeePerGas: fee.MaxFeePerGas, MaxPriorityFeePerGas: fee.MaxPriorityFeePerGas, GasPrice: fee.GasPrice}
 				}
 				signed, err := p.store.Signed(ctx, p.fence, attempts)

@@ -21,7 +21,6 @@ import (
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 var eth = big.NewInt(1e18)
@@ -46,11 +45,11 @@ func newApprovers(t *testing.T, ids ...string) approvers {
 
 // sign is what `signerctl approver sign` does for approver id over tx, at
 // fee caps up to maxFee wei per gas.
-func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, maxFee *big.Int, ttl time.Duration) postgres.Approval {
+func (a approvers) sign(t *testing.T, id string, tx txmanager.Tx, maxFee *big.Int, ttl time.Duration) txmanager.Approval {
 	t.Helper()
 	req := &signer.Request{TxID: tx.ID.String(), ChainID: tx.ChainID, From: tx.From, Type: signer.DynamicFee, To: tx.To, Value: tx.Value, Data: tx.Data}
 	ap := signer.SignApproval(a[id], id, req, maxFee, time.Now().Add(ttl))
-	return postgres.Approval{Approver: ap.Approver, MaxFeePerGas: ap.MaxFeePerGas, Expiry: ap.Expiry, Signature: ap.Signature}
+	return txmanager.Approval{Approver: ap.Approver, MaxFeePerGas: ap.MaxFeePerGas, Expiry: ap.Expiry, Signature: ap.Signature}
 }
 
 // anyFee is a fee ceiling above the test policy's 10000 gwei cap: the
@@ -169,7 +168,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 	mallory := newApprovers(t, "mallory")
 	forged := as.sign(t, "bob", big1, anyFee, time.Hour)
 	forged.Signature[0] ^= 0xff
-	for _, a := range []postgres.Approval{as.sign(t, "alice", big1, anyFee, time.Hour), mallory.sign(t, "mallory", big1, anyFee, time.Hour), forged} {
+	for _, a := range []txmanager.Approval{as.sign(t, "alice", big1, anyFee, time.Hour), mallory.sign(t, "mallory", big1, anyFee, time.Hour), forged} {
 		if _, err := e.store.Approve(ctx(t), big1.ID, a, 3); err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +198,7 @@ func TestApprovalsGateSigning(t *testing.T) {
 		t.Errorf("approvers counted: %v, want [alice bob]", approvedBy)
 	}
 
-	if _, err := e.store.Reject(ctx(t), rejected.ID, postgres.Rejection{Approver: "carol", Expiry: time.Now().Add(time.Hour).Truncate(time.Second),
+	if _, err := e.store.Reject(ctx(t), rejected.ID, txmanager.Rejection{Approver: "carol", Expiry: time.Now().Add(time.Hour).Truncate(time.Second),
 		Signature: make([]byte, 64)}); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +414,7 @@ func TestASignatureRefusedAfterAllocation(t *testing.T) {
 	if tx.Reason != txmanager.ReasonSigningRefused || tx.Nonce != nil {
 		t.Errorf("the refused transaction: %+v", tx)
 	}
-	filler, err := e.store.GetByRequest(ctx(t), e.key(), postgres.GapFillRequestID(refused.ID))
+	filler, err := e.store.GetByRequest(ctx(t), e.key(), txmanager.GapFillRequestID(refused.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 )
 
 // clockSlack is how far a block's timestamp may trail the database's
@@ -117,12 +116,12 @@ func matchIntent(waiting []txmanager.Tx, m chain.MinedTx) int {
 }
 
 // foundOf is what AdoptFound stores of t found mined as m.
-func foundOf(t txmanager.Tx, m chain.MinedTx) (postgres.Found, error) {
+func foundOf(t txmanager.Tx, m chain.MinedTx) (txmanager.Found, error) {
 	raw, err := m.Tx.MarshalBinary()
 	if err != nil {
-		return postgres.Found{}, fmt.Errorf("encode %s: %w", m.Tx.Hash(), err)
+		return txmanager.Found{}, fmt.Errorf("encode %s: %w", m.Tx.Hash(), err)
 	}
-	f := postgres.Found{TxID: t.ID, Nonce: m.Tx.Nonce(), Hash: m.Tx.Hash(), Raw: raw, GasLimit: m.Tx.Gas(), Block: m.Block}
+	f := txmanager.Found{TxID: t.ID, Nonce: m.Tx.Nonce(), Hash: m.Tx.Hash(), Raw: raw, GasLimit: m.Tx.Gas(), Block: m.Block}
 	if m.Tx.Type() == types.LegacyTxType || m.Tx.Type() == types.AccessListTxType {
 		f.Fees.GasPrice = m.Tx.GasPrice()
 	} else {

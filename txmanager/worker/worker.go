@@ -27,13 +27,12 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
-	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/remote"
 )
 
 // Deps are what the workers use.
 type Deps struct {
-	Store  *postgres.Store
+	Store  txmanager.WorkStore
 	Chains *txmanager.Chains
 	// Readers are the chains' read RPCs, by chain id.
 	Readers map[uint64]*chain.Reader
@@ -402,7 +401,7 @@ func (w *worker) approvals(ctx context.Context) error {
 // askedPolicy is what a transaction waiting for approvals had when the
 // policy last wanted more.
 type askedPolicy struct {
-	// decisions sums up its stored approvals (postgres.Awaiting.Decisions).
+	// decisions sums up its stored approvals (txmanager.Awaiting.Decisions).
 	decisions string
 	// belowFees is the highest fee ceiling among the approvals that did
 	// not cover the fee cap priced then, nil if none: they may count once
@@ -731,14 +730,14 @@ func (w *worker) signAndStore(ctx context.Context, txs []txmanager.Tx) error {
 		return fmt.Errorf("sign: %w", err)
 	}
 	w.after(StepSignature)
-	attempts := make([]postgres.Attempt, 0, len(results))
+	attempts := make([]txmanager.Attempt, 0, len(results))
 	var refused []refusal
 	for i, res := range results {
 		if res.Outcome != remote.OutcomeSigned && res.Outcome != remote.OutcomeReplayed {
 			refused = append(refused, refusal{tx: txs[i], outcome: res.Outcome, rule: res.Decision.RuleID})
 			continue
 		}
-		attempts = append(attempts, postgres.Attempt{TxID: txs[i].ID, Raw: res.RawTx, Hash: res.Hash, MaxFeePerGas: fees[i].MaxFeePerGas,
+		attempts = append(attempts, txmanager.Attempt{TxID: txs[i].ID, Raw: res.RawTx, Hash: res.Hash, MaxFeePerGas: fees[i].MaxFeePerGas,
 			MaxPriorityFeePerGas: fees[i].MaxPriorityFeePerGas, GasPrice: fees[i].GasPrice})
 	}
 	if len(attempts) > 0 {
@@ -810,15 +809,15 @@ type refusal struct {
 // something else at that nonce) halts the signer: only an operator can
 // tell what happened.
 func (w *worker) settleRefused(ctx context.Context, refused []refusal) error {
-	releases := make([]postgres.NonceRelease, len(refused))
+	releases := make([]txmanager.NonceRelease, len(refused))
 	for i, rf := range refused {
 		w.log.Warn("signerd refused an allocated transaction", "tx_id", rf.tx.ID, "nonce", *rf.tx.Nonce, "outcome", rf.outcome, "rule", rf.rule)
 		switch rf.outcome {
 		case remote.OutcomeNeedsApproval:
-			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StatePendingApproval, Reason: txmanager.ReasonApprovalRequired,
+			releases[i] = txmanager.NonceRelease{TxID: rf.tx.ID, To: txmanager.StatePendingApproval, Reason: txmanager.ReasonApprovalRequired,
 				ApprovalExpires: time.Now().Add(w.ApprovalTTL)}
 		case remote.OutcomeDenied:
-			releases[i] = postgres.NonceRelease{TxID: rf.tx.ID, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused}
+			releases[i] = txmanager.NonceRelease{TxID: rf.tx.ID, To: txmanager.StateFailed, Reason: txmanager.ReasonSigningRefused}
 		default:
 			_, err := w.Store.SetSubState(ctx, w.fence, rf.tx.ID, txmanager.StateAllocated, txmanager.SubStuck,
 				fmt.Sprintf("%s: signerd answered %s at nonce %d", txmanager.ReasonSigningRefused, rf.outcome, *rf.tx.Nonce))
@@ -833,7 +832,7 @@ func (w *worker) settleRefused(ctx context.Context, refused []refusal) error {
 	if err == nil {
 		return errResettle
 	}
-	if !errors.Is(err, postgres.ErrLaterNonceSigned) {
+	if !errors.Is(err, txmanager.ErrLaterNonceSigned) {
 		return err
 	}
 	_, cfg := w.config()
@@ -842,7 +841,7 @@ func (w *worker) settleRefused(ctx context.Context, refused []refusal) error {
 		why := fmt.Sprintf("%s: signerd answered %s (rule %s) at nonce %d, later nonces are signed", txmanager.ReasonSigningRefused, rf.outcome, rf.rule, *rf.tx.Nonce)
 		w.Metrics.gap(w.fence.Key, cfg.GapPolicy)
 		// A filler signerd refuses is not filled again: that would never end.
-		if cfg.GapPolicy == txmanager.GapFill && rf.tx.RequestID != postgres.GapFillRequestID(fillerOf(rf.tx)) {
+		if cfg.GapPolicy == txmanager.GapFill && rf.tx.RequestID != txmanager.GapFillRequestID(fillerOf(rf.tx)) {
 			ch, _ := w.config()
 			r, err := w.reader()
 			if err != nil {
@@ -935,14 +934,14 @@ func (w *worker) broadcast(ctx context.Context, txs []txmanager.Tx) error {
 			return fmt.Errorf("broadcast: %w", err)
 		}
 		w.after(StepBroadcast)
-		var accepted []postgres.Sent
+		var accepted []txmanager.Sent
 		for i, s := range sent {
 			ok, err := w.refused(ctx, &group[i], s)
 			if err != nil {
 				return err
 			}
 			if ok {
-				accepted = append(accepted, postgres.Sent{TxID: group[i].ID, Route: s.Route})
+				accepted = append(accepted, txmanager.Sent{TxID: group[i].ID, Route: s.Route})
 				delete(w.sendRetry, group[i].ID)
 			}
 		}
