@@ -295,16 +295,15 @@ func (s *Store) Leases(ctx context.Context) ([]txmanager.Lease, error) {
 // argOffset+1 (argOffset is how many the statement already has); append
 // args to the statement's own.
 //
-// The predicate locks the lease row FOR KEY SHARE until the transaction
-// ends, so a change of owner waits for the transaction, and the
+// The predicate calls txfence_holds_lease (migration 0010) as a
+// sub-select, once per statement; it locks the lease row FOR KEY SHARE
+// until the transaction ends, so a change of owner waits for the transaction, and the
 // transaction never writes after a change of owner it did not see (see
 // the Locking note above). Keep fenced transactions short: a takeover
 // waits for them.
 func FenceSQL(f txmanager.Fence, argOffset int) (sql string, args []any) {
 	n := func(i int) string { return "$" + strconv.Itoa(argOffset+i) }
-	sql = `EXISTS (SELECT 1 FROM signer_lease WHERE chain_id = ` + n(1) + `::bigint AND signer = ` + n(2) +
-		`::bytea AND owner_node = ` + n(3) + `::text AND fencing_token = ` + n(4) +
-		`::bigint AND expires_at > now() FOR KEY SHARE)`
+	sql = `(SELECT txfence_holds_lease(` + n(1) + `::bigint, ` + n(2) + `::bytea, ` + n(3) + `::text, ` + n(4) + `::bigint))`
 	// A chain id beyond int64 matches no lease row (the schema keeps them
 	// positive bigints), so -1 fences the write off instead of wrapping.
 	chainID := int64(-1)
