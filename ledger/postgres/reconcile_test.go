@@ -79,7 +79,7 @@ func TestHoldingsAreTheBooksAsOfABlock(t *testing.T) {
 	}
 
 	for n := range uint64(21) {
-		var got []postgres.Holding
+		var got []ledger.Holding
 		inReconciliation(t, s, func(r *postgres.Reconciliation) (err error) {
 			got, err = r.Holdings(ctx, n)
 			return err
@@ -162,15 +162,15 @@ func TestUnbookedListsWhatTheFeedHasNotBooked(t *testing.T) {
 	for _, c := range []struct {
 		from, upTo uint64
 		grace      time.Duration
-		want       []postgres.UnbookedTx
+		want       []ledger.UnbookedTx
 	}{
-		{0, 10, 10 * time.Minute, []postgres.UnbookedTx{{hot, hash(2), 8, true}, {hot, hash(3), 9, false}}},
-		{9, 10, 10 * time.Minute, []postgres.UnbookedTx{{hot, hash(3), 9, false}}},
-		{0, 10, 2 * time.Hour, []postgres.UnbookedTx{{hot, hash(2), 8, true}, {hot, hash(3), 9, true}}},
-		{0, 10, -1, []postgres.UnbookedTx{{hot, hash(2), 8, false}, {hot, hash(3), 9, false}}},
+		{0, 10, 10 * time.Minute, []ledger.UnbookedTx{{Sender: hot, Hash: hash(2), Block: 8, Young: true}, {Sender: hot, Hash: hash(3), Block: 9, Young: false}}},
+		{9, 10, 10 * time.Minute, []ledger.UnbookedTx{{Sender: hot, Hash: hash(3), Block: 9, Young: false}}},
+		{0, 10, 2 * time.Hour, []ledger.UnbookedTx{{Sender: hot, Hash: hash(2), Block: 8, Young: true}, {Sender: hot, Hash: hash(3), Block: 9, Young: true}}},
+		{0, 10, -1, []ledger.UnbookedTx{{Sender: hot, Hash: hash(2), Block: 8, Young: false}, {Sender: hot, Hash: hash(3), Block: 9, Young: false}}},
 		{10, 11, 0, nil},
 	} {
-		var got []postgres.UnbookedTx
+		var got []ledger.UnbookedTx
 		inReconciliation(t, s, func(r *postgres.Reconciliation) (err error) {
 			got, err = r.Unbooked(ctx, c.from, c.upTo, c.grace)
 			return err

@@ -282,11 +282,11 @@ func (r *Reconciler) reconcile(ctx context.Context, tx *postgres.Reconciliation,
 	if run.ID, err = tx.NewRunID(ctx); err != nil {
 		return err
 	}
-	byHolding := make(map[holding]postgres.Holding, len(books))
+	byHolding := make(map[holding]ledger.Holding, len(books))
 	for _, b := range books {
 		byHolding[holding{b.Address, b.Asset}] = b
 	}
-	bySender := map[common.Address][]postgres.UnbookedTx{}
+	bySender := map[common.Address][]ledger.UnbookedTx{}
 	for _, t := range unbooked {
 		bySender[t.Sender] = append(bySender[t.Sender], t)
 	}
@@ -345,7 +345,7 @@ func (r *Reconciler) reconcile(ctx context.Context, tx *postgres.Reconciliation,
 // holdings lists what a run compares, by wallet then asset (in the order
 // the report is read back): for each wallet, native, the configured
 // tokens and every asset the books hold for it.
-func holdings(wallets []common.Address, tokens []common.Address, books []postgres.Holding) []holding {
+func holdings(wallets []common.Address, tokens []common.Address, books []ledger.Holding) []holding {
 	assets := map[common.Address]map[string]bool{}
 	for _, w := range wallets {
 		assets[w] = map[string]bool{ledger.Native: true}
@@ -369,7 +369,7 @@ func holdings(wallets []common.Address, tokens []common.Address, books []postgre
 
 // compare makes the item of holding h: its ledger balance b, its chain
 // balance c, and what stands in the way of comparing them.
-func compare(run *ledger.ReconciliationRun, h holding, b postgres.Holding, c chainBalance, pending []postgres.UnbookedTx, grace time.Duration) ledger.ReconciliationItem {
+func compare(run *ledger.ReconciliationRun, h holding, b ledger.Holding, c chainBalance, pending []ledger.UnbookedTx, grace time.Duration) ledger.ReconciliationItem {
 	it := ledger.ReconciliationItem{Address: h.addr, Asset: h.asset, Ledger: new(big.Int), Chain: c.amount}
 	if b.Wallet != nil {
 		it.Ledger.Set(b.Wallet)
@@ -434,7 +434,7 @@ func them(n int) string {
 	return "them"
 }
 
-func suspenseOf(b postgres.Holding) *big.Int {
+func suspenseOf(b ledger.Holding) *big.Int {
 	if b.Suspense == nil {
 		return new(big.Int)
 	}
