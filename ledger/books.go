@@ -4,8 +4,8 @@
 // them here names the problem in words. It also holds what the ledger's
 // parts hand the store and read back from it (the wallet registry, feed
 // and scan bookings, the backlog, reconciliations, transits, the read
-// side of the books), so that none of them needs the adapter to say what
-// it does.
+// side of the books), and the store each part works through (store.go),
+// so that none of them needs the adapter to say what it does.
 package ledger
 
 import (

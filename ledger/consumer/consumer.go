@@ -5,7 +5,7 @@
 // the reversal. The two transactions of a transfer between chains, which
 // their INIT events link by a transit id, are booked through in_transit
 // accounts (transit.go). Each page of events is booked in one transaction
-// with the feed's cursor (postgres.Store.BookFeed), so a crash anywhere
+// with the feed's cursor (ledger.ConsumerStore.BookFeed), so a crash anywhere
 // books nothing twice and skips nothing. An event that one chain's
 // trouble keeps from being booked goes to that chain's backlog, in the
 // same transaction, and the feed goes on for the other chains
@@ -31,7 +31,6 @@ import (
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/internal/retry"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
@@ -44,7 +43,7 @@ const Feed = "txmanager"
 // Consumer books the feed. Run one per ledger deployment: a second one is
 // harmless (the cursor refuses it) but idle.
 type Consumer struct {
-	Store *postgres.Store
+	Store ledger.ConsumerStore
 	// API reads the feed, as identity ledger.
 	API *txmanagerapi.ClientWithResponses
 	// Readers read each chain, by chain id.
@@ -458,7 +457,7 @@ func (c *Consumer) undoneLater(ctx context.Context, ev components.Event) (bool, 
 
 // errBookFirst says an event needs what the page before it books: a
 // reversal of a journal the same page made, or a settlement booked again
-// after a reversal the same page makes (postgres.Store.BookFeed tells a
+// after a reversal the same page makes (ConsumerStore.BookFeed tells a
 // booking again from a replay by the reversal booked before it).
 var errBookFirst = fmt.Errorf("book the events before this one first")
 

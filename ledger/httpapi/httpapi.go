@@ -18,7 +18,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 )
@@ -29,7 +28,7 @@ const Caller = "gateway"
 
 // API serves the read routes.
 type API struct {
-	store      *postgres.Store
+	store      ledger.APIStore
 	cursors    cursors
 	reconciler Reconciler
 }
@@ -45,7 +44,7 @@ func (a *API) ReconcileWith(r Reconciler) *API {
 // cursors it hands out; every ledgerd that serves the same callers needs
 // the same key, or a cursor one issued is refused by another. With no key,
 // New makes one up: the cursors then hold only until ledgerd restarts.
-func New(store *postgres.Store, cursorKey []byte) *API {
+func New(store ledger.APIStore, cursorKey []byte) *API {
 	key := slices.Clone(cursorKey)
 	if len(key) == 0 {
 		key = make([]byte, 32)

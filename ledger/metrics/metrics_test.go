@@ -15,7 +15,6 @@ import (
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/metrics"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/pgtest"
 )
 
@@ -66,7 +65,7 @@ func TestTheGaugesReadTheBooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := store.Reconcile(ctx, chain, func(r *postgres.Reconciliation) error {
+	if err := store.Reconcile(ctx, chain, func(r ledger.ReconcileTx) error {
 		id, err := r.NewRunID(ctx)
 		if err != nil {
 			return err

@@ -63,7 +63,7 @@ func TestTheBacklogMovesWithTheCursor(t *testing.T) {
 	if err != nil || st.Backlogs[chain].Events != 2 || !st.Backlogs[chain].OldestAt.Equal(time.Date(2025, 1, 15, 10, 0, 2, 0, time.UTC)) {
 		t.Errorf("stats' backlogs %+v %v", st.Backlogs, err)
 	}
-	inReconciliation(t, s, func(r *postgres.Reconciliation) error {
+	inReconciliation(t, s, func(r ledger.ReconcileTx) error {
 		if c, err := r.FeedCursor(ctx, feed); err != nil || c != 1 {
 			t.Errorf("chain %d's reconciliation sees the feed booked up to %d (%v), want 1, before its backlog", chain, c, err)
 		}

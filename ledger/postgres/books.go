@@ -31,6 +31,14 @@ type Store struct {
 	posts    *batch.Queue[*pendingPost]
 }
 
+var (
+	_ ledger.ConsumerStore  = (*Store)(nil)
+	_ ledger.ScannerStore   = (*Store)(nil)
+	_ ledger.ReconcileStore = (*Store)(nil)
+	_ ledger.TransitStore   = (*Store)(nil)
+	_ ledger.APIStore       = (*Store)(nil)
+)
+
 // New returns a store on pool, whose schema Migrations produced.
 func New(pool *pgxpool.Pool, log *slog.Logger) *Store {
 	if log == nil {

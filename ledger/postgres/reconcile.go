@@ -29,12 +29,14 @@ type Reconciliation struct {
 	made    map[ledger.AccountKey]int64
 }
 
+var _ ledger.ReconcileTx = (*Reconciliation)(nil)
+
 // Reconcile runs fn in a transaction holding chainID's reconciliation lock
 // and commits what fn wrote. fn may run again on a serialization failure
 // or a deadlock, and must be safe to re-run; when it fails, nothing it
 // wrote is kept. The lock is a transaction-level advisory lock: a node
 // that dies mid-run releases it with its connection.
-func (s *Store) Reconcile(ctx context.Context, chainID uint64, fn func(*Reconciliation) error) error {
+func (s *Store) Reconcile(ctx context.Context, chainID uint64, fn func(ledger.ReconcileTx) error) error {
 	var made map[ledger.AccountKey]int64
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{Logger: s.log}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('txfence/ledger/reconcile', $1))`, int64(chainID)); err != nil {

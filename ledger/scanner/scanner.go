@@ -6,7 +6,7 @@
 // removed. The feed consumer books txfence's own transactions.
 //
 // Each block is booked in one transaction with the scan cursor
-// (postgres.Store.BookScan), so a crash books nothing twice and skips
+// (ledger.ScannerStore.BookScan), so a crash books nothing twice and skips
 // nothing, and a second scanner of the chain is refused, not harmful.
 //
 // What no transaction's value or log shows (value a contract sends in an
@@ -32,7 +32,6 @@ import (
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/internal/retry"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -65,7 +64,7 @@ const (
 // run one per chain and ledger deployment (a second is refused by the
 // cursor, harmlessly).
 type Scanner struct {
-	Store   *postgres.Store
+	Store   ledger.ScannerStore
 	ChainID uint64
 	// RPC is the ledger's own endpoint of the chain.
 	RPC *rpc.Client
