@@ -155,3 +155,26 @@ func validTransitPart(s string, max int) bool {
 	}
 	return true
 }
+
+// TransitWrite is a transit as a run of the feed leaves it
+// (FeedBooking.Transits). The journals of its parts that the run books
+// itself are named by pointer, each one of the FeedBooking's Journals,
+// since their ids are known only once booked; nil keeps the Transit's id.
+type TransitWrite struct {
+	Transit
+	SourceJournal, DestinationJournal, FeeJournal *Journal
+}
+
+// TransitFilter selects transits: each field set must match.
+type TransitFilter struct {
+	Status TransitStatus
+	// ChainID matches a transit's source chain or its destination's.
+	ChainID uint64
+	// Wallet matches a transit whose source or destination wallet it is;
+	// with ChainID, only the end on that chain.
+	Wallet *common.Address
+	// Before is the Seq of the previous page's last transit; 0 for the
+	// newest.
+	Before int64
+	Limit  int
+}

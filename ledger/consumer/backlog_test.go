@@ -323,7 +323,7 @@ func TestAHaltedChainsEventsWaitUnread(t *testing.T) {
 			alerts = append(alerts, rec)
 		}
 	}
-	if len(alerts) != 1 || alerts[0]["chain_id"] != float64(r.a.ChainID()) || alerts[0]["reason"] != postgres.BacklogHalted {
+	if len(alerts) != 1 || alerts[0]["chain_id"] != float64(r.a.ChainID()) || alerts[0]["reason"] != ledger.BacklogHalted {
 		t.Errorf("backlog alerts %v, want one, of chain A, halted", alerts)
 	}
 

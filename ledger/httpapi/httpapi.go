@@ -18,7 +18,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 )
@@ -29,7 +28,7 @@ const Caller = "gateway"
 
 // API serves the read routes.
 type API struct {
-	store      *postgres.Store
+	store      ledger.APIStore
 	cursors    cursors
 	reconciler Reconciler
 }
@@ -45,7 +44,7 @@ func (a *API) ReconcileWith(r Reconciler) *API {
 // cursors it hands out; every ledgerd that serves the same callers needs
 // the same key, or a cursor one issued is refused by another. With no key,
 // New makes one up: the cursors then hold only until ledgerd restarts.
-func New(store *postgres.Store, cursorKey []byte) *API {
+func New(store ledger.APIStore, cursorKey []byte) *API {
 	key := slices.Clone(cursorKey)
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -74,13 +73,13 @@ func (a *API) Mount(r chi.Router) {
 
 func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
 	p := newParams(r.URL.Query())
-	f := postgres.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
-	writeIDPage(a, w, r, p, idList[postgres.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
-		read: func(after int64, limit int) ([]postgres.AccountBalance, error) {
+	f := ledger.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
+	writeIDPage(a, w, r, p, idList[ledger.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
+		read: func(after int64, limit int) ([]ledger.AccountBalance, error) {
 			f.After, f.Limit = after, limit
 			return a.store.Accounts(r.Context(), f)
 		},
-		id: func(v *postgres.AccountBalance) int64 { return v.ID }, shape: toAccount})
+		id: func(v *ledger.AccountBalance) int64 { return v.ID }, shape: toAccount})
 }
 
 // idList is a list paged by id: its cursor carries the id of the last
@@ -129,7 +128,7 @@ func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *pa
 }
 
 // accountsScope ties a list's cursors to its filters.
-func accountsScope(f *postgres.AccountFilter) string {
+func accountsScope(f *ledger.AccountFilter) string {
 	addr, at := "", ""
 	if f.Address != nil {
 		addr = lowerHex(f.Address.Bytes())
@@ -160,7 +159,7 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 	p := newParams(r.URL.Query())
 	id := p.id("account_id", chi.URLParam(r, "account_id"))
 	limit := p.limit()
-	var pos postgres.StatementPosition
+	var pos ledger.StatementPosition
 	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
 		var err error
 		if pos, err = a.cursors.openPosition(id, s); err != nil {
@@ -180,7 +179,7 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 	if len(lines) > limit {
 		lines = lines[:limit]
 		last := lines[limit-1]
-		next = new(a.cursors.sealPosition(id, postgres.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}))
+		next = new(a.cursors.sealPosition(id, ledger.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}))
 	}
 	out := make([]statementEntryJSON, len(lines))
 	for i, l := range lines {
@@ -193,22 +192,22 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listJournals(w http.ResponseWriter, r *http.Request) {
 	p := newParams(r.URL.Query())
-	f := postgres.JournalFilter{ChainID: p.chainID(), TxHash: p.hash("tx_hash"), Kind: p.journalKind()}
+	f := ledger.JournalFilter{ChainID: p.chainID(), TxHash: p.hash("tx_hash"), Kind: p.journalKind()}
 	if f.TxHash != nil && !p.query.Has("chain_id") {
 		// journal_tx_idx is by chain, then hash: a hash alone would read
 		// every journal.
 		p.fail("tx_hash", errors.New("needs chain_id"))
 	}
-	writeIDPage(a, w, r, p, idList[postgres.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
-		read: func(after int64, limit int) ([]postgres.BookedJournal, error) {
+	writeIDPage(a, w, r, p, idList[ledger.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
+		read: func(after int64, limit int) ([]ledger.BookedJournal, error) {
 			f.After, f.Limit = after, limit
 			return a.store.Journals(r.Context(), f)
 		},
-		id: func(v *postgres.BookedJournal) int64 { return v.ID }, shape: toJournal})
+		id: func(v *ledger.BookedJournal) int64 { return v.ID }, shape: toJournal})
 }
 
 // journalsScope ties a list's cursors to its filters.
-func journalsScope(f *postgres.JournalFilter) string {
+func journalsScope(f *ledger.JournalFilter) string {
 	tx := ""
 	if f.TxHash != nil {
 		tx = lowerHex(f.TxHash.Bytes())
@@ -263,7 +262,7 @@ func toAccountRef(id int64, k ledger.AccountKey) accountRefJSON {
 	return accountRefJSON{AccountID: id, ChainID: k.ChainID, Asset: k.Asset, Kind: k.Kind, Address: lowerHex(k.Address.Bytes())}
 }
 
-func toAccount(a *postgres.AccountBalance) accountJSON {
+func toAccount(a *ledger.AccountBalance) accountJSON {
 	out := accountJSON{accountRefJSON: toAccountRef(a.ID, a.AccountKey), Balance: a.Balance.String(), AsOfBlock: a.AtBlock}
 	if a.AtBlock == nil {
 		out.Version = &a.Version
@@ -305,7 +304,7 @@ type journalEntryJSON struct {
 	Amount  string         `json:"amount"`
 }
 
-func toJournal(j *postgres.BookedJournal) journalJSON {
+func toJournal(j *ledger.BookedJournal) journalJSON {
 	memo := j.Memo
 	if len(memo) == 0 {
 		memo = json.RawMessage("{}")

@@ -9,13 +9,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/httpserver"
 )
 
 func (a *API) listTransits(w http.ResponseWriter, r *http.Request) {
 	p := newParams(r.URL.Query())
-	f := postgres.TransitFilter{Status: p.transitStatus(), ChainID: p.chainID(), Wallet: p.address("address")}
+	f := ledger.TransitFilter{Status: p.transitStatus(), ChainID: p.chainID(), Wallet: p.address("address")}
 	wallet := ""
 	if f.Wallet != nil {
 		wallet = lowerHex(f.Wallet.Bytes())
