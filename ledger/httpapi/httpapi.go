@@ -57,24 +57,24 @@ func New(store ledger.APIStore, cursorKey []byte) *API {
 func (a *API) Mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow(Caller))
-		r.Get("/v1/accounts", a.listAccounts)
-		r.Get("/v1/accounts/{account_id}", a.getAccount)
-		r.Get("/v1/accounts/{account_id}/entries", a.listEntries)
-		r.Get("/v1/journals", a.listJournals)
-		r.Get("/v1/journals/{journal_id}", a.getJournal)
-		r.Post("/v1/reconciliations", a.createReconciliation)
-		r.Get("/v1/reconciliations", a.listReconciliations)
-		r.Get("/v1/reconciliations/{run_id}", a.getReconciliation)
-		r.Get("/v1/transits", a.listTransits)
-		r.Get("/v1/transits/{transit_id}", a.getTransit)
-		r.Post("/v1/adjustments", a.createAdjustment)
+		r.Get("/v1/accounts", httpserver.Handle(a.listAccounts))
+		r.Get("/v1/accounts/{account_id}", httpserver.Handle(a.getAccount))
+		r.Get("/v1/accounts/{account_id}/entries", httpserver.Handle(a.listEntries))
+		r.Get("/v1/journals", httpserver.Handle(a.listJournals))
+		r.Get("/v1/journals/{journal_id}", httpserver.Handle(a.getJournal))
+		r.Post("/v1/reconciliations", httpserver.Handle(a.createReconciliation))
+		r.Get("/v1/reconciliations", httpserver.Handle(a.listReconciliations))
+		r.Get("/v1/reconciliations/{run_id}", httpserver.Handle(a.getReconciliation))
+		r.Get("/v1/transits", httpserver.Handle(a.listTransits))
+		r.Get("/v1/transits/{transit_id}", httpserver.Handle(a.getTransit))
+		r.Post("/v1/adjustments", httpserver.Handle(a.createAdjustment))
 	})
 }
 
-func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
+func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	f := ledger.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
-	writeIDPage(a, w, r, p, idList[ledger.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
+	return writeIDPage(a, w, r, p, idList[ledger.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
 		read: func(after int64, limit int) ([]ledger.AccountBalance, error) {
 			f.After, f.Limit = after, limit
 			return a.store.Accounts(r.Context(), f)
@@ -97,7 +97,7 @@ type idList[T, J any] struct {
 // is one more problem with the request's parameters), one item more than
 // the limit read to tell whether another page follows, and the page
 // written with its next cursor.
-func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *params, l idList[T, J]) {
+func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *params, l idList[T, J]) error {
 	limit := p.limit()
 	var after int64
 	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
@@ -107,13 +107,11 @@ func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *pa
 		}
 	}
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	items, err := l.read(after, limit+1)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var next *string
 	if len(items) > limit {
@@ -125,6 +123,7 @@ func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *pa
 		out[i] = l.shape(&items[i])
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{l.name: out, "next_cursor": next})
+	return nil
 }
 
 // accountsScope ties a list's cursors to its filters.
@@ -139,23 +138,22 @@ func accountsScope(f *ledger.AccountFilter) string {
 	return fmt.Sprintf("chain_id=%d&address=%s&kind=%s&asset=%s&at_block=%s", f.ChainID, addr, f.Kind, f.Asset, at)
 }
 
-func (a *API) getAccount(w http.ResponseWriter, r *http.Request) {
+func (a *API) getAccount(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	id := p.id("account_id", chi.URLParam(r, "account_id"))
 	at := p.atBlock()
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	acct, err := a.store.Account(r.Context(), id, at)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toAccount(&acct))
+	return nil
 }
 
-func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
+func (a *API) listEntries(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	id := p.id("account_id", chi.URLParam(r, "account_id"))
 	limit := p.limit()
@@ -167,13 +165,11 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	lines, err := a.store.Statement(r.Context(), id, pos, limit+1)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var next *string
 	if len(lines) > limit {
@@ -188,9 +184,10 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 		out[i].TxHash, out[i].BlockNumber, out[i].BlockHash = txAndBlock(l.TxHash, l.Block)
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"account_id": id, "entries": out, "next_cursor": next})
+	return nil
 }
 
-func (a *API) listJournals(w http.ResponseWriter, r *http.Request) {
+func (a *API) listJournals(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	f := ledger.JournalFilter{ChainID: p.chainID(), TxHash: p.hash("tx_hash"), Kind: p.journalKind()}
 	if f.TxHash != nil && !p.query.Has("chain_id") {
@@ -198,7 +195,7 @@ func (a *API) listJournals(w http.ResponseWriter, r *http.Request) {
 		// every journal.
 		p.fail("tx_hash", errors.New("needs chain_id"))
 	}
-	writeIDPage(a, w, r, p, idList[ledger.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
+	return writeIDPage(a, w, r, p, idList[ledger.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
 		read: func(after int64, limit int) ([]ledger.BookedJournal, error) {
 			f.After, f.Limit = after, limit
 			return a.store.Journals(r.Context(), f)
@@ -215,22 +212,20 @@ func journalsScope(f *ledger.JournalFilter) string {
 	return fmt.Sprintf("chain_id=%d&tx_hash=%s&kind=%s", f.ChainID, tx, f.Kind)
 }
 
-func (a *API) getJournal(w http.ResponseWriter, r *http.Request) {
+func (a *API) getJournal(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(nil)
 	id := p.id("journal_id", chi.URLParam(r, "journal_id"))
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
-	a.writeJournal(w, r, http.StatusOK, id)
+	return a.writeJournal(w, r, http.StatusOK, id)
 }
 
 // writeJournal answers journal id with its entries.
-func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, id int64) {
+func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, id int64) error {
 	j, err := a.store.JournalByID(r.Context(), id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := toJournal(&j)
 	out.Entries = make([]journalEntryJSON, len(j.Entries))
@@ -238,6 +233,7 @@ func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, i
 		out.Entries[i] = journalEntryJSON{EntryID: e.ID, Account: toAccountRef(e.AccountID, e.Account), Amount: e.Amount.String()}
 	}
 	httpserver.WriteJSON(w, status, out)
+	return nil
 }
 
 // The documents of ledger.yaml. Amounts and balances are decimal
