@@ -15,6 +15,24 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/actions.sql.
+var (
+	qLockTxForAction          = query("LockTxForAction")
+	qActionByID               = query("ActionByID")
+	qWaitingAction            = query("WaitingAction")
+	qInsertAction             = query("InsertAction")
+	qActionsOfTx              = query("ActionsOfTx")
+	qFollowerActions          = query("FollowerActions")
+	qWorkerActions            = query("WorkerActions")
+	qActionHeld               = fenced("ActionHeld")
+	qActionDone               = query("ActionDone")
+	qPlanActionFees           = fenced("PlanActionFees")
+	qRefixSigningFees         = fenced("RefixSigningFees")
+	qCurrentAttempt           = query("CurrentAttempt")
+	qInsertActionAttempt      = fenced("InsertActionAttempt")
+	qMakeActionAttemptCurrent = query("MakeActionAttemptCurrent")
+)
+
 // Operator actions on transactions that do not move: any node takes the
 // request (Request); the signer's owner carries it out under its lease and
 // records the outcome, so that no node but the owner ever writes an
@@ -46,7 +64,7 @@ func (s *Store) Request(ctx context.Context, r txmanager.ActionRequest) (txmanag
 		fresh = false
 		var state string
 		var mined *int32
-		err := tx.QueryRow(ctx, `SELECT state, mined_attempt FROM tx WHERE tx_id = $1 FOR UPDATE`, r.TxID).Scan(&state, &mined)
+		err := tx.QueryRow(ctx, qLockTxForAction.SQL, r.TxID).Scan(&state, &mined)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errs.Errorf(errs.NotFound, "no transaction %s", r.TxID)
 		}
@@ -54,7 +72,7 @@ func (s *Store) Request(ctx context.Context, r txmanager.ActionRequest) (txmanag
 			return fmt.Errorf("operator action on %s: %w", r.TxID, err)
 		}
 		if r.ActionID != nil {
-			a, err = scanAction(tx.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE action_id = $1`, *r.ActionID))
+			a, err = scanAction(tx.QueryRow(ctx, qActionByID.SQL, *r.ActionID))
 			switch {
 			case err == nil:
 				if a.TxID != r.TxID || a.Action != r.Action || a.Operator != r.Operator {
@@ -69,9 +87,7 @@ func (s *Store) Request(ctx context.Context, r txmanager.ActionRequest) (txmanag
 			return err
 		}
 		if r.ActionID == nil {
-			a, err = scanAction(tx.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action
-				WHERE tx_id = $1 AND action = $2 AND operator = $3 AND done_at IS NULL ORDER BY requested_at, action_id LIMIT 1`,
-				r.TxID, r.Action, r.Operator))
+			a, err = scanAction(tx.QueryRow(ctx, qWaitingAction.SQL, r.TxID, r.Action, r.Operator))
 			switch {
 			case err == nil:
 				return nil
@@ -83,10 +99,7 @@ func (s *Store) Request(ctx context.Context, r txmanager.ActionRequest) (txmanag
 		if r.ActionID != nil {
 			id = *r.ActionID
 		}
-		a, err = scanAction(tx.QueryRow(ctx, `
-			INSERT INTO tx_action (action_id, tx_id, chain_id, signer, action, operator)
-			SELECT $1, tx_id, chain_id, signer, $3, $4 FROM tx WHERE tx_id = $2
-			RETURNING `+actionColumns, id, r.TxID, r.Action, r.Operator))
+		a, err = scanAction(tx.QueryRow(ctx, qInsertAction.SQL, id, r.TxID, r.Action, r.Operator))
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			// The same id, recorded for another transaction meanwhile.
@@ -120,9 +133,8 @@ var pastTense = map[string]string{
 	txmanager.ActionResend: "resent", txmanager.ActionBump: "bumped", txmanager.ActionCancel: "cancelled", txmanager.ActionAbandon: "abandoned",
 }
 
-const actionColumns = `action_id, tx_id, chain_id, signer, action, operator, requested_at, done_at, coalesce(outcome, ''), coalesce(detail, ''), attempt,
-	max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text, filler_tx_id`
-
+// scanAction reads an action from the columns every statement that returns
+// actions ends its rows with (see ActionByID in queries/actions.sql).
 func scanAction(row pgx.Row) (txmanager.Action, error) {
 	var (
 		a       txmanager.Action
@@ -159,7 +171,7 @@ func collectActions(rows pgx.Rows, err error, what string) ([]txmanager.Action, 
 
 // ActionByID reads one action; errs.NotFound when there is none.
 func (s *Store) ActionByID(ctx context.Context, id uuid.UUID) (txmanager.Action, error) {
-	a, err := scanAction(s.pool.QueryRow(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE action_id = $1`, id))
+	a, err := scanAction(s.pool.QueryRow(ctx, qActionByID.SQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, errs.Errorf(errs.NotFound, "no action %s", id)
 	}
@@ -171,33 +183,16 @@ func (s *Store) ActionByID(ctx context.Context, id uuid.UUID) (txmanager.Action,
 
 // Actions lists a transaction's operator actions, oldest first.
 func (s *Store) Actions(ctx context.Context, id uuid.UUID) ([]txmanager.Action, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+actionColumns+` FROM tx_action WHERE tx_id = $1 ORDER BY requested_at, action_id`, id)
+	rows, err := s.pool.Query(ctx, qActionsOfTx.SQL, id)
 	return collectActions(rows, err, "actions on "+id.String())
 }
-
-// waiting lists the actions on a signer's transactions ($1, $2) that wait
-// for its owner, oldest first: those whose transaction is in one of the
-// states $3 (or in none of them, when $4), or whose action is one of $5,
-// and whose action is none of $6. One per transaction and action (the
-// oldest): the same action repeated is carried out once (actionDone
-// finishes the others with it).
-const waiting = `
-	SELECT ` + actionColumns + ` FROM (
-		SELECT DISTINCT ON (a.tx_id, a.action) a.* FROM tx_action a JOIN tx t ON t.tx_id = a.tx_id
-		WHERE a.chain_id = $1 AND a.signer = $2 AND a.done_at IS NULL
-		  AND ((t.state = ANY($3)) <> $4 OR a.action = ANY($5)) AND a.action <> ALL($6)
-		ORDER BY a.tx_id, a.action, a.requested_at, a.action_id
-	) AS tx_action ORDER BY requested_at, action_id`
-
-// beforeBroadcast are the states in which the worker carries actions out.
-var beforeBroadcast = []string{string(txmanager.StateAllocated), string(txmanager.StateSigned)}
 
 // PendingActions lists the actions the chain follower carries out for
 // key's signer, oldest first: those on transactions broadcast (or past
 // it), abandons excepted. The same action asked again while one waits is
 // listed once.
 func (s *Store) PendingActions(ctx context.Context, key txmanager.SignerKey) ([]txmanager.Action, error) {
-	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, true, []string{}, []string{txmanager.ActionAbandon})
+	rows, err := s.pool.Query(ctx, qFollowerActions.SQL, int64(key.ChainID), key.Signer.Bytes())
 	return collectActions(rows, err, "pending actions of "+key.String())
 }
 
@@ -206,7 +201,7 @@ func (s *Store) PendingActions(ctx context.Context, key txmanager.SignerKey) ([]
 // every abandon. The same action asked again while one waits is listed
 // once.
 func (s *Store) WorkerActions(ctx context.Context, key txmanager.SignerKey) ([]txmanager.Action, error) {
-	rows, err := s.pool.Query(ctx, waiting, int64(key.ChainID), key.Signer.Bytes(), beforeBroadcast, false, []string{txmanager.ActionAbandon}, []string{})
+	rows, err := s.pool.Query(ctx, qWorkerActions.SQL, int64(key.ChainID), key.Signer.Bytes())
 	return collectActions(rows, err, "pending actions of "+key.String())
 }
 
@@ -224,10 +219,8 @@ func (s *Store) FinishAction(ctx context.Context, f txmanager.Fence, id uuid.UUI
 // heldAction checks, inside a fenced transaction, that action id is one of
 // f's signer and that f holds.
 func heldAction(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, op string) error {
-	fence, fenceArgs := FenceSQL(f, 3)
 	var held bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tx_action WHERE action_id = $1 AND chain_id = $2 AND signer = $3) AND `+fence,
-		append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, fenceArgs...)...).Scan(&held); err != nil {
+	if err := qActionHeld.queryRow(ctx, tx, f, id).Scan(&held); err != nil {
 		return fmt.Errorf("%s %s: %w", op, id, err)
 	}
 	if !held {
@@ -246,26 +239,15 @@ func actionDone(ctx context.Context, tx pgx.Tx, id uuid.UUID, outcome, detail st
 }
 
 // actionDoneWith is actionDone, with the filler an abandon made. The same
-// action on the same transaction that waits as well (asked again, by
-// another operator or under another action id, before this one was
-// carried out) is finished with it, with the same outcome: repeated, an
-// action is carried out once.
+// action waiting on the same transaction is finished with it (see
+// ActionDone in queries/actions.sql).
 func actionDoneWith(ctx context.Context, tx pgx.Tx, id uuid.UUID, outcome, detail string, attempt *int, filler *uuid.UUID) error {
 	var n *int32
 	if attempt != nil {
 		v := int32(*attempt)
 		n = &v
 	}
-	if _, err := tx.Exec(ctx, `
-		WITH done AS (
-			UPDATE tx_action SET done_at = now(), outcome = $2, detail = nullif($3, ''), attempt = $4, filler_tx_id = $5
-			WHERE action_id = $1 AND done_at IS NULL
-			RETURNING tx_id, action
-		)
-		UPDATE tx_action a SET done_at = now(), outcome = $2, attempt = $4, filler_tx_id = $5,
-			detail = 'carried out as action ' || $1::text || CASE WHEN $3 = '' THEN '' ELSE ': ' || $3 END
-		FROM done WHERE a.tx_id = done.tx_id AND a.action = done.action AND a.done_at IS NULL AND a.action_id <> $1`,
-		id, outcome, detail, n, filler); err != nil {
+	if _, err := tx.Exec(ctx, qActionDone.SQL, id, outcome, detail, n, filler); err != nil {
 		return fmt.Errorf("finish action %s: %w", id, err)
 	}
 	return nil
@@ -277,17 +259,8 @@ func actionDoneWith(ctx context.Context, tx pgx.Tx, id uuid.UUID, outcome, detai
 func (s *Store) PlanActionFees(ctx context.Context, f txmanager.Fence, id uuid.UUID, fees txmanager.Fees) (txmanager.Fees, error) {
 	var out txmanager.Fees
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, signingFeeArgs(fees)...)
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var stored [3]*string
-		err := tx.QueryRow(ctx, `
-			UPDATE tx_action SET
-				max_fee_per_gas = CASE WHEN max_fee_per_gas IS NULL AND gas_price IS NULL THEN $4::numeric ELSE max_fee_per_gas END,
-				max_priority_fee_per_gas = CASE WHEN max_fee_per_gas IS NULL AND gas_price IS NULL THEN $5::numeric ELSE max_priority_fee_per_gas END,
-				gas_price = CASE WHEN max_fee_per_gas IS NULL AND gas_price IS NULL THEN $6::numeric ELSE gas_price END
-			WHERE action_id = $1 AND chain_id = $2 AND signer = $3 AND done_at IS NULL AND `+fence+`
-			RETURNING max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text`,
-			append(args, fenceArgs...)...).Scan(&stored[0], &stored[1], &stored[2])
+		err := qPlanActionFees.queryRow(ctx, tx, f, append([]any{id}, signingFeeArgs(fees)...)...).Scan(&stored[0], &stored[1], &stored[2])
 		if errors.Is(err, pgx.ErrNoRows) {
 			if err := heldAction(ctx, tx, f, id, "plan the fees of action"); err != nil {
 				return err
@@ -309,14 +282,8 @@ func (s *Store) PlanActionFees(ctx context.Context, f txmanager.Fence, id uuid.U
 func (s *Store) RefixSigningFees(ctx context.Context, f txmanager.Fence, id uuid.UUID, fees txmanager.Fees) (txmanager.Tx, error) {
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := append([]any{id, int64(f.Key.ChainID), f.Key.Signer.Bytes()}, signingFeeArgs(fees)...)
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var err error
-		out, err = scanTx(tx.QueryRow(ctx, `
-			UPDATE tx SET signing_max_fee_per_gas = $4::numeric, signing_max_priority_fee_per_gas = $5::numeric, signing_gas_price = $6::numeric,
-				updated_at = now()
-			WHERE tx_id = $1 AND state = 'ALLOCATED' AND chain_id = $2 AND signer = $3 AND `+fence+`
-			RETURNING `+txColumns, append(args, fenceArgs...)...))
+		out, err = scanTx(qRefixSigningFees.queryRow(ctx, tx, f, append([]any{id}, signingFeeArgs(fees)...)...))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return whyNotMoved(ctx, tx, f, id, []txmanager.State{txmanager.StateAllocated})
 		}
@@ -330,8 +297,7 @@ func (s *Store) RefixSigningFees(ctx context.Context, f txmanager.Fence, id uuid
 func (s *Store) CurrentAttempt(ctx context.Context, id uuid.UUID) (int, txmanager.Fees, error) {
 	var attempt int
 	var fees [3]*string
-	err := s.pool.QueryRow(ctx, `SELECT a.attempt, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text
-		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id AND a.attempt = t.current_attempt WHERE t.tx_id = $1`, id).Scan(&attempt, &fees[0], &fees[1], &fees[2])
+	err := s.pool.QueryRow(ctx, qCurrentAttempt.SQL, id).Scan(&attempt, &fees[0], &fees[1], &fees[2])
 	if err != nil {
 		return 0, txmanager.Fees{}, fmt.Errorf("the current attempt of %s: %w", id, err)
 	}
@@ -351,28 +317,19 @@ func (s *Store) StoreActionAttempt(ctx context.Context, f txmanager.Fence, a txm
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var prev string
-		if err := tx.QueryRow(ctx, `SELECT state FROM tx WHERE tx_id = $1 FOR UPDATE`, a.TxID).Scan(&prev); err != nil {
+		if err := tx.QueryRow(ctx, qLockTxState.SQL, a.TxID).Scan(&prev); err != nil {
 			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
 		}
-		args := append([]any{a.TxID, at.Hash.Bytes(), at.Raw, at.Kind, int64(at.GasLimit), int64(f.Key.ChainID), f.Key.Signer.Bytes()},
-			signingFeeArgs(at.Fees)...)
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var attempt int
-		err := tx.QueryRow(ctx, `
-			INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price, kind, gas_limit)
-			SELECT t.tx_id, coalesce((SELECT max(attempt) FROM attempt WHERE tx_id = t.tx_id), 0) + 1, t.nonce, $2, $3,
-				$8::numeric, $9::numeric, $10::numeric, $4, $5
-			FROM tx t WHERE t.tx_id = $1 AND t.state IN ('ALLOCATED', 'SIGNED') AND t.chain_id = $6 AND t.signer = $7 AND `+fence+`
-			RETURNING attempt`, append(args, fenceArgs...)...).Scan(&attempt)
+		err := qInsertActionAttempt.queryRow(ctx, tx, f, append([]any{a.TxID, at.Hash.Bytes(), at.Raw, at.Kind, int64(at.GasLimit)},
+			signingFeeArgs(at.Fees)...)...).Scan(&attempt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return whyNotMoved(ctx, tx, f, a.TxID, []txmanager.State{txmanager.StateAllocated, txmanager.StateSigned})
 		}
 		if err != nil {
 			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
 		}
-		out, err = scanTx(tx.QueryRow(ctx, `
-			UPDATE tx SET state = 'SIGNED', current_attempt = $2, sub_state = NULL, reason = $3, updated_at = now()
-			WHERE tx_id = $1 RETURNING `+txColumns, a.TxID, attempt, txmanager.OperatorReason(a)))
+		out, err = scanTx(tx.QueryRow(ctx, qMakeActionAttemptCurrent.SQL, a.TxID, attempt, txmanager.OperatorReason(a)))
 		if err != nil {
 			return fmt.Errorf("store the attempt of action %s: %w", a.ID, err)
 		}

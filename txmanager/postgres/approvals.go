@@ -14,6 +14,18 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/approvals.sql.
+var (
+	qCountOtherApprovals  = query("CountOtherApprovals")
+	qUpsertApproval       = query("UpsertApproval")
+	qHasRejected          = query("HasRejected")
+	qUpsertRejection      = query("UpsertRejection")
+	qFailRejected         = query("FailRejected")
+	qLockAwaitingApproval = query("LockAwaitingApproval")
+	qApprovals            = query("Approvals")
+	qAwaitingApproval     = query("AwaitingApproval")
+)
+
 // Approve stores an approval of a transaction waiting for approvals, with
 // the fee ceiling its signature covers; the signer's worker passes it to
 // signerd. The same approver again replaces its earlier approval (ceiling
@@ -32,18 +44,13 @@ func (s *Store) Approve(ctx context.Context, id uuid.UUID, a txmanager.Approval,
 		// The row lock on tx serializes approvals of one transaction, so
 		// the count cannot race.
 		var others int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM approval WHERE tx_id = $1 AND approver <> $2 AND decision = 'approve'`,
-			id, a.Approver).Scan(&others); err != nil {
+		if err := tx.QueryRow(ctx, qCountOtherApprovals.SQL, id, a.Approver).Scan(&others); err != nil {
 			return err
 		}
 		if others >= maxApprovals {
 			return errs.Errorf(errs.Conflict, "transaction %s holds %d approvals already, as many as its rule has approvers", id, others)
 		}
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO approval (tx_id, approver, decision, expiry, signature, max_fee_per_gas) VALUES ($1, $2, 'approve', $3, $4, $5)
-			ON CONFLICT (tx_id, approver) DO UPDATE SET expiry = EXCLUDED.expiry, signature = EXCLUDED.signature,
-				max_fee_per_gas = EXCLUDED.max_fee_per_gas, created_at = now()
-				WHERE approval.decision = 'approve'`, id, a.Approver, a.Expiry, a.Signature, optNumeric(a.MaxFeePerGas))
+		tag, err := tx.Exec(ctx, qUpsertApproval.SQL, id, a.Approver, a.Expiry, a.Signature, optNumeric(a.MaxFeePerGas))
 		if err != nil {
 			return err
 		}
@@ -65,28 +72,21 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, r txmanager.Rejection)
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var already bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approval WHERE tx_id = $1 AND approver = $2 AND decision = 'reject')`,
-			id, r.Approver).Scan(&already); err != nil {
+		if err := tx.QueryRow(ctx, qHasRejected.SQL, id, r.Approver).Scan(&already); err != nil {
 			return err
 		}
 		if already {
 			var err error
-			out, err = scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			out, err = scanTx(tx.QueryRow(ctx, qGetTx.SQL, id))
 			return err
 		}
 		if _, err := lockAwaitingApproval(ctx, tx, id, "rejected"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO approval (tx_id, approver, decision, expiry, signature) VALUES ($1, $2, 'reject', $3, $4)
-			ON CONFLICT (tx_id, approver) DO UPDATE SET decision = 'reject', expiry = EXCLUDED.expiry, signature = EXCLUDED.signature,
-				max_fee_per_gas = NULL, created_at = now()`,
-			id, r.Approver, r.Expiry, r.Signature); err != nil {
+		if _, err := tx.Exec(ctx, qUpsertRejection.SQL, id, r.Approver, r.Expiry, r.Signature); err != nil {
 			return err
 		}
-		t, err := scanTx(tx.QueryRow(ctx, `
-			UPDATE tx SET state = 'FAILED', sub_state = NULL, reason = $2, approval_expires_at = NULL, updated_at = now()
-			WHERE tx_id = $1 RETURNING `+txColumns, id, txmanager.ReasonApprovalRejected))
+		t, err := scanTx(tx.QueryRow(ctx, qFailRejected.SQL, id, txmanager.ReasonApprovalRejected))
 		if err != nil {
 			return err
 		}
@@ -102,8 +102,7 @@ func (s *Store) Reject(ctx context.Context, id uuid.UUID, r txmanager.Rejection)
 func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what string) (txmanager.Tx, error) {
 	var expires *time.Time
 	var expired bool
-	t, err := scanTxWith(tx.QueryRow(ctx, `SELECT approval_expires_at, coalesce(approval_expires_at <= now(), false), `+txColumns+`
-		FROM tx WHERE tx_id = $1 FOR UPDATE`, id), &expires, &expired)
+	t, err := scanTxWith(tx.QueryRow(ctx, qLockAwaitingApproval.SQL, id), &expires, &expired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no transaction %s", id)
 	}
@@ -122,8 +121,7 @@ func lockAwaitingApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, what str
 // Approvals are the stored approvals of the transactions ids, by
 // transaction, in approver order.
 func (s *Store) Approvals(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]txmanager.Approval, error) {
-	rows, err := s.pool.Query(ctx, `SELECT tx_id, approver, max_fee_per_gas::text, expiry, signature FROM approval
-		WHERE tx_id = ANY($1) AND decision = 'approve' ORDER BY tx_id, approver`, ids)
+	rows, err := s.pool.Query(ctx, qApprovals.SQL, ids)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
@@ -148,8 +146,8 @@ func (s *Store) Approved(ctx context.Context, f txmanager.Fence, id uuid.UUID, a
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StatePendingApproval}, txmanager.StateSimulated,
-			`, sub_state = NULL, reason = NULL`, nil, txmanager.StateChanged{Approvers: approvers})
+		out, err = move(ctx, tx, f, qMoveApproved, id, []txmanager.State{txmanager.StatePendingApproval}, txmanager.StateSimulated,
+			txmanager.StateChanged{Approvers: approvers})
 		return err
 	})
 	return out, err
@@ -158,10 +156,7 @@ func (s *Store) Approved(ctx context.Context, f txmanager.Fence, id uuid.UUID, a
 // AwaitingApproval lists a signer's transactions waiting for approvals,
 // with when each stops waiting, oldest first, at most limit.
 func (s *Store) AwaitingApproval(ctx context.Context, key txmanager.SignerKey, limit int) ([]txmanager.Awaiting, error) {
-	rows, err := s.pool.Query(ctx, `SELECT approval_expires_at, approval_expires_at <= now(), coalesce((SELECT string_agg(a.approver || '@' || a.created_at::text, ',' ORDER BY a.approver)
-			FROM approval a WHERE a.tx_id = tx.tx_id), ''), `+txColumns+`
-		FROM tx WHERE chain_id = $1 AND signer = $2 AND state = 'PENDING_APPROVAL' ORDER BY accept_seq LIMIT $3`,
-		int64(key.ChainID), key.Signer.Bytes(), limit)
+	rows, err := s.pool.Query(ctx, qAwaitingApproval.SQL, int64(key.ChainID), key.Signer.Bytes(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("transactions awaiting approval: %w", err)
 	}

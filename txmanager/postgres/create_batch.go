@@ -11,6 +11,9 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statement of queries/create_batch.sql.
+var qInsertIntents = query("InsertIntents")
+
 // Creates arrive one per HTTP request, and each alone would cost
 // PostgreSQL a statement and a commit: at thousands a second the commits,
 // not the rows, are the work. So concurrent creates share them: they
@@ -106,13 +109,10 @@ func (s *Store) flushCreates(creates []*pendingCreate) {
 }
 
 // insertBatch inserts every one of creates that holds a free request id,
-// with its INIT event under the feed's barrier, in one statement, and
-// returns the transactions it created by id. Rows go in the order of
-// their unique key: two nodes inserting the same request ids lock them in
-// the same order, so their batches wait for each other instead of
-// deadlocking; of two creates of one request id in a batch, the first to
-// arrive is the one stored. (Concurrent creates have no order of their own
-// to keep.)
+// with its INIT event under the feed's barrier, in one statement
+// (InsertIntents), and returns the transactions it created by id.
+// (Concurrent creates have no order of their own to keep: the statement
+// inserts them in the order of their unique key.)
 func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[uuid.UUID]txmanager.Tx, error) {
 	n := len(creates)
 	var (
@@ -141,24 +141,7 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 		}
 		payloads[i] = string(payload)
 	}
-	rows, err := s.pool.Query(ctx, `
-		WITH input AS (
-			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::text[], $5::bytea[], $6::bytea[], $7::numeric[],
-				$8::bytea[], $9::bigint[], $10::numeric[], $11::numeric[], $12::text[], $13::uuid[], $14::jsonb[], $16::jsonb[])
-				WITH ORDINALITY AS i(tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
-					max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, payload, arrival)),
-		created AS (
-			INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
-				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, state)
-			SELECT tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas,
-				max_fee_per_gas, max_priority_fee_per_gas, route, depends_on, metadata, 'INIT'
-			FROM input ORDER BY chain_id, signer, request_id, arrival
-			ON CONFLICT (chain_id, signer, request_id) DO NOTHING
-			RETURNING `+txColumns+`),
-		event AS (
-			INSERT INTO event (tx_id, type, payload)
-			SELECT created.tx_id, $15, input.payload FROM created JOIN input USING (tx_id), (SELECT pg_advisory_xact_lock_shared($17)) AS writing)
-		SELECT * FROM created`,
+	rows, err := s.pool.Query(ctx, qInsertIntents.SQL,
 		ids, chains, signers, requestIDs, hashes, tos, values, datas, gases, maxFees, maxTips, routes, dependsOn, metadatas,
 		txmanager.EventStateChanged, payloads, int64(eventBarrier))
 	if err != nil {

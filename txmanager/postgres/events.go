@@ -14,6 +14,18 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/events.sql.
+var (
+	qWriteEvents      = query("WriteEvents")
+	qSetLockTimeout   = query("SetLockTimeout")
+	qLockEventBarrier = query("LockEventBarrier")
+	qNumberEvents     = query("NumberEvents")
+	qMoveFeedHead     = query("MoveFeedHead")
+	qEventsAfter      = query("EventsAfter")
+	qHeadSeq          = query("HeadSeq")
+	qTxEvents         = query("TxEvents")
+)
+
 // insertEvent writes the tx.state_changed event of t's change in the
 // caller's transaction: the change and its event commit together or not
 // at all.
@@ -62,11 +74,7 @@ func insertTypedEvent(ctx context.Context, tx pgx.Tx, typ string, id uuid.UUID, 
 func writeEvents(ctx context.Context, tx pgx.Tx, typ string, ids []uuid.UUID, payloads []string) error {
 	// The shared barrier lock, held until this transaction ends, tells the
 	// sequencer an event is being written (see Sequence).
-	if _, err := tx.Exec(ctx, `INSERT INTO event (tx_id, type, payload)
-		SELECT e.tx_id, $3, e.payload::jsonb
-		FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS e (tx_id, payload, ord), (SELECT pg_advisory_xact_lock_shared($4)) AS writing
-		ORDER BY e.ord`,
-		ids, payloads, typ, int64(eventBarrier)); err != nil {
+	if _, err := tx.Exec(ctx, qWriteEvents.SQL, ids, payloads, typ, int64(eventBarrier)); err != nil {
 		return fmt.Errorf("write %d %s events: %w", len(ids), typ, err)
 	}
 	return nil
@@ -135,35 +143,22 @@ func (s *Store) SequenceAll(ctx context.Context) (int, error) {
 // sequencerWait (nothing numbered).
 func (s *Store) sequence(ctx context.Context) (n int, busy bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+sequencerWait+`'`); err != nil {
+		if _, err := tx.Exec(ctx, qSetLockTimeout.SQL, sequencerWait); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventBarrier)); err != nil {
+		if _, err := tx.Exec(ctx, qLockEventBarrier.SQL, int64(eventBarrier)); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 				return errWritersBusy
 			}
 			return err
 		}
-		err := tx.QueryRow(ctx, `
-			WITH ready AS (
-				SELECT id, row_number() OVER (ORDER BY id) AS rn
-				FROM event
-				WHERE seq IS NULL
-				ORDER BY id
-				LIMIT $1
-			), numbered AS (
-				UPDATE event e SET seq = (SELECT last_seq FROM event_sequence) + ready.rn
-				FROM ready WHERE e.id = ready.id
-				RETURNING 1
-			)
-			SELECT count(*) FROM numbered`, sequenceBatch).Scan(&n)
+		err := tx.QueryRow(ctx, qNumberEvents.SQL, sequenceBatch).Scan(&n)
 		if err != nil || n == 0 {
 			return err
 		}
 		// The new head goes to the long polls' FeedWatch at commit.
-		_, err = tx.Exec(ctx, `WITH moved AS (UPDATE event_sequence SET last_seq = last_seq + $1 RETURNING last_seq)
-			SELECT pg_notify('`+feedChannel+`', current_schema() || ' ' || last_seq) FROM moved`, n)
+		_, err = tx.Exec(ctx, qMoveFeedHead.SQL, n)
 		return err
 	})
 	if errors.Is(err, errWritersBusy) {
@@ -179,10 +174,7 @@ var errWritersBusy = errors.New("event writers still in flight")
 
 // EventsAfter reads up to limit events of the feed after seq, in order.
 func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txmanager.Event, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT e.seq, e.type, e.tx_id, t.chain_id, t.signer, e.created_at, e.payload
-		FROM event e JOIN tx t USING (tx_id)
-		WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, int64(after), limit)
+	rows, err := s.pool.Query(ctx, qEventsAfter.SQL, int64(after), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
@@ -192,7 +184,7 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]txm
 // HeadSeq is the highest sequence numbered so far (0 before the first).
 func (s *Store) HeadSeq(ctx context.Context) (uint64, error) {
 	var head int64
-	if err := s.pool.QueryRow(ctx, `SELECT last_seq FROM event_sequence`).Scan(&head); err != nil {
+	if err := s.pool.QueryRow(ctx, qHeadSeq.SQL).Scan(&head); err != nil {
 		return 0, fmt.Errorf("read the feed's head: %w", err)
 	}
 	return uint64(head), nil
@@ -204,10 +196,7 @@ func (s *Store) TxEvents(ctx context.Context, id uuid.UUID) ([]txmanager.Event, 
 	if _, err := s.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT e.seq, e.type, e.tx_id, t.chain_id, t.signer, e.created_at, e.payload
-		FROM event e JOIN tx t USING (tx_id)
-		WHERE e.tx_id = $1 AND e.seq IS NOT NULL ORDER BY e.seq`, id)
+	rows, err := s.pool.Query(ctx, qTxEvents.SQL, id)
 	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", id, err)
 	}

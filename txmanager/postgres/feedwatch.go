@@ -13,10 +13,14 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
-// feedChannel is the NOTIFY channel the sequencer announces the feed's
-// new head on, as "<schema> <head>": every schema of the database (other
-// deployments, tests) shares the channel.
-const feedChannel = "txfence_feed"
+// The statements of queries/feedwatch.sql. The sequencer announces the
+// feed's new head as "<schema> <head>" on the channel ListenFeed listens
+// to (MoveFeedHead), which every schema of the database (other
+// deployments, tests) shares.
+var (
+	qCurrentSchema = query("CurrentSchema")
+	qListenFeed    = query("ListenFeed")
+)
 
 // feedRecheck bounds how long a head announced while the watch was not
 // listening (between connections) stays unseen: the watch reads the head
@@ -96,10 +100,10 @@ func (w *FeedWatch) listen(ctx context.Context) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var schema string
-	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	if err := conn.QueryRow(ctx, qCurrentSchema.SQL).Scan(&schema); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel); err != nil {
+	if _, err := conn.Exec(ctx, qListenFeed.SQL); err != nil {
 		return err
 	}
 	w.readHead(ctx) // what was numbered before it listened

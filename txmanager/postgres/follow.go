@@ -14,6 +14,22 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/follow.sql.
+var (
+	qFeedHead           = query("FeedHead")
+	qChangedSince       = query("ChangedSince")
+	qTracking           = query("Tracking")
+	qLockTxForReceipt   = query("LockTxForReceipt")
+	qRecordReceipt      = fenced("RecordReceipt")
+	qCountConfirmations = fenced("CountConfirmations")
+	qAttemptKind        = query("AttemptKind")
+	qLockTxForReorg     = query("LockTxForReorg")
+	qReopen             = fenced("Reopen")
+	qForgetReceipts     = query("ForgetReceipts")
+	qClaimResend        = fenced("ClaimResend")
+	qCountDrop          = fenced("CountDrop")
+)
+
 // The chain follower's reads and writes: which broadcast transactions to
 // look for in blocks, and what it found. Every write is fenced like the
 // worker's and writes its event in the same transaction.
@@ -31,7 +47,7 @@ func (s *Store) Tracking(ctx context.Context, key txmanager.SignerKey, fromBlock
 // up to it is committed and numbered.
 func (s *Store) FeedHead(ctx context.Context) (uint64, error) {
 	var seq int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM event`).Scan(&seq); err != nil {
+	if err := s.pool.QueryRow(ctx, qFeedHead.SQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("the feed's head: %w", err)
 	}
 	return uint64(seq), nil
@@ -46,7 +62,7 @@ func (s *Store) TrackingSince(ctx context.Context, key txmanager.SignerKey, from
 	if upTo, err = s.FeedHead(ctx); err != nil || upTo <= after {
 		return nil, nil, max(upTo, after), err
 	}
-	ids, err := s.pool.Query(ctx, `SELECT DISTINCT tx_id FROM event WHERE seq > $1 AND seq <= $2`, int64(after), int64(upTo))
+	ids, err := s.pool.Query(ctx, qChangedSince.SQL, int64(after), int64(upTo))
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("changes since %d: %w", after, err)
 	}
@@ -62,18 +78,7 @@ func (s *Store) TrackingSince(ctx context.Context, key txmanager.SignerKey, from
 
 // tracking reads Tracking's rows, only among ids when ids is not nil.
 func (s *Store) tracking(ctx context.Context, key txmanager.SignerKey, fromBlock uint64, ids []uuid.UUID) ([]txmanager.Tracked, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT t.tx_id, t.state, t.sub_state IS NOT DISTINCT FROM 'stuck', t.route, t.nonce, t.current_attempt, coalesce(t.mined_attempt, 0), coalesce(t.confirmations, 0),
-			a.attempt, a.hash, a.block_number, a.block_hash, a.receipt_status, a.gas_used, a.effective_gas_price::text,
-			coalesce(a.sent_at, a.created_at), coalesce(a.first_sent_at, a.sent_at, a.created_at), a.kind, a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text, t.gas_limit, a.waiting_since_block,
-			coalesce(a.route, t.route), a.drops,
-			p.attempt, p.kind, p.gas_limit, p.max_fee_per_gas::text, p.max_priority_fee_per_gas::text, p.gas_price::text, p.action_id
-		FROM tx t JOIN attempt a ON a.tx_id = t.tx_id LEFT JOIN attempt_plan p ON p.tx_id = t.tx_id
-		WHERE t.chain_id = $1 AND t.signer = $2
-		  AND (t.state IN ('BROADCASTED', 'SIGNED') OR (t.state IN ('CONFIRMED', 'REVERTED', 'CANCELLED') AND t.mined_attempt IS NOT NULL AND
-			(SELECT m.block_number FROM attempt m WHERE m.tx_id = t.tx_id AND m.attempt = t.mined_attempt) >= $3))
-		  AND ($4::uuid[] IS NULL OR t.tx_id = ANY($4))
-		ORDER BY t.nonce, a.attempt`, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock), ids)
+	rows, err := s.pool.Query(ctx, qTracking.SQL, int64(key.ChainID), key.Signer.Bytes(), int64(fromBlock), ids)
 	if err != nil {
 		return nil, fmt.Errorf("transactions to follow of %s: %w", key, err)
 	}
@@ -161,22 +166,11 @@ func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r tx
 		// Lock the row first: the state read is the one the update replaces.
 		var from string
 		var newFork bool
-		if err := tx.QueryRow(ctx, `SELECT state, EXISTS (SELECT 1 FROM event WHERE tx_id = $1 AND type = $2) FROM tx WHERE tx_id = $1 FOR UPDATE`,
-			id, txmanager.EventConfirmation).Scan(&from, &newFork); err != nil {
+		if err := tx.QueryRow(ctx, qLockTxForReceipt.SQL, id, txmanager.EventConfirmation).Scan(&from, &newFork); err != nil {
 			return fmt.Errorf("record the receipt of %s: %w", id, err)
 		}
-		args := []any{id, r.Attempt, int64(r.BlockNumber), r.BlockHash.Bytes(), int16(r.Status), int64(r.GasUsed), optNumeric(r.EffectiveGasPrice),
-			int64(confirmations), int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		tag, err := tx.Exec(ctx, `
-			WITH receipt AS (
-				UPDATE attempt SET block_number = $3, block_hash = $4, receipt_status = $5, gas_used = $6, effective_gas_price = $7
-				WHERE tx_id = $1 AND attempt = $2
-				RETURNING tx_id AS r_id
-			)
-			UPDATE tx SET state = 'BROADCASTED', mined_attempt = $2, confirmations = $8, sub_state = 'included', reason = NULL, updated_at = now()
-			FROM receipt WHERE tx.tx_id = r_id AND state IN ('BROADCASTED', 'SIGNED') AND chain_id = $9 AND signer = $10 AND `+fence,
-			append(args, fenceArgs...)...)
+		tag, err := qRecordReceipt.exec(ctx, tx, f, id, r.Attempt, int64(r.BlockNumber), r.BlockHash.Bytes(), int16(r.Status), int64(r.GasUsed),
+			optNumeric(r.EffectiveGasPrice), int64(confirmations))
 		if err != nil {
 			return fmt.Errorf("record the receipt of %s: %w", id, err)
 		}
@@ -184,7 +178,7 @@ func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r tx
 			return s.notFollowed(ctx, tx, f, id, "record the receipt of")
 		}
 		if txmanager.State(from) == txmanager.StateSigned {
-			moved, err := scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			moved, err := scanTx(tx.QueryRow(ctx, qGetTx.SQL, id))
 			if err != nil {
 				return fmt.Errorf("record the receipt of %s: %w", id, err)
 			}
@@ -202,10 +196,7 @@ func (s *Store) Mined(ctx context.Context, f txmanager.Fence, id uuid.UUID, r tx
 // tx.confirmation event.
 func (s *Store) Confirmed(ctx context.Context, f txmanager.Fence, id uuid.UUID, r txmanager.Receipt, confirmations uint64) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{id, int64(confirmations), int64(f.Key.ChainID), f.Key.Signer.Bytes(), r.Attempt}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		tag, err := tx.Exec(ctx, `UPDATE tx SET confirmations = $2, updated_at = now()
-			WHERE tx_id = $1 AND mined_attempt = $5 AND chain_id = $3 AND signer = $4 AND `+fence, append(args, fenceArgs...)...)
+		tag, err := qCountConfirmations.exec(ctx, tx, f, id, int64(confirmations), r.Attempt)
 		if err != nil {
 			return fmt.Errorf("count the confirmations of %s: %w", id, err)
 		}
@@ -224,20 +215,21 @@ func (s *Store) Final(ctx context.Context, f txmanager.Fence, id uuid.UUID, r tx
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var kind string
-		if err := tx.QueryRow(ctx, `SELECT kind FROM attempt WHERE tx_id = $1 AND attempt = $2`, id, r.Attempt).Scan(&kind); err != nil {
+		if err := tx.QueryRow(ctx, qAttemptKind.SQL, id, r.Attempt).Scan(&kind); err != nil {
 			return fmt.Errorf("end %s: attempt %d: %w", id, r.Attempt, err)
 		}
-		to, set, setArgs, ev := txmanager.StateConfirmed, `, sub_state = NULL`, []any(nil),
-			txmanager.StateChanged{Hash: &r.Hash, BlockNumber: &r.BlockNumber, BlockHash: &r.BlockHash}
+		from := []txmanager.State{txmanager.StateBroadcasted}
+		ev := txmanager.StateChanged{Hash: &r.Hash, BlockNumber: &r.BlockNumber, BlockHash: &r.BlockHash}
+		var err error
 		switch {
 		case kind == txmanager.AttemptCancel:
-			to, set, setArgs = txmanager.StateCancelled, `, sub_state = NULL, reason = $6`, []any{txmanager.ReasonCancelMined}
 			ev.Reason = txmanager.ReasonCancelMined
+			out, err = move(ctx, tx, f, qMoveWithReason, id, from, txmanager.StateCancelled, ev, txmanager.ReasonCancelMined)
 		case r.Status == 0:
-			to = txmanager.StateReverted
+			out, err = move(ctx, tx, f, qMoveKeepingReason, id, from, txmanager.StateReverted, ev)
+		default:
+			out, err = move(ctx, tx, f, qMoveKeepingReason, id, from, txmanager.StateConfirmed, ev)
 		}
-		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, to, set, setArgs, ev)
 		return err
 	})
 	return out, err
@@ -253,24 +245,17 @@ func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lo
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var from string
 		var confirmations *int64
-		if err := tx.QueryRow(ctx, `SELECT state, confirmations FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&from, &confirmations); err != nil {
+		if err := tx.QueryRow(ctx, qLockTxForReorg.SQL, id).Scan(&from, &confirmations); err != nil {
 			return fmt.Errorf("re-open %s: %w", id, err)
 		}
-		args := []any{id, lost.Attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		tag, err := tx.Exec(ctx, `
-			UPDATE tx SET state = 'BROADCASTED', mined_attempt = NULL, confirmations = NULL, sub_state = NULL, reason = NULL, updated_at = now()
-			WHERE tx_id = $1 AND mined_attempt = $2 AND state IN ('BROADCASTED', 'CONFIRMED', 'REVERTED', 'CANCELLED')
-			  AND chain_id = $3 AND signer = $4 AND `+fence, append(args, fenceArgs...)...)
+		tag, err := qReopen.exec(ctx, tx, f, id, lost.Attempt)
 		if err != nil {
 			return fmt.Errorf("re-open %s: %w", id, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return s.notFollowed(ctx, tx, f, id, "re-open")
 		}
-		// Only the lost attempt has a receipt: the others' are NULL already.
-		if _, err := tx.Exec(ctx, `UPDATE attempt SET block_number = NULL, block_hash = NULL, receipt_status = NULL, gas_used = NULL,
-			effective_gas_price = NULL, waiting_since_block = NULL WHERE tx_id = $1`, id); err != nil {
+		if _, err := tx.Exec(ctx, qForgetReceipts.SQL, id); err != nil {
 			return fmt.Errorf("re-open %s: %w", id, err)
 		}
 		return insertTypedEvent(ctx, tx, txmanager.EventReorged, id, txmanager.Reorged{Hash: lost.Hash, BlockNumber: lost.BlockNumber,
@@ -288,8 +273,6 @@ func (s *Store) Reorged(ctx context.Context, f txmanager.Fence, id uuid.UUID, lo
 func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, attempt int) ([]byte, error) {
 	var raw []byte
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{id, attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var (
 			hash               []byte
 			nonce, gasLimit    int64
@@ -297,13 +280,7 @@ func (s *Store) Resend(ctx context.Context, f txmanager.Fence, id uuid.UUID, att
 			sentAt             time.Time
 			maxFee, tip, price string
 		)
-		err := tx.QueryRow(ctx, `
-			UPDATE attempt a SET first_sent_at = coalesce(a.first_sent_at, a.sent_at, a.created_at), sent_at = now()
-			FROM tx t WHERE a.tx_id = $1 AND a.attempt = $2 AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
-			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $3 AND t.signer = $4 AND `+fence+`
-			RETURNING a.raw, a.hash, a.nonce, t.gas_limit, coalesce(a.route, t.route), a.sent_at,
-				coalesce(a.max_fee_per_gas::text, ''), coalesce(a.max_priority_fee_per_gas::text, ''), coalesce(a.gas_price::text, '')`,
-			append(args, fenceArgs...)...).Scan(&raw, &hash, &nonce, &gasLimit, &route, &sentAt, &maxFee, &tip, &price)
+		err := qClaimResend.queryRow(ctx, tx, f, id, attempt).Scan(&raw, &hash, &nonce, &gasLimit, &route, &sentAt, &maxFee, &tip, &price)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.notFollowed(ctx, tx, f, id, "resend")
 		}
@@ -331,11 +308,9 @@ func (s *Store) Dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID, at
 	var out txmanager.Drop
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		// Lock the transaction first, as a state change does.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM tx WHERE tx_id = $1 FOR UPDATE`, id); err != nil {
+		if _, err := tx.Exec(ctx, qLockTxState.SQL, id); err != nil {
 			return fmt.Errorf("record the drop of %s: %w", id, err)
 		}
-		args := []any{id, attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var (
 			hash               []byte
 			nonce, gasLimit    int64
@@ -343,14 +318,7 @@ func (s *Store) Dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID, at
 			sentAt             time.Time
 			maxFee, tip, price string
 		)
-		err := tx.QueryRow(ctx, `
-			UPDATE attempt a SET drops = a.drops + 1
-			FROM tx t WHERE a.tx_id = $1 AND a.attempt = $2 AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
-			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $3 AND t.signer = $4 AND `+fence+`
-			RETURNING a.drops, a.hash, a.nonce, t.gas_limit, coalesce(a.route, t.route), coalesce(a.sent_at, a.created_at),
-				coalesce(a.max_fee_per_gas::text, ''), coalesce(a.max_priority_fee_per_gas::text, ''), coalesce(a.gas_price::text, ''),
-				coalesce(t.sub_state, ''), coalesce(t.reason, '')`,
-			append(args, fenceArgs...)...).Scan(&out.Drops, &hash, &nonce, &gasLimit, &route, &sentAt, &maxFee, &tip, &price, &sub, &reason)
+		err := qCountDrop.queryRow(ctx, tx, f, id, attempt).Scan(&out.Drops, &hash, &nonce, &gasLimit, &route, &sentAt, &maxFee, &tip, &price, &sub, &reason)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.notFollowed(ctx, tx, f, id, "record the drop of")
 		}
@@ -372,8 +340,8 @@ func (s *Store) Dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID, at
 		}
 		out.Reason = fmt.Sprintf("%s: attempt %d (%s) dropped %d times: unknown to every read endpoint at two blocks in a row after its send",
 			txmanager.ReasonDroppedByNode, attempt, common.BytesToHash(hash).Hex(), out.Drops)
-		_, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted}, txmanager.StateBroadcasted,
-			`, sub_state = 'stuck', reason = $6`, []any{out.Reason}, txmanager.StateChanged{SubState: txmanager.SubStuck, Reason: out.Reason})
+		_, err = move(ctx, tx, f, qMoveSubState, id, []txmanager.State{txmanager.StateBroadcasted}, txmanager.StateBroadcasted,
+			txmanager.StateChanged{SubState: txmanager.SubStuck, Reason: out.Reason}, string(txmanager.SubStuck), out.Reason)
 		return err
 	})
 	return out, err
@@ -387,9 +355,8 @@ func (s *Store) ConsumedExternally(ctx context.Context, f txmanager.Fence, id uu
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateBroadcasted, txmanager.StateSigned}, txmanager.StateFailed,
-			`, sub_state = NULL, reason = $6`, []any{txmanager.ReasonNonceConsumedExternally},
-			txmanager.StateChanged{Reason: txmanager.ReasonNonceConsumedExternally})
+		out, err = move(ctx, tx, f, qMoveWithReason, id, []txmanager.State{txmanager.StateBroadcasted, txmanager.StateSigned}, txmanager.StateFailed,
+			txmanager.StateChanged{Reason: txmanager.ReasonNonceConsumedExternally}, txmanager.ReasonNonceConsumedExternally)
 		return err
 	})
 	return out, err

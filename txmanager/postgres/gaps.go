@@ -6,11 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/txmanager"
+)
+
+// The statements of queries/gaps.sql.
+var (
+	qCheckRelease      = query("CheckRelease")
+	qRewindNonceCursor = fenced("RewindNonceCursor")
+	qLockGap           = query("LockGap")
+	qInsertGapFiller   = fenced("InsertGapFiller")
 )
 
 // What to do with an allocated transaction that signerd refused to sign.
@@ -29,18 +38,9 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []txman
 		for i, r := range rs {
 			ids[i] = r.TxID
 		}
-		// The cursor's row lock keeps a concurrent allocation (there is
-		// none under the fence, but a stale owner's would wait and fail).
 		var lowest *int64
 		var blocked bool
-		err := tx.QueryRow(ctx, `
-			WITH cursor AS (SELECT next_nonce FROM nonce_cursor WHERE chain_id = $1 AND signer = $2 FOR UPDATE),
-			     released AS (SELECT min(nonce) AS lowest FROM tx WHERE tx_id = ANY($3) AND state = 'ALLOCATED')
-			SELECT (SELECT lowest FROM released),
-				EXISTS (SELECT 1 FROM tx, released WHERE chain_id = $1 AND signer = $2 AND nonce > released.lowest
-					AND NOT (tx_id = ANY($3) AND state = 'ALLOCATED'))
-			FROM (SELECT count(*) FROM cursor) AS locked`,
-			int64(f.Key.ChainID), f.Key.Signer.Bytes(), ids).Scan(&lowest, &blocked)
+		err := tx.QueryRow(ctx, qCheckRelease.SQL, int64(f.Key.ChainID), f.Key.Signer.Bytes(), ids).Scan(&lowest, &blocked)
 		if err != nil {
 			return err
 		}
@@ -51,30 +51,22 @@ func (s *Store) ReleaseNonces(ctx context.Context, f txmanager.Fence, rs []txman
 			return txmanager.ErrLaterNonceSigned
 		}
 		for _, r := range rs {
-			set, args := `, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{r.Reason}
+			var waitsUntil *time.Time // approval_expires_at stays unless it waits again
 			if r.To == txmanager.StatePendingApproval {
-				set, args = set+`, approval_expires_at = $7`, append(args, r.ApprovalExpires)
+				waitsUntil = &r.ApprovalExpires
 			}
-			t, err := move(ctx, tx, f, r.TxID, []txmanager.State{txmanager.StateAllocated}, r.To, set, args,
-				txmanager.StateChanged{Reason: r.Reason})
+			t, err := move(ctx, tx, f, qMoveGivingUpNonce, r.TxID, []txmanager.State{txmanager.StateAllocated}, r.To,
+				txmanager.StateChanged{Reason: r.Reason}, r.Reason, waitsUntil)
 			if err != nil {
 				return err
 			}
 			out = append(out, t)
 		}
-		args := []any{int64(f.Key.ChainID), f.Key.Signer.Bytes(), *lowest}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		_, err = tx.Exec(ctx, `UPDATE nonce_cursor SET next_nonce = $3
-			WHERE chain_id = $1 AND signer = $2 AND next_nonce > $3
-			  AND NOT EXISTS (SELECT 1 FROM tx WHERE chain_id = $1 AND signer = $2 AND nonce >= $3)
-			  AND `+fence, append(args, fenceArgs...)...)
+		_, err = qRewindNonceCursor.exec(ctx, tx, f, *lowest)
 		return err
 	})
 	return out, err
 }
-
-// clearSigningFees forgets the fees of a nonce given up.
-const clearSigningFees = `, signing_max_fee_per_gas = NULL, signing_max_priority_fee_per_gas = NULL, signing_gas_price = NULL`
 
 // FillGap fails an allocated transaction signerd refused while later
 // nonces are signed, and gives its nonce to a new transaction that only
@@ -102,14 +94,13 @@ func fillGap(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, fr
 	}
 	var nonce int64
 	var route string
-	if err := tx.QueryRow(ctx, `SELECT nonce, route FROM tx WHERE tx_id = $1 AND state = ANY($2) FOR UPDATE`, id, states).Scan(&nonce, &route); err != nil {
+	if err := tx.QueryRow(ctx, qLockGap.SQL, id, states).Scan(&nonce, &route); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return failed, filler, whyNotMoved(ctx, tx, f, id, from)
 		}
 		return failed, filler, fmt.Errorf("fill the gap of %s: %w", id, err)
 	}
-	failed, err = move(ctx, tx, f, id, from, txmanager.StateFailed,
-		`, nonce = NULL, sub_state = NULL, reason = $6`+clearSigningFees, []any{reason}, txmanager.StateChanged{Reason: reason})
+	failed, err = move(ctx, tx, f, qMoveGivingUpNonce, id, from, txmanager.StateFailed, txmanager.StateChanged{Reason: reason}, reason, nil)
 	if err != nil {
 		return failed, filler, err
 	}
@@ -124,15 +115,9 @@ func fillGap(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, fr
 		return failed, filler, err
 	}
 	hash := in.Hash()
-	args := append([]any{fid, int64(in.ChainID), in.From.Bytes(), in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce},
-		signingFeeArgs(fees)...)
-	fence, fenceArgs := FenceSQL(f, len(args))
-	filler, err = scanTx(tx.QueryRow(ctx, `
-		INSERT INTO tx (tx_id, chain_id, signer, request_id, request_hash, to_address, value, data, gas, gas_limit, route, metadata, state, nonce, reason,
-			signing_max_fee_per_gas, signing_max_priority_fee_per_gas, signing_gas_price)
-		SELECT $1, $2, $3, $4, $5, $6, 0, '', 21000, 21000, $7, $8, 'ALLOCATED', $9, 'gap_fill', $10, $11, $12
-		WHERE `+fence+`
-		RETURNING `+txColumns, append(args, fenceArgs...)...))
+	// The filler's chain and signer are the fence's ($1, $2).
+	filler, err = scanTx(qInsertGapFiller.queryRow(ctx, tx, f, append([]any{fid, in.RequestID, hash[:], in.To.Bytes(), string(in.Route), metadata(in.Metadata), nonce},
+		signingFeeArgs(fees)...)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return failed, filler, &txmanager.FencedError{Fence: f, Op: "fill the gap of " + id.String()}
 	}

@@ -13,6 +13,16 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/replace.sql.
+var (
+	qPlanAttempt        = fenced("PlanAttempt")
+	qIsPlanned          = query("IsPlanned")
+	qStoreAttempt       = fenced("StoreAttempt")
+	qMakeAttemptCurrent = query("MakeAttemptCurrent")
+	qSetWaitingSince    = fenced("SetWaitingSince")
+	qDropPlan           = fenced("DropPlan")
+)
+
 // Replacement attempts of broadcast transactions: fee bumps and cancels.
 // Each is planned (its fees fixed) before signerd is asked, stored before
 // it is sent, and both writes are fenced like every other.
@@ -22,20 +32,12 @@ import (
 // fees. It returns p with its attempt number.
 func (s *Store) PlanAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID, p txmanager.Plan) (txmanager.Plan, error) {
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{id, p.Kind, int64(p.GasLimit), optNumeric(p.Fees.MaxFeePerGas), optNumeric(p.Fees.MaxPriorityFeePerGas),
-			optNumeric(p.Fees.GasPrice), p.ActionID, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var attempt int
-		err := tx.QueryRow(ctx, `
-			INSERT INTO attempt_plan (tx_id, attempt, kind, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, action_id)
-			SELECT t.tx_id, (SELECT max(attempt) + 1 FROM attempt WHERE tx_id = t.tx_id), $2, $3, $4::numeric, $5::numeric, $6::numeric, $7
-			FROM tx t WHERE t.tx_id = $1 AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL
-			  AND t.chain_id = $8 AND t.signer = $9 AND `+fence+`
-			ON CONFLICT (tx_id) DO NOTHING
-			RETURNING attempt`, append(args, fenceArgs...)...).Scan(&attempt)
+		err := qPlanAttempt.queryRow(ctx, tx, f, id, p.Kind, int64(p.GasLimit), optNumeric(p.Fees.MaxFeePerGas), optNumeric(p.Fees.MaxPriorityFeePerGas),
+			optNumeric(p.Fees.GasPrice), p.ActionID).Scan(&attempt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			var planned bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attempt_plan WHERE tx_id = $1)`, id).Scan(&planned); err != nil {
+			if err := tx.QueryRow(ctx, qIsPlanned.SQL, id).Scan(&planned); err != nil {
 				return err
 			}
 			if planned {
@@ -59,8 +61,6 @@ func (s *Store) PlanAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID
 // before the send leaves it to the next resubmission.
 func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUID, p txmanager.Plan, raw []byte, hash common.Hash) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{id, p.Attempt, hash.Bytes(), raw, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var (
 			nonce    int64
 			route    string
@@ -71,23 +71,7 @@ func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUI
 			kind     string
 			actionID *uuid.UUID
 		)
-		err := tx.QueryRow(ctx, `
-			WITH plan AS (
-				DELETE FROM attempt_plan p USING tx t
-				WHERE p.tx_id = $1 AND p.attempt = $2 AND t.tx_id = p.tx_id AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL
-				  AND t.chain_id = $5 AND t.signer = $6 AND `+fence+`
-				RETURNING p.*, t.nonce AS t_nonce, t.route AS t_route, t.current_attempt AS t_current
-			), stored AS (
-				INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price, route, kind, gas_limit, sent_at)
-				SELECT tx_id, attempt, t_nonce, $3, $4, max_fee_per_gas, max_priority_fee_per_gas, gas_price,
-					(SELECT a.route FROM attempt a WHERE a.tx_id = plan.tx_id AND a.attempt = t_current), kind, gas_limit, now()
-				FROM plan
-				RETURNING sent_at, route
-			)
-			SELECT t_nonce, coalesce((SELECT route FROM stored), t_route),
-				(SELECT a.hash FROM attempt a WHERE a.tx_id = plan.tx_id AND a.attempt = t_current), (SELECT sent_at FROM stored),
-				max_fee_per_gas::text, max_priority_fee_per_gas::text, gas_price::text, gas_limit, kind, action_id
-			FROM plan`, append(args, fenceArgs...)...).Scan(&nonce, &route, &replaces, &sentAt, &planFees[0], &planFees[1], &planFees[2],
+		err := qStoreAttempt.queryRow(ctx, tx, f, id, p.Attempt, hash.Bytes(), raw).Scan(&nonce, &route, &replaces, &sentAt, &planFees[0], &planFees[1], &planFees[2],
 			&gasLimit, &kind, &actionID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.notFollowed(ctx, tx, f, id, fmt.Sprintf("store attempt %d of", p.Attempt))
@@ -95,10 +79,7 @@ func (s *Store) StoreAttempt(ctx context.Context, f txmanager.Fence, id uuid.UUI
 		if err != nil {
 			return fmt.Errorf("store attempt %d of %s: %w", p.Attempt, id, err)
 		}
-		// A stuck transaction stays stuck (its clock runs from its first
-		// send); otherwise the older attempt is now replaced.
-		if _, err := tx.Exec(ctx, `UPDATE tx SET current_attempt = $2, updated_at = now(),
-			sub_state = CASE WHEN sub_state = 'stuck' THEN 'stuck' ELSE 'replaced' END WHERE tx_id = $1`, id, p.Attempt); err != nil {
+		if _, err := tx.Exec(ctx, qMakeAttemptCurrent.SQL, id, p.Attempt); err != nil {
 			return fmt.Errorf("store attempt %d of %s: %w", p.Attempt, id, err)
 		}
 		if actionID != nil {
@@ -128,14 +109,7 @@ func (s *Store) SetWaitingSince(ctx context.Context, f txmanager.Fence, ws []txm
 		ids[i], attempts[i], since[i] = w.TxID, int32(w.Attempt), int64(w.Since)
 	}
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{ids, attempts, since, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		tag, err := tx.Exec(ctx, `
-			UPDATE attempt a SET waiting_since_block = w_since
-			FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS w (w_id, w_attempt, w_since), tx t
-			WHERE a.tx_id = w_id AND a.attempt = w_attempt AND t.tx_id = a.tx_id AND t.current_attempt = a.attempt
-			  AND t.state = 'BROADCASTED' AND t.mined_attempt IS NULL AND t.chain_id = $4 AND t.signer = $5 AND `+fence,
-			append(args, fenceArgs...)...)
+		tag, err := qSetWaitingSince.exec(ctx, tx, f, ids, attempts, since)
 		if err != nil {
 			return fmt.Errorf("store when %d attempts started waiting: %w", len(ws), err)
 		}
@@ -151,13 +125,8 @@ func (s *Store) SetWaitingSince(ctx context.Context, f txmanager.Fence, ws []txm
 // it with why.
 func (s *Store) DropPlan(ctx context.Context, f txmanager.Fence, id uuid.UUID, p txmanager.Plan, why string) error {
 	return s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{id, p.Attempt, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
 		var actionID *uuid.UUID
-		err := tx.QueryRow(ctx, `
-			DELETE FROM attempt_plan p USING tx t
-			WHERE p.tx_id = $1 AND p.attempt = $2 AND t.tx_id = p.tx_id AND t.chain_id = $3 AND t.signer = $4 AND `+fence+`
-			RETURNING p.action_id`, append(args, fenceArgs...)...).Scan(&actionID)
+		err := qDropPlan.queryRow(ctx, tx, f, id, p.Attempt).Scan(&actionID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fencedOrNothing(ctx, tx, f, "drop the plan of "+id.String())
 		}

@@ -11,6 +11,13 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/restore.sql.
+var (
+	qNonceCursor        = query("NonceCursor")
+	qNoncesHeld         = query("NoncesHeld")
+	qInsertFoundAttempt = query("InsertFoundAttempt")
+)
+
 // What a signer's new owner reads and writes when the chain is ahead of
 // the database: after a restore from a backup, the chain holds nonces the
 // database never saw assigned (txmanager.ReasonFoundMined).
@@ -19,8 +26,7 @@ import (
 // nonce was ever allocated to the signer here.
 func (s *Store) NonceCursor(ctx context.Context, key txmanager.SignerKey) (next uint64, ok bool, err error) {
 	var n int64
-	err = s.pool.QueryRow(ctx, `SELECT next_nonce FROM nonce_cursor WHERE chain_id = $1 AND signer = $2`,
-		int64(key.ChainID), key.Signer.Bytes()).Scan(&n)
+	err = s.pool.QueryRow(ctx, qNonceCursor.SQL, int64(key.ChainID), key.Signer.Bytes()).Scan(&n)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false, nil
@@ -33,8 +39,7 @@ func (s *Store) NonceCursor(ctx context.Context, key txmanager.SignerKey) (next 
 // NoncesHeld are the nonces from from to to-1 that a transaction of the
 // signer holds.
 func (s *Store) NoncesHeld(ctx context.Context, key txmanager.SignerKey, from, to uint64) (map[uint64]bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT nonce FROM tx WHERE chain_id = $1 AND signer = $2 AND nonce >= $3 AND nonce < $4`,
-		int64(key.ChainID), key.Signer.Bytes(), int64(from), int64(to))
+	rows, err := s.pool.Query(ctx, qNoncesHeld.SQL, int64(key.ChainID), key.Signer.Bytes(), int64(from), int64(to))
 	if err != nil {
 		return nil, fmt.Errorf("nonces held by %s: %w", key, err)
 	}
@@ -58,13 +63,7 @@ func (s *Store) AdoptFound(ctx context.Context, f txmanager.Fence, found txmanag
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		fees := signingFeeArgs(found.Fees)
-		// The transaction's current attempt is checked at commit
-		// (tx_current_attempt_fk is deferred): the attempt row comes first
-		// only because it needs the route the move below keeps.
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price, gas_limit, route, sent_at, kind)
-			SELECT tx_id, 1, $2, $3, $4, $5::numeric, $6::numeric, $7::numeric, $8, route, now(), 'initial'
-			FROM tx WHERE tx_id = $1 AND state IN ('INIT', 'SIMULATED', 'PENDING_APPROVAL')`,
+		tag, err := tx.Exec(ctx, qInsertFoundAttempt.SQL,
 			append([]any{found.TxID, int64(found.Nonce), found.Hash.Bytes(), found.Raw}, append(fees, int64(found.GasLimit))...)...)
 		if err != nil {
 			return fmt.Errorf("adopt %s found mined at nonce %d: %w", found.TxID, found.Nonce, err)
@@ -74,11 +73,9 @@ func (s *Store) AdoptFound(ctx context.Context, f txmanager.Fence, found txmanag
 		}
 		why := fmt.Sprintf("%s: mined in block %d at nonce %d before the database was restored", txmanager.ReasonFoundMined, found.Block, found.Nonce)
 		nonce, hash := found.Nonce, found.Hash
-		out, err = move(ctx, tx, f, found.TxID, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval},
-			txmanager.StateBroadcasted, `, nonce = $6, gas_limit = $7, signing_max_fee_per_gas = $8, signing_max_priority_fee_per_gas = $9,
-				signing_gas_price = $10, current_attempt = 1, approval_expires_at = NULL, sub_state = NULL, reason = $11`,
-			append([]any{int64(found.Nonce), int64(found.GasLimit)}, append(fees, why)...),
-			txmanager.StateChanged{Reason: why, Nonce: &nonce, Hash: &hash})
+		out, err = move(ctx, tx, f, qMoveFoundMined, found.TxID, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval},
+			txmanager.StateBroadcasted, txmanager.StateChanged{Reason: why, Nonce: &nonce, Hash: &hash},
+			append([]any{int64(found.Nonce), int64(found.GasLimit)}, append(fees, why)...)...)
 		if err != nil {
 			return err
 		}

@@ -1,5 +1,17 @@
 -- Schema produced by the migrations; regenerate with make schema. Do not edit.
 
+CREATE FUNCTION txfence_holds_lease(p_chain_id bigint, p_signer bytea, p_owner_node text, p_fencing_token bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	RETURN EXISTS (
+		SELECT 1 FROM signer_lease
+		WHERE chain_id = p_chain_id AND signer = p_signer AND owner_node = p_owner_node
+		  AND fencing_token = p_fencing_token AND expires_at > now()
+		FOR KEY SHARE);
+END
+$$;
+
 CREATE TABLE approval (
     tx_id uuid NOT NULL,
     approver text NOT NULL,

@@ -17,6 +17,25 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/transitions.sql.
+var (
+	qMoveToSimulated       = fenced("MoveToSimulated")
+	qMoveToPendingApproval = fenced("MoveToPendingApproval")
+	qMoveApproved          = fenced("MoveApproved")
+	qMoveWithReason        = fenced("MoveWithReason")
+	qMoveKeepingReason     = fenced("MoveKeepingReason")
+	qMoveSubState          = fenced("MoveSubState")
+	qMoveGivingUpNonce     = fenced("MoveGivingUpNonce")
+	qMoveFoundMined        = fenced("MoveFoundMined")
+	qTxState               = query("TxState")
+	qAllocate              = fenced("Allocate")
+	qAdvanceNonceCursor    = fenced("AdvanceNonceCursor")
+	qStoreSigned           = fenced("StoreSigned")
+	qLockTxStates          = query("LockTxStates")
+	qBroadcasted           = fenced("Broadcasted")
+	qAcceptedLate          = fenced("AcceptedLate")
+)
+
 // The state changes of the owner's worker. Each runs in one transaction
 // whose every write is fenced: conditioned, in the same statement, on the
 // worker's node holding the signer's current unexpired lease. A fenced
@@ -28,31 +47,25 @@ func (s *Store) fencedTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pg.InTx(ctx, s.pool, pg.TxOptions{}, fn)
 }
 
-// move changes one transaction's state from one of from to `to`, setting
-// the extra columns given, under the fence, and writes its event. It
-// returns the transaction as changed.
-func move(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, from []txmanager.State, to txmanager.State,
-	set string, setArgs []any, ev txmanager.StateChanged) (txmanager.Tx, error) {
+// move changes one transaction's state from one of from to `to` with q,
+// one of the Move statements of queries/transitions.sql, under the fence,
+// and writes its event. set are q's own columns ($8 on). It returns the
+// transaction as changed.
+func move(ctx context.Context, tx pgx.Tx, f txmanager.Fence, q fencedQuery, id uuid.UUID, from []txmanager.State, to txmanager.State,
+	ev txmanager.StateChanged, set ...any) (txmanager.Tx, error) {
 	states := make([]string, len(from))
 	for i, s := range from {
 		states[i] = string(s)
 	}
-	args := append([]any{id, states, string(to), int64(f.Key.ChainID), f.Key.Signer.Bytes()}, setArgs...)
-	fence, fenceArgs := FenceSQL(f, len(args))
-	args = append(args, fenceArgs...)
 	// Lock the row first: the state read is the one the update replaces.
 	var prev string
-	if err := tx.QueryRow(ctx, `SELECT state FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&prev); err != nil {
+	if err := tx.QueryRow(ctx, qLockTxState.SQL, id).Scan(&prev); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return txmanager.Tx{}, fmt.Errorf("no transaction %s", id)
 		}
 		return txmanager.Tx{}, err
 	}
-	sql := `
-		UPDATE tx SET state = $3, updated_at = now()` + set + `
-		WHERE tx_id = $1 AND state = ANY($2) AND chain_id = $4 AND signer = $5 AND ` + fence + `
-		RETURNING ` + txColumns
-	t, err := scanTx(tx.QueryRow(ctx, sql, args...))
+	t, err := scanTx(q.queryRow(ctx, tx, f, append([]any{id, states, string(to)}, set...)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, whyNotMoved(ctx, tx, f, id, from)
 	}
@@ -66,16 +79,15 @@ func move(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, from 
 // whyNotMoved tells a fenced write that touched nothing from a
 // transaction that was not in an expected state (cancelled meanwhile).
 func whyNotMoved(ctx context.Context, tx pgx.Tx, f txmanager.Fence, id uuid.UUID, from []txmanager.State) error {
-	fence, fenceArgs := FenceSQL(f, 0)
 	var held bool
-	if err := tx.QueryRow(ctx, `SELECT `+fence, fenceArgs...).Scan(&held); err != nil {
+	if err := qHoldsLease.queryRow(ctx, tx, f).Scan(&held); err != nil {
 		return err
 	}
 	if !held {
 		return &txmanager.FencedError{Fence: f, Op: "state change of " + id.String()}
 	}
 	var state string
-	err := tx.QueryRow(ctx, `SELECT state FROM tx WHERE tx_id = $1`, id).Scan(&state)
+	err := tx.QueryRow(ctx, qTxState.SQL, id).Scan(&state)
 	if err != nil {
 		return fmt.Errorf("transaction %s: %w", id, err)
 	}
@@ -88,8 +100,8 @@ func (s *Store) Simulated(ctx context.Context, f txmanager.Fence, id uuid.UUID, 
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit}, txmanager.StateSimulated,
-			`, gas_limit = $6, sub_state = NULL`, []any{int64(gasLimit)}, txmanager.StateChanged{})
+		out, err = move(ctx, tx, f, qMoveToSimulated, id, []txmanager.State{txmanager.StateInit}, txmanager.StateSimulated,
+			txmanager.StateChanged{}, int64(gasLimit))
 		return err
 	})
 	return out, err
@@ -103,8 +115,8 @@ func (s *Store) Fail(ctx context.Context, f txmanager.Fence, id uuid.UUID, why t
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval},
-			txmanager.StateFailed, `, sub_state = NULL, reason = $6`, []any{why.Reason}, why)
+		out, err = move(ctx, tx, f, qMoveWithReason, id, []txmanager.State{txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval},
+			txmanager.StateFailed, why, why.Reason)
 		return err
 	})
 	return out, err
@@ -131,29 +143,7 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		args := []any{ids, int64(f.Key.ChainID), f.Key.Signer.Bytes(), int64(first), maxFee, tip, price}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		// Driven from the ids, so each row is found by its primary key
-		// whatever the planner knows of the table; locked before it is
-		// numbered, so a cancel in between leaves no hole in the nonces.
-		rows, err := tx.Query(ctx, `
-			WITH wanted AS (
-				SELECT w.tx_id, w.ord FROM unnest($1::uuid[]) WITH ORDINALITY AS w (tx_id, ord)
-			), ready AS (
-				SELECT t.tx_id, w.ord FROM wanted w JOIN tx t ON t.tx_id = w.tx_id
-				WHERE t.state = 'SIMULATED' AND t.chain_id = $2 AND t.signer = $3
-				FOR UPDATE OF t
-			), numbered AS (
-				-- Names of their own: tx's are the ones RETURNING means.
-				SELECT tx_id AS n_id, ord AS n_ord, $4::bigint + row_number() OVER (ORDER BY ord) - 1 AS n_nonce FROM ready
-			)
-			UPDATE tx SET state = 'ALLOCATED', nonce = n_nonce, updated_at = now(),
-				signing_max_fee_per_gas = ($5::text[])[n_ord]::numeric,
-				signing_max_priority_fee_per_gas = ($6::text[])[n_ord]::numeric,
-				signing_gas_price = ($7::text[])[n_ord]::numeric
-			FROM numbered WHERE tx.tx_id = n_id AND `+fence+`
-			RETURNING `+txColumns,
-			append(args, fenceArgs...)...)
+		rows, err := qAllocate.query(ctx, tx, f, ids, int64(first), maxFee, tip, price)
 		if err != nil {
 			return err
 		}
@@ -172,12 +162,7 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 		if err := insertEvents(ctx, tx, out, events); err != nil {
 			return err
 		}
-		cargs := []any{int64(f.Key.ChainID), f.Key.Signer.Bytes(), int64(first) + int64(len(out))}
-		fence, fenceArgs = FenceSQL(f, len(cargs))
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO nonce_cursor AS c (chain_id, signer, next_nonce) SELECT $1, $2, $3 WHERE `+fence+`
-			ON CONFLICT (chain_id, signer) DO UPDATE SET next_nonce = GREATEST(c.next_nonce, EXCLUDED.next_nonce)`,
-			append(cargs, fenceArgs...)...)
+		tag, err := qAdvanceNonceCursor.exec(ctx, tx, f, int64(first)+int64(len(out)))
 		if err != nil {
 			return err
 		}
@@ -193,9 +178,8 @@ func (s *Store) Allocate(ctx context.Context, f txmanager.Fence, ids []uuid.UUID
 // fence no longer holds (a *txmanager.FencedError), or none of the rows
 // was in the state the write expects (nil: nothing to do).
 func fencedOrNothing(ctx context.Context, tx pgx.Tx, f txmanager.Fence, op string) error {
-	fence, fenceArgs := FenceSQL(f, 0)
 	var held bool
-	if err := tx.QueryRow(ctx, `SELECT `+fence, fenceArgs...).Scan(&held); err != nil {
+	if err := qHoldsLease.queryRow(ctx, tx, f).Scan(&held); err != nil {
 		return err
 	}
 	if !held {
@@ -227,23 +211,7 @@ func (s *Store) Signed(ctx context.Context, f txmanager.Fence, attempts []txmana
 	}
 	var out []txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
-		args := []any{ids, hashes, raws, maxFee, tip, price, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-		fence, fenceArgs := FenceSQL(f, len(args))
-		rows, err := tx.Query(ctx, `
-			WITH signed AS (
-				SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::text[], $5::text[], $6::text[])
-					AS a (a_id, a_hash, a_raw, a_max_fee, a_tip, a_price)
-			), stored AS (
-				INSERT INTO attempt (tx_id, attempt, nonce, hash, raw, max_fee_per_gas, max_priority_fee_per_gas, gas_price)
-				SELECT t.tx_id, 1, t.nonce, a_hash, a_raw, a_max_fee::numeric, a_tip::numeric, a_price::numeric
-				FROM signed JOIN tx t ON t.tx_id = a_id
-				WHERE t.state = 'ALLOCATED' AND t.chain_id = $7 AND t.signer = $8 AND `+fence+`
-				RETURNING tx_id AS s_id
-			)
-			UPDATE tx SET state = 'SIGNED', current_attempt = 1, sub_state = NULL, reason = NULL, updated_at = now()
-			FROM stored WHERE tx.tx_id = s_id AND tx.state = 'ALLOCATED'
-			RETURNING `+txColumns,
-			append(args, fenceArgs...)...)
+		rows, err := qStoreSigned.query(ctx, tx, f, ids, hashes, raws, maxFee, tip, price)
 		if out, err = collectBatch(ctx, tx, f, rows, err, n, "store signed attempts", txmanager.StateAllocated); err != nil {
 			return err
 		}
@@ -303,7 +271,7 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []txman
 		for i, b := range sent {
 			all[i] = b.TxID
 		}
-		rows, err := tx.Query(ctx, `SELECT tx_id, state FROM tx WHERE tx_id = ANY($1) ORDER BY tx_id FOR UPDATE`, all)
+		rows, err := tx.Query(ctx, qLockTxStates.SQL, all)
 		if err != nil {
 			return fmt.Errorf("record broadcasts (%d): %w", len(sent), err)
 		}
@@ -347,18 +315,9 @@ func (s *Store) Broadcasted(ctx context.Context, f txmanager.Fence, sent []txman
 	return out, err
 }
 
-// sentAttempt are the columns an attempt's first accepted send returns for
-// its tx.attempt event (a an attempt, t its transaction), and sentColumns
-// their names, in sentRow's order.
-const (
-	sentAttempt = `a.tx_id AS e_id, a.attempt AS e_attempt, a.nonce AS e_nonce, a.hash AS e_hash, a.route AS e_route,
-		a.sent_at AS e_sent_at, coalesce(a.gas_limit, t.gas_limit) AS e_gas_limit, coalesce(a.max_fee_per_gas::text, '') AS e_max_fee,
-		coalesce(a.max_priority_fee_per_gas::text, '') AS e_tip, coalesce(a.gas_price::text, '') AS e_price, a.kind AS e_kind,
-		(SELECT p.hash FROM attempt p WHERE p.tx_id = a.tx_id AND p.attempt = a.attempt - 1) AS e_replaces`
-	sentColumns = `e_id, e_attempt, e_nonce, e_hash, e_route, e_sent_at, e_gas_limit, e_max_fee, e_tip, e_price, e_kind, e_replaces`
-)
-
-// sentRow is a row of sentColumns.
+// sentRow is an attempt as its tx.attempt event tells it: a row of the
+// columns Broadcasted and AcceptedLate return (queries/transitions.sql),
+// in dests' order.
 type sentRow struct {
 	id               uuid.UUID
 	attempt          int
@@ -412,22 +371,7 @@ func broadcasted(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []txman
 		ids[i], routes[i] = b.TxID, string(b.Route)
 		byID[b.TxID] = b.Route
 	}
-	args := []any{ids, routes, at, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-	fence, fenceArgs := FenceSQL(f, len(args))
-	rows, err := tx.Query(ctx, `
-		WITH accepted AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[]) AS b (b_id, b_route)
-		), sent AS (
-			UPDATE attempt a SET route = b_route, sent_at = $3
-			FROM accepted JOIN tx t ON t.tx_id = b_id
-			WHERE a.tx_id = t.tx_id AND a.attempt = t.current_attempt
-			  AND t.state = 'SIGNED' AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
-			RETURNING `+sentAttempt+`
-		)
-		UPDATE tx SET state = 'BROADCASTED', sub_state = NULL, reason = NULL, updated_at = now()
-		FROM sent WHERE tx.tx_id = e_id AND tx.state = 'SIGNED'
-		RETURNING `+sentColumns+`, `+txColumns,
-		append(args, fenceArgs...)...)
+	rows, err := qBroadcasted.query(ctx, tx, f, ids, routes, at)
 	if err != nil {
 		return nil, fmt.Errorf("record broadcasts (%d): %w", n, err)
 	}
@@ -466,20 +410,7 @@ func acceptedLate(ctx context.Context, tx pgx.Tx, f txmanager.Fence, sent []txma
 	for i, b := range sent {
 		ids[i], routes[i] = b.TxID, string(b.Route)
 	}
-	args := []any{ids, routes, at, int64(f.Key.ChainID), f.Key.Signer.Bytes()}
-	fence, fenceArgs := FenceSQL(f, len(args))
-	rows, err := tx.Query(ctx, `
-		WITH accepted AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS b (b_id, b_route, b_ord)
-		), sent AS (
-			UPDATE attempt a SET route = b_route, sent_at = $3
-			FROM accepted JOIN tx t ON t.tx_id = b_id
-			WHERE a.tx_id = t.tx_id AND a.attempt = t.current_attempt AND a.sent_at IS NULL
-			  AND t.state IN ('BROADCASTED', 'CONFIRMED', 'REVERTED') AND t.chain_id = $4 AND t.signer = $5 AND `+fence+`
-			RETURNING `+sentAttempt+`, b_ord
-		)
-		SELECT `+sentColumns+` FROM sent ORDER BY b_ord`,
-		append(args, fenceArgs...)...)
+	rows, err := qAcceptedLate.query(ctx, tx, f, ids, routes, at)
 	if err != nil {
 		return 0, fmt.Errorf("record late broadcasts (%d): %w", len(sent), err)
 	}
@@ -500,9 +431,8 @@ func (s *Store) PendingApproval(ctx context.Context, f txmanager.Fence, id uuid.
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{txmanager.StateInit}, txmanager.StatePendingApproval,
-			`, gas_limit = $6, approval_expires_at = $7, sub_state = NULL, reason = nullif($8, '')`,
-			[]any{int64(gasLimit), expires, why.Reason}, why)
+		out, err = move(ctx, tx, f, qMoveToPendingApproval, id, []txmanager.State{txmanager.StateInit}, txmanager.StatePendingApproval,
+			why, int64(gasLimit), expires, why.Reason)
 		return err
 	})
 	return out, err

@@ -22,6 +22,15 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/tx.sql.
+var (
+	qGetTx          = query("GetTx")
+	qGetTxByRequest = query("GetTxByRequest")
+	qListTxs        = query("ListTxs")
+	qLockTxState    = query("LockTxState")
+	qCancelTx       = query("CancelTx")
+)
+
 // Create accepts an intent: a new INIT transaction and its event, in one
 // transaction. The same (chain, from, request id) again answers with the
 // transaction already accepted (created false) when the intent is the
@@ -90,8 +99,7 @@ func (s *Store) createOne(ctx context.Context, p *pendingCreate) (txmanager.Tx, 
 // a repeated create, or a conflict.
 func (s *Store) existing(ctx context.Context, in *txmanager.Intent, hash [32]byte) (txmanager.Tx, error) {
 	var stored []byte
-	row := s.pool.QueryRow(ctx, `SELECT request_hash, `+txColumns+` FROM tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3`,
-		int64(in.ChainID), in.From.Bytes(), in.RequestID)
+	row := s.pool.QueryRow(ctx, qGetTxByRequest.SQL, int64(in.ChainID), in.From.Bytes(), in.RequestID)
 	t, err := scanTxWith(row, &stored)
 	if err != nil {
 		return t, fmt.Errorf("read the transaction of request id %q: %w", in.RequestID, err)
@@ -114,16 +122,11 @@ func classifyInsert(err error, in *txmanager.Intent) error {
 	return err
 }
 
-// txColumns are the columns scanTx reads, in its order.
-const txColumns = `tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, max_fee_per_gas::text,
-	max_priority_fee_per_gas::text, route, depends_on, metadata, state, coalesce(sub_state, ''), coalesce(reason, ''),
-	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = coalesce(tx.mined_attempt, tx.current_attempt)),
-	CASE WHEN state = 'PENDING_APPROVAL' THEN approval_expires_at END,
-	signing_max_fee_per_gas::text, signing_max_priority_fee_per_gas::text, signing_gas_price::text, created_at, updated_at`
-
+// scanTx reads a transaction from the columns every statement that returns
+// transactions ends its rows with (see GetTx in queries/tx.sql).
 func scanTx(row pgx.Row) (txmanager.Tx, error) { return scanTxWith(row) }
 
-// scanTxWith scans txColumns after the given leading destinations.
+// scanTxWith scans a transaction after the given leading destinations.
 func scanTxWith(row pgx.Row, lead ...any) (txmanager.Tx, error) {
 	var t txmanager.Tx
 	var chainID int64
@@ -158,7 +161,7 @@ func scanTxWith(row pgx.Row, lead ...any) (txmanager.Tx, error) {
 
 // Get reads one transaction.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) {
-	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+	t, err := scanTx(s.pool.QueryRow(ctx, qGetTx.SQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no transaction %s", id)
 	}
@@ -167,8 +170,8 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) {
 
 // GetByRequest reads the transaction a signer's request id names.
 func (s *Store) GetByRequest(ctx context.Context, key txmanager.SignerKey, requestID string) (txmanager.Tx, error) {
-	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3`,
-		int64(key.ChainID), key.Signer.Bytes(), requestID))
+	var requestHash []byte
+	t, err := scanTxWith(s.pool.QueryRow(ctx, qGetTxByRequest.SQL, int64(key.ChainID), key.Signer.Bytes(), requestID), &requestHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no transaction of %s with request_id %q", key, requestID)
 	}
@@ -179,47 +182,47 @@ func (s *Store) GetByRequest(ctx context.Context, key txmanager.SignerKey, reque
 // cursor (from a previous page's next cursor; "" for the first page), and
 // the cursor of the next page ("" at the end).
 func (s *Store) List(ctx context.Context, f txmanager.TxFilter, cursor string, limit int) ([]txmanager.Tx, string, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	// Every filter is an argument, NULL when unset (queries/tx.sql).
+	var chainID, signer, chains, signers, state, subState, after, before, cursorAt, cursorID any
 	if f.ChainID != 0 {
-		where = append(where, "chain_id = "+arg(int64(f.ChainID)))
+		chainID = int64(f.ChainID)
 	}
 	if f.Signer != nil {
-		where = append(where, "signer = "+arg(f.Signer.Bytes()))
+		signer = f.Signer.Bytes()
 	}
 	if f.Signers != nil {
-		chains, signers := make([]int64, len(f.Signers)), make([][]byte, len(f.Signers))
+		ids, addrs := make([]int64, len(f.Signers)), make([][]byte, len(f.Signers))
 		for i, k := range f.Signers {
-			chains[i], signers[i] = int64(k.ChainID), k.Signer.Bytes()
+			ids[i], addrs[i] = int64(k.ChainID), k.Signer.Bytes()
 		}
-		where = append(where, fmt.Sprintf("(chain_id, signer) IN (SELECT * FROM unnest(%s::bigint[], %s::bytea[]))", arg(chains), arg(signers)))
+		chains, signers = ids, addrs
 	}
 	if f.State != "" {
-		where = append(where, "state = "+arg(string(f.State)))
+		state = string(f.State)
 	}
 	if f.SubState != "" {
-		where = append(where, "sub_state = "+arg(string(f.SubState)))
+		subState = string(f.SubState)
 	}
 	if !f.CreatedAfter.IsZero() {
-		where = append(where, "created_at >= "+arg(f.CreatedAfter))
+		after = f.CreatedAfter
 	}
 	if !f.CreatedBefore.IsZero() {
-		where = append(where, "created_at < "+arg(f.CreatedBefore))
+		before = f.CreatedBefore
 	}
 	if cursor != "" {
 		at, id, err := decodeCursor(cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		where = append(where, fmt.Sprintf("(created_at, tx_id) < (%s, %s)", arg(at), arg(id)))
+		cursorAt, cursorID = at, id
 	}
-	q := `SELECT ` + txColumns + ` FROM tx`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at DESC, tx_id DESC LIMIT " + arg(limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	// Planned for its arguments at every call (the unnamed statement, its
+	// description cached), never by a generic plan kept for the prepared
+	// statement: a generic plan cannot drop the filters that are unset,
+	// nor use an index for one that is set, and PostgreSQL may keep one
+	// after five calls with, say, no filter, for every later call.
+	rows, err := s.pool.Query(ctx, qListTxs.SQL, pgx.QueryExecModeCacheDescribe,
+		chainID, signer, chains, signers, state, subState, after, before, cursorAt, cursorID, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("list transactions: %w", err)
 	}
@@ -258,7 +261,7 @@ func (s *Store) Cancel(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) 
 	var out txmanager.Tx
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var from string
-		err := tx.QueryRow(ctx, `SELECT state FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&from)
+		err := tx.QueryRow(ctx, qLockTxState.SQL, id).Scan(&from)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errs.Errorf(errs.NotFound, "no transaction %s", id)
 		}
@@ -268,14 +271,12 @@ func (s *Store) Cancel(ctx context.Context, id uuid.UUID) (txmanager.Tx, error) 
 		switch txmanager.State(from) {
 		case txmanager.StateInit, txmanager.StateSimulated, txmanager.StatePendingApproval:
 		case txmanager.StateCancelled:
-			out, err = scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			out, err = scanTx(tx.QueryRow(ctx, qGetTx.SQL, id))
 			return err
 		default:
 			return errs.Errorf(errs.Conflict, "transaction %s is %s: only a transaction without a nonce can be cancelled", id, from)
 		}
-		t, err := scanTx(tx.QueryRow(ctx, `
-			UPDATE tx SET state = 'CANCELLED', sub_state = NULL, reason = $2, updated_at = now()
-			WHERE tx_id = $1 RETURNING `+txColumns, id, txmanager.ReasonCancelRequested))
+		t, err := scanTx(tx.QueryRow(ctx, qCancelTx.SQL, id, txmanager.ReasonCancelRequested))
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,16 @@ import (
 	"github.com/txfence/txfence/txmanager"
 )
 
+// The statements of queries/worker.sql.
+var (
+	qOpenTxs      = query("OpenTxs")
+	qCountOpenTxs = query("CountOpenTxs")
+	qLockSubState = query("LockSubState")
+	qRawAttempts  = query("RawAttempts")
+	qSignerStatus = query("SignerStatus")
+	qPendingCost  = query("PendingCost")
+)
+
 // Open lists a signer's transactions in the given states, in acceptance
 // order, at most limit: the worker's queue.
 func (s *Store) Open(ctx context.Context, key txmanager.SignerKey, states []txmanager.State, limit int) ([]txmanager.Tx, error) {
@@ -18,10 +28,7 @@ func (s *Store) Open(ctx context.Context, key txmanager.SignerKey, states []txma
 	for i, st := range states {
 		names[i] = string(st)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM tx
-		WHERE chain_id = $1 AND signer = $2 AND state = ANY($3)
-		  AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED')
-		ORDER BY accept_seq LIMIT $4`, int64(key.ChainID), key.Signer.Bytes(), names, limit)
+	rows, err := s.pool.Query(ctx, qOpenTxs.SQL, int64(key.ChainID), key.Signer.Bytes(), names, limit)
 	if err != nil {
 		return nil, fmt.Errorf("open transactions of %s: %w", key, err)
 	}
@@ -35,9 +42,7 @@ func (s *Store) CountOpen(ctx context.Context, key txmanager.SignerKey, states [
 		names[i] = string(st)
 	}
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tx
-		WHERE chain_id = $1 AND signer = $2 AND state = ANY($3)
-		  AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED')`, int64(key.ChainID), key.Signer.Bytes(), names).Scan(&n)
+	err := s.pool.QueryRow(ctx, qCountOpenTxs.SQL, int64(key.ChainID), key.Signer.Bytes(), names).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count open transactions of %s: %w", key, err)
 	}
@@ -51,12 +56,12 @@ func (s *Store) SetSubState(ctx context.Context, f txmanager.Fence, id uuid.UUID
 	var out txmanager.Tx
 	err := s.fencedTx(ctx, func(tx pgx.Tx) error {
 		var cur string
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sub_state, '') FROM tx WHERE tx_id = $1 FOR UPDATE`, id).Scan(&cur); err != nil {
+		if err := tx.QueryRow(ctx, qLockSubState.SQL, id).Scan(&cur); err != nil {
 			return err
 		}
 		if txmanager.SubState(cur) == sub {
 			var err error
-			out, err = scanTx(tx.QueryRow(ctx, `SELECT `+txColumns+` FROM tx WHERE tx_id = $1`, id))
+			out, err = scanTx(tx.QueryRow(ctx, qGetTx.SQL, id))
 			return err
 		}
 		var subArg *string
@@ -65,8 +70,8 @@ func (s *Store) SetSubState(ctx context.Context, f txmanager.Fence, id uuid.UUID
 			subArg = &v
 		}
 		var err error
-		out, err = move(ctx, tx, f, id, []txmanager.State{state}, state, `, sub_state = $6, reason = nullif($7, '')`,
-			[]any{subArg, reason}, txmanager.StateChanged{SubState: sub, Reason: reason})
+		out, err = move(ctx, tx, f, qMoveSubState, id, []txmanager.State{state}, state,
+			txmanager.StateChanged{SubState: sub, Reason: reason}, subArg, reason)
 		return err
 	})
 	return out, err
@@ -75,8 +80,7 @@ func (s *Store) SetSubState(ctx context.Context, f txmanager.Fence, id uuid.UUID
 // RawAttempts are the raw signed transactions of the transactions'
 // current attempts, by transaction; one without an attempt is absent.
 func (s *Store) RawAttempts(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]byte, error) {
-	rows, err := s.pool.Query(ctx, `SELECT a.tx_id, a.raw FROM attempt a JOIN tx t ON t.tx_id = a.tx_id AND a.attempt = t.current_attempt
-		WHERE a.tx_id = ANY($1)`, ids)
+	rows, err := s.pool.Query(ctx, qRawAttempts.SQL, ids)
 	if err != nil {
 		return nil, fmt.Errorf("signed attempts: %w", err)
 	}
@@ -100,17 +104,7 @@ func (s *Store) Status(ctx context.Context, key txmanager.SignerKey) (txmanager.
 	var token *int64
 	var next *int64
 	var counts map[string]int
-	err := s.pool.QueryRow(ctx, `
-		SELECT
-			(SELECT owner_node FROM signer_lease WHERE chain_id = $1 AND signer = $2 AND expires_at > now()),
-			(SELECT fencing_token FROM signer_lease WHERE chain_id = $1 AND signer = $2),
-			(SELECT expires_at FROM signer_lease WHERE chain_id = $1 AND signer = $2 AND expires_at > now()),
-			(SELECT next_nonce FROM nonce_cursor WHERE chain_id = $1 AND signer = $2),
-			coalesce((SELECT jsonb_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM tx
-				WHERE chain_id = $1 AND signer = $2 GROUP BY state) c), '{}'),
-			(SELECT min(created_at) FROM tx WHERE chain_id = $1 AND signer = $2
-				AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED'))`,
-		int64(key.ChainID), key.Signer.Bytes()).Scan(&owner, &token, &st.LeaseExpiresAt, &next, &counts, &st.OldestOpenSince)
+	err := s.pool.QueryRow(ctx, qSignerStatus.SQL, int64(key.ChainID), key.Signer.Bytes()).Scan(&owner, &token, &st.LeaseExpiresAt, &next, &counts, &st.OldestOpenSince)
 	if err != nil {
 		return st, fmt.Errorf("status of %s: %w", key, err)
 	}
@@ -138,13 +132,7 @@ func (s *Store) Status(ctx context.Context, key txmanager.SignerKey) (txmanager.
 // priced at its own fee cap, else at feeCap, the market's cap now.
 func (s *Store) PendingCost(ctx context.Context, key txmanager.SignerKey, minedNonce uint64, feeCap *big.Int) (*big.Int, error) {
 	var total string
-	err := s.pool.QueryRow(ctx, `
-		SELECT coalesce(sum(t.value + coalesce(a.max_fee_per_gas, a.gas_price, t.max_fee_per_gas, $4::numeric) * coalesce(t.gas_limit, 0)), 0)::text
-		FROM tx t LEFT JOIN attempt a ON a.tx_id = t.tx_id AND a.attempt = t.current_attempt
-		WHERE t.chain_id = $1 AND t.signer = $2
-		  AND t.state IN ('SIMULATED', 'PENDING_APPROVAL', 'ALLOCATED', 'SIGNED', 'BROADCASTED')
-		  AND (t.nonce IS NULL OR t.nonce >= $3)`,
-		int64(key.ChainID), key.Signer.Bytes(), int64(minedNonce), feeCap.String()).Scan(&total)
+	err := s.pool.QueryRow(ctx, qPendingCost.SQL, int64(key.ChainID), key.Signer.Bytes(), int64(minedNonce), feeCap.String()).Scan(&total)
 	if err != nil {
 		return nil, fmt.Errorf("pending cost of %s: %w", key, err)
 	}
