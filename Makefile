@@ -19,7 +19,7 @@ MODULES = $(shell go list -m -f '{{.Path}}')
 PACKAGES = $(addsuffix /...,$(MODULES))
 BIN := .build/bin
 # make test never skips a database or chain test: one that cannot get its
-# server fails (see shared/pgtest.Unavailable).
+# server fails (see testinfra/pgtest.Unavailable).
 TEST_ENV := TXFENCE_TEST_STRICT=1
 TEST_TIMEOUT ?= 20m
 

@@ -11,7 +11,7 @@ import (
 )
 
 // TestREADMEPackageMapMatchesGoList: the README's package map and its
-// table of shared packages name exactly the packages `go list` finds in
+// tables of shared and testinfra packages name exactly the packages `go list` finds in
 // the repository's modules, so the map cannot drift from the code.
 func TestREADMEPackageMapMatchesGoList(t *testing.T) {
 	t.Parallel()
@@ -21,7 +21,7 @@ func TestREADMEPackageMapMatchesGoList(t *testing.T) {
 	}
 	named := map[string]bool{}
 	backquoted := regexp.MustCompile("`([a-z0-9/_.-]+)`")
-	for _, sec := range []struct{ title, prefix string }{{"### Package map", ""}, {"### shared packages", "shared/"}} {
+	for _, sec := range []struct{ title, prefix string }{{"### Package map", ""}, {"### shared packages", "shared/"}, {"### testinfra packages", "testinfra/"}} {
 		_, body, ok := strings.Cut(string(readme), "\n"+sec.title+"\n")
 		if !ok {
 			t.Fatalf("README.md has no %q section", sec.title)

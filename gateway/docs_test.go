@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txfence/txfence/shared/doctest"
+	"github.com/txfence/txfence/testinfra/doctest"
 )
 
 // TestSecurityRulesNameRealTests: every test docs/gateway.md gives as the

@@ -9,7 +9,7 @@ import (
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/nodeerr"
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/shared/errs"
 )
 

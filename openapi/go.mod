@@ -36,3 +36,5 @@ require (
 tool github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
 
 replace github.com/txfence/txfence/shared => ../shared
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/txfence/txfence/shared/doctest"
+	"github.com/txfence/txfence/testinfra/doctest"
 )
 
 // TestSecurityDocNamesRealTests: every test SECURITY.md gives as the proof

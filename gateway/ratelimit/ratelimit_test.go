@@ -25,7 +25,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // patient is a Redis timeout for tests that check counting, not outages:

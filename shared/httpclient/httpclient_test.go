@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"

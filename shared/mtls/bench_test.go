@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/shared/mtls"
 )
 

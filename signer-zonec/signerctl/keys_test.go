@@ -12,7 +12,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
 	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/vault"

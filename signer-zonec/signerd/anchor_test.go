@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/signerctl"
 	"github.com/txfence/txfence/signer-zonec/signerd"

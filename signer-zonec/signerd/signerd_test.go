@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
-	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
 	"github.com/txfence/txfence/signer-zonec/signerd"
 	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"

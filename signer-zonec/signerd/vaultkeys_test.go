@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/servicetest"
-	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/signerctl"
 	"github.com/txfence/txfence/signer-zonec/signerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"

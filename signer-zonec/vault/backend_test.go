@@ -25,7 +25,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/vault"
 )

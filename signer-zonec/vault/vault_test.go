@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/vault"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/pinned"
+	"github.com/txfence/txfence/testinfra/pinned"
 )
 
 // TestFind: the variable wins and must name an executable; without it the

@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgcluster"
 )
 
 const localURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=3"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/txfence/txfence/shared/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgcluster"
 )
 
 // Backup takes a backup of the schema of u (a URL from URL) with pg_dump,

@@ -35,7 +35,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 
-	"github.com/txfence/txfence/shared/pinned"
+	"github.com/txfence/txfence/testinfra/pinned"
 )
 
 // Version is the anvil release the project pins; deploy/scripts/install-anvil.sh

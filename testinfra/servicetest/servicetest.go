@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/devcert"
+	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/shared/mtls"
 )
 

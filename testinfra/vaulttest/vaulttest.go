@@ -33,9 +33,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/pgcluster"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/pinned"
+	"github.com/txfence/txfence/testinfra/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/pinned"
 )
 
 // Version is the Vault release the project pins; deploy/scripts/build-vault.sh

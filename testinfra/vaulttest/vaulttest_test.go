@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/vaulttest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 func TestServerTransitKVSealAndTokens(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/pgcluster"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 const localURL = "redis://127.0.0.1:6379/0"

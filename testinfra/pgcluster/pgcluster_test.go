@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/txfence/txfence/shared/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgcluster"
 )
 
 // TestStartReuseStop runs the throwaway cluster path for real: it is what

@@ -21,8 +21,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
 
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 // Ether is 10^18 wei, for readable amounts: new(big.Int).Mul(big.NewInt(3), chaintest.Ether).

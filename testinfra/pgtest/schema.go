@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgcluster"
 )
 
 // RequireSchemaDump migrates a fresh schema with ms, dumps it with pg_dump
