@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/deploy/devstack"
-	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/shared/devswitch"
+	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/pgcluster"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"

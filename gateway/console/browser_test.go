@@ -32,8 +32,8 @@ import (
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/txctl"
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/testinfra/pgtest"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )

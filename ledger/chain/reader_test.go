@@ -15,9 +15,9 @@ import (
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/pgtest"
 )
 

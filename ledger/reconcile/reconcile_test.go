@@ -23,9 +23,9 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest/token"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
+	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/pgtest"
 )
 

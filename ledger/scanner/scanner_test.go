@@ -27,9 +27,9 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest/token"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/scanner"
+	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/pgtest"
 )
 

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // Identities are the service identities a test PKI issues certificates for.
