@@ -20,7 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/txctl"
+	"github.com/txfence/txfence/txctl"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
 )

@@ -14,7 +14,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/txctl"
+	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/gateway/webhook"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/txctl"
+	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/testinfra/pgtest"
 )

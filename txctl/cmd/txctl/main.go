@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/txfence/txfence/gateway/txctl"
+	"github.com/txfence/txfence/txctl"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/txctl"
+	"github.com/txfence/txfence/txctl"
 )
 
 type txDoc struct {
