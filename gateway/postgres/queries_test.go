@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,9 +14,10 @@ import (
 
 // TestQueries holds the query files to the schema and to the store's
 // conventions: every query prepares on the migrated schema, is documented
-// and is used (pgtest.RequireQueries); and every copy of a row that a scan
-// function reads (scanKey) matches the one it copies, column by column,
-// name and type.
+// and is used (pgtest.RequireQueries); every copy of a row that a scan
+// function reads (scanKey, scanSubscription, scanDelivery) matches the one
+// it copies, column by column, name and type; and the parts of statements
+// that the Go code once spliced into several are alike in each.
 func TestQueries(t *testing.T) {
 	t.Parallel()
 	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries)
@@ -26,7 +28,9 @@ func TestQueries(t *testing.T) {
 		canonical string
 		start     int // how many leading column names mark a copy
 	}{
-		{"Keys", 3}, // key_id, tenant_id, name: scanKey
+		{"Keys", 3},            // key_id, tenant_id, name: scanKey
+		{"GetSubscription", 3}, // subscription_id, tenant_id, url: scanSubscription
+		{"DeliveryLog", 3},     // delivery_id, subscription_id, event_seq: scanDelivery
 	} {
 		want := described[row.canonical].Fields
 		copies := 0
@@ -45,6 +49,45 @@ func TestQueries(t *testing.T) {
 		if copies == 0 {
 			t.Errorf("no query copies the row of %s: is the start of its row still %d columns?", row.canonical, row.start)
 		}
+	}
+	for _, part := range []struct {
+		what, from, through string
+		copies              int
+	}{
+		{"a subscription's live secrets", "ARRAY(SELECT w.secret", "w.secret_id)", 2},
+		{"the events as a table", "unnest($1::bigint[], $2::text[]", "signer_ref, body)", 2},
+		{"a subscription's filters", "(cardinality(s.event_types)", "ANY (s.signers))", 2},
+	} {
+		requireAlike(t, part.what, part.from, part.through, part.copies)
+	}
+}
+
+// requireAlike fails unless copies queries hold the text from from
+// through through, and all of them the same, but for white space.
+func requireAlike(t *testing.T, what, from, through string, copies int) {
+	t.Helper()
+	var first, firstName string
+	n := 0
+	for _, q := range postgres.Queries.All() {
+		i := strings.Index(q.SQL, from)
+		if i < 0 {
+			continue
+		}
+		j := strings.Index(q.SQL[i:], through)
+		if j < 0 {
+			t.Errorf("query %s: %s starts (%q) but does not end (%q)", q.Name, what, from, through)
+			continue
+		}
+		n++
+		got := strings.Join(strings.Fields(q.SQL[i:i+j+len(through)]), " ")
+		if first == "" {
+			first, firstName = got, q.Name
+		} else if got != first {
+			t.Errorf("%s differs between query %s:\n%s\nand query %s:\n%s", what, firstName, first, q.Name, got)
+		}
+	}
+	if n != copies {
+		t.Errorf("%d queries hold %s (%q); want %d", n, what, from, copies)
 	}
 }
 
