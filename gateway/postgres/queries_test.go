@@ -15,9 +15,10 @@ import (
 // TestQueries holds the query files to the schema and to the store's
 // conventions: every query prepares on the migrated schema, is documented
 // and is used (pgtest.RequireQueries); every copy of a row that a scan
-// function reads (scanKey, scanSubscription, scanDelivery) matches the one
-// it copies, column by column, name and type; and the parts of statements
-// that the Go code once spliced into several are alike in each.
+// function reads (scanKey, scanSubscription, scanDelivery, scanAdjustment)
+// matches the one it copies, column by column, name and type; and the
+// parts of statements that the Go code once spliced into several are
+// alike in each.
 func TestQueries(t *testing.T) {
 	t.Parallel()
 	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries)
@@ -31,6 +32,7 @@ func TestQueries(t *testing.T) {
 		{"Keys", 3},            // key_id, tenant_id, name: scanKey
 		{"GetSubscription", 3}, // subscription_id, tenant_id, url: scanSubscription
 		{"DeliveryLog", 3},     // delivery_id, subscription_id, event_seq: scanDelivery
+		{"GetAdjustment", 3},   // tenant_id, adjustment_id, seq: scanAdjustment
 	} {
 		want := described[row.canonical].Fields
 		copies := 0
