@@ -20,8 +20,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/txctl"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/txmanager"
 )
 

@@ -14,8 +14,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/gateway/webhook"
+	"github.com/txfence/txfence/txctl"
 )
 
 var listeningRE = regexp.MustCompile(`listening on (http://\S+) \(verifying \d+ secret\(s\)\); subscribe it with: txctl webhooks create --url (\S+)`)

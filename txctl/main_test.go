@@ -14,9 +14,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/txctl"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
