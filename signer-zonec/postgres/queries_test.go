@@ -18,8 +18,8 @@ import (
 // TestQueries holds the query files to the schema and to the store's
 // conventions: every query prepares on the migrated schema, is documented
 // and is used (pgtest.RequireQueries); and every copy of a row that a scan
-// function reads (scanSigned, readHead's) matches the one it copies,
-// column by column, name and type.
+// function reads (scanSigned, readHead's, scanNonceStart) matches the one
+// it copies, column by column, name and type.
 func TestQueries(t *testing.T) {
 	t.Parallel()
 	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries)
@@ -30,8 +30,9 @@ func TestQueries(t *testing.T) {
 		canonical string
 		start     int // how many leading column names mark a copy
 	}{
-		{"Signed", 4},    // chain_id, signer, nonce, tx_id: scanSigned
-		{"AuditHead", 2}, // seq, hash: readHead, and Append on the head it locks
+		{"Signed", 4},      // chain_id, signer, nonce, tx_id: scanSigned
+		{"AuditHead", 2},   // seq, hash: readHead, and Append on the head it locks
+		{"NonceStarts", 4}, // chain_id, signer, nonce, set_at: scanNonceStart
 	} {
 		want := described[row.canonical].Fields
 		copies := 0
@@ -55,7 +56,10 @@ func TestQueries(t *testing.T) {
 
 // ownerOnly are the queries only the tables' owner runs (signerd migrate,
 // signerctl as the owner): the serving role must be refused each of them.
-var ownerOnly = map[string]bool{}
+var ownerOnly = map[string]bool{
+	"LockNonceStart":    true, // signerctl nonces start: the serving role only reads nonce_start
+	"DeclareNonceStart": true,
+}
 
 // TestQueriesAsTheServingRole checks the queries on the schema as signerd
 // migrate leaves it, migrated by the owner and granted: the serving role
