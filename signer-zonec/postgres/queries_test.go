@@ -57,6 +57,7 @@ func TestQueries(t *testing.T) {
 // ownerOnly are the queries only the tables' owner runs (signerd migrate,
 // signerctl as the owner): the serving role must be refused each of them.
 var ownerOnly = map[string]bool{
+	"GrantServingRole":  true, // signerd migrate: grant_serving_role is not the public's to execute
 	"LockNonceStart":    true, // signerctl nonces start: the serving role only reads nonce_start
 	"DeclareNonceStart": true,
 }
