@@ -19,7 +19,7 @@ MODULES = $(shell go list -m -f '{{.Path}}')
 PACKAGES = $(addsuffix /...,$(MODULES))
 BIN := .build/bin
 # make test never skips a database or chain test: one that cannot get its
-# server fails (see shared/pgtest.Unavailable).
+# server fails (see testinfra/pgtest.Unavailable).
 TEST_ENV := TXFENCE_TEST_STRICT=1
 TEST_TIMEOUT ?= 20m
 
@@ -40,7 +40,7 @@ setup-test:
 # release builds leave the tag out and refuse those settings.
 build:
 	@mkdir -p $(BIN)
-	go build -tags txfence_devswitches -o $(BIN)/ ./gateway/cmd/gatewayd ./gateway/cmd/txctl ./txmanager/cmd/txmanagerd \
+	go build -tags txfence_devswitches -o $(BIN)/ ./gateway/cmd/gatewayd ./txctl/cmd/txctl ./txmanager/cmd/txmanagerd \
 		./signer-zonec/cmd/signerd ./signer-zonec/cmd/signerd-dev ./signer-zonec/cmd/signerctl \
 		./mev-router/cmd/mevrouterd ./ledger/cmd/ledgerd ./deploy/cmd/devstack
 

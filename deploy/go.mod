@@ -57,6 +57,7 @@ require (
 	github.com/txfence/txfence/mev-router v0.0.0
 	github.com/txfence/txfence/shared v0.0.0
 	github.com/txfence/txfence/signer-zonec v0.0.0
+	github.com/txfence/txfence/testinfra v0.0.0
 )
 
 replace github.com/txfence/txfence/shared => ../shared
@@ -68,3 +69,5 @@ replace github.com/txfence/txfence/mev-router => ../mev-router
 replace github.com/txfence/txfence/openapi => ../openapi
 
 replace github.com/txfence/txfence/ledger => ../ledger
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

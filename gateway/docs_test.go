@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txfence/txfence/shared/doctest"
+	"github.com/txfence/txfence/testinfra/doctest"
 )
 
 // TestSecurityRulesNameRealTests: every test docs/gateway.md gives as the
@@ -22,7 +22,7 @@ func TestSecurityRulesNameRealTests(t *testing.T) {
 		t.Fatal(`docs/gateway.md has no "Security rules" section`)
 	}
 	rules, _, _ = strings.Cut(rules, "\n## ")
-	if n := doctest.CitedTestsExist(t, rules, ".", filepath.Join("..", "txmanager"), filepath.Join("..", "ledger"),
+	if n := doctest.CitedTestsExist(t, rules, ".", filepath.Join("..", "txctl"), filepath.Join("..", "txmanager"), filepath.Join("..", "ledger"),
 		filepath.Join("..", "shared"), filepath.Join("..", "signer-zonec")); n < 20 {
 		t.Errorf("the security rules name %d tests; they name more", n)
 	}

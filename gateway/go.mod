@@ -15,6 +15,7 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/txfence/txfence/shared v0.0.0
 	github.com/txfence/txfence/signer-zonec v0.0.0
+	github.com/txfence/txfence/testinfra v0.0.0
 	golang.org/x/net v0.59.0
 )
 
@@ -88,3 +89,5 @@ replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
 replace github.com/txfence/txfence/mev-router => ../mev-router
 
 replace github.com/txfence/txfence/ledger => ../ledger
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

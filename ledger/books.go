@@ -1,7 +1,11 @@
 // Package ledger holds the ledger's bookkeeping types: accounts, journals
 // and their legs, and the rules a journal must follow before it is booked.
 // The database enforces the same rules again (ledger/postgres); checking
-// them here names the problem in words.
+// them here names the problem in words. It also holds what the ledger's
+// parts hand the store and read back from it (the wallet registry, feed
+// and scan bookings, the backlog, reconciliations, transits, the read
+// side of the books), and the store each part works through (store.go),
+// so that none of them needs the adapter to say what it does.
 package ledger
 
 import (
@@ -243,6 +247,13 @@ func (j *Journal) PayloadHash() [32]byte {
 	var out [32]byte
 	h.Sum(out[:0])
 	return out
+}
+
+// Posted is the outcome of booking a journal.
+type Posted struct {
+	JournalID int64
+	// Created is false when the journal had been booked before (a replay).
+	Created bool
 }
 
 // TxKey is the idempotency key of a journal booking a transaction's

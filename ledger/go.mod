@@ -7,6 +7,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/txfence/txfence/shared v0.0.0
+	github.com/txfence/txfence/testinfra v0.0.0
 )
 
 require (
@@ -77,3 +78,5 @@ replace github.com/txfence/txfence/txmanager => ../txmanager
 replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
 
 replace github.com/txfence/txfence/mev-router => ../mev-router
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

@@ -68,3 +68,27 @@ type ReconciliationItem struct {
 	// than the books hold.
 	Negative bool
 }
+
+// MaxRunsPage bounds a page of stored runs: the API's largest page, and
+// the one more it reads to tell whether another follows.
+const MaxRunsPage = 1001
+
+// Holding is what the books hold, as of a block, of one asset for one
+// wallet: in the wallet's account, and in its suspense account (what
+// earlier reconciliations found and nothing has explained yet).
+type Holding struct {
+	Address          common.Address
+	Asset            string
+	Wallet, Suspense *big.Int
+}
+
+// UnbookedTx is a transaction a wallet sent that the scanner saw and the
+// ledger has not booked (no journal under its TxKey).
+type UnbookedTx struct {
+	Sender common.Address
+	Hash   common.Hash
+	Block  uint64
+	// Young says the scanner saw it less than the grace period ago (by
+	// the database's clock): txmanager may still settle it.
+	Young bool
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/txfence/txfence/shared/transitid"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 )
@@ -90,12 +92,10 @@ func (t *Transit) StatusOf() TransitStatus {
 }
 
 // MaxTransitIDLen bounds a transit id as a client names it.
-const MaxTransitIDLen = 128
+const MaxTransitIDLen = transitid.MaxLen
 
-// MaxTransitNamespaceLen bounds a transit namespace: a UUID (the gateway
-// names a tenant's), which also keeps the longest bridge fee journal key
-// within the journal's bound.
-const MaxTransitNamespaceLen = 36
+// MaxTransitNamespaceLen bounds a transit namespace (shared/transitid).
+const MaxTransitNamespaceLen = transitid.MaxNamespaceLen
 
 // NamespaceSeparator joins a namespace and a client's transit id in the
 // ledger's id of a transit: a character no client id holds.
@@ -131,27 +131,36 @@ func ValidTransitID(key string) bool {
 	if strings.Contains(key, NamespaceSeparator) && !ValidTransitNamespace(ns) {
 		return false
 	}
-	return validTransitPart(id, MaxTransitIDLen)
+	return transitid.Valid(id)
 }
 
 // ValidClientTransitID reports whether id is a well-formed transit id as
 // a client names it, without a namespace.
-func ValidClientTransitID(id string) bool { return validTransitPart(id, MaxTransitIDLen) }
+func ValidClientTransitID(id string) bool { return transitid.Valid(id) }
 
 // ValidTransitNamespace reports whether ns is a well-formed namespace: 1
 // to MaxTransitNamespaceLen characters of [A-Za-z0-9._:-].
-func ValidTransitNamespace(ns string) bool { return validTransitPart(ns, MaxTransitNamespaceLen) }
+func ValidTransitNamespace(ns string) bool { return transitid.ValidNamespace(ns) }
 
-func validTransitPart(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for _, c := range []byte(s) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
+// TransitWrite is a transit as a run of the feed leaves it
+// (FeedBooking.Transits). The journals of its parts that the run books
+// itself are named by pointer, each one of the FeedBooking's Journals,
+// since their ids are known only once booked; nil keeps the Transit's id.
+type TransitWrite struct {
+	Transit
+	SourceJournal, DestinationJournal, FeeJournal *Journal
+}
+
+// TransitFilter selects transits: each field set must match.
+type TransitFilter struct {
+	Status TransitStatus
+	// ChainID matches a transit's source chain or its destination's.
+	ChainID uint64
+	// Wallet matches a transit whose source or destination wallet it is;
+	// with ChainID, only the end on that chain.
+	Wallet *common.Address
+	// Before is the Seq of the previous page's last transit; 0 for the
+	// newest.
+	Before int64
+	Limit  int
 }

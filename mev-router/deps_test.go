@@ -14,9 +14,9 @@ var licenceBound = []string{
 	"github.com/flashbots/mev-share-node",
 	"github.com/txfence/txfence/mev-router/devrelay",
 	"github.com/txfence/txfence/mev-router/mevroutertest",
-	"github.com/txfence/txfence/shared/anvil",
-	"github.com/txfence/txfence/shared/chaintest",
-	"github.com/txfence/txfence/shared/servicetest",
+	"github.com/txfence/txfence/testinfra/anvil",
+	"github.com/txfence/txfence/testinfra/chaintest",
+	"github.com/txfence/txfence/testinfra/servicetest",
 }
 
 func TestMevrouterdLinksNoAGPLOrDevelopmentCode(t *testing.T) {

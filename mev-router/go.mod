@@ -2,7 +2,10 @@ module github.com/txfence/txfence/mev-router
 
 go 1.26.0
 
-require github.com/txfence/txfence/shared v0.0.0
+require (
+	github.com/txfence/txfence/shared v0.0.0
+	github.com/txfence/txfence/testinfra v0.0.0
+)
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
@@ -81,3 +84,5 @@ require (
 replace github.com/txfence/txfence/shared => ../shared
 
 replace github.com/txfence/txfence/openapi => ../openapi
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

@@ -9,8 +9,8 @@ import (
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/nodeerr"
-	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/testinfra/chaintest"
 )
 
 // TestPrivateNeverReachesThePublicPool, for each relay protocol: a private

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/testinfra/wait"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,8 +20,8 @@ import (
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/nodeerr"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -204,15 +206,7 @@ func TestOneDownOneSlowTheSendStillAnswersAtOnce(t *testing.T) {
 // eventually polls cond until it holds, failing the test after ten seconds.
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within ten seconds")
-		}
-		<-tick.C
-	}
+	wait.For(t, 10*time.Second, "the condition", cond)
 }
 
 // TestEveryEndpointRefusingGivesTheMostTellingCategory: a node's verdict

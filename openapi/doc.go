@@ -15,10 +15,12 @@
 //	ledger.yaml
 //	components/          package components: models of components.yaml
 //	gatewayapi/          package gatewayapi: types and ClientWithResponses
-//	txmanagerapi/        of one spec each (the internal APIs' also a chi
-//	signerapi/           ServerInterface); the shared schemas are not
-//	mevrouterapi/        generated again but imported from components
-//	ledgerapi/           (oapi-codegen import-mapping of ./components.yaml)
+//	txmanagerapi/        of one spec each, no server code (every service
+//	signerapi/           serves its API from hand-written handlers that
+//	mevrouterapi/        openapitest.Conform checks against the spec); the
+//	ledgerapi/           shared schemas are not generated again but
+//	                     imported from components (oapi-codegen
+//	                     import-mapping of ./components.yaml)
 //	generate.sh          regenerates every *.gen.go; --check fails when one
 //	                     is stale
 //

@@ -10,6 +10,7 @@ require (
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/txfence/txfence/shared v0.0.0
+	github.com/txfence/txfence/testinfra v0.0.0
 	golang.org/x/sys v0.48.0
 )
 
@@ -61,3 +62,5 @@ require (
 replace github.com/txfence/txfence/shared => ../shared
 
 replace github.com/txfence/txfence/openapi => ../openapi
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

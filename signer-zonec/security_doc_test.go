@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/txfence/txfence/shared/doctest"
+	"github.com/txfence/txfence/testinfra/doctest"
 )
 
 // TestSecurityDocNamesRealTests: every test SECURITY.md gives as the proof
@@ -18,12 +18,13 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tests live in this module and, for the shared TLS set-up, in the
-	// repository's shared packages; those of the approval flow around the
-	// zone (txmanager asking signerd, the approvers' txctl, the console)
-	// in txmanager and the gateway, and those of the operator path to the
-	// books and of transit ids per tenant in the gateway and the ledger.
-	if n := doctest.CitedTestsExist(t, string(doc), ".", filepath.Join("..", "shared"), filepath.Join("..", "txmanager"),
-		filepath.Join("..", "gateway"), filepath.Join("..", "ledger")); n < 20 {
+	// repository's shared and testinfra packages; those of the approval
+	// flow around the zone (txmanager asking signerd, the approvers'
+	// txctl, the console) in txmanager, txctl and the gateway, and those
+	// of the operator path to the books and of transit ids per tenant in
+	// the gateway and the ledger.
+	if n := doctest.CitedTestsExist(t, string(doc), ".", filepath.Join("..", "shared"), filepath.Join("..", "testinfra"), filepath.Join("..", "txmanager"),
+		filepath.Join("..", "gateway"), filepath.Join("..", "txctl"), filepath.Join("..", "ledger")); n < 20 {
 		t.Fatalf("SECURITY.md names %d tests; the control table alone names more", n)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/txfence/txfence/shared/transitid"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 )
@@ -76,18 +78,11 @@ func InitEvent(in *Intent) StateChanged {
 	return e
 }
 
-// MaxTransitIDLen bounds a transit id.
-const MaxTransitIDLen = 128
-
-// MaxTransitNamespaceLen bounds a transit namespace (a UUID: the gateway
-// names each tenant's).
-const MaxTransitNamespaceLen = 36
-
-// ValidTransitNamespace reports whether ns is a well-formed transit
-// namespace: 1 to MaxTransitNamespaceLen characters of [A-Za-z0-9._:-].
-func ValidTransitNamespace(ns string) bool {
-	return ns != "" && len(ns) <= MaxTransitNamespaceLen && ValidTransitID(ns)
-}
+// The transit id's bounds (shared/transitid).
+const (
+	MaxTransitIDLen        = transitid.MaxLen
+	MaxTransitNamespaceLen = transitid.MaxNamespaceLen
+)
 
 // TransitIDOf is the transit id metadata names: the string member
 // "transit_id" of the object, when it is 1 to MaxTransitIDLen characters
@@ -108,25 +103,10 @@ func TransitIDOf(metadata json.RawMessage) string {
 		return ""
 	}
 	var id string
-	if json.Unmarshal(obj["transit_id"], &id) != nil || !ValidTransitID(id) {
+	if json.Unmarshal(obj["transit_id"], &id) != nil || !transitid.Valid(id) {
 		return ""
 	}
 	return id
-}
-
-// ValidTransitID reports whether id is a well-formed transit id.
-func ValidTransitID(id string) bool {
-	if id == "" || len(id) > MaxTransitIDLen {
-		return false
-	}
-	for _, c := range []byte(id) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Confirmation is the data of a tx.confirmation event: the mined

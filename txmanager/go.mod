@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/txfence/txfence/shared v0.0.0
+	github.com/txfence/txfence/testinfra v0.0.0
 )
 
 require (
@@ -76,3 +77,5 @@ replace github.com/txfence/txfence/openapi => ../openapi
 replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
 
 replace github.com/txfence/txfence/mev-router => ../mev-router
+
+replace github.com/txfence/txfence/testinfra => ../testinfra

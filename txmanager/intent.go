@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/txfence/txfence/shared/transitid"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
@@ -92,7 +94,7 @@ func (in *Intent) Validate() error {
 	default:
 		add("route: %q is not public, private or auto", in.Route)
 	}
-	if in.TransitNamespace != "" && !ValidTransitNamespace(in.TransitNamespace) {
+	if in.TransitNamespace != "" && !transitid.ValidNamespace(in.TransitNamespace) {
 		add("transit_namespace: 1 to %d characters of [A-Za-z0-9._:-]", MaxTransitNamespaceLen)
 	}
 	if len(in.Metadata) > 0 {

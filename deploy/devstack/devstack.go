@@ -31,14 +31,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/mev-router/devrelay"
-	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgcluster"
-	"github.com/txfence/txfence/shared/redistest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/pgcluster"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // EnvPrefix starts the name of every devstack environment variable.

@@ -24,11 +24,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/deploy/devstack"
-	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/devswitch"
-	"github.com/txfence/txfence/shared/pgcluster"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/pgcluster"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -18,7 +18,7 @@
 # Never used in production: signerd talks to an operator's Vault.
 set -euo pipefail
 
-VAULT_VERSION=1.21.4 # keep in step with shared/vaulttest.Version
+VAULT_VERSION=1.21.4 # keep in step with testinfra/vaulttest.Version
 # The tag's commit time, as the proxy reports it; Vault reads its build date
 # (plugins are told it) and refuses nothing without it, but an empty date
 # shows as such in `vault status`.

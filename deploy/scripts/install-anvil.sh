@@ -7,7 +7,7 @@
 # stdout; progress goes to stderr.
 set -euo pipefail
 
-ANVIL_VERSION=1.7.1 # keep in step with shared/anvil.Version
+ANVIL_VERSION=1.7.1 # keep in step with testinfra/anvil.Version
 ANVIL_PACKAGE=@foundry-rs/anvil-linux-amd64
 
 log() { echo "install-anvil: $*" >&2; }

@@ -5,7 +5,7 @@
 # It installs what is missing (Debian packages when run as root, anvil from
 # its npm package) and stops with a clear message for anything it cannot
 # get. Servers themselves are started by whoever needs them: the test
-# helpers (shared/pgtest, shared/redistest) and the local stack (devstack).
+# helpers (testinfra/pgtest, testinfra/redistest) and the local stack (devstack).
 set -euo pipefail
 
 log() { echo "setup: $*" >&2; }

@@ -30,10 +30,10 @@ import (
 
 	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/gateway/txctl"
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/shared/pgtest"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )
@@ -597,12 +597,14 @@ func TestConsole(t *testing.T) {
 
 		// The approver runs the command as shown, on their machine: txctl
 		// prints the same intent, asks, and signs on yes.
+		// txctl is its own module: the test runs its binary, as the
+		// approver would, rather than linking it.
 		args := strings.Fields(strings.Replace(command, "<your key file>", keyPath, 1))[1:]
 		var out, errb strings.Builder
-		getenv := func(name string) string {
-			return map[string]string{txctl.EnvURL: g.URL, txctl.EnvKey: g.Acme}[name]
-		}
-		if err := txctl.Run(ctx, args, getenv, strings.NewReader("y\n"), &out, &errb); err != nil {
+		approve := exec.CommandContext(ctx, servicetest.Build(t, "github.com/txfence/txfence/txctl/cmd/txctl"), args...)
+		approve.Env = append(os.Environ(), "TXCTL_URL="+g.URL, "TXCTL_KEY="+g.Acme)
+		approve.Stdin, approve.Stdout, approve.Stderr = strings.NewReader("y\n"), &out, &errb
+		if err := approve.Run(); err != nil {
 			t.Fatalf("txctl %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 		}
 		if !strings.Contains(errb.String(), "sign this approval? [y/N]") || !strings.Contains(errb.String(), approveReq.Intent().Hex()) {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/txfence/txfence/gateway/gatewayd"
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/shared/devcert"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/redistest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/redistest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest"
 	ledgerpg "github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // Ledger is the ledger's read API as ledgerd serves it (mutual TLS, the

@@ -132,24 +132,21 @@ func (p *principal) keyRef() gateway.KeyRef { return gateway.KeyRef{ID: p.key.ID
 // proposeAdjustment takes an operator's adjustment: 201 booked at once,
 // 202 waiting for a second key, 200 proposed before (booked now if the
 // ledger had not answered).
-func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
+func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	var req adjustmentRequest
 	if err := httpserver.DecodeStrict(r.Body, &req); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	wallet := gateway.SignerRef{ChainID: req.ChainID, Address: common.HexToAddress(req.Wallet)}
 	if !p.mayUse(wallet) {
 		// The same words whether the wallet is another tenant's or beyond
 		// the key's signers: nothing about others' wallets leaks.
-		httpserver.Error(w, r, errs.Errorf(errs.Forbidden, "this key may not adjust wallet %s: an adjustment needs an admin key that may use the wallet", wallet))
-		return
+		return errs.Errorf(errs.Forbidden, "this key may not adjust wallet %s: an adjustment needs an admin key that may use the wallet", wallet)
 	}
 	amount, ok := new(big.Int).SetString(req.Amount, 10)
 	if !ok {
-		httpserver.Error(w, r, errs.InvalidFields("amount is not a number", errs.FieldError{Pointer: "/amount", Detail: "a non-zero integer"}))
-		return
+		return errs.InvalidFields("amount is not a number", errs.FieldError{Pointer: "/amount", Detail: "a non-zero integer"})
 	}
 	asset := strings.ToLower(req.Asset)
 	adj, created, err := a.cfg.Store.ProposeAdjustment(r.Context(), gateway.NewAdjustment{Tenant: p.tenant.ID, ID: req.ID,
@@ -157,15 +154,13 @@ func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
 		CounterAddress: common.HexToAddress(req.CounterAccount.Address), Reason: req.Reason, ProposedBy: p.keyRef()},
 		a.cfg.Adjustments.rule(req.ChainID, asset))
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if created {
 		a.cfg.Log.Info("gateway: an operator proposed a ledger adjustment", adjustmentAttrs(&adj)...)
 	}
 	if adj, err = a.settle(r.Context(), p, adj); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	switch {
@@ -175,6 +170,7 @@ func (a *API) proposeAdjustment(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusAccepted
 	}
 	httpserver.WriteJSON(w, status, toAdjustment(&adj))
+	return nil
 }
 
 // settle books adj when it is cleared to book and not booked yet; a
@@ -247,20 +243,20 @@ func (a *API) visibleAdjustment(r *http.Request) (gateway.Adjustment, error) {
 	return adj, err
 }
 
-func (a *API) getAdjustment(w http.ResponseWriter, r *http.Request) {
+func (a *API) getAdjustment(w http.ResponseWriter, r *http.Request) error {
 	adj, err := a.visibleAdjustment(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
+	return nil
 }
 
 // approveAdjustment is a second admin key's approval, which books the
 // adjustment. The proposer's own key cannot approve, nor can a key made
 // after the proposal: that would let one operator mint the second key it
 // needs.
-func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) {
+func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	adj, err := a.visibleAdjustment(r)
 	if err == nil && adj.Status == gateway.AdjustmentPending {
@@ -281,36 +277,35 @@ func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) {
 		adj, err = a.settle(r.Context(), p, adj)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
+	return nil
 }
 
 // rejectAdjustment ends a pending adjustment unbooked.
-func (a *API) rejectAdjustment(w http.ResponseWriter, r *http.Request) {
+func (a *API) rejectAdjustment(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	adj, err := a.visibleAdjustment(r)
 	if err == nil {
 		adj, err = a.cfg.Store.RejectAdjustment(r.Context(), p.tenant.ID, adj.ID, p.keyRef())
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	a.cfg.Log.Info("gateway: an operator rejected a ledger adjustment", adjustmentAttrs(&adj)...)
 	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
+	return nil
 }
 
 // listAdjustments lists the adjustments of the wallets the key may use,
 // newest first; the cursor is the last one's position.
-func (a *API) listAdjustments(w http.ResponseWriter, r *http.Request) {
+func (a *API) listAdjustments(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	q := r.URL.Query()
 	cursor, limit, err := pageParams(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	f := gateway.AdjustmentFilter{Status: q.Get("status"), Signers: p.signers, Limit: 100}
 	if limit != nil {
@@ -318,16 +313,14 @@ func (a *API) listAdjustments(w http.ResponseWriter, r *http.Request) {
 	}
 	if cursor != nil {
 		if f.Before, err = strconv.ParseInt(*cursor, 10, 64); err != nil || f.Before < 1 {
-			httpserver.Error(w, r, errs.InvalidFields("cursor is not one of this list's", errs.FieldError{Pointer: "cursor", Detail: "a next_cursor of this list"}))
-			return
+			return errs.InvalidFields("cursor is not one of this list's", errs.FieldError{Pointer: "cursor", Detail: "a next_cursor of this list"})
 		}
 	}
 	page := f.Limit
 	f.Limit++
 	adjs, err := a.cfg.Store.Adjustments(r.Context(), p.tenant.ID, f)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var next *string
 	if len(adjs) > page {
@@ -339,6 +332,7 @@ func (a *API) listAdjustments(w http.ResponseWriter, r *http.Request) {
 		out[i] = toAdjustment(&adjs[i])
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"adjustments": out, "next_cursor": next})
+	return nil
 }
 
 // adjustmentAttrs are the audit's log attributes of adj.

@@ -20,9 +20,9 @@ import (
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/servicetest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/remote"
 )

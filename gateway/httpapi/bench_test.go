@@ -20,7 +20,7 @@ import (
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // BenchmarkAcceptThroughGateway measures SYSTEM.md's first target: intents

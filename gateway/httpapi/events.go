@@ -14,7 +14,6 @@ import (
 
 	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/httpserver"
 )
 
 // streamPage is how many feed events one read of a stream takes.
@@ -32,11 +31,10 @@ const streamPace = 20 * time.Millisecond
 // nothing, whatever happened while it was away. The feed holds every
 // tenant's events; the stream passes on only those of the signers the
 // key may use.
-func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
+func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		httpserver.Error(w, r, errs.E(errs.Internal, "this connection cannot stream"))
-		return
+		return errs.E(errs.Internal, "this connection cannot stream")
 	}
 	p := caller(r.Context())
 	q := r.URL.Query()
@@ -49,14 +47,12 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	after, err := streamStart(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	release, err := a.streams.take(p.key.ID, p.tenant.ID)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	defer release()
 	// The stream lives only while its key does: revoked or expired, the
@@ -68,8 +64,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	go a.watchStreamKey(ctx, token, endStream)
 	if after == math.MaxInt64 { // no position given: start with the next event
 		if after, err = a.cfg.Events.Head(ctx); err != nil {
-			httpserver.Error(w, r, errs.Wrap(errs.Unavailable, "the event feed has not been read yet", err))
-			return
+			return errs.Wrap(errs.Unavailable, "the event feed has not been read yet", err)
 		}
 	}
 
@@ -90,9 +85,9 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-a.cfg.Done:
-			return
+			return nil
 		default:
 		}
 		// A keep-alive comment follows each StreamWait without an event,
@@ -102,17 +97,17 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 			if cause := context.Cause(ctx); errors.Is(cause, errKeyGone) {
 				_, _ = fmt.Fprintf(w, "event: error\ndata: {\"detail\":\"the API key of this stream was revoked or has expired\"}\n\n")
 				flusher.Flush()
-				return
+				return nil
 			}
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			// The client reconnects with Last-Event-ID and resumes; an
 			// event line cannot carry a problem document.
 			a.cfg.Log.Warn("event stream ends: the feed failed", "key_id", p.key.ID, "after", after, "err", err)
 			_, _ = fmt.Fprintf(w, "event: error\ndata: {\"detail\":\"the event feed is unavailable; reconnect with Last-Event-ID\"}\nretry: 2000\n\n")
 			flusher.Flush()
-			return
+			return nil
 		}
 		sent := 0 // messages written, keep-alive included
 		for _, e := range events {
@@ -122,14 +117,14 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if _, err := w.Write(e.Message); err != nil {
-				return
+				return nil
 			}
 			sent++
 		}
 		if sent == 0 && time.Since(lastWrite) >= a.cfg.StreamWait {
 			// Keep-alive, and proof to the client that the stream lives.
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
+				return nil
 			}
 			sent++
 		}
@@ -141,7 +136,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 			pace.Reset(streamPace)
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-pace.C:
 			}
 		}

@@ -143,30 +143,30 @@ func (a *API) Mount(r chi.Router) {
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(limitBody, a.authenticate, a.rateLimit, a.validator.middleware)
 
-		r.With(need(gateway.ScopeTxWrite)).Post("/tx", a.createTx)
-		r.With(need(gateway.ScopeTxRead)).Get("/tx", a.listTx)
-		r.With(need(gateway.ScopeTxRead)).Get("/tx/by-request", a.getTxByRequest)
-		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}", a.getTx)
-		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}/events", a.txEvents)
-		r.With(need(gateway.ScopeTxWrite)).Post("/tx/{tx_id}/cancel", a.cancelTx)
-		r.With(need(gateway.ScopeAdmin)).Post("/tx/{tx_id}/actions", a.requestAction)
-		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}/actions", a.listActions)
+		r.With(need(gateway.ScopeTxWrite)).Post("/tx", httpserver.Handle(a.createTx))
+		r.With(need(gateway.ScopeTxRead)).Get("/tx", httpserver.Handle(a.listTx))
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/by-request", httpserver.Handle(a.getTxByRequest))
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}", httpserver.Handle(a.getTx))
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}/events", httpserver.Handle(a.txEvents))
+		r.With(need(gateway.ScopeTxWrite)).Post("/tx/{tx_id}/cancel", httpserver.Handle(a.cancelTx))
+		r.With(need(gateway.ScopeAdmin)).Post("/tx/{tx_id}/actions", httpserver.Handle(a.requestAction))
+		r.With(need(gateway.ScopeTxRead)).Get("/tx/{tx_id}/actions", httpserver.Handle(a.listActions))
 
-		r.With(need(gateway.ScopeApprovals)).Get("/approvals", a.pendingApprovals)
-		r.With(need(gateway.ScopeApprovals)).Post("/tx/{tx_id}/approvals", a.approve)
-		r.With(need(gateway.ScopeApprovals)).Post("/tx/{tx_id}/reject", a.reject)
+		r.With(need(gateway.ScopeApprovals)).Get("/approvals", httpserver.Handle(a.pendingApprovals))
+		r.With(need(gateway.ScopeApprovals)).Post("/tx/{tx_id}/approvals", httpserver.Handle(a.approve))
+		r.With(need(gateway.ScopeApprovals)).Post("/tx/{tx_id}/reject", httpserver.Handle(a.reject))
 
 		r.With(need(gateway.ScopeTxRead)).Get("/signers", a.listSigners)
-		r.With(need(gateway.ScopeAdmin)).Get("/signers/{chain_id}/{address}", a.signerStatus)
+		r.With(need(gateway.ScopeAdmin)).Get("/signers/{chain_id}/{address}", httpserver.Handle(a.signerStatus))
 
-		r.With(need(gateway.ScopeTxRead)).Get("/events", a.streamEvents)
+		r.With(need(gateway.ScopeTxRead)).Get("/events", httpserver.Handle(a.streamEvents))
 
 		r.Route("/webhooks", a.mountWebhooks)
 		r.Route("/ledger", a.mountLedger)
 
-		r.With(need(gateway.ScopeAdmin)).Post("/keys", a.createKey)
-		r.With(need(gateway.ScopeAdmin)).Get("/keys", a.listKeys)
-		r.With(need(gateway.ScopeAdmin)).Delete("/keys/{key_id}", a.revokeKey)
+		r.With(need(gateway.ScopeAdmin)).Post("/keys", httpserver.Handle(a.createKey))
+		r.With(need(gateway.ScopeAdmin)).Get("/keys", httpserver.Handle(a.listKeys))
+		r.With(need(gateway.ScopeAdmin)).Delete("/keys/{key_id}", httpserver.Handle(a.revokeKey))
 		r.Get("/me", a.me)
 	})
 }

@@ -24,26 +24,24 @@ func (a *API) listSigners(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
-func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
+func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) error {
 	chainID, _ := strconv.ParseUint(chi.URLParam(r, "chain_id"), 10, 63)
 	signer := gateway.SignerRef{ChainID: chainID, Address: common.HexToAddress(chi.URLParam(r, "address"))}
 	if !caller(r.Context()).mayUse(signer) {
-		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no signer %s", signer))
-		return
+		return errs.Errorf(errs.NotFound, "no signer %s", signer)
 	}
 	status, err := a.cfg.TxManager.SignerStatus(r.Context(), chainID, signer.Address.Hex())
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, status)
+	return nil
 }
 
-func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	var body gatewayapi.KeyCreateRequest
 	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	p := caller(r.Context())
 	nk := gateway.NewKey{Tenant: p.tenant.ID, Name: body.Name, ExpiresAt: body.ExpiresAt}
@@ -54,36 +52,32 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		for i, s := range *body.Signers {
 			ref, err := gateway.ParseSignerRef(s)
 			if err != nil {
-				httpserver.Error(w, r, errs.InvalidFields(err.Error(), errs.FieldError{Pointer: "/signers/" + strconv.Itoa(i), Detail: err.Error()}))
-				return
+				return errs.InvalidFields(err.Error(), errs.FieldError{Pointer: "/signers/" + strconv.Itoa(i), Detail: err.Error()})
 			}
 			nk.Signers = append(nk.Signers, ref)
 		}
 	}
 	if nk.ExpiresAt != nil && !nk.ExpiresAt.After(time.Now()) {
-		httpserver.Error(w, r, errs.InvalidFields("expires_at is in the past", errs.FieldError{Pointer: "/expires_at", Detail: "must be in the future"}))
-		return
+		return errs.InvalidFields("expires_at is in the past", errs.FieldError{Pointer: "/expires_at", Detail: "must be in the future"})
 	}
 	if !p.key.Covers(gateway.Key{Scopes: nk.Scopes, Signers: nk.Signers}) {
-		httpserver.Error(w, r, errs.E(errs.Forbidden, "a key may grant only scopes and signers it has itself: "+reach(p.key)))
-		return
+		return errs.E(errs.Forbidden, "a key may grant only scopes and signers it has itself: "+reach(p.key))
 	}
 	key, token, err := a.cfg.Store.CreateKey(r.Context(), nk)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	k := toKey(key)
 	httpserver.WriteJSON(w, http.StatusCreated, gatewayapi.KeyCreated{KeyId: k.KeyId, Name: k.Name, Scopes: k.Scopes, Signers: k.Signers,
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt, Token: token})
+	return nil
 }
 
-func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	keys, err := a.cfg.Store.Keys(r.Context(), p.tenant.ID)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := gatewayapi.KeyList{Keys: []gatewayapi.Key{}}
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
@@ -92,23 +86,23 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	id, err := uuid.Parse(chi.URLParam(r, "key_id"))
 	if err != nil {
-		httpserver.Error(w, r, errs.InvalidFields("key_id is not a key id", errs.FieldError{Pointer: "key_id", Detail: err.Error()}))
-		return
+		return errs.InvalidFields("key_id is not a key id", errs.FieldError{Pointer: "key_id", Detail: err.Error()})
 	}
 	// A key beyond the caller's reach is not found, as another tenant's.
 	p := caller(r.Context())
 	key, err := a.cfg.Store.RevokeKey(r.Context(), p.tenant.ID, id, p.key.Covers)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	a.keys.forgetKey(id)
 	httpserver.WriteJSON(w, http.StatusOK, toKey(key))
+	return nil
 }
 
 func (a *API) me(w http.ResponseWriter, r *http.Request) {

@@ -43,20 +43,20 @@ func (p *principal) seesAccount(a remote.AccountRef) bool {
 func (a *API) mountLedger(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(need(gateway.ScopeLedgerRead), a.requireLedger)
-		r.Get("/accounts", a.listLedgerAccounts)
-		r.Get("/accounts/{account_id}", a.getLedgerAccount)
-		r.Get("/accounts/{account_id}/entries", a.ledgerStatement)
-		r.Get("/journals/{journal_id}", a.getLedgerJournal)
-		r.Get("/transits", a.listLedgerTransits)
-		r.Get("/transits/{transit_id}", a.getLedgerTransit)
+		r.Get("/accounts", httpserver.Handle(a.listLedgerAccounts))
+		r.Get("/accounts/{account_id}", httpserver.Handle(a.getLedgerAccount))
+		r.Get("/accounts/{account_id}/entries", httpserver.Handle(a.ledgerStatement))
+		r.Get("/journals/{journal_id}", httpserver.Handle(a.getLedgerJournal))
+		r.Get("/transits", httpserver.Handle(a.listLedgerTransits))
+		r.Get("/transits/{transit_id}", httpserver.Handle(a.getLedgerTransit))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(need(gateway.ScopeAdmin), a.requireLedger)
-		r.Post("/adjustments", a.proposeAdjustment)
-		r.Get("/adjustments", a.listAdjustments)
-		r.Get("/adjustments/{adjustment_id}", a.getAdjustment)
-		r.Post("/adjustments/{adjustment_id}/approve", a.approveAdjustment)
-		r.Post("/adjustments/{adjustment_id}/reject", a.rejectAdjustment)
+		r.Post("/adjustments", httpserver.Handle(a.proposeAdjustment))
+		r.Get("/adjustments", httpserver.Handle(a.listAdjustments))
+		r.Get("/adjustments/{adjustment_id}", httpserver.Handle(a.getAdjustment))
+		r.Post("/adjustments/{adjustment_id}/approve", httpserver.Handle(a.approveAdjustment))
+		r.Post("/adjustments/{adjustment_id}/reject", httpserver.Handle(a.rejectAdjustment))
 	})
 }
 
@@ -75,13 +75,12 @@ func (a *API) requireLedger(next http.Handler) http.Handler {
 // filters by the signer and the kind, so its page and its cursor pass on
 // unchanged; each account is still checked, so that a ledger answering
 // more than it was asked shows a tenant nothing of another's.
-func (a *API) listLedgerAccounts(w http.ResponseWriter, r *http.Request) {
+func (a *API) listLedgerAccounts(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	q := r.URL.Query()
 	signer, chainID, address, err := p.signerParams(q)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	kind := ledgerapi.AccountWallet
 	if v := q.Get("kind"); v != "" {
@@ -92,69 +91,62 @@ func (a *API) listLedgerAccounts(w http.ResponseWriter, r *http.Request) {
 		params.Asset = &v
 	}
 	if params.AtBlock, err = atBlockParam(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if params.Cursor, params.Limit, err = pageParams(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	body, err := a.cfg.Ledger.Accounts(r.Context(), params)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var page struct {
 		Accounts []remote.AccountRef `json:"accounts"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		httpserver.Error(w, r, fmt.Errorf("list accounts: ledgerd's answer: %w", err))
-		return
+		return fmt.Errorf("list accounts: ledgerd's answer: %w", err)
 	}
 	for _, acct := range page.Accounts {
 		if !p.seesAccount(acct) {
-			httpserver.Error(w, r, fmt.Errorf("list accounts of %s (%s): ledgerd answered account %d, of %d:%s (%s)",
-				signer, kind, acct.ID, acct.ChainID, acct.Address, acct.Kind))
-			return
+			return fmt.Errorf("list accounts of %s (%s): ledgerd answered account %d, of %d:%s (%s)",
+				signer, kind, acct.ID, acct.ChainID, acct.Address, acct.Kind)
 		}
 	}
 	writeRaw(w, http.StatusOK, body)
+	return nil
 }
 
-func (a *API) getLedgerAccount(w http.ResponseWriter, r *http.Request) {
+func (a *API) getLedgerAccount(w http.ResponseWriter, r *http.Request) error {
 	at, err := atBlockParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	acct, err := a.ownedAccount(r, at)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, acct.JSON)
+	return nil
 }
 
-func (a *API) ledgerStatement(w http.ResponseWriter, r *http.Request) {
+func (a *API) ledgerStatement(w http.ResponseWriter, r *http.Request) error {
 	cursor, limit, err := pageParams(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	acct, err := a.ownedAccount(r, nil)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	body, err := a.cfg.Ledger.Statement(r.Context(), acct.Ref.ID, ledgerapi.ListAccountEntriesParams{Cursor: cursor, Limit: limit})
 	if errs.Is(err, errs.NotFound) {
 		err = errs.Errorf(errs.NotFound, "no account %d", acct.Ref.ID)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, body)
+	return nil
 }
 
 // ownedAccount reads the {account_id} of the path, with its balance now or
@@ -178,11 +170,10 @@ func (a *API) ownedAccount(r *http.Request, at *int64) (remote.Account, error) {
 // getLedgerJournal answers a journal that moves one of the caller's
 // accounts, with only its entries on them: the others are another
 // party's books.
-func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
+func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) error {
 	id, err := idParam(r, "journal_id")
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	notFound := errs.Errorf(errs.NotFound, "no journal %d", id)
 	j, err := a.cfg.Ledger.Journal(r.Context(), id)
@@ -190,8 +181,7 @@ func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
 		err = notFound
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	p := caller(r.Context())
 	shown := []json.RawMessage{}
@@ -201,19 +191,18 @@ func (a *API) getLedgerJournal(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(shown) == 0 {
-		httpserver.Error(w, r, notFound)
-		return
+		return notFound
 	}
 	entries, err := json.Marshal(shown)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	j.Fields["entries"] = entries
 	if memo, ok := j.Fields["memo"]; ok {
 		j.Fields["memo"] = p.presentMemo(memo)
 	}
 	httpserver.WriteJSON(w, http.StatusOK, j.Fields)
+	return nil
 }
 
 // seesTransit reports whether the caller may see a transit: one with an
@@ -236,40 +225,35 @@ func (p *principal) seesTransit(t *remote.TransitRef) bool {
 // the id the tenant gave it (transitns.go). A transit of another tenant's
 // namespace at the signer (one that changed hands since) is left out, so
 // a page may hold fewer than the limit.
-func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
+func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	q := r.URL.Query()
 	signer, chainID, address, err := p.signerParams(q)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	params := ledgerapi.ListTransitsParams{ChainId: &chainID, Address: &address}
 	if v := q.Get("status"); v != "" {
 		params.Status = new(ledgerapi.TransitStatus(v))
 	}
 	if params.Cursor, params.Limit, err = pageParams(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	body, transits, err := a.cfg.Ledger.Transits(r.Context(), params)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var page struct {
 		Transits   []json.RawMessage `json:"transits"`
 		NextCursor json.RawMessage   `json:"next_cursor"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil || len(page.Transits) != len(transits) {
-		httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd's answer: %v", signer, err))
-		return
+		return fmt.Errorf("list transits of %s: ledgerd's answer: %v", signer, err)
 	}
 	shown := []json.RawMessage{}
 	for i, t := range transits {
 		if !p.seesTransit(&t) {
-			httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd answered transit %q, whose ends are %+v", signer, t.ID, t.Ends()))
-			return
+			return fmt.Errorf("list transits of %s: ledgerd answered transit %q, whose ends are %+v", signer, t.ID, t.Ends())
 		}
 		id, ok := p.clientTransitID(t.ID)
 		if !ok {
@@ -277,8 +261,7 @@ func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
 		}
 		raw, err := withTransitID(page.Transits[i], id)
 		if err != nil {
-			httpserver.Error(w, r, fmt.Errorf("list transits of %s: ledgerd's answer: %w", signer, err))
-			return
+			return fmt.Errorf("list transits of %s: ledgerd's answer: %w", signer, err)
 		}
 		shown = append(shown, raw)
 	}
@@ -286,13 +269,14 @@ func (a *API) listLedgerTransits(w http.ResponseWriter, r *http.Request) {
 		page.NextCursor = json.RawMessage("null")
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"transits": shown, "next_cursor": page.NextCursor})
+	return nil
 }
 
 // getLedgerTransit answers a transit the caller may see, named as the
 // caller named it: the caller's namespace first, then (a transit linked
 // before namespaces) the bare id. Any other is NotFound, worded exactly as
 // an unknown one.
-func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
+func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	// The spec has checked the id's form: it holds no namespace.
 	id := chi.URLParam(r, "transit_id")
@@ -309,15 +293,14 @@ func (a *API) getLedgerTransit(w http.ResponseWriter, r *http.Request) {
 		err = errs.Errorf(errs.NotFound, "no transit %q", id)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	body, err := withTransitID(t.JSON, id)
 	if err != nil {
-		httpserver.Error(w, r, fmt.Errorf("get transit %q: ledgerd's answer: %w", id, err))
-		return
+		return fmt.Errorf("get transit %q: ledgerd's answer: %w", id, err)
 	}
 	writeRaw(w, http.StatusOK, body)
+	return nil
 }
 
 // signerParams reads the chain_id and address of a list by signer (the

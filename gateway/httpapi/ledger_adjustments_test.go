@@ -13,7 +13,7 @@ import (
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 type adjustmentKey struct {

@@ -15,7 +15,7 @@ import (
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/webhook"
-	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // TestRateLimitsPerKey: a key over its budget gets 429 with Retry-After

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/gateway/gatewaytest"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

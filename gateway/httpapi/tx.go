@@ -27,12 +27,11 @@ import (
 // createTx passes the client's intent to txmanager with its
 // Idempotency-Key as the request id. The body goes on as the client wrote
 // it (the spec has checked it), so metadata keeps its numbers exactly.
-func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
+func (a *API) createTx(w http.ResponseWriter, r *http.Request) error {
 	p := caller(r.Context())
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
-		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "read the request body", err))
-		return
+		return errs.Wrap(errs.Invalid, "read the request body", err)
 	}
 	// Only the three members the gateway checks are decoded.
 	var head struct {
@@ -41,34 +40,28 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 		DependsOn *uuid.UUID     `json:"depends_on"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
-		httpserver.Error(w, r, errs.Wrap(errs.Invalid, "the request body", err))
-		return
+		return errs.Wrap(errs.Invalid, "the request body", err)
 	}
 	from := gateway.SignerRef{ChainID: head.ChainID, Address: head.From}
 	if !p.mayUse(from) {
-		httpserver.Error(w, r, errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
-			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)}))
-		return
+		return errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
+			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)})
 	}
 	if head.DependsOn != nil {
 		if _, err := a.ownedTx(r, *head.DependsOn); errs.Is(err, errs.NotFound) {
-			httpserver.Error(w, r, errs.InvalidFields("depends_on names no transaction of the tenant's",
-				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + head.DependsOn.String()}))
-			return
+			return errs.InvalidFields("depends_on names no transaction of the tenant's",
+				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + head.DependsOn.String()})
 		} else if err != nil {
-			httpserver.Error(w, r, err)
-			return
+			return err
 		}
 	}
 	body, err := withRequestID(raw, r.Header.Get("Idempotency-Key"), transitNamespace(p))
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	tx, created, err := a.cfg.TxManager.Create(r.Context(), body)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusCreated
 	if !created {
@@ -77,6 +70,7 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/api/v1/tx/"+tx.ID.String())
 	writeRaw(w, status, tx.JSON)
+	return nil
 }
 
 // withRequestID returns the JSON object body with request_id and
@@ -129,109 +123,104 @@ func (a *API) txParam(r *http.Request) (remote.Tx, error) {
 	return a.ownedTx(r, id)
 }
 
-func (a *API) getTx(w http.ResponseWriter, r *http.Request) {
+func (a *API) getTx(w http.ResponseWriter, r *http.Request) error {
 	tx, err := a.txParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, tx.JSON)
+	return nil
 }
 
-func (a *API) getTxByRequest(w http.ResponseWriter, r *http.Request) {
+func (a *API) getTxByRequest(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	chainID, _ := strconv.ParseUint(q.Get("chain_id"), 10, 63)
 	signer := gateway.SignerRef{ChainID: chainID, Address: common.HexToAddress(q.Get("from"))}
 	if !caller(r.Context()).mayUse(signer) {
-		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no transaction of %s with request_id %q", signer, q.Get("request_id")))
-		return
+		return errs.Errorf(errs.NotFound, "no transaction of %s with request_id %q", signer, q.Get("request_id"))
 	}
 	tx, err := a.cfg.TxManager.GetByRequest(r.Context(), chainID, q.Get("from"), q.Get("request_id"))
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, tx.JSON)
+	return nil
 }
 
-func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
+func (a *API) txEvents(w http.ResponseWriter, r *http.Request) error {
 	tx, err := a.txParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	events, err := a.cfg.TxManager.TxEvents(r.Context(), tx.ID)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, components.EventList{Events: events})
+	return nil
 }
 
-func (a *API) cancelTx(w http.ResponseWriter, r *http.Request) {
+func (a *API) cancelTx(w http.ResponseWriter, r *http.Request) error {
 	tx, err := a.txParam(r)
 	if err == nil {
 		tx, err = a.cfg.TxManager.Cancel(r.Context(), tx.ID)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, tx.JSON)
+	return nil
 }
 
 // requestAction passes an operator's action on a transaction the caller
 // may see to txmanager, with the key as the operator: 202 with a new
 // action, 200 with the one recorded before when the request repeats it.
-func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
+func (a *API) requestAction(w http.ResponseWriter, r *http.Request) error {
 	tx, err := a.txParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var body gatewayapi.TxActionRequest
 	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	action, fresh, err := a.cfg.TxManager.RequestAction(r.Context(), tx.ID, txmanagerapi.TxActionRequest{Action: body.Action,
 		ActionId: body.ActionId, Operator: caller(r.Context()).operator()})
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	if fresh {
 		status = http.StatusAccepted
 	}
 	httpserver.WriteJSON(w, status, action)
+	return nil
 }
 
-func (a *API) listActions(w http.ResponseWriter, r *http.Request) {
+func (a *API) listActions(w http.ResponseWriter, r *http.Request) error {
 	tx, err := a.txParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	actions, err := a.cfg.TxManager.Actions(r.Context(), tx.ID)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, actions)
+	return nil
 }
 
-func (a *API) listTx(w http.ResponseWriter, r *http.Request) {
-	a.list(w, r, "")
+func (a *API) listTx(w http.ResponseWriter, r *http.Request) error {
+	return a.list(w, r, "")
 }
 
-func (a *API) pendingApprovals(w http.ResponseWriter, r *http.Request) {
-	a.list(w, r, components.StatePendingApproval)
+func (a *API) pendingApprovals(w http.ResponseWriter, r *http.Request) error {
+	return a.list(w, r, components.StatePendingApproval)
 }
 
 // list lists the caller's transactions: txmanager filters by the signers
 // the key may use, narrowed by the chain_id and from the client gave.
-func (a *API) list(w http.ResponseWriter, r *http.Request, state components.TxState) {
+func (a *API) list(w http.ResponseWriter, r *http.Request, state components.TxState) error {
 	q := r.URL.Query()
 	params := txmanagerapi.ListTxParams{}
 	var signers []string
@@ -260,8 +249,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, state components.TxSt
 		if v := q.Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				httpserver.Error(w, r, errs.InvalidFields(name+" is not a time", errs.FieldError{Pointer: name, Detail: err.Error()}))
-				return
+				return errs.InvalidFields(name+" is not a time", errs.FieldError{Pointer: name, Detail: err.Error()})
 			}
 			*dst = &t
 		}
@@ -272,44 +260,41 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, state components.TxSt
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			httpserver.Error(w, r, errs.InvalidFields("limit is not a number", errs.FieldError{Pointer: "limit", Detail: err.Error()}))
-			return
+			return errs.InvalidFields("limit is not a number", errs.FieldError{Pointer: "limit", Detail: err.Error()})
 		}
 		limit := components.Limit(n)
 		params.Limit = &limit
 	}
 	body, err := a.cfg.TxManager.List(r.Context(), params)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, body)
+	return nil
 }
 
-func (a *API) approve(w http.ResponseWriter, r *http.Request) {
-	decide(a, w, r, a.cfg.TxManager.Approve)
+func (a *API) approve(w http.ResponseWriter, r *http.Request) error {
+	return decide(a, w, r, a.cfg.TxManager.Approve)
 }
 
-func (a *API) reject(w http.ResponseWriter, r *http.Request) {
-	decide(a, w, r, a.cfg.TxManager.Reject)
+func (a *API) reject(w http.ResponseWriter, r *http.Request) error {
+	return decide(a, w, r, a.cfg.TxManager.Reject)
 }
 
 // decide passes an approver's decision (body B) on a transaction the
 // caller may see to txmanager and answers the transaction.
-func decide[B any](a *API, w http.ResponseWriter, r *http.Request, call func(context.Context, uuid.UUID, B) (remote.Tx, error)) {
+func decide[B any](a *API, w http.ResponseWriter, r *http.Request, call func(context.Context, uuid.UUID, B) (remote.Tx, error)) error {
 	tx, err := a.txParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var body B
 	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if tx, err = call(r.Context(), tx.ID, body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	writeRaw(w, http.StatusOK, tx.JSON)
+	return nil
 }

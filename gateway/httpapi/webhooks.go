@@ -22,15 +22,15 @@ type Webhooks = webhook.Service
 
 func (a *API) mountWebhooks(r chi.Router) {
 	r.Use(need(gateway.ScopeWebhooks), a.requireWebhooks)
-	r.Post("/", a.createWebhook)
-	r.Get("/", a.listWebhooks)
-	r.Get("/{webhook_id}", a.getWebhook)
-	r.Patch("/{webhook_id}", a.updateWebhook)
-	r.Delete("/{webhook_id}", a.deleteWebhook)
-	r.Post("/{webhook_id}/rotate-secret", a.rotateWebhookSecret)
-	r.Post("/{webhook_id}/test", a.testWebhook)
-	r.Get("/{webhook_id}/deliveries", a.listWebhookDeliveries)
-	r.Post("/{webhook_id}/replay", a.replayWebhook)
+	r.Post("/", httpserver.Handle(a.createWebhook))
+	r.Get("/", httpserver.Handle(a.listWebhooks))
+	r.Get("/{webhook_id}", httpserver.Handle(a.getWebhook))
+	r.Patch("/{webhook_id}", httpserver.Handle(a.updateWebhook))
+	r.Delete("/{webhook_id}", httpserver.Handle(a.deleteWebhook))
+	r.Post("/{webhook_id}/rotate-secret", httpserver.Handle(a.rotateWebhookSecret))
+	r.Post("/{webhook_id}/test", httpserver.Handle(a.testWebhook))
+	r.Get("/{webhook_id}/deliveries", httpserver.Handle(a.listWebhookDeliveries))
+	r.Post("/{webhook_id}/replay", httpserver.Handle(a.replayWebhook))
 }
 
 // requireWebhooks answers 503 on a gateway built without the engine.
@@ -110,33 +110,30 @@ func checkSignerFilter(key gateway.Key, filter []string) error {
 	return nil
 }
 
-func (a *API) createWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *API) createWebhook(w http.ResponseWriter, r *http.Request) error {
 	var in webhook.NewSubscription
 	if err := httpserver.DecodeStrict(r.Body, &in); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if err := checkSignerFilter(caller(r.Context()).key, in.Signers); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	made, err := a.cfg.Webhooks.CreateSubscription(r.Context(), caller(r.Context()).tenant.ID, in)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	wh := toWebhook(made.Subscription)
 	httpserver.WriteJSON(w, http.StatusCreated, gatewayapi.WebhookCreated{Id: wh.Id, Url: wh.Url, Description: wh.Description,
 		EventTypes: wh.EventTypes, Signers: wh.Signers, Enabled: wh.Enabled, CreatedAt: wh.CreatedAt, UpdatedAt: wh.UpdatedAt,
 		Secrets: wh.Secrets, Secret: string(made.Secret)})
+	return nil
 }
 
-func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request) {
+func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	page, err := a.cfg.Webhooks.Subscriptions(r.Context(), caller(r.Context()).tenant.ID, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	// A page may hold fewer than the limit for a restricted key: the
 	// subscriptions beyond its reach are left out.
@@ -147,70 +144,65 @@ func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) getWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *API) getWebhook(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	s, err := a.cfg.Webhooks.Subscription(r.Context(), caller(r.Context()).tenant.ID, id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toWebhook(s))
+	return nil
 }
 
-func (a *API) updateWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *API) updateWebhook(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var patch webhook.SubscriptionPatch
 	if err := httpserver.DecodeStrict(r.Body, &patch); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if patch.Signers != nil {
 		if err := checkSignerFilter(caller(r.Context()).key, *patch.Signers); err != nil {
-			httpserver.Error(w, r, err)
-			return
+			return err
 		}
 	}
 	s, err := a.cfg.Webhooks.UpdateSubscription(r.Context(), caller(r.Context()).tenant.ID, id, patch)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toWebhook(s))
+	return nil
 }
 
-func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err == nil {
 		err = a.cfg.Webhooks.DeleteSubscription(r.Context(), caller(r.Context()).tenant.ID, id)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var body gatewayapi.WebhookRotateRequest
 	if r.ContentLength != 0 {
 		if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
-			httpserver.Error(w, r, err)
-			return
+			return err
 		}
 	}
 	grace := webhook.DefaultSecretGrace
@@ -219,22 +211,20 @@ func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	made, err := a.cfg.Webhooks.RotateSecret(r.Context(), caller(r.Context()).tenant.ID, id, grace)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, gatewayapi.WebhookSecretRotated{Secret: string(made.Secret), Webhook: toWebhook(made.Subscription)})
+	return nil
 }
 
-func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	res, err := a.cfg.Webhooks.Test(r.Context(), caller(r.Context()).tenant.ID, id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := gatewayapi.WebhookTestResult{Ok: res.Delivered, DurationMs: res.DurationMS}
 	if res.StatusCode != 0 {
@@ -244,47 +234,44 @@ func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) {
 		out.Error = &res.Error
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) {
+func (a *API) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	page, err := a.cfg.Webhooks.Deliveries(r.Context(), caller(r.Context()).tenant.ID, id,
 		webhook.DeliveryFilter{Status: webhook.DeliveryStatus(q.Get("status")), Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := gatewayapi.WebhookDeliveryList{Deliveries: []gatewayapi.WebhookDelivery{}, NextCursor: page.NextCursor}
 	for _, d := range page.Deliveries {
 		out.Deliveries = append(out.Deliveries, toDelivery(d))
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) replayWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *API) replayWebhook(w http.ResponseWriter, r *http.Request) error {
 	id, err := a.reachableWebhook(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var body gatewayapi.WebhookReplayRequest
 	if err := httpserver.DecodeStrict(r.Body, &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if !a.replayBudget(w, r) {
-		return
+		return nil
 	}
 	res, err := a.cfg.Webhooks.Replay(r.Context(), caller(r.Context()).tenant.ID, id, uint64(body.FromSeq))
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := gatewayapi.WebhookReplayResult{Queued: int(res.Queued), FromSeq: int64(res.FromSeq), ThroughSeq: int64(res.ThroughSeq)}
 	if res.NextFromSeq != 0 {
@@ -292,6 +279,7 @@ func (a *API) replayWebhook(w http.ResponseWriter, r *http.Request) {
 		out.NextFromSeq = &next
 	}
 	httpserver.WriteJSON(w, http.StatusAccepted, out)
+	return nil
 }
 
 func toWebhook(s webhook.Subscription) gatewayapi.Webhook {

@@ -16,6 +16,19 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
+// The statements of queries/adjustments.sql.
+var (
+	qLockAdjustmentWallet = Queries.Use("LockAdjustmentWallet")
+	qGetAdjustment        = Queries.Use("GetAdjustment")
+	qBookedAlone          = Queries.Use("BookedAlone")
+	qProposeAdjustment    = Queries.Use("ProposeAdjustment")
+	qAdjustments          = Queries.Use("Adjustments")
+	qApproveAdjustment    = Queries.Use("ApproveAdjustment")
+	qRejectAdjustment     = Queries.Use("RejectAdjustment")
+	qBookAdjustment       = Queries.Use("BookAdjustment")
+	qRefuseAdjustment     = Queries.Use("RefuseAdjustment")
+)
+
 // ProposeAdjustment stores n, pending a second key's approval when rule
 // says so and approved otherwise, and returns it with created true. The
 // same proposal again (same id, same fields) returns the stored one as it
@@ -27,12 +40,10 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n gateway.NewAdjustment, 
 	var out gateway.Adjustment
 	created := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('ledger_adjustment:' || $1::text, 0))`,
-			fmt.Sprintf("%d:%x:%s", n.ChainID, n.Wallet, n.Asset)); err != nil {
+		if _, err := tx.Exec(ctx, qLockAdjustmentWallet.SQL, fmt.Sprintf("%d:%x:%s", n.ChainID, n.Wallet, n.Asset)); err != nil {
 			return err
 		}
-		stored, err := scanAdjustment(tx.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
-			WHERE tenant_id = $1 AND adjustment_id = $2`, n.Tenant, n.ID))
+		stored, err := scanAdjustment(tx.QueryRow(ctx, qGetAdjustment.SQL, n.Tenant, n.ID))
 		if err == nil {
 			if !n.SameAs(&stored) {
 				return errs.Errorf(errs.Conflict, "adjustment %q exists with another wallet, asset, amount, counter account or reason", n.ID)
@@ -46,10 +57,7 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n gateway.NewAdjustment, 
 		needs := rule.Threshold == nil
 		if !needs {
 			var alone string
-			if err := tx.QueryRow(ctx, `SELECT coalesce(sum(abs(amount)), 0)::text FROM ledger_adjustment
-				WHERE chain_id = $1 AND wallet = $2 AND asset = $3 AND NOT needs_approval
-				AND status IN ('approved', 'booked') AND proposed_at > now() - $4::interval`,
-				int64(n.ChainID), n.Wallet.Bytes(), n.Asset, rule.Window).Scan(&alone); err != nil {
+			if err := tx.QueryRow(ctx, qBookedAlone.SQL, int64(n.ChainID), n.Wallet.Bytes(), n.Asset, rule.Window).Scan(&alone); err != nil {
 				return err
 			}
 			sum, ok := new(big.Int).SetString(alone, 10)
@@ -63,11 +71,7 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n gateway.NewAdjustment, 
 		if needs {
 			status, ttl = gateway.AdjustmentPending, &rule.TTL
 		}
-		out, err = scanAdjustment(tx.QueryRow(ctx, `
-			INSERT INTO ledger_adjustment (tenant_id, adjustment_id, chain_id, wallet, asset, amount, counter_kind, counter_address, reason,
-				status, needs_approval, threshold, proposed_by_key_id, proposed_by_key_name, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9, $10, $11, $12::numeric, $13, $14, now() + $15::interval)
-			RETURNING `+adjustmentColumns,
+		out, err = scanAdjustment(tx.QueryRow(ctx, qProposeAdjustment.SQL,
 			n.Tenant, n.ID, int64(n.ChainID), n.Wallet.Bytes(), n.Asset, n.Amount.String(), n.CounterKind, n.CounterAddress.Bytes(), n.Reason,
 			status, needs, optNumeric(rule.Threshold), n.ProposedBy.ID, n.ProposedBy.Name, ttl))
 		created = err == nil
@@ -82,8 +86,7 @@ func (s *Store) ProposeAdjustment(ctx context.Context, n gateway.NewAdjustment, 
 // Adjustment reads one of tenant's adjustments; an unknown one is
 // errs.NotFound.
 func (s *Store) Adjustment(ctx context.Context, tenant uuid.UUID, id string) (gateway.Adjustment, error) {
-	a, err := scanAdjustment(s.pool.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
-		WHERE tenant_id = $1 AND adjustment_id = $2`, tenant, id))
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, qGetAdjustment.SQL, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, errs.Errorf(errs.NotFound, "no adjustment %q", id)
 	}
@@ -99,23 +102,29 @@ func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f gateway.Adj
 	for i, sg := range f.Signers {
 		chains[i], wallets[i] = int64(sg.ChainID), sg.Address.Bytes()
 	}
-	before := f.Before
-	if before <= 0 {
-		before = 1<<63 - 1
+	// Filters the statement skips are NULL.
+	var before *int64
+	if f.Before > 0 {
+		before = &f.Before
 	}
-	// expired is read, not stored: a pending row past its expiry.
-	status, expired := f.Status, false
+	// expired is read, not stored: a pending row past its expiry, or not.
+	var status *string
+	var expired *bool
 	switch f.Status {
-	case gateway.AdjustmentExpired:
-		status, expired = gateway.AdjustmentPending, true
 	case "":
-		status = ""
+	case gateway.AdjustmentExpired, gateway.AdjustmentPending:
+		pending, past := gateway.AdjustmentPending, f.Status == gateway.AdjustmentExpired
+		status, expired = &pending, &past
+	default:
+		status = &f.Status
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+adjustmentColumns+` FROM ledger_adjustment
-		WHERE tenant_id = $1 AND seq < $2
-		AND ($3 = '' OR status = $3) AND ($3 <> 'pending_approval' OR (expires_at <= now()) = $4)
-		AND (chain_id, wallet) IN (SELECT * FROM unnest($5::bigint[], $6::bytea[]))
-		ORDER BY seq DESC LIMIT $7`, tenant, before, status, expired, chains, wallets, f.Limit)
+	// Planned for its arguments at every call rather than as a prepared
+	// statement: a generic plan of the static filters cannot drop those
+	// that are NULL, so the page's cursor would filter rows rather than
+	// bound the walk of ledger_adjustment_tenant_idx, and a status would
+	// not reach ledger_adjustment_status_idx.
+	rows, err := s.pool.Query(ctx, qAdjustments.SQL, pgx.QueryExecModeCacheDescribe,
+		tenant, before, status, expired, chains, wallets, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list adjustments: %w", err)
 	}
@@ -128,10 +137,7 @@ func (s *Store) Adjustments(ctx context.Context, tenant uuid.UUID, f gateway.Adj
 // booked or refused one cannot be approved (errs.Conflict). One already
 // approved is returned as it is, for its booking to be tried again.
 func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id string, approver gateway.KeyRef) (gateway.Adjustment, error) {
-	a, err := scanAdjustment(s.pool.QueryRow(ctx, `
-		UPDATE ledger_adjustment SET status = 'approved', approved_by_key_id = $3, approved_by_key_name = $4, approved_at = now()
-		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'pending_approval' AND expires_at > now() AND proposed_by_key_id <> $3
-		RETURNING `+adjustmentColumns, tenant, id, approver.ID, approver.Name))
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, qApproveAdjustment.SQL, tenant, id, approver.ID, approver.Name))
 	if err == nil {
 		return a, nil
 	}
@@ -155,10 +161,7 @@ func (s *Store) ApproveAdjustment(ctx context.Context, tenant uuid.UUID, id stri
 // RejectAdjustment records by's rejection of tenant's pending adjustment
 // id (its proposer may withdraw it so). Any other is errs.Conflict.
 func (s *Store) RejectAdjustment(ctx context.Context, tenant uuid.UUID, id string, by gateway.KeyRef) (gateway.Adjustment, error) {
-	a, err := scanAdjustment(s.pool.QueryRow(ctx, `
-		UPDATE ledger_adjustment SET status = 'rejected', rejected_by_key_id = $3, rejected_by_key_name = $4, rejected_at = now()
-		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'pending_approval' AND expires_at > now()
-		RETURNING `+adjustmentColumns, tenant, id, by.ID, by.Name))
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, qRejectAdjustment.SQL, tenant, id, by.ID, by.Name))
 	if err == nil {
 		return a, nil
 	}
@@ -174,8 +177,7 @@ func (s *Store) RejectAdjustment(ctx context.Context, tenant uuid.UUID, id strin
 // AdjustmentBooked records that the ledger booked tenant's approved
 // adjustment id as journal; recorded so before, it changes nothing.
 func (s *Store) AdjustmentBooked(ctx context.Context, tenant uuid.UUID, id string, journal int64) (gateway.Adjustment, error) {
-	a, err := scanAdjustment(s.pool.QueryRow(ctx, `UPDATE ledger_adjustment SET status = 'booked', journal_id = $3, booked_at = now()
-		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'approved' RETURNING `+adjustmentColumns, tenant, id, journal))
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, qBookAdjustment.SQL, tenant, id, journal))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if a, err = s.Adjustment(ctx, tenant, id); err == nil && (a.JournalID == nil || *a.JournalID != journal) {
 			err = fmt.Errorf("adjustment %q is %s, not approved: journal %d not recorded", id, a.Status, journal)
@@ -192,8 +194,7 @@ func (s *Store) AdjustmentRefused(ctx context.Context, tenant uuid.UUID, id stri
 	if r := []rune(detail); len(r) > 2000 {
 		detail = string(r[:2000])
 	}
-	a, err := scanAdjustment(s.pool.QueryRow(ctx, `UPDATE ledger_adjustment SET status = 'refused', refusal_kind = $3, refusal = $4, refused_at = now()
-		WHERE tenant_id = $1 AND adjustment_id = $2 AND status = 'approved' RETURNING `+adjustmentColumns, tenant, id, kind.String(), detail))
+	a, err := scanAdjustment(s.pool.QueryRow(ctx, qRefuseAdjustment.SQL, tenant, id, kind.String(), detail))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if a, err = s.Adjustment(ctx, tenant, id); err == nil && a.Status != gateway.AdjustmentRefused {
 			err = fmt.Errorf("adjustment %q is %s, not approved: the refusal not recorded", id, a.Status)
@@ -202,12 +203,8 @@ func (s *Store) AdjustmentRefused(ctx context.Context, tenant uuid.UUID, id stri
 	return a, err
 }
 
-const adjustmentColumns = `tenant_id, adjustment_id, seq, chain_id, wallet, asset, amount::text, counter_kind, counter_address, reason,
-	CASE WHEN status = 'pending_approval' AND expires_at <= now() THEN 'expired' ELSE status END,
-	needs_approval, threshold::text, proposed_by_key_id, proposed_by_key_name, proposed_at, expires_at,
-	approved_by_key_id, approved_by_key_name, approved_at, rejected_by_key_id, rejected_by_key_name, rejected_at,
-	journal_id, booked_at, coalesce(refusal_kind, ''), coalesce(refusal, ''), refused_at`
-
+// scanAdjustment reads an adjustment's columns as queries/adjustments.sql
+// lists them (tenant_id to refused_at).
 func scanAdjustment(row pgx.Row) (gateway.Adjustment, error) {
 	var a gateway.Adjustment
 	var chain int64

@@ -225,3 +225,71 @@ func TestAnAdjustmentsLife(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestAdjustmentListsFilterAndPage: each status filter of a tenant's list,
+// pending and expired apart though one stored status, alone and with the
+// page cursor (Before), and paging through the whole list in pages of two.
+func TestAdjustmentListsFilterAndPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newAdjustmentRig(t)
+	rule := gateway.ApprovalRule{Threshold: big.NewInt(10), Window: time.Hour, TTL: time.Hour}
+	expiring := gateway.ApprovalRule{Threshold: big.NewInt(10), Window: time.Hour, TTL: time.Microsecond}
+	seqs := map[string]int64{}
+	for _, p := range []struct {
+		id     string
+		amount int64
+		rule   gateway.ApprovalRule
+	}{
+		{"P-1", 500, rule}, {"X-1", 500, expiring}, {"A-1", 5, rule}, {"P-2", 500, rule}, {"X-2", 500, expiring}, {"A-2", 1, rule},
+	} {
+		a, _, err := r.s.ProposeAdjustment(ctx, r.proposal(p.id, p.amount), p.rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[p.id] = a.Seq
+	}
+	list := func(status string, before int64, limit int) ([]string, int64) {
+		t.Helper()
+		as, err := r.s.Adjustments(ctx, r.tenant, gateway.AdjustmentFilter{Status: status, Signers: []gateway.SignerRef{signerA}, Before: before, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{}
+		var last int64
+		for _, a := range as {
+			ids, last = append(ids, a.ID), a.Seq
+		}
+		return ids, last
+	}
+	for _, c := range []struct {
+		status string
+		before string // the page starts below this one's seq; "": the newest
+		want   string
+	}{
+		{"", "", "[A-2 X-2 P-2 A-1 X-1 P-1]"},
+		{gateway.AdjustmentPending, "", "[P-2 P-1]"},
+		{gateway.AdjustmentExpired, "", "[X-2 X-1]"},
+		{gateway.AdjustmentApproved, "", "[A-2 A-1]"},
+		{gateway.AdjustmentBooked, "", "[]"},
+		{"", "P-2", "[A-1 X-1 P-1]"},
+		{gateway.AdjustmentPending, "P-2", "[P-1]"},
+		{gateway.AdjustmentExpired, "X-2", "[X-1]"},
+		{gateway.AdjustmentApproved, "A-1", "[]"},
+	} {
+		if got, _ := list(c.status, seqs[c.before], 10); fmt.Sprint(got) != c.want {
+			t.Errorf("status %q below %q: %v, want %s", c.status, c.before, got, c.want)
+		}
+	}
+	var all []string
+	for before, pages := int64(0), 0; pages < 10; pages++ {
+		page, last := list("", before, 2)
+		if len(page) == 0 {
+			break
+		}
+		all, before = append(all, page...), last
+	}
+	if got, want := fmt.Sprint(all), "[A-2 X-2 P-2 A-1 X-1 P-1]"; got != want {
+		t.Errorf("pages of two: %s, want %s", got, want)
+	}
+}

@@ -17,6 +17,22 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
+// The statements of queries/keys.sql.
+var (
+	qCreateTenant    = Queries.Use("CreateTenant")
+	qAssignSigner    = Queries.Use("AssignSigner")
+	qGetTenant       = Queries.Use("GetTenant")
+	qTenantByName    = Queries.Use("TenantByName")
+	qTenantSigners   = Queries.Use("TenantSigners")
+	qForeignSigners  = Queries.Use("ForeignSigners")
+	qCreateKey       = Queries.Use("CreateKey")
+	qAuthenticateKey = Queries.Use("AuthenticateKey")
+	qRecordKeyUse    = Queries.Use("RecordKeyUse")
+	qLockKey         = Queries.Use("LockKey")
+	qRevokeKey       = Queries.Use("RevokeKey")
+	qKeys            = Queries.Use("Keys")
+)
+
 // Store is gatewayd's database.
 type Store struct{ pool *pgxpool.Pool }
 
@@ -26,7 +42,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // CreateTenant makes a tenant; a name in use is errs.Conflict.
 func (s *Store) CreateTenant(ctx context.Context, name string) (gateway.Tenant, error) {
 	t := gateway.Tenant{ID: uuid.New(), Name: name}
-	err := s.pool.QueryRow(ctx, `INSERT INTO tenant (tenant_id, name) VALUES ($1, $2) RETURNING created_at`, t.ID, name).Scan(&t.CreatedAt)
+	err := s.pool.QueryRow(ctx, qCreateTenant.SQL, t.ID, name).Scan(&t.CreatedAt)
 	if isUniqueViolation(err) {
 		return t, errs.Errorf(errs.Conflict, "a tenant named %q exists", name)
 	}
@@ -40,13 +56,7 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (gateway.Tenant, 
 // errs.Conflict; assigning it to its owner again changes nothing.
 func (s *Store) AssignSigner(ctx context.Context, tenant uuid.UUID, signer gateway.SignerRef) error {
 	var owner uuid.UUID
-	err := s.pool.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO tenant_signer (chain_id, signer, tenant_id) VALUES ($1, $2, $3)
-			ON CONFLICT (chain_id, signer) DO NOTHING RETURNING tenant_id
-		)
-		SELECT tenant_id FROM ins UNION ALL SELECT tenant_id FROM tenant_signer WHERE chain_id = $1 AND signer = $2
-		LIMIT 1`, int64(signer.ChainID), signer.Address.Bytes(), tenant).Scan(&owner)
+	err := s.pool.QueryRow(ctx, qAssignSigner.SQL, int64(signer.ChainID), signer.Address.Bytes(), tenant).Scan(&owner)
 	if err != nil {
 		return fmt.Errorf("assign signer %s: %w", signer, err)
 	}
@@ -59,7 +69,7 @@ func (s *Store) AssignSigner(ctx context.Context, tenant uuid.UUID, signer gatew
 // GetTenant reads a tenant.
 func (s *Store) GetTenant(ctx context.Context, id uuid.UUID) (gateway.Tenant, error) {
 	t := gateway.Tenant{ID: id}
-	err := s.pool.QueryRow(ctx, `SELECT name, created_at FROM tenant WHERE tenant_id = $1`, id).Scan(&t.Name, &t.CreatedAt)
+	err := s.pool.QueryRow(ctx, qGetTenant.SQL, id).Scan(&t.Name, &t.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no tenant %s", id)
 	}
@@ -69,7 +79,7 @@ func (s *Store) GetTenant(ctx context.Context, id uuid.UUID) (gateway.Tenant, er
 // TenantByName reads a tenant by its name.
 func (s *Store) TenantByName(ctx context.Context, name string) (gateway.Tenant, error) {
 	t := gateway.Tenant{Name: name}
-	err := s.pool.QueryRow(ctx, `SELECT tenant_id, created_at FROM tenant WHERE name = $1`, name).Scan(&t.ID, &t.CreatedAt)
+	err := s.pool.QueryRow(ctx, qTenantByName.SQL, name).Scan(&t.ID, &t.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, errs.Errorf(errs.NotFound, "no tenant named %q", name)
 	}
@@ -78,7 +88,7 @@ func (s *Store) TenantByName(ctx context.Context, name string) (gateway.Tenant, 
 
 // TenantSigners lists the signers tenant owns, by chain and address.
 func (s *Store) TenantSigners(ctx context.Context, tenant uuid.UUID) ([]gateway.SignerRef, error) {
-	rows, err := s.pool.Query(ctx, `SELECT chain_id, signer FROM tenant_signer WHERE tenant_id = $1 ORDER BY chain_id, signer`, tenant)
+	rows, err := s.pool.Query(ctx, qTenantSigners.SQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("signers of tenant %s: %w", tenant, err)
 	}
@@ -100,8 +110,7 @@ func (s *Store) requireOwned(ctx context.Context, tenant uuid.UUID, signers []ga
 	for i, sg := range signers {
 		chains[i], addrs[i] = int64(sg.ChainID), sg.Address.Bytes()
 	}
-	rows, err := s.pool.Query(ctx, `SELECT c, a FROM unnest($2::bigint[], $3::bytea[]) AS r (c, a)
-		WHERE NOT EXISTS (SELECT 1 FROM tenant_signer t WHERE t.chain_id = r.c AND t.signer = r.a AND t.tenant_id = $1)`, tenant, chains, addrs)
+	rows, err := s.pool.Query(ctx, qForeignSigners.SQL, tenant, chains, addrs)
 	if err != nil {
 		return fmt.Errorf("signers of tenant %s: %w", tenant, err)
 	}
@@ -135,8 +144,7 @@ func (s *Store) CreateKey(ctx context.Context, nk gateway.NewKey) (gateway.Key, 
 	if err != nil {
 		return gateway.Key{}, "", err
 	}
-	err = s.pool.QueryRow(ctx, `INSERT INTO api_key (key_id, tenant_id, name, secret_hash, scopes, signers, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at`,
+	err = s.pool.QueryRow(ctx, qCreateKey.SQL,
 		k.ID, k.Tenant, k.Name, hash[:], scopeStrings(k.Scopes), gateway.SignerStrings(k.Signers), k.ExpiresAt).Scan(&k.CreatedAt)
 	if err != nil {
 		return gateway.Key{}, "", fmt.Errorf("create key %q: %w", nk.Name, err)
@@ -155,9 +163,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (gateway.Key, er
 		return gateway.Key{}, gateway.ErrBadKey
 	}
 	var stored []byte
-	k, err := scanKey(s.pool.QueryRow(ctx, `
-		SELECT secret_hash, `+keyColumns+` FROM api_key
-		WHERE key_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, id), &stored)
+	k, err := scanKey(s.pool.QueryRow(ctx, qAuthenticateKey.SQL, id), &stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return gateway.Key{}, gateway.ErrBadKey
 	}
@@ -169,8 +175,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (gateway.Key, er
 	}
 	if k.LastUsedAt == nil || time.Since(*k.LastUsedAt) >= gateway.LastUsedEvery {
 		// The condition again in SQL: nodes racing write once.
-		if _, err := s.pool.Exec(ctx, `UPDATE api_key SET last_used_at = now()
-			WHERE key_id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - $2::interval)`, id, gateway.LastUsedEvery); err != nil {
+		if _, err := s.pool.Exec(ctx, qRecordKeyUse.SQL, id, gateway.LastUsedEvery); err != nil {
 			return gateway.Key{}, fmt.Errorf("authenticate: record the key's use: %w", err)
 		}
 	}
@@ -184,15 +189,14 @@ func (s *Store) RevokeKey(ctx context.Context, tenant, id uuid.UUID, reach func(
 	var k gateway.Key
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		k, err = scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_key WHERE key_id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenant))
+		k, err = scanKey(tx.QueryRow(ctx, qLockKey.SQL, id, tenant))
 		if errors.Is(err, pgx.ErrNoRows) || err == nil && !reach(k) {
 			return errs.Errorf(errs.NotFound, "no key %s", id)
 		}
 		if err != nil {
 			return err
 		}
-		k, err = scanKey(tx.QueryRow(ctx, `UPDATE api_key SET revoked_at = coalesce(revoked_at, now())
-			WHERE key_id = $1 RETURNING `+keyColumns, id))
+		k, err = scanKey(tx.QueryRow(ctx, qRevokeKey.SQL, id))
 		return err
 	})
 	return k, err
@@ -200,16 +204,15 @@ func (s *Store) RevokeKey(ctx context.Context, tenant, id uuid.UUID, reach func(
 
 // Keys lists tenant's keys, oldest first.
 func (s *Store) Keys(ctx context.Context, tenant uuid.UUID) ([]gateway.Key, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_key WHERE tenant_id = $1 ORDER BY created_at, key_id`, tenant)
+	rows, err := s.pool.Query(ctx, qKeys.SQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (gateway.Key, error) { return scanKey(r) })
 }
 
-const keyColumns = `key_id, tenant_id, name, scopes, signers, expires_at, revoked_at, created_at, last_used_at`
-
-// scanKey reads keyColumns, after the lead destinations.
+// scanKey reads a key's columns as queries/keys.sql lists them (key_id to
+// last_used_at), after the lead destinations.
 func scanKey(row pgx.Row, lead ...any) (gateway.Key, error) {
 	var k gateway.Key
 	var scopes, signers []string

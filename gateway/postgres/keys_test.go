@@ -15,7 +15,7 @@ import (
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func newStore(t *testing.T) *postgres.Store {

@@ -18,6 +18,32 @@ import (
 	"github.com/txfence/txfence/shared/pg"
 )
 
+// The statements of queries/webhooks.sql.
+var (
+	qCreateSubscription   = Queries.Use("CreateSubscription")
+	qAddWebhookSecret     = Queries.Use("AddWebhookSecret")
+	qGetSubscription      = Queries.Use("GetSubscription")
+	qSubscriptionExists   = Queries.Use("SubscriptionExists")
+	qSubscriptions        = Queries.Use("Subscriptions")
+	qUpdateSubscription   = Queries.Use("UpdateSubscription")
+	qDeleteSubscription   = Queries.Use("DeleteSubscription")
+	qLockSubscription     = Queries.Use("LockSubscription")
+	qDeleteExpiredSecrets = Queries.Use("DeleteExpiredSecrets")
+	qRetireSecrets        = Queries.Use("RetireSecrets")
+	qSubscriptionTarget   = Queries.Use("SubscriptionTarget")
+	qSubscriptionSecrets  = Queries.Use("SubscriptionSecrets")
+	qDeliveryLog          = Queries.Use("DeliveryLog")
+	qDeliveryLogByStatus  = Queries.Use("DeliveryLogByStatus")
+	qLatestAttempts       = Queries.Use("LatestAttempts")
+	qFeedCursor           = Queries.Use("FeedCursor")
+	qAdvanceFeedCursor    = Queries.Use("AdvanceFeedCursor")
+	qFanOut               = Queries.Use("FanOut")
+	qReplayDeliveries     = Queries.Use("ReplayDeliveries")
+	qClaimDelivery        = Queries.Use("ClaimDelivery")
+	qRecordAttempt        = Queries.Use("RecordAttempt")
+	qReleaseClaim         = Queries.Use("ReleaseClaim")
+)
+
 // Limits of what is kept of an attempt.
 const (
 	// maxAttemptError bounds the error text kept per attempt (the column's
@@ -66,13 +92,11 @@ func (s *Store) CreateSubscription(ctx context.Context, tenant uuid.UUID, ns gat
 	var sub gateway.Subscription
 	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		var err error
-		sub, err = scanSubscription(tx.QueryRow(ctx, `INSERT INTO webhook_subscription
-			(subscription_id, tenant_id, url, description, event_types, signers, enabled) VALUES ($1, $2, $3, $4, $5, $6, $7)
-			RETURNING `+subscriptionColumns, id, tenant, url, ns.Description, eventTypes, signers, enabled))
+		sub, err = scanSubscription(tx.QueryRow(ctx, qCreateSubscription.SQL, id, tenant, url, ns.Description, eventTypes, signers, enabled))
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO webhook_secret (secret_id, subscription_id, secret) VALUES ($1, $2, $3)`, uuid.New(), id, string(secret))
+		_, err = tx.Exec(ctx, qAddWebhookSecret.SQL, uuid.New(), id, string(secret))
 		return err
 	})
 	if err != nil {
@@ -87,8 +111,7 @@ func (s *Store) CreateSubscription(ctx context.Context, tenant uuid.UUID, ns gat
 // Subscription reads one of tenant's subscriptions; another tenant's is
 // errs.NotFound, as if it did not exist.
 func (s *Store) Subscription(ctx context.Context, tenant, id uuid.UUID) (gateway.Subscription, error) {
-	sub, err := scanSubscription(s.pool.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
-		WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant))
+	sub, err := scanSubscription(s.pool.QueryRow(ctx, qGetSubscription.SQL, id, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sub, noSubscription(id)
 	}
@@ -105,8 +128,7 @@ func noSubscription(id uuid.UUID) error {
 // requireSubscription is errs.NotFound unless tenant has subscription id.
 func (s *Store) requireSubscription(ctx context.Context, tenant, id uuid.UUID) error {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_subscription WHERE subscription_id = $1 AND tenant_id = $2)`,
-		id, tenant).Scan(&ok)
+	err := s.pool.QueryRow(ctx, qSubscriptionExists.SQL, id, tenant).Scan(&ok)
 	switch {
 	case err != nil:
 		return fmt.Errorf("webhook subscription %s: %w", id, err)
@@ -133,9 +155,7 @@ func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor stri
 		}
 		afterAt, afterID = &at, &id
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
-		WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, subscription_id) > ($2, $3::uuid))
-		ORDER BY created_at, subscription_id LIMIT $4`, tenant, afterAt, afterID, limit+1)
+	rows, err := s.pool.Query(ctx, qSubscriptions.SQL, tenant, afterAt, afterID, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("webhook subscriptions: %w", err)
 	}
@@ -206,15 +226,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, tenant, id uuid.UUID, p 
 		return gateway.Subscription{}, gateway.InvalidSubscription(fields)
 	}
 	// One statement: concurrent updates of different fields both stick.
-	sub, err := scanSubscription(s.pool.QueryRow(ctx, `UPDATE webhook_subscription SET
-			url = coalesce($3, url),
-			description = coalesce($4, description),
-			event_types = CASE WHEN $5::boolean THEN $6::text[] ELSE event_types END,
-			signers = CASE WHEN $7::boolean THEN $8::text[] ELSE signers END,
-			enabled = coalesce($9, enabled),
-			updated_at = now()
-		WHERE subscription_id = $1 AND tenant_id = $2
-		RETURNING `+subscriptionColumns,
+	sub, err := scanSubscription(s.pool.QueryRow(ctx, qUpdateSubscription.SQL,
 		id, tenant, newURL, p.Description, p.EventTypes != nil, types, p.Signers != nil, signers, p.Enabled))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sub, noSubscription(id)
@@ -230,7 +242,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, tenant, id uuid.UUID, p 
 // flight finishes, and its result is dropped). Another tenant's is
 // errs.NotFound.
 func (s *Store) DeleteSubscription(ctx context.Context, tenant, id uuid.UUID) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_subscription WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant)
+	tag, err := s.pool.Exec(ctx, qDeleteSubscription.SQL, id, tenant)
 	if err != nil {
 		return fmt.Errorf("delete webhook subscription %s: %w", id, err)
 	}
@@ -259,22 +271,20 @@ func (s *Store) RotateSubscriptionSecret(ctx context.Context, tenant, id uuid.UU
 	err = pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		// The row lock orders concurrent rotations of one subscription.
 		var err error
-		sub, err = scanSubscription(tx.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM webhook_subscription
-			WHERE subscription_id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenant))
+		sub, err = scanSubscription(tx.QueryRow(ctx, qLockSubscription.SQL, id, tenant))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return noSubscription(id)
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM webhook_secret WHERE subscription_id = $1 AND expires_at <= now()`, id); err != nil {
+		if _, err := tx.Exec(ctx, qDeleteExpiredSecrets.SQL, id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE webhook_secret SET expires_at = least(coalesce(expires_at, 'infinity'), now() + make_interval(secs => $2))
-			WHERE subscription_id = $1`, id, grace.Seconds()); err != nil {
+		if _, err := tx.Exec(ctx, qRetireSecrets.SQL, id, grace.Seconds()); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO webhook_secret (secret_id, subscription_id, secret) VALUES ($1, $2, $3)`, uuid.New(), id, string(secret))
+		_, err = tx.Exec(ctx, qAddWebhookSecret.SQL, uuid.New(), id, string(secret))
 		return err
 	})
 	if errs.Is(err, errs.NotFound) {
@@ -292,8 +302,7 @@ func (s *Store) RotateSubscriptionSecret(ctx context.Context, tenant, id uuid.UU
 func (s *Store) SubscriptionTarget(ctx context.Context, tenant, id uuid.UUID) (string, []gateway.WebhookSecret, error) {
 	var u string
 	var secrets []string
-	err := s.pool.QueryRow(ctx, `SELECT url, `+liveSecrets+` FROM webhook_subscription d
-		WHERE subscription_id = $1 AND tenant_id = $2`, id, tenant).Scan(&u, &secrets)
+	err := s.pool.QueryRow(ctx, qSubscriptionTarget.SQL, id, tenant).Scan(&u, &secrets)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, noSubscription(id)
 	}
@@ -303,11 +312,6 @@ func (s *Store) SubscriptionTarget(ctx context.Context, tenant, id uuid.UUID) (s
 	return u, webhookSecrets(secrets), nil
 }
 
-// liveSecrets is the signing secrets of subscription d.subscription_id,
-// newest first.
-const liveSecrets = `ARRAY(SELECT w.secret FROM webhook_secret w WHERE w.subscription_id = d.subscription_id
-	AND (w.expires_at IS NULL OR w.expires_at > now()) ORDER BY w.created_at DESC, w.secret_id)`
-
 func webhookSecrets(ss []string) []gateway.WebhookSecret {
 	out := make([]gateway.WebhookSecret, len(ss))
 	for i, s := range ss {
@@ -316,8 +320,8 @@ func webhookSecrets(ss []string) []gateway.WebhookSecret {
 	return out
 }
 
-const subscriptionColumns = `subscription_id, tenant_id, url, description, event_types, signers, enabled, created_at, updated_at`
-
+// scanSubscription reads a subscription's columns as
+// queries/webhooks.sql lists them (subscription_id to updated_at).
 func scanSubscription(row pgx.Row) (gateway.Subscription, error) {
 	var sub gateway.Subscription
 	err := row.Scan(&sub.ID, &sub.Tenant, &sub.URL, &sub.Description, &sub.EventTypes, &sub.Signers, &sub.Enabled, &sub.CreatedAt, &sub.UpdatedAt)
@@ -341,8 +345,7 @@ func (s *Store) attachSecrets(ctx context.Context, subs []*gateway.Subscription)
 		ids[i], byID[sub.ID] = sub.ID, sub
 		sub.Secrets = []gateway.SubscriptionSecret{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT subscription_id, secret_id, created_at, expires_at FROM webhook_secret
-		WHERE subscription_id = ANY($1) ORDER BY subscription_id, created_at, secret_id`, ids)
+	rows, err := s.pool.Query(ctx, qSubscriptionSecrets.SQL, ids)
 	if err != nil {
 		return fmt.Errorf("webhook secrets: %w", err)
 	}
@@ -372,28 +375,28 @@ func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, 
 		return nil, "", errs.InvalidFields(fmt.Sprintf("status: %q is not pending, delivered or dead", f.Status),
 			errs.FieldError{Pointer: "status", Detail: "pending, delivered or dead"})
 	}
-	before := int64(-1) // no cursor: from the newest
+	var before *int64 // no cursor: from the newest
 	if f.Cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
 		if err != nil || len(b) != 8 {
 			return nil, "", badCursor()
 		}
-		before = int64(binary.BigEndian.Uint64(b))
+		// A cursor beyond int64, which no page issues (sequences are
+		// positive bigints), lists from the newest, as it always has.
+		if seq := int64(binary.BigEndian.Uint64(b)); seq >= 0 {
+			before = &seq
+		}
 	}
 	if err := s.requireSubscription(ctx, tenant, subscription); err != nil {
 		return nil, "", err
 	}
-	// Two spellings rather than "$2 IS NULL OR status = $2", so that each
-	// keeps its index under a generic plan.
-	q := `SELECT ` + deliveryColumns + ` FROM webhook_delivery
-		WHERE subscription_id = $1 AND ($2::bigint < 0 OR event_seq < $2::bigint) ORDER BY event_seq DESC LIMIT $3`
-	args := []any{subscription, before, limit + 1}
+	// Two statements rather than an optional status, so that each keeps
+	// its index under a generic plan (see the query file).
+	q, args := qDeliveryLog, []any{subscription, before, limit + 1}
 	if f.Status != "" {
-		q = `SELECT ` + deliveryColumns + ` FROM webhook_delivery
-			WHERE subscription_id = $1 AND status = $4 AND ($2::bigint < 0 OR event_seq < $2::bigint) ORDER BY event_seq DESC LIMIT $3`
-		args = append(args, string(f.Status))
+		q, args = qDeliveryLogByStatus, append(args, string(f.Status))
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.pool.Query(ctx, q.SQL, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("webhook deliveries of %s: %w", subscription, err)
 	}
@@ -409,9 +412,8 @@ func (s *Store) Deliveries(ctx context.Context, tenant, subscription uuid.UUID, 
 	return ds, next, s.attachAttempts(ctx, ds)
 }
 
-const deliveryColumns = `delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, status, attempts,
-	next_attempt_at, last_status_code, last_error, first_attempt_at, created_at, delivered_at`
-
+// scanDelivery reads a delivery's columns as queries/webhooks.sql lists
+// them (delivery_id to delivered_at).
 func scanDelivery(row pgx.Row) (gateway.Delivery, error) {
 	var d gateway.Delivery
 	var seq int64
@@ -436,10 +438,7 @@ func (s *Store) attachAttempts(ctx context.Context, ds []gateway.Delivery) error
 	for i, d := range ds {
 		ids[i], index[d.ID] = d.ID, i
 	}
-	rows, err := s.pool.Query(ctx, `SELECT d.id, a.attempted_at, a.status_code, a.error, a.duration_ms
-		FROM unnest($1::uuid[]) AS d (id) CROSS JOIN LATERAL (
-			SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempt
-			WHERE delivery_id = d.id ORDER BY attempt_id DESC LIMIT $2) a`, ids, attemptLogLimit)
+	rows, err := s.pool.Query(ctx, qLatestAttempts.SQL, ids, attemptLogLimit)
 	if err != nil {
 		return fmt.Errorf("webhook attempts: %w", err)
 	}
@@ -458,7 +457,7 @@ func (s *Store) attachAttempts(ctx context.Context, ds []gateway.Delivery) error
 // WebhookFeedCursor is the last feed sequence fanned out into deliveries.
 func (s *Store) WebhookFeedCursor(ctx context.Context) (uint64, error) {
 	var seq int64
-	if err := s.pool.QueryRow(ctx, `SELECT seq FROM webhook_feed_cursor`).Scan(&seq); err != nil {
+	if err := s.pool.QueryRow(ctx, qFeedCursor.SQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("webhook feed cursor: %w", err)
 	}
 	return uint64(seq), nil
@@ -478,7 +477,7 @@ func (s *Store) FanOut(ctx context.Context, after, through uint64, events []gate
 		advanced, queued = false, 0
 		// The cursor row is locked first: a concurrent fan-out waits here,
 		// then finds the cursor moved and writes nothing.
-		tag, err := tx.Exec(ctx, `UPDATE webhook_feed_cursor SET seq = $2, updated_at = now() WHERE seq = $1`, int64(after), int64(through))
+		tag, err := tx.Exec(ctx, qAdvanceFeedCursor.SQL, int64(after), int64(through))
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -486,22 +485,7 @@ func (s *Store) FanOut(ctx context.Context, after, through uint64, events []gate
 		if len(events) == 0 {
 			return nil
 		}
-		// A delivery queued behind one of its transaction waiting for a
-		// retry is due no earlier than that retry (see RecordAttempt); one
-		// being attempted right now holds nothing up. The last waiting
-		// delivery of the transaction has the latest time, since a retry
-		// moves those behind it along: one index probe.
-		tag, err = tx.Exec(ctx, `INSERT INTO webhook_delivery (delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, event, next_attempt_at)
-			SELECT gen_random_uuid(), s.subscription_id, e.seq, e.id, e.type, e.tx_id, e.body::json,
-				greatest(now(), (SELECT p.next_attempt_at FROM webhook_delivery p
-					WHERE p.subscription_id = s.subscription_id AND p.tx_id = e.tx_id AND p.status = 'pending' AND p.claim_token IS NULL
-					ORDER BY p.event_seq DESC LIMIT 1))
-			FROM `+eventRows+`
-			JOIN tenant_signer ts ON ts.chain_id = e.chain_id AND ts.signer = e.signer
-			JOIN webhook_subscription s ON s.tenant_id = ts.tenant_id
-			WHERE s.enabled AND `+subscriptionMatches+`
-			ORDER BY e.seq
-			ON CONFLICT (subscription_id, event_seq) DO NOTHING`, eventArgs(events)...)
+		tag, err = tx.Exec(ctx, qFanOut.SQL, eventArgs(events)...)
 		if err != nil {
 			return err
 		}
@@ -514,15 +498,8 @@ func (s *Store) FanOut(ctx context.Context, after, through uint64, events []gate
 	return advanced, queued, nil
 }
 
-// eventRows is the events passed as eventArgs, as a table e.
-const eventRows = `unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::text[], $8::text[])
-	AS e (seq, id, type, tx_id, chain_id, signer, signer_ref, body)`
-
-// subscriptionMatches is whether event e passes the filters of
-// subscription s (its tenant owning e's signer is the join's business).
-const subscriptionMatches = `(cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
-	AND (s.signers IS NULL OR e.signer_ref = ANY (s.signers))`
-
+// eventArgs are events as the parameters $1 to $8 of FanOut and
+// ReplayDeliveries: parallel arrays, one per column of their table e.
 func eventArgs(events []gateway.FeedEvent) []any {
 	n := len(events)
 	seqs, chains := make([]int64, n), make([]int64, n)
@@ -550,17 +527,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, tenant, subscription uuid.
 	if len(events) == 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO webhook_delivery (delivery_id, subscription_id, event_seq, event_id, event_type, tx_id, event)
-		SELECT gen_random_uuid(), s.subscription_id, e.seq, e.id, e.type, e.tx_id, e.body::json
-		FROM `+eventRows+`
-		JOIN tenant_signer ts ON ts.chain_id = e.chain_id AND ts.signer = e.signer
-		JOIN webhook_subscription s ON s.tenant_id = ts.tenant_id
-		WHERE s.subscription_id = $9 AND s.tenant_id = $10 AND `+subscriptionMatches+`
-		ORDER BY e.seq
-		ON CONFLICT (subscription_id, event_seq) DO UPDATE SET
-			status = 'pending', attempts = 0, next_attempt_at = now(), claim_token = NULL,
-			first_attempt_at = NULL, delivered_at = NULL`,
-		append(eventArgs(events), subscription, tenant)...)
+	tag, err := s.pool.Exec(ctx, qReplayDeliveries.SQL, append(eventArgs(events), subscription, tenant)...)
 	if err != nil {
 		return 0, fmt.Errorf("replay webhook deliveries of %s: %w", subscription, err)
 	}
@@ -578,22 +545,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, lease time.Duration) (*gatewa
 	c := &gateway.DeliveryClaim{Token: uuid.New()}
 	var seq int64
 	var secrets []string
-	err := s.pool.QueryRow(ctx, `
-		WITH due AS (
-			SELECT c.delivery_id FROM webhook_delivery c JOIN webhook_subscription cs USING (subscription_id)
-			WHERE c.status = 'pending' AND c.next_attempt_at <= now() AND cs.enabled
-				AND NOT EXISTS (SELECT 1 FROM webhook_delivery e
-					WHERE e.subscription_id = c.subscription_id AND e.tx_id = c.tx_id AND e.status = 'pending' AND e.event_seq < c.event_seq)
-			ORDER BY c.next_attempt_at
-			LIMIT 1
-			FOR UPDATE OF c SKIP LOCKED
-		)
-		UPDATE webhook_delivery d SET claim_token = $1, next_attempt_at = now() + make_interval(secs => $2),
-			first_attempt_at = coalesce(d.first_attempt_at, now())
-		FROM due, webhook_subscription s
-		WHERE d.delivery_id = due.delivery_id AND s.subscription_id = d.subscription_id
-		RETURNING d.delivery_id, d.subscription_id, s.tenant_id, d.event_seq, d.event_id, d.event_type, d.tx_id, d.attempts, s.url,
-			`+liveSecrets+`, d.event`, c.Token, lease.Seconds()).
+	err := s.pool.QueryRow(ctx, qClaimDelivery.SQL, c.Token, lease.Seconds()).
 		Scan(&c.DeliveryID, &c.SubscriptionID, &c.Tenant, &seq, &c.EventID, &c.EventType, &c.TxID, &c.Attempts, &c.URL, &secrets, &c.Body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -621,30 +573,7 @@ func (s *Store) RecordAttempt(ctx context.Context, c *gateway.DeliveryClaim, r g
 		errText = &t
 	}
 	var status gateway.DeliveryStatus
-	err := s.pool.QueryRow(ctx, `
-		WITH d AS (
-			UPDATE webhook_delivery SET
-				attempts = attempts + 1,
-				status = CASE WHEN $3::boolean THEN 'delivered'
-					WHEN now() >= first_attempt_at + make_interval(secs => $4) THEN 'dead' ELSE 'pending' END,
-				next_attempt_at = CASE WHEN $3::boolean THEN now() ELSE now() + make_interval(secs => $5) END,
-				delivered_at = CASE WHEN $3::boolean THEN now() END,
-				last_status_code = $6::integer, last_error = $7::text, claim_token = NULL
-			WHERE delivery_id = $1 AND claim_token = $2
-			RETURNING delivery_id, subscription_id, tx_id, event_seq, status, next_attempt_at
-		), a AS (
-			INSERT INTO webhook_attempt (delivery_id, attempted_at, status_code, error, duration_ms)
-			SELECT delivery_id, $8::timestamptz, $6::integer, $7::text, $9::bigint FROM d
-		), behind AS (
-			-- The transaction's later deliveries cannot go before this
-			-- retry: they are not due before it either, so that claims do
-			-- not wade through them while a receiver is down.
-			UPDATE webhook_delivery f SET next_attempt_at = d.next_attempt_at
-			FROM d
-			WHERE d.status = 'pending' AND f.subscription_id = d.subscription_id AND f.tx_id = d.tx_id
-				AND f.status = 'pending' AND f.event_seq > d.event_seq AND f.next_attempt_at < d.next_attempt_at
-		)
-		SELECT status FROM d`,
+	err := s.pool.QueryRow(ctx, qRecordAttempt.SQL,
 		c.DeliveryID, c.Token, r.Delivered, r.DeadAfter.Seconds(), r.RetryIn.Seconds(), code, errText, r.At, r.Duration.Milliseconds()).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", gateway.ErrClaimLost
@@ -658,9 +587,7 @@ func (s *Store) RecordAttempt(ctx context.Context, c *gateway.DeliveryClaim, r g
 // ReleaseClaim gives a claimed delivery back unattempted (the node is
 // stopping), due at once for whichever node comes next.
 func (s *Store) ReleaseClaim(ctx context.Context, c *gateway.DeliveryClaim) error {
-	_, err := s.pool.Exec(ctx, `UPDATE webhook_delivery SET claim_token = NULL, next_attempt_at = now(),
-			first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END
-		WHERE delivery_id = $1 AND claim_token = $2`, c.DeliveryID, c.Token)
+	_, err := s.pool.Exec(ctx, qReleaseClaim.SQL, c.DeliveryID, c.Token)
 	if err != nil {
 		return fmt.Errorf("release webhook delivery %s: %w", c.DeliveryID, err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 // webhookRig is a migrated store with two tenants: acme owns signerA on

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/gateway/ratelimit"
-	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // BenchmarkAllow measures one decision: "redis" counts in a real Redis

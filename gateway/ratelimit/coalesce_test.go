@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txfence/txfence/gateway/ratelimit"
-	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // scriptCalls counts the rate scripts Redis ran, and holds the first one

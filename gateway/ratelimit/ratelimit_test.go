@@ -20,12 +20,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/testinfra/wait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/redistest"
+	"github.com/txfence/txfence/testinfra/redistest"
 )
 
 // patient is a Redis timeout for tests that check counting, not outages:
@@ -81,15 +83,7 @@ func restartRedis(t *testing.T, u string) {
 // poll calls cond until it holds, failing t after timeout.
 func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting until %s", timeout, what)
-		}
-		<-tick.C
-	}
+	wait.For(t, timeout, what, cond)
 }
 
 // prefix is a key prefix of this test's own: unique per run too, since

@@ -120,7 +120,7 @@ func (m *TxManager) sendBatch(creates []*pendingCreate) ([]createAnswer, error) 
 		return nil, unreachable("create", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("create: %w", errs.FromBody(resp.StatusCode, resp.Header.Get("Content-Type"), raw))
+		return nil, fmt.Errorf("create: %w", errs.FromUpstream(resp.StatusCode, resp.Header.Get("Content-Type"), raw))
 	}
 	var answer struct {
 		Items []struct {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 

@@ -30,19 +30,13 @@ func NewLedger(baseURL string, hc *http.Client) (*Ledger, error) {
 }
 
 // ledgerAnswer returns the body of a successful answer, else the error of
-// the kind ledgerd's problem names. ledgerd refusing the gateway's own
-// identity (401, 403) is the deployment's fault, not the caller's: it is
-// an internal error, so the gateway's client does not read it as a
-// refusal of its key.
+// the kind ledgerd's problem names (errs.FromUpstream: ledgerd refusing
+// the gateway's own identity is an internal error).
 func ledgerAnswer(what string, raw *http.Response, body []byte, ok bool) ([]byte, error) {
 	if ok {
 		return body, nil
 	}
-	err := errs.FromBody(raw.StatusCode, raw.Header.Get("Content-Type"), body)
-	if errs.Is(err, errs.Unauthorized) || errs.Is(err, errs.Forbidden) {
-		return nil, fmt.Errorf("%s: ledgerd refused the gateway: %w", what, errs.Wrap(errs.Internal, "", err))
-	}
-	return nil, fmt.Errorf("%s: %w", what, err)
+	return nil, fmt.Errorf("%s: %w", what, errs.FromUpstream(raw.StatusCode, raw.Header.Get("Content-Type"), body))
 }
 
 // ledgerUnreachable is the error of a call that got no answer.

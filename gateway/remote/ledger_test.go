@@ -10,7 +10,7 @@ import (
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/openapi/ledgerapi"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // TestLedgerCallsKeepTheirKinds: the client reads the ledger's real API

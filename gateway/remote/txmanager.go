@@ -55,7 +55,7 @@ func unreachable(what string, err error) error {
 func answer[T any](what string, raw *http.Response, body []byte, v *T) (T, error) {
 	if v == nil {
 		var zero T
-		return zero, fmt.Errorf("%s: %w", what, errs.FromBody(raw.StatusCode, raw.Header.Get("Content-Type"), body))
+		return zero, fmt.Errorf("%s: %w", what, errs.FromUpstream(raw.StatusCode, raw.Header.Get("Content-Type"), body))
 	}
 	return *v, nil
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/openapi/components"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 // synthFeed is a feed of made-up events of one signer, spread over 64

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/testinfra/wait"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,8 +29,8 @@ import (
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
@@ -306,13 +308,7 @@ func (r *rig) subscribe(d *node, tenant uuid.UUID, rc *receiver, in webhook.NewS
 // waitFor polls cond until it holds, failing the test after a while.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(20 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, what, cond)
 }
 
 // Answers a receiver can give.

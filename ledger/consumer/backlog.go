@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/openapi/components"
 )
 
@@ -91,7 +91,7 @@ type hold struct {
 
 // drain is a chain's backlog events to try in a step, oldest first.
 type drain struct {
-	rows   []postgres.BacklogEvent
+	rows   []ledger.BacklogEvent
 	events []components.Event
 }
 
@@ -101,7 +101,7 @@ func (c *Consumer) halted(chainID uint64) bool { return c.Halted != nil && c.Hal
 // chain that is not halted and whose next try is due, and shortens wait,
 // the feed's long poll, to the next try of the others (whole seconds: the
 // feed waits by those). A step with backlogs to try does not wait.
-func (c *Consumer) dueBacklogs(ctx context.Context, backlogs map[uint64]postgres.BacklogChain, size int, wait time.Duration) (map[uint64]drain, time.Duration, error) {
+func (c *Consumer) dueBacklogs(ctx context.Context, backlogs map[uint64]ledger.BacklogChain, size int, wait time.Duration) (map[uint64]drain, time.Duration, error) {
 	now := time.Now()
 	next := map[uint64]time.Time{}
 	c.mu.Lock()
@@ -154,15 +154,15 @@ func booksFromChain(ev components.Event) bool {
 }
 
 // backlogEvent is ev as its chain's backlog keeps it.
-func backlogEvent(ev components.Event, reason, why string) postgres.BacklogEvent {
+func backlogEvent(ev components.Event, reason, why string) ledger.BacklogEvent {
 	// An event decoded from the feed encodes again: its data is JSON.
 	raw, _ := json.Marshal(ev)
-	return postgres.BacklogEvent{Seq: uint64(ev.Seq), ChainID: uint64(ev.ChainId), TxID: ev.TxId, Event: raw, EventAt: ev.CreatedAt,
+	return ledger.BacklogEvent{Seq: uint64(ev.Seq), ChainID: uint64(ev.ChainId), TxID: ev.TxId, Event: raw, EventAt: ev.CreatedAt,
 		Reason: reason, Error: why}
 }
 
 // chainSet is the chains of backlogs.
-func chainSet(backlogs map[uint64]postgres.BacklogChain) map[uint64]bool {
+func chainSet(backlogs map[uint64]ledger.BacklogChain) map[uint64]bool {
 	out := make(map[uint64]bool, len(backlogs))
 	for id := range backlogs {
 		out[id] = true
@@ -199,8 +199,8 @@ func (c *Consumer) holdsAfter(backlogged map[uint64]bool, failed, newly map[uint
 		if tried == nil {
 			tried = newly[id]
 		}
-		if tried == nil && c.halted(id) && (h.why == nil || h.why.reason != postgres.BacklogHalted) {
-			tried = &heldError{reason: postgres.BacklogHalted, err: fmt.Errorf("chain %d is halted", id)}
+		if tried == nil && c.halted(id) && (h.why == nil || h.why.reason != ledger.BacklogHalted) {
+			tried = &heldError{reason: ledger.BacklogHalted, err: fmt.Errorf("chain %d is halted", id)}
 		}
 		if tried != nil {
 			h.why = tried
@@ -214,7 +214,7 @@ func (c *Consumer) holdsAfter(backlogged map[uint64]bool, failed, newly map[uint
 				log = log.With("seq", h.why.seq, "tx_id", h.why.txID)
 			}
 		}
-		lasting := h.why != nil && (h.why.reason == postgres.BacklogHalted || h.why.reason == postgres.BacklogNoEndpoint)
+		lasting := h.why != nil && (h.why.reason == ledger.BacklogHalted || h.why.reason == ledger.BacklogNoEndpoint)
 		const msg = "ledger: a chain's events wait in the feed backlog; the feed goes on for the other chains"
 		switch {
 		case h.alerted:

@@ -24,9 +24,9 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
@@ -323,7 +323,7 @@ func TestAHaltedChainsEventsWaitUnread(t *testing.T) {
 			alerts = append(alerts, rec)
 		}
 	}
-	if len(alerts) != 1 || alerts[0]["chain_id"] != float64(r.a.ChainID()) || alerts[0]["reason"] != postgres.BacklogHalted {
+	if len(alerts) != 1 || alerts[0]["chain_id"] != float64(r.a.ChainID()) || alerts[0]["reason"] != ledger.BacklogHalted {
 		t.Errorf("backlog alerts %v, want one, of chain A, halted", alerts)
 	}
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/ledgertest"
-	"github.com/txfence/txfence/shared/anvil"
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )

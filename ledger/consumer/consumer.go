@@ -5,7 +5,7 @@
 // the reversal. The two transactions of a transfer between chains, which
 // their INIT events link by a transit id, are booked through in_transit
 // accounts (transit.go). Each page of events is booked in one transaction
-// with the feed's cursor (postgres.Store.BookFeed), so a crash anywhere
+// with the feed's cursor (ledger.ConsumerStore.BookFeed), so a crash anywhere
 // books nothing twice and skips nothing. An event that one chain's
 // trouble keeps from being booked goes to that chain's backlog, in the
 // same transaction, and the feed goes on for the other chains
@@ -31,7 +31,6 @@ import (
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/internal/retry"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
@@ -44,7 +43,7 @@ const Feed = "txmanager"
 // Consumer books the feed. Run one per ledger deployment: a second one is
 // harmless (the cursor refuses it) but idle.
 type Consumer struct {
-	Store *postgres.Store
+	Store ledger.ConsumerStore
 	// API reads the feed, as identity ledger.
 	API *txmanagerapi.ClientWithResponses
 	// Readers read each chain, by chain id.
@@ -75,7 +74,7 @@ type Consumer struct {
 	mu sync.Mutex
 	// wallets is the registry: each wallet's opening block, nil until the
 	// scanner opens it.
-	wallets map[postgres.WalletKey]*ledger.Block
+	wallets map[ledger.WalletKey]*ledger.Block
 	// holds are the chains with a backlog, as this process knows them.
 	holds map[uint64]*hold
 }
@@ -92,15 +91,15 @@ func (c *Consumer) log() *slog.Logger {
 func (c *Consumer) BooksAt(chainID uint64, addr common.Address, block uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	opened := c.wallets[postgres.WalletKey{ChainID: chainID, Address: addr}]
+	opened := c.wallets[ledger.WalletKey{ChainID: chainID, Address: addr}]
 	return opened != nil && opened.Number < block
 }
 
 // pageBooking is what a page being booked has made so far.
 type pageBooking struct {
-	keys     map[string]bool             // journals
-	reversed map[string]bool             // keys of the journals it reverses
-	signers  map[postgres.WalletKey]bool // wallets it registers
+	keys     map[string]bool           // journals
+	reversed map[string]bool           // keys of the journals it reverses
+	signers  map[ledger.WalletKey]bool // wallets it registers
 	settled  map[settlementPin]settlementRead
 	transits *transitPage
 }
@@ -203,7 +202,7 @@ func (c *Consumer) unopened(ctx context.Context, chainID uint64, addrs []common.
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, a := range addrs {
-			w := postgres.WalletKey{ChainID: chainID, Address: a}
+			w := ledger.WalletKey{ChainID: chainID, Address: a}
 			if opened, ok := c.wallets[w]; (ok && opened == nil) || (!ok && page.signers[w]) {
 				return a, true
 			}
@@ -234,7 +233,7 @@ func (c *Consumer) loadWallets(ctx context.Context, reload bool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.wallets = make(map[postgres.WalletKey]*ledger.Block, len(ws))
+	c.wallets = make(map[ledger.WalletKey]*ledger.Block, len(ws))
 	for _, w := range ws {
 		c.wallets[w.WalletKey] = w.Opened
 	}
@@ -298,14 +297,14 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	// Every signer is a wallet from its first event on, before anything of
 	// the page is booked: a payment between two of them is internal.
 	// The registry in memory learns them once they are booked.
-	var signers []postgres.WalletKey
-	p := &pageBooking{keys: map[string]bool{}, reversed: map[string]bool{}, signers: map[postgres.WalletKey]bool{}, settled: c.prefetch(ctx, read)}
+	var signers []ledger.WalletKey
+	p := &pageBooking{keys: map[string]bool{}, reversed: map[string]bool{}, signers: map[ledger.WalletKey]bool{}, settled: c.prefetch(ctx, read)}
 	if p.transits, err = c.loadTransits(ctx, append(drainEvents, page.Events...)); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
 	for _, ev := range page.Events {
-		w := postgres.WalletKey{ChainID: uint64(ev.ChainId), Address: common.HexToAddress(ev.Signer)}
+		w := ledger.WalletKey{ChainID: uint64(ev.ChainId), Address: common.HexToAddress(ev.Signer)}
 		if _, known := c.wallets[w]; !known && !p.signers[w] {
 			p.signers[w] = true
 			signers = append(signers, w)
@@ -360,7 +359,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	// chain goes to the backlog when the chain is halted, when it has a
 	// backlog (its order is kept: a reversal follows the booking it
 	// reverses), or when the chain cannot book it now.
-	var moved []postgres.BacklogEvent
+	var moved []ledger.BacklogEvent
 	newly := map[uint64]*heldError{}
 	to := cursor
 	for _, ev := range page.Events {
@@ -373,9 +372,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			reason := ""
 			switch {
 			case backlogged[id]:
-				reason = postgres.BacklogQueued
+				reason = ledger.BacklogQueued
 			case c.halted(id):
-				reason = postgres.BacklogHalted
+				reason = ledger.BacklogHalted
 				newly[id] = &heldError{reason: reason, err: fmt.Errorf("chain %d is halted", id), seq: seq, txID: ev.TxId}
 			}
 			if reason != "" {
@@ -408,7 +407,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		c.holdsAfter(backlogged, failed, newly)
 		return 0, nil
 	}
-	if _, err := c.Store.BookFeed(ctx, &postgres.FeedBooking{Feed: Feed, From: cursor, To: to, Signers: signers, Journals: journals,
+	if _, err := c.Store.BookFeed(ctx, &ledger.FeedBooking{Feed: Feed, From: cursor, To: to, Signers: signers, Journals: journals,
 		Transits: p.transits.written(), Backlog: moved, Drained: drained}); err != nil {
 		return 0, err
 	}
@@ -458,7 +457,7 @@ func (c *Consumer) undoneLater(ctx context.Context, ev components.Event) (bool, 
 
 // errBookFirst says an event needs what the page before it books: a
 // reversal of a journal the same page made, or a settlement booked again
-// after a reversal the same page makes (postgres.Store.BookFeed tells a
+// after a reversal the same page makes (ConsumerStore.BookFeed tells a
 // booking again from a replay by the reversal booked before it).
 var errBookFirst = fmt.Errorf("book the events before this one first")
 
@@ -522,7 +521,7 @@ func final(state, reason string) bool {
 // or moves, as it leaves it.
 type eventBooking struct {
 	journals []*ledger.Journal
-	transit  *postgres.TransitWrite
+	transit  *ledger.TransitWrite
 	// reverses is the key of the settlement a reversal reverses.
 	reverses string
 }
@@ -559,7 +558,7 @@ func (c *Consumer) bookingFor(ctx context.Context, ev components.Event, page *pa
 			return eventBooking{}, errBookFirst // the block came back
 		}
 		if c.Readers[chainID] == nil {
-			return eventBooking{}, &heldError{reason: postgres.BacklogNoEndpoint, err: fmt.Errorf("no chain endpoint is configured for chain %d", chainID)}
+			return eventBooking{}, &heldError{reason: ledger.BacklogNoEndpoint, err: fmt.Errorf("no chain endpoint is configured for chain %d", chainID)}
 		}
 		read, ok := page.settled[pin]
 		if !ok {
@@ -585,13 +584,13 @@ func (c *Consumer) bookingFor(ctx context.Context, ev components.Event, page *pa
 					return eventBooking{}, nil
 				}
 			}
-			return eventBooking{}, &heldError{reason: postgres.BacklogEndpoint, err: err}
+			return eventBooking{}, &heldError{reason: ledger.BacklogEndpoint, err: err}
 		}
 		if w, ok, err := c.unopened(ctx, chainID, s.Parties(), page); err != nil || ok {
 			if err != nil {
 				return eventBooking{}, err
 			}
-			return eventBooking{}, &heldError{reason: postgres.BacklogWalletNotOpened, err: &waitOpening{chainID: chainID, wallet: w}}
+			return eventBooking{}, &heldError{reason: ledger.BacklogWalletNotOpened, err: &waitOpening{chainID: chainID, wallet: w}}
 		}
 		if t := page.transits.ofTx(ev.TxId); t != nil && d.ToState == "CONFIRMED" {
 			return c.bookEnd(ev, s, t), nil

@@ -19,11 +19,11 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
@@ -168,7 +168,7 @@ func (r *rig) drain(t testing.TB) {
 }
 
 // backlog is the backlog of the rig's chain, oldest first.
-func (r *rig) backlog(t testing.TB) []postgres.BacklogEvent {
+func (r *rig) backlog(t testing.TB) []ledger.BacklogEvent {
 	t.Helper()
 	b, err := r.store.Backlog(context.Background(), consumer.Feed, r.node.ChainID(), 1000)
 	if err != nil {
@@ -296,7 +296,7 @@ func TestAnUnreadableConfirmationWaitsInTheBacklog(t *testing.T) {
 	if c, err := r.store.Cursor(ctx, consumer.Feed); err != nil || c != 2 {
 		t.Errorf("the cursor is at %d (%v), want 2", c, err)
 	}
-	if got := r.backlog(t); len(got) != 1 || got[0].Seq != 2 || got[0].Reason != postgres.BacklogEndpoint {
+	if got := r.backlog(t); len(got) != 1 || got[0].Seq != 2 || got[0].Reason != ledger.BacklogEndpoint {
 		t.Errorf("the backlog holds %+v, want the confirmation (2), for its endpoint", got)
 	}
 	r.requireTiesOut(t, "nothing booked")
@@ -327,7 +327,7 @@ func TestASettlementWaitsForItsWalletsOpening(t *testing.T) {
 	if n, err := r.c.Step(ctx); err != nil || n != 2 {
 		t.Fatalf("first step: %d events, %v; want the INIT booked and the settlement moved to the backlog", n, err)
 	}
-	if got := r.backlog(t); len(got) != 1 || got[0].Seq != 2 || got[0].Reason != postgres.BacklogWalletNotOpened {
+	if got := r.backlog(t); len(got) != 1 || got[0].Seq != 2 || got[0].Reason != ledger.BacklogWalletNotOpened {
 		t.Fatalf("the backlog holds %+v, want the settlement (2), waiting for its wallet", got)
 	}
 	if n, err := r.c.Step(ctx); err != nil || n != 0 {

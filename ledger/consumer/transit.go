@@ -13,7 +13,6 @@ import (
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/booking"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/components"
 )
 
@@ -28,8 +27,8 @@ import (
 // events so far leave them: read once for the page (TransitsOf), changed
 // by each event, written with the page.
 type transitPage struct {
-	byID    map[string]*postgres.TransitWrite
-	byTx    map[uuid.UUID]*postgres.TransitWrite
+	byID    map[string]*ledger.TransitWrite
+	byTx    map[uuid.UUID]*ledger.TransitWrite
 	changed []string // transit ids, in the order first changed
 }
 
@@ -55,16 +54,16 @@ func (c *Consumer) loadTransits(ctx context.Context, events []components.Event) 
 	if err != nil {
 		return nil, err
 	}
-	p := &transitPage{byID: map[string]*postgres.TransitWrite{}, byTx: map[uuid.UUID]*postgres.TransitWrite{}}
+	p := &transitPage{byID: map[string]*ledger.TransitWrite{}, byTx: map[uuid.UUID]*ledger.TransitWrite{}}
 	for _, t := range stored {
-		p.index(&postgres.TransitWrite{Transit: t})
+		p.index(&ledger.TransitWrite{Transit: t})
 	}
 	return p, nil
 }
 
 func compareUUID(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
 
-func (p *transitPage) index(w *postgres.TransitWrite) {
+func (p *transitPage) index(w *ledger.TransitWrite) {
 	p.byID[w.ID] = w
 	p.byTx[w.Source.TxID] = w
 	if w.Destination.TxID != uuid.Nil {
@@ -74,7 +73,7 @@ func (p *transitPage) index(w *postgres.TransitWrite) {
 
 // ofTx is a copy of the transit transaction tx is an end of, for an event
 // to change; nil when it is none's.
-func (p *transitPage) ofTx(tx components.TxId) *postgres.TransitWrite {
+func (p *transitPage) ofTx(tx components.TxId) *ledger.TransitWrite {
 	id, err := uuid.Parse(tx)
 	if err != nil || p.byTx[id] == nil {
 		return nil
@@ -84,7 +83,7 @@ func (p *transitPage) ofTx(tx components.TxId) *postgres.TransitWrite {
 }
 
 // put keeps w as the page's events leave its transit.
-func (p *transitPage) put(w *postgres.TransitWrite) {
+func (p *transitPage) put(w *ledger.TransitWrite) {
 	if !slices.Contains(p.changed, w.ID) {
 		p.changed = append(p.changed, w.ID)
 	}
@@ -92,8 +91,8 @@ func (p *transitPage) put(w *postgres.TransitWrite) {
 }
 
 // written is what the page writes: the transits its events changed.
-func (p *transitPage) written() []postgres.TransitWrite {
-	out := make([]postgres.TransitWrite, len(p.changed))
+func (p *transitPage) written() []ledger.TransitWrite {
+	out := make([]ledger.TransitWrite, len(p.changed))
 	for i, id := range p.changed {
 		out[i] = *p.byID[id]
 	}
@@ -101,7 +100,7 @@ func (p *transitPage) written() []postgres.TransitWrite {
 }
 
 // endOf is the end of t that tx is, and its role.
-func endOf(t *postgres.TransitWrite, tx components.TxId) (*ledger.TransitEnd, booking.TransitRole) {
+func endOf(t *ledger.TransitWrite, tx components.TxId) (*ledger.TransitEnd, booking.TransitRole) {
 	if t.Source.TxID.String() == tx {
 		return &t.Source, booking.TransitSource
 	}
@@ -129,7 +128,7 @@ func (c *Consumer) link(ev components.Event, d *stateChanged, page *pageBooking)
 	stored := page.transits.byID[key]
 	switch {
 	case stored == nil:
-		return eventBooking{transit: &postgres.TransitWrite{Transit: ledger.Transit{ID: key, Status: ledger.TransitPending, Source: end}}}
+		return eventBooking{transit: &ledger.TransitWrite{Transit: ledger.Transit{ID: key, Status: ledger.TransitPending, Source: end}}}
 	case stored.Source.TxID == id || stored.Destination.TxID == id:
 		return eventBooking{} // linked already
 	case stored.Destination.TxID == uuid.Nil && d.DependsOn != nil && *d.DependsOn == stored.Source.TxID:
@@ -146,7 +145,7 @@ func (c *Consumer) link(ev components.Event, d *stateChanged, page *pageBooking)
 // or out of in_transit, and with the bridge fee when the other end is
 // booked. A settlement that cannot be an end (booking.TransitJournal says
 // why) is booked plainly, and the transit stays as it was: an alert.
-func (c *Consumer) bookEnd(ev components.Event, s *booking.Settled, w *postgres.TransitWrite) eventBooking {
+func (c *Consumer) bookEnd(ev components.Event, s *booking.Settled, w *ledger.TransitWrite) eventBooking {
 	end, role := endOf(w, ev.TxId)
 	j, moved, err := booking.TransitJournal(s, c, booking.TransitSide{ID: w.ID, Role: role, Wallet: end.Wallet})
 	if err != nil {
@@ -188,7 +187,7 @@ func (c *Consumer) bookEnd(ev components.Event, s *booking.Settled, w *postgres.
 // transit w, what it does to the transit: when id books the end, the end
 // is booked no more, the bridge fee is reversed too, and the transit
 // re-opens.
-func (c *Consumer) reopen(ctx context.Context, ev components.Event, id int64, w *postgres.TransitWrite, b eventBooking) (eventBooking, error) {
+func (c *Consumer) reopen(ctx context.Context, ev components.Event, id int64, w *ledger.TransitWrite, b eventBooking) (eventBooking, error) {
 	end, role := endOf(w, ev.TxId)
 	if !end.Booked() || end.JournalID != id {
 		return b, nil // the end was booked plainly, or not from this journal
@@ -222,7 +221,7 @@ func (c *Consumer) reopen(ctx context.Context, ev components.Event, id int64, w 
 }
 
 // journalOf is the journal a booked one books, for its reversal.
-func journalOf(j postgres.BookedJournal) *ledger.Journal {
+func journalOf(j ledger.BookedJournal) *ledger.Journal {
 	out := &ledger.Journal{Kind: j.Kind, ChainID: j.ChainID, TxHash: j.TxHash, Block: j.Block, Status: j.Status}
 	for _, e := range j.Entries {
 		out.Legs = append(out.Legs, ledger.Leg{Account: e.Account, Amount: e.Amount})

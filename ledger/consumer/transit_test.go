@@ -23,10 +23,10 @@ import (
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/transit"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
@@ -382,7 +382,7 @@ func TestAnOpenTransferIsListedAndAlertedOnce(t *testing.T) {
 	r.drain(t)
 	r.requireTiesOut(t, "in transit")
 	ctx := context.Background()
-	open, err := r.store.Transits(ctx, postgres.TransitFilter{Status: ledger.TransitOpen, ChainID: chainB, Limit: 10})
+	open, err := r.store.Transits(ctx, ledger.TransitFilter{Status: ledger.TransitOpen, ChainID: chainB, Limit: 10})
 	if err != nil || len(open) != 1 || open[0].ID != tr.id || !open[0].Source.Booked() || open[0].Destination.Booked() {
 		t.Fatalf("open transits: %+v %v", open, err)
 	}
@@ -457,7 +457,7 @@ func TestAReorgOfTheSourceReopensTheTransfer(t *testing.T) {
 	if fee := r.balance(t, r.a.key(ledger.FeeExpense, r.a.asset(), r.bridge)); fee.Sign() != 0 {
 		t.Errorf("the bridge fee stands at %s after the reorg", fee)
 	}
-	if open, err := r.store.Transits(ctx, postgres.TransitFilter{Status: ledger.TransitOpen, Limit: 10}); err != nil || len(open) != 1 {
+	if open, err := r.store.Transits(ctx, ledger.TransitFilter{Status: ledger.TransitOpen, Limit: 10}); err != nil || len(open) != 1 {
 		t.Errorf("open transits after the reorg: %+v %v", open, err)
 	}
 

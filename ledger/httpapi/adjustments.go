@@ -53,35 +53,30 @@ var errNoOperator = errs.E(errs.Forbidden, "an adjustment is booked only through
 // (ledger.SuspenseAdjustment): 201 with its journal, 200 with the same
 // journal when the same adjustment was booked before. A request without
 // its operator is refused (errNoOperator).
-func (a *API) createAdjustment(w http.ResponseWriter, r *http.Request) {
+func (a *API) createAdjustment(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var req adjustmentRequest
 	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxAdjustmentBody), &req); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if req.Operator == nil {
-		httpserver.Error(w, r, errNoOperator)
-		return
+		return errNoOperator
 	}
 	adj, err := req.adjustment()
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	posted, err := a.store.Adjust(r.Context(), adj)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusCreated
 	if !posted.Created {
 		status = http.StatusOK
 	}
-	a.writeJournal(w, r, status, posted.JournalID)
+	return a.writeJournal(w, r, status, posted.JournalID)
 }
 
 // adjustment reads req, naming each field that is missing or malformed.

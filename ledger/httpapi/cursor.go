@@ -8,7 +8,7 @@ import (
 	"errors"
 	"math/big"
 
-	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/ledger"
 )
 
 // A cursor is opaque to callers: base64url of a version, the list it
@@ -114,7 +114,7 @@ func statementScope(accountID int64) string {
 }
 
 // sealPosition is the cursor of an account's statement after pos.
-func (c cursors) sealPosition(accountID int64, pos postgres.StatementPosition) string {
+func (c cursors) sealPosition(accountID int64, pos ledger.StatementPosition) string {
 	b := binary.BigEndian.AppendUint64(nil, uint64(pos.Version))
 	b = binary.BigEndian.AppendUint64(b, uint64(pos.EntryID))
 	sign := byte(0)
@@ -127,12 +127,12 @@ func (c cursors) sealPosition(accountID int64, pos postgres.StatementPosition) s
 }
 
 // openPosition is the position a cursor of sealPosition carries.
-func (c cursors) openPosition(accountID int64, s string) (postgres.StatementPosition, error) {
+func (c cursors) openPosition(accountID int64, s string) (ledger.StatementPosition, error) {
 	b, err := c.open(entriesCursor, statementScope(accountID), s)
 	if err != nil || len(b) < 17 || len(b) > 17+maxMagnitude || b[16] > 1 {
-		return postgres.StatementPosition{}, errCursor
+		return ledger.StatementPosition{}, errCursor
 	}
-	pos := postgres.StatementPosition{
+	pos := ledger.StatementPosition{
 		Version: int64(binary.BigEndian.Uint64(b)),
 		EntryID: int64(binary.BigEndian.Uint64(b[8:])),
 		Balance: new(big.Int).SetBytes(b[17:]),

@@ -18,7 +18,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 )
@@ -29,7 +28,7 @@ const Caller = "gateway"
 
 // API serves the read routes.
 type API struct {
-	store      *postgres.Store
+	store      ledger.APIStore
 	cursors    cursors
 	reconciler Reconciler
 }
@@ -45,7 +44,7 @@ func (a *API) ReconcileWith(r Reconciler) *API {
 // cursors it hands out; every ledgerd that serves the same callers needs
 // the same key, or a cursor one issued is refused by another. With no key,
 // New makes one up: the cursors then hold only until ledgerd restarts.
-func New(store *postgres.Store, cursorKey []byte) *API {
+func New(store ledger.APIStore, cursorKey []byte) *API {
 	key := slices.Clone(cursorKey)
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -58,29 +57,29 @@ func New(store *postgres.Store, cursorKey []byte) *API {
 func (a *API) Mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow(Caller))
-		r.Get("/v1/accounts", a.listAccounts)
-		r.Get("/v1/accounts/{account_id}", a.getAccount)
-		r.Get("/v1/accounts/{account_id}/entries", a.listEntries)
-		r.Get("/v1/journals", a.listJournals)
-		r.Get("/v1/journals/{journal_id}", a.getJournal)
-		r.Post("/v1/reconciliations", a.createReconciliation)
-		r.Get("/v1/reconciliations", a.listReconciliations)
-		r.Get("/v1/reconciliations/{run_id}", a.getReconciliation)
-		r.Get("/v1/transits", a.listTransits)
-		r.Get("/v1/transits/{transit_id}", a.getTransit)
-		r.Post("/v1/adjustments", a.createAdjustment)
+		r.Get("/v1/accounts", httpserver.Handle(a.listAccounts))
+		r.Get("/v1/accounts/{account_id}", httpserver.Handle(a.getAccount))
+		r.Get("/v1/accounts/{account_id}/entries", httpserver.Handle(a.listEntries))
+		r.Get("/v1/journals", httpserver.Handle(a.listJournals))
+		r.Get("/v1/journals/{journal_id}", httpserver.Handle(a.getJournal))
+		r.Post("/v1/reconciliations", httpserver.Handle(a.createReconciliation))
+		r.Get("/v1/reconciliations", httpserver.Handle(a.listReconciliations))
+		r.Get("/v1/reconciliations/{run_id}", httpserver.Handle(a.getReconciliation))
+		r.Get("/v1/transits", httpserver.Handle(a.listTransits))
+		r.Get("/v1/transits/{transit_id}", httpserver.Handle(a.getTransit))
+		r.Post("/v1/adjustments", httpserver.Handle(a.createAdjustment))
 	})
 }
 
-func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
+func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
-	f := postgres.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
-	writeIDPage(a, w, r, p, idList[postgres.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
-		read: func(after int64, limit int) ([]postgres.AccountBalance, error) {
+	f := ledger.AccountFilter{ChainID: p.chainID(), Address: p.address("address"), Kind: p.accountKind(), Asset: p.asset(), AtBlock: p.atBlock()}
+	return writeIDPage(a, w, r, p, idList[ledger.AccountBalance, accountJSON]{kind: accountsCursor, scope: accountsScope(&f), name: "accounts",
+		read: func(after int64, limit int) ([]ledger.AccountBalance, error) {
 			f.After, f.Limit = after, limit
 			return a.store.Accounts(r.Context(), f)
 		},
-		id: func(v *postgres.AccountBalance) int64 { return v.ID }, shape: toAccount})
+		id: func(v *ledger.AccountBalance) int64 { return v.ID }, shape: toAccount})
 }
 
 // idList is a list paged by id: its cursor carries the id of the last
@@ -98,7 +97,7 @@ type idList[T, J any] struct {
 // is one more problem with the request's parameters), one item more than
 // the limit read to tell whether another page follows, and the page
 // written with its next cursor.
-func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *params, l idList[T, J]) {
+func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *params, l idList[T, J]) error {
 	limit := p.limit()
 	var after int64
 	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
@@ -108,13 +107,11 @@ func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *pa
 		}
 	}
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	items, err := l.read(after, limit+1)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var next *string
 	if len(items) > limit {
@@ -126,10 +123,11 @@ func writeIDPage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p *pa
 		out[i] = l.shape(&items[i])
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{l.name: out, "next_cursor": next})
+	return nil
 }
 
 // accountsScope ties a list's cursors to its filters.
-func accountsScope(f *postgres.AccountFilter) string {
+func accountsScope(f *ledger.AccountFilter) string {
 	addr, at := "", ""
 	if f.Address != nil {
 		addr = lowerHex(f.Address.Bytes())
@@ -140,27 +138,26 @@ func accountsScope(f *postgres.AccountFilter) string {
 	return fmt.Sprintf("chain_id=%d&address=%s&kind=%s&asset=%s&at_block=%s", f.ChainID, addr, f.Kind, f.Asset, at)
 }
 
-func (a *API) getAccount(w http.ResponseWriter, r *http.Request) {
+func (a *API) getAccount(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	id := p.id("account_id", chi.URLParam(r, "account_id"))
 	at := p.atBlock()
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	acct, err := a.store.Account(r.Context(), id, at)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toAccount(&acct))
+	return nil
 }
 
-func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
+func (a *API) listEntries(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	id := p.id("account_id", chi.URLParam(r, "account_id"))
 	limit := p.limit()
-	var pos postgres.StatementPosition
+	var pos ledger.StatementPosition
 	if s, ok := p.get("cursor"); ok && len(p.fields) == 0 {
 		var err error
 		if pos, err = a.cursors.openPosition(id, s); err != nil {
@@ -168,19 +165,17 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	lines, err := a.store.Statement(r.Context(), id, pos, limit+1)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var next *string
 	if len(lines) > limit {
 		lines = lines[:limit]
 		last := lines[limit-1]
-		next = new(a.cursors.sealPosition(id, postgres.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}))
+		next = new(a.cursors.sealPosition(id, ledger.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}))
 	}
 	out := make([]statementEntryJSON, len(lines))
 	for i, l := range lines {
@@ -189,26 +184,27 @@ func (a *API) listEntries(w http.ResponseWriter, r *http.Request) {
 		out[i].TxHash, out[i].BlockNumber, out[i].BlockHash = txAndBlock(l.TxHash, l.Block)
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"account_id": id, "entries": out, "next_cursor": next})
+	return nil
 }
 
-func (a *API) listJournals(w http.ResponseWriter, r *http.Request) {
+func (a *API) listJournals(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
-	f := postgres.JournalFilter{ChainID: p.chainID(), TxHash: p.hash("tx_hash"), Kind: p.journalKind()}
+	f := ledger.JournalFilter{ChainID: p.chainID(), TxHash: p.hash("tx_hash"), Kind: p.journalKind()}
 	if f.TxHash != nil && !p.query.Has("chain_id") {
 		// journal_tx_idx is by chain, then hash: a hash alone would read
 		// every journal.
 		p.fail("tx_hash", errors.New("needs chain_id"))
 	}
-	writeIDPage(a, w, r, p, idList[postgres.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
-		read: func(after int64, limit int) ([]postgres.BookedJournal, error) {
+	return writeIDPage(a, w, r, p, idList[ledger.BookedJournal, journalJSON]{kind: journalsCursor, scope: journalsScope(&f), name: "journals",
+		read: func(after int64, limit int) ([]ledger.BookedJournal, error) {
 			f.After, f.Limit = after, limit
 			return a.store.Journals(r.Context(), f)
 		},
-		id: func(v *postgres.BookedJournal) int64 { return v.ID }, shape: toJournal})
+		id: func(v *ledger.BookedJournal) int64 { return v.ID }, shape: toJournal})
 }
 
 // journalsScope ties a list's cursors to its filters.
-func journalsScope(f *postgres.JournalFilter) string {
+func journalsScope(f *ledger.JournalFilter) string {
 	tx := ""
 	if f.TxHash != nil {
 		tx = lowerHex(f.TxHash.Bytes())
@@ -216,22 +212,20 @@ func journalsScope(f *postgres.JournalFilter) string {
 	return fmt.Sprintf("chain_id=%d&tx_hash=%s&kind=%s", f.ChainID, tx, f.Kind)
 }
 
-func (a *API) getJournal(w http.ResponseWriter, r *http.Request) {
+func (a *API) getJournal(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(nil)
 	id := p.id("journal_id", chi.URLParam(r, "journal_id"))
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
-	a.writeJournal(w, r, http.StatusOK, id)
+	return a.writeJournal(w, r, http.StatusOK, id)
 }
 
 // writeJournal answers journal id with its entries.
-func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, id int64) {
+func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, id int64) error {
 	j, err := a.store.JournalByID(r.Context(), id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := toJournal(&j)
 	out.Entries = make([]journalEntryJSON, len(j.Entries))
@@ -239,6 +233,7 @@ func (a *API) writeJournal(w http.ResponseWriter, r *http.Request, status int, i
 		out.Entries[i] = journalEntryJSON{EntryID: e.ID, Account: toAccountRef(e.AccountID, e.Account), Amount: e.Amount.String()}
 	}
 	httpserver.WriteJSON(w, status, out)
+	return nil
 }
 
 // The documents of ledger.yaml. Amounts and balances are decimal
@@ -263,7 +258,7 @@ func toAccountRef(id int64, k ledger.AccountKey) accountRefJSON {
 	return accountRefJSON{AccountID: id, ChainID: k.ChainID, Asset: k.Asset, Kind: k.Kind, Address: lowerHex(k.Address.Bytes())}
 }
 
-func toAccount(a *postgres.AccountBalance) accountJSON {
+func toAccount(a *ledger.AccountBalance) accountJSON {
 	out := accountJSON{accountRefJSON: toAccountRef(a.ID, a.AccountKey), Balance: a.Balance.String(), AsOfBlock: a.AtBlock}
 	if a.AtBlock == nil {
 		out.Version = &a.Version
@@ -305,7 +300,7 @@ type journalEntryJSON struct {
 	Amount  string         `json:"amount"`
 }
 
-func toJournal(j *postgres.BookedJournal) journalJSON {
+func toJournal(j *ledger.BookedJournal) journalJSON {
 	memo := j.Memo
 	if len(memo) == 0 {
 		memo = json.RawMessage("{}")

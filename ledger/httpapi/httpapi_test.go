@@ -23,8 +23,8 @@ import (
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi/ledgerapi"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 )
 
 var (
@@ -171,7 +170,7 @@ func FuzzParseCursor(f *testing.F) {
 		if negative {
 			balance.Neg(balance)
 		}
-		sealed := testCursors.sealPosition(account, postgres.StatementPosition{Version: version, EntryID: entry, Balance: balance})
+		sealed := testCursors.sealPosition(account, ledger.StatementPosition{Version: version, EntryID: entry, Balance: balance})
 		if len(sealed) > maxCursor {
 			t.Fatalf("a cursor of %d characters: longer than components.yaml admits", len(sealed))
 		}

@@ -22,41 +22,37 @@ type Reconciler interface {
 // maxReconcileBody bounds createReconciliation's body: one chain id.
 const maxReconcileBody = 4 << 10
 
-func (a *API) createReconciliation(w http.ResponseWriter, r *http.Request) {
+func (a *API) createReconciliation(w http.ResponseWriter, r *http.Request) error {
 	if a.reconciler == nil {
-		httpserver.Error(w, r, errs.E(errs.Unavailable, "reconciliation is not running in this ledgerd"))
-		return
+		return errs.E(errs.Unavailable, "reconciliation is not running in this ledgerd")
 	}
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var req struct {
 		ChainID *uint64 `json:"chain_id"`
 	}
 	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxReconcileBody), &req); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if req.ChainID == nil || *req.ChainID == 0 || *req.ChainID > maxInt64 {
 		detail := fmt.Sprintf("a chain id from 1 to %d", uint64(maxInt64))
-		httpserver.Error(w, r, errs.InvalidFields("chain_id: "+detail, errs.FieldError{Pointer: "/chain_id", Detail: detail}))
-		return
+		return errs.InvalidFields("chain_id: "+detail, errs.FieldError{Pointer: "/chain_id", Detail: detail})
 	}
 	run, err := a.reconciler.Reconcile(r.Context(), *req.ChainID, ledger.TriggerRequest)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusCreated, toRun(run, true))
+	return nil
 }
 
-func (a *API) listReconciliations(w http.ResponseWriter, r *http.Request) {
+func (a *API) listReconciliations(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	chainID := p.chainID()
 	// Newest first: the cursor's id is the last run shown, and the next
 	// page holds older ones.
-	writeIDPage(a, w, r, p, idList[ledger.ReconciliationRun, runJSON]{kind: reconciliationsCursor, scope: fmt.Sprintf("chain_id=%d", chainID), name: "runs",
+	return writeIDPage(a, w, r, p, idList[ledger.ReconciliationRun, runJSON]{kind: reconciliationsCursor, scope: fmt.Sprintf("chain_id=%d", chainID), name: "runs",
 		read: func(before int64, limit int) ([]ledger.ReconciliationRun, error) {
 			return a.store.ReconciliationRuns(r.Context(), chainID, before, limit)
 		},
@@ -64,19 +60,18 @@ func (a *API) listReconciliations(w http.ResponseWriter, r *http.Request) {
 		shape: func(v *ledger.ReconciliationRun) runJSON { return toRun(v, false) }})
 }
 
-func (a *API) getReconciliation(w http.ResponseWriter, r *http.Request) {
+func (a *API) getReconciliation(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
 	id := p.id("run_id", chi.URLParam(r, "run_id"))
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	run, err := a.store.ReconciliationRun(r.Context(), id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toRun(run, true))
+	return nil
 }
 
 // runJSON is a ReconciliationRun in openapi/ledger.yaml's shape.

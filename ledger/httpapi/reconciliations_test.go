@@ -19,9 +19,9 @@ import (
 	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // reconciling is the API with a real reconciler over a real anvil, and a

@@ -9,20 +9,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/httpserver"
 )
 
-func (a *API) listTransits(w http.ResponseWriter, r *http.Request) {
+func (a *API) listTransits(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(r.URL.Query())
-	f := postgres.TransitFilter{Status: p.transitStatus(), ChainID: p.chainID(), Wallet: p.address("address")}
+	f := ledger.TransitFilter{Status: p.transitStatus(), ChainID: p.chainID(), Wallet: p.address("address")}
 	wallet := ""
 	if f.Wallet != nil {
 		wallet = lowerHex(f.Wallet.Bytes())
 	}
 	// Newest first: the cursor's id is the seq of the last transit shown,
 	// and the next page holds older ones.
-	writeIDPage(a, w, r, p, idList[ledger.Transit, transitJSON]{kind: transitsCursor,
+	return writeIDPage(a, w, r, p, idList[ledger.Transit, transitJSON]{kind: transitsCursor,
 		scope: fmt.Sprintf("status=%s&chain_id=%d&address=%s", f.Status, f.ChainID, wallet), name: "transits",
 		read: func(before int64, limit int) ([]ledger.Transit, error) {
 			f.Before, f.Limit = before, limit
@@ -31,19 +30,18 @@ func (a *API) listTransits(w http.ResponseWriter, r *http.Request) {
 		id: func(t *ledger.Transit) int64 { return t.Seq }, shape: toTransit})
 }
 
-func (a *API) getTransit(w http.ResponseWriter, r *http.Request) {
+func (a *API) getTransit(w http.ResponseWriter, r *http.Request) error {
 	p := newParams(nil)
 	id := p.transitID(chi.URLParam(r, "transit_id"))
 	if err := p.err(); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	t, err := a.store.Transit(r.Context(), id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toTransit(&t))
+	return nil
 }
 
 // transitJSON is a Transit in openapi/ledger.yaml's shape.

@@ -12,16 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/testinfra/wait"
+
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/ledgerd"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
@@ -156,14 +158,5 @@ func parseAlerts(logs string) []map[string]any {
 // waitFor polls cond until it holds, for at most a minute.
 func waitFor(t *testing.T, svc *servicetest.Service, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("no %s within a minute\nlogs:\n%s", what, svc.Logs())
-		case <-tick.C:
-		}
-	}
+	wait.ForDescribed(t, time.Minute, cond, func() string { return what + "\nlogs:\n" + svc.Logs() })
 }

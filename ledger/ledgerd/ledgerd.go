@@ -18,6 +18,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/chain"
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/httpapi"
@@ -109,10 +110,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	store := postgres.New(svc.DB, svc.Log)
 	g, ctx := errgroup.WithContext(ctx)
 	booked := newChains(ctx, slices.Collect(maps.Keys(cfg.ChainRPC)), svc.Log)
-	var configured []postgres.WalletKey
+	var configured []ledger.WalletKey
 	for id, addrs := range cfg.Wallets {
 		for _, a := range addrs {
-			configured = append(configured, postgres.WalletKey{ChainID: id, Address: a})
+			configured = append(configured, ledger.WalletKey{ChainID: id, Address: a})
 		}
 	}
 	if err := store.AddWallets(ctx, configured); err != nil {

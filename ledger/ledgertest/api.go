@@ -12,9 +12,9 @@ import (
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // API is the ledger's API as ledgerd serves it (mutual TLS with the

@@ -32,7 +32,7 @@ type TransitEnd struct {
 func BookTransit(t testing.TB, store *postgres.Store, id string, source, destination TransitEnd, bridge common.Address, booked int) ledger.Transit {
 	t.Helper()
 	ctx := context.Background()
-	w := postgres.TransitWrite{Transit: ledger.Transit{ID: id, Status: ledger.TransitPending,
+	w := ledger.TransitWrite{Transit: ledger.Transit{ID: id, Status: ledger.TransitPending,
 		Source:      ledger.TransitEnd{TxID: uuid.New(), ChainID: source.ChainID, Wallet: source.Wallet},
 		Destination: ledger.TransitEnd{TxID: uuid.New(), ChainID: destination.ChainID, Wallet: destination.Wallet}}}
 	var journals []*ledger.Journal
@@ -59,8 +59,8 @@ func BookTransit(t testing.TB, store *postgres.Store, id string, source, destina
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.BookFeed(ctx, &postgres.FeedBooking{Feed: "txmanager", From: from, To: from + 1, Journals: journals,
-		Transits: []postgres.TransitWrite{w}}); err != nil {
+	if _, err := store.BookFeed(ctx, &ledger.FeedBooking{Feed: "txmanager", From: from, To: from + 1, Journals: journals,
+		Transits: []ledger.TransitWrite{w}}); err != nil {
 		t.Fatalf("book transit %s: %v", id, err)
 	}
 	stored, err := store.Transit(ctx, id)

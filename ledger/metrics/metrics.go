@@ -15,14 +15,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/ledger"
 )
 
 // Collector reads Stats when scraped, at most once per MaxAge (scrapers
 // asking more often get the last answer), and within Timeout.
 type Collector struct {
-	Stats func(context.Context) (postgres.Stats, error)
+	Stats func(context.Context) (ledger.Stats, error)
 	// Halted, when set, reports each chain this ledgerd books and whether
 	// it has halted it (txfence_ledger_chain_halted). Unlike the books'
 	// state, it is the process's own: each ledgerd finds a halt itself.
@@ -38,7 +37,7 @@ type Collector struct {
 	Log       *slog.Logger
 
 	mu   sync.Mutex
-	last postgres.Stats
+	last ledger.Stats
 	at   time.Time
 }
 
@@ -181,7 +180,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // stats is the last Stats read, read again once older than MaxAge.
-func (c *Collector) stats() (postgres.Stats, error) {
+func (c *Collector) stats() (ledger.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	maxAge := c.MaxAge
@@ -195,7 +194,7 @@ func (c *Collector) stats() (postgres.Stats, error) {
 	defer cancel()
 	st, err := c.Stats(ctx)
 	if err != nil {
-		return postgres.Stats{}, err
+		return ledger.Stats{}, err
 	}
 	c.last, c.at = st, time.Now()
 	return st, nil

@@ -15,8 +15,7 @@ import (
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/metrics"
-	"github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -46,12 +45,12 @@ func TestTheGaugesReadTheBooks(t *testing.T) {
 		if seq == 0 {
 			journals = append(journals, overdrawn)
 		}
-		var backlog []postgres.BacklogEvent
+		var backlog []ledger.BacklogEvent
 		if seq == 2 { // an event of chain 10 waits in the backlog
-			backlog = append(backlog, postgres.BacklogEvent{Seq: 3, ChainID: 10, TxID: "tx-3", Event: []byte(`{"seq": 3}`),
-				EventAt: time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC), Reason: postgres.BacklogEndpoint})
+			backlog = append(backlog, ledger.BacklogEvent{Seq: 3, ChainID: 10, TxID: "tx-3", Event: []byte(`{"seq": 3}`),
+				EventAt: time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC), Reason: ledger.BacklogEndpoint})
 		}
-		if _, err := store.BookFeed(ctx, &postgres.FeedBooking{Feed: "txmanager", From: seq, To: seq + 1, Journals: journals, Backlog: backlog}); err != nil {
+		if _, err := store.BookFeed(ctx, &ledger.FeedBooking{Feed: "txmanager", From: seq, To: seq + 1, Journals: journals, Backlog: backlog}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,14 +58,14 @@ func TestTheGaugesReadTheBooks(t *testing.T) {
 		ledgertest.TransitEnd{ChainID: 10, Wallet: hot, Asset: ledger.Native, Amount: 10}, bob, 1)
 	for _, c := range []struct {
 		id     uint64
-		blocks []postgres.ScannedBlock
-	}{{chain, []postgres.ScannedBlock{{Number: 41, Hash: common.HexToHash("0x41")}, {Number: 42, Hash: common.HexToHash("0x42"), Parent: common.HexToHash("0x41")}}},
-		{10, []postgres.ScannedBlock{{Number: 7, Hash: common.HexToHash("0x07")}}}} {
+		blocks []ledger.ScannedBlock
+	}{{chain, []ledger.ScannedBlock{{Number: 41, Hash: common.HexToHash("0x41")}, {Number: 42, Hash: common.HexToHash("0x42"), Parent: common.HexToHash("0x41")}}},
+		{10, []ledger.ScannedBlock{{Number: 7, Hash: common.HexToHash("0x07")}}}} {
 		if _, err := store.StartScan(ctx, c.id, c.blocks); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.Reconcile(ctx, chain, func(r *postgres.Reconciliation) error {
+	if err := store.Reconcile(ctx, chain, func(r ledger.ReconcileTx) error {
 		id, err := r.NewRunID(ctx)
 		if err != nil {
 			return err
@@ -149,9 +148,9 @@ txfence_ledger_scanned_block{chain_id="31337"} 42
 func TestStatsAreCachedAndAFailureFailsTheScrape(t *testing.T) {
 	t.Parallel()
 	reads := 0
-	c := &metrics.Collector{MaxAge: time.Hour, Stats: func(context.Context) (postgres.Stats, error) {
+	c := &metrics.Collector{MaxAge: time.Hour, Stats: func(context.Context) (ledger.Stats, error) {
 		reads++
-		return postgres.Stats{OpenTransits: reads}, nil
+		return ledger.Stats{OpenTransits: reads}, nil
 	}}
 	for range 3 {
 		if got := testutil.ToFloat64(onlyTransits{c}); got != 1 {
@@ -161,7 +160,7 @@ func TestStatsAreCachedAndAFailureFailsTheScrape(t *testing.T) {
 	if reads != 1 {
 		t.Errorf("%d reads for 3 scrapes within MaxAge", reads)
 	}
-	c = &metrics.Collector{Stats: func(context.Context) (postgres.Stats, error) { return postgres.Stats{}, errors.New("database down") }}
+	c = &metrics.Collector{Stats: func(context.Context) (ledger.Stats, error) { return ledger.Stats{}, errors.New("database down") }}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "database down") {

@@ -26,19 +26,19 @@ var (
 // the balance past zero (or one on a suspense account at zero) is an
 // errs.Conflict, as is a's id booked before with another adjustment (or
 // by another operator or approver); the same adjustment again is a replay
-// (Posted.Created false). A wallet with no suspense account in the asset
+// (ledger.Posted.Created false). A wallet with no suspense account in the asset
 // is errs.NotFound. The operator and approver are recorded with the
 // journal (table adjustment) and logged.
-func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Posted, error) {
+func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (ledger.Posted, error) {
 	if err := a.Validate(); err != nil {
-		return Posted{}, errs.Wrap(errs.Invalid, "adjustment "+a.ID, err)
+		return ledger.Posted{}, errs.Wrap(errs.Invalid, "adjustment "+a.ID, err)
 	}
 	j := a.Journal()
 	posts, err := newPosts([]*ledger.Journal{j})
 	if err != nil {
-		return Posted{}, err
+		return ledger.Posted{}, err
 	}
-	var out Posted
+	var out ledger.Posted
 	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
 		taken, err := takenKeys(ctx, tx, []string{j.Key})
 		if err != nil {
@@ -48,7 +48,7 @@ func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Poste
 			if !bytes.Equal(t.hash, posts[0].hash[:]) {
 				return errs.Errorf(errs.Conflict, "adjustment %s: booked before (journal %d) with another account, amount or reason", a.ID, t.id)
 			}
-			out = Posted{JournalID: t.id}
+			out = ledger.Posted{JournalID: t.id}
 			return nil
 		}
 		// The balance row stays locked until the adjustment commits: two
@@ -90,7 +90,7 @@ func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (Poste
 		return nil
 	})
 	if err != nil {
-		return Posted{}, err
+		return ledger.Posted{}, err
 	}
 	if out.Created {
 		log := s.log.With("adjustment_id", a.ID, "journal_id", out.JournalID, "chain_id", a.ChainID, "wallet", a.Wallet.Hex(),

@@ -2,12 +2,12 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -19,57 +19,16 @@ var (
 	qAddBacklog    = Queries.Use("AddBacklog")
 )
 
-// Why an event was moved to a feed's backlog (feed_backlog.reason).
-const (
-	// BacklogHalted: the ledger had halted the event's chain.
-	BacklogHalted = "halted"
-	// BacklogEndpoint: the chain's endpoint could not give the receipt in
-	// the block the event names (unreachable, failing, or not there yet).
-	BacklogEndpoint = "endpoint"
-	// BacklogNoEndpoint: no endpoint is configured for the chain.
-	BacklogNoEndpoint = "no_endpoint"
-	// BacklogWalletNotOpened: the settlement moves a wallet the chain's
-	// scanner has not opened yet.
-	BacklogWalletNotOpened = "wallet_not_opened"
-	// BacklogQueued: older events of the chain were in the backlog.
-	BacklogQueued = "queued"
-)
-
-// BacklogEvent is an event of a feed moved to its backlog: its chain's
-// trouble kept it from being booked when the feed reached it.
-type BacklogEvent struct {
-	Seq     uint64
-	ChainID uint64
-	TxID    string
-	// Event is the event as the feed served it; EventAt when txmanager
-	// committed it.
-	Event   json.RawMessage
-	EventAt time.Time
-	// Reason is one of the Backlog* reasons; Error what the attempt to
-	// book it said, if anything.
-	Reason string
-	Error  string
-}
-
-// BacklogChain sums up one chain's backlog.
-type BacklogChain struct {
-	Events int
-	// OldestSeq and OldestAt are the oldest event's seq and when
-	// txmanager committed it.
-	OldestSeq uint64
-	OldestAt  time.Time
-}
-
 // BacklogChains sums up feed's backlog, by chain; chains without one are
 // absent.
-func (s *Store) BacklogChains(ctx context.Context, feed string) (map[uint64]BacklogChain, error) {
+func (s *Store) BacklogChains(ctx context.Context, feed string) (map[uint64]ledger.BacklogChain, error) {
 	rows, err := s.pool.Query(ctx, qBacklogChains.SQL, feed)
 	if err != nil {
 		return nil, fmt.Errorf("read feed %s's backlog: %w", feed, err)
 	}
-	out := map[uint64]BacklogChain{}
+	out := map[uint64]ledger.BacklogChain{}
 	var chain uint64
-	var b BacklogChain
+	var b ledger.BacklogChain
 	_, err = pgx.ForEachRow(rows, []any{&chain, &b.Events, &b.OldestSeq, &b.OldestAt}, func() error { out[chain] = b; return nil })
 	if err != nil {
 		return nil, fmt.Errorf("read feed %s's backlog: %w", feed, err)
@@ -79,13 +38,13 @@ func (s *Store) BacklogChains(ctx context.Context, feed string) (map[uint64]Back
 
 // Backlog reads the oldest limit events of chain's backlog of feed, in
 // seq order: what is to be booked of the chain before anything else.
-func (s *Store) Backlog(ctx context.Context, feed string, chainID uint64, limit int) ([]BacklogEvent, error) {
+func (s *Store) Backlog(ctx context.Context, feed string, chainID uint64, limit int) ([]ledger.BacklogEvent, error) {
 	rows, err := s.pool.Query(ctx, qBacklog.SQL, feed, int64(chainID), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's backlog of feed %s: %w", chainID, feed, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BacklogEvent, error) {
-		var e BacklogEvent
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.BacklogEvent, error) {
+		var e ledger.BacklogEvent
 		err := row.Scan(&e.Seq, &e.ChainID, &e.TxID, &e.Event, &e.EventAt, &e.Reason, &e.Error)
 		return e, err
 	})
@@ -96,7 +55,7 @@ func (s *Store) Backlog(ctx context.Context, feed string, chainID uint64, limit 
 }
 
 // validBacklog checks what a run moves to the backlog: events of the run.
-func validBacklog(b *FeedBooking) error {
+func validBacklog(b *ledger.FeedBooking) error {
 	for _, e := range b.Backlog {
 		switch {
 		case e.Seq <= b.From || e.Seq > b.To:
@@ -105,7 +64,7 @@ func validBacklog(b *FeedBooking) error {
 			return errs.Errorf(errs.Invalid, "feed %s: backlog event %d without its chain, event or time", b.Feed, e.Seq)
 		}
 		switch e.Reason {
-		case BacklogHalted, BacklogEndpoint, BacklogNoEndpoint, BacklogWalletNotOpened, BacklogQueued:
+		case ledger.BacklogHalted, ledger.BacklogEndpoint, ledger.BacklogNoEndpoint, ledger.BacklogWalletNotOpened, ledger.BacklogQueued:
 		default:
 			return errs.Errorf(errs.Invalid, "feed %s: backlog event %d: reason %q", b.Feed, e.Seq, e.Reason)
 		}
@@ -136,7 +95,7 @@ func drainBacklog(ctx context.Context, tx pgx.Tx, feed string, seqs []uint64) er
 
 // addBacklog moves a run's events to the backlog, in tx. An event there
 // already (the feed read again from an earlier cursor) stays as it is.
-func addBacklog(ctx context.Context, tx pgx.Tx, feed string, events []BacklogEvent) error {
+func addBacklog(ctx context.Context, tx pgx.Tx, feed string, events []ledger.BacklogEvent) error {
 	if len(events) == 0 {
 		return nil
 	}

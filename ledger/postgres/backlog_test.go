@@ -15,9 +15,9 @@ import (
 
 // backlogged is event seq of chainID as the consumer moves it to the
 // backlog.
-func backlogged(seq, chainID uint64, reason string) postgres.BacklogEvent {
+func backlogged(seq, chainID uint64, reason string) ledger.BacklogEvent {
 	raw, _ := json.Marshal(map[string]any{"seq": seq, "chain_id": chainID, "type": "tx.state_changed"})
-	return postgres.BacklogEvent{Seq: seq, ChainID: chainID, TxID: fmt.Sprintf("tx-%d", seq), Event: raw,
+	return ledger.BacklogEvent{Seq: seq, ChainID: chainID, TxID: fmt.Sprintf("tx-%d", seq), Event: raw,
 		EventAt: time.Date(2025, 1, 15, 10, 0, int(seq), 0, time.UTC), Reason: reason}
 }
 
@@ -47,9 +47,9 @@ func TestTheBacklogMovesWithTheCursor(t *testing.T) {
 	s, pool := books(t)
 	ctx := context.Background()
 	const other = 10
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 0, To: 5, Journals: []*ledger.Journal{transfer("b-1", hot, bob, 1, 1)},
-		Backlog: []postgres.BacklogEvent{backlogged(2, chain, postgres.BacklogEndpoint), backlogged(4, chain, postgres.BacklogQueued),
-			backlogged(3, other, postgres.BacklogHalted)}}); err != nil {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 0, To: 5, Journals: []*ledger.Journal{transfer("b-1", hot, bob, 1, 1)},
+		Backlog: []ledger.BacklogEvent{backlogged(2, chain, ledger.BacklogEndpoint), backlogged(4, chain, ledger.BacklogQueued),
+			backlogged(3, other, ledger.BacklogHalted)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := backlogSeqs(t, s, chain); fmt.Sprint(got) != "[2 4]" {
@@ -63,17 +63,17 @@ func TestTheBacklogMovesWithTheCursor(t *testing.T) {
 	if err != nil || st.Backlogs[chain].Events != 2 || !st.Backlogs[chain].OldestAt.Equal(time.Date(2025, 1, 15, 10, 0, 2, 0, time.UTC)) {
 		t.Errorf("stats' backlogs %+v %v", st.Backlogs, err)
 	}
-	inReconciliation(t, s, func(r *postgres.Reconciliation) error {
+	inReconciliation(t, s, func(r ledger.ReconcileTx) error {
 		if c, err := r.FeedCursor(ctx, feed); err != nil || c != 1 {
 			t.Errorf("chain %d's reconciliation sees the feed booked up to %d (%v), want 1, before its backlog", chain, c, err)
 		}
 		return nil
 	})
 
-	for _, bad := range []postgres.FeedBooking{
-		{Feed: feed, From: 5, To: 7, Backlog: []postgres.BacklogEvent{backlogged(5, chain, postgres.BacklogQueued)}},
-		{Feed: feed, From: 5, To: 7, Backlog: []postgres.BacklogEvent{backlogged(8, chain, postgres.BacklogQueued)}},
-		{Feed: feed, From: 5, To: 7, Backlog: []postgres.BacklogEvent{backlogged(6, chain, "bored")}},
+	for _, bad := range []ledger.FeedBooking{
+		{Feed: feed, From: 5, To: 7, Backlog: []ledger.BacklogEvent{backlogged(5, chain, ledger.BacklogQueued)}},
+		{Feed: feed, From: 5, To: 7, Backlog: []ledger.BacklogEvent{backlogged(8, chain, ledger.BacklogQueued)}},
+		{Feed: feed, From: 5, To: 7, Backlog: []ledger.BacklogEvent{backlogged(6, chain, "bored")}},
 	} {
 		if _, err := s.BookFeed(ctx, &bad); !errs.Is(err, errs.Invalid) {
 			t.Errorf("backlog %+v of a run from 5 to 7: %v, want it refused", bad.Backlog, err)
@@ -82,8 +82,8 @@ func TestTheBacklogMovesWithTheCursor(t *testing.T) {
 
 	// The backlog's first event books; the run moves on to 6 and puts
 	// 6 behind 4.
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 5, To: 6, Journals: []*ledger.Journal{transfer("b-2", hot, bob, 2, 1)},
-		Drained: []uint64{2}, Backlog: []postgres.BacklogEvent{backlogged(6, chain, postgres.BacklogQueued)}}); err != nil {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 5, To: 6, Journals: []*ledger.Journal{transfer("b-2", hot, bob, 2, 1)},
+		Drained: []uint64{2}, Backlog: []ledger.BacklogEvent{backlogged(6, chain, ledger.BacklogQueued)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := backlogSeqs(t, s, chain); fmt.Sprint(got) != "[4 6]" {
@@ -95,7 +95,7 @@ func TestTheBacklogMovesWithTheCursor(t *testing.T) {
 	results := make([]error, 2)
 	for i := range results {
 		wg.Go(func() {
-			_, results[i] = s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 6, To: 6,
+			_, results[i] = s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 6, To: 6,
 				Journals: []*ledger.Journal{transfer(fmt.Sprintf("b-4-%d", i), hot, bob, 4, 1)}, Drained: []uint64{4}})
 		})
 	}
@@ -111,12 +111,12 @@ func TestTheBacklogMovesWithTheCursor(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE feed_cursor SET seq = 5 WHERE feed = $1`, feed); err != nil {
 		t.Fatal(err)
 	}
-	again := backlogged(6, chain, postgres.BacklogEndpoint)
+	again := backlogged(6, chain, ledger.BacklogEndpoint)
 	again.Error = "read again"
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 5, To: 7, Backlog: []postgres.BacklogEvent{again}}); err != nil {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 5, To: 7, Backlog: []ledger.BacklogEvent{again}}); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := s.Backlog(ctx, feed, chain, 10); err != nil || len(b) != 1 || b[0].Seq != 6 || b[0].Reason != postgres.BacklogQueued || b[0].Error != "" {
+	if b, err := s.Backlog(ctx, feed, chain, 10); err != nil || len(b) != 1 || b[0].Seq != 6 || b[0].Reason != ledger.BacklogQueued || b[0].Error != "" {
 		t.Errorf("chain %d's backlog %+v %v, want event 6 as first moved", chain, b, err)
 	}
 }

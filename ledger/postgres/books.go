@@ -40,6 +40,15 @@ type Store struct {
 	posts    *batch.Queue[*pendingPost]
 }
 
+// The store is every store the ledger's parts take.
+var (
+	_ ledger.ConsumerStore  = (*Store)(nil)
+	_ ledger.ScannerStore   = (*Store)(nil)
+	_ ledger.ReconcileStore = (*Store)(nil)
+	_ ledger.TransitStore   = (*Store)(nil)
+	_ ledger.APIStore       = (*Store)(nil)
+)
+
 // New returns a store on pool, whose schema Migrations produced.
 func New(pool *pgxpool.Pool, log *slog.Logger) *Store {
 	if log == nil {
@@ -82,22 +91,15 @@ type postResult struct {
 	alone bool
 }
 
-// Posted is the outcome of a Post.
-type Posted struct {
-	JournalID int64
-	// Created is false when the journal had been booked before (a replay).
-	Created bool
-}
-
 // Post books j: its journal and entries in one transaction, which the
 // database refuses unless the legs balance per asset. Booking the same
 // fact again (the same key and payload) books nothing and answers with the
 // journal booked before; the same key with another payload is an
 // errs.Conflict, logged as an alert: two different facts claim one key.
 // Contention (deadlocks, serialization failures) is retried, not returned.
-func (s *Store) Post(ctx context.Context, j *ledger.Journal) (Posted, error) {
+func (s *Store) Post(ctx context.Context, j *ledger.Journal) (ledger.Posted, error) {
 	if err := j.Validate(); err != nil {
-		return Posted{}, errs.Wrap(errs.Invalid, "journal "+j.Key, err)
+		return ledger.Posted{}, errs.Wrap(errs.Invalid, "journal "+j.Key, err)
 	}
 	p := &pendingPost{j: j, hash: j.PayloadHash(), done: make(chan postResult, 1)}
 	s.posts.Add(p)
@@ -105,7 +107,7 @@ func (s *Store) Post(ctx context.Context, j *ledger.Journal) (Posted, error) {
 	select {
 	case r = <-p.done:
 	case <-ctx.Done():
-		return Posted{}, ctx.Err()
+		return ledger.Posted{}, ctx.Err()
 	}
 	switch {
 	case r.alone:
@@ -113,11 +115,11 @@ func (s *Store) Post(ctx context.Context, j *ledger.Journal) (Posted, error) {
 	case r.taken:
 		out, err := s.booked(ctx, j.Key, p.hash)
 		if err != nil {
-			return Posted{}, s.classify(err, j)
+			return ledger.Posted{}, s.classify(err, j)
 		}
 		return out, nil
 	}
-	return Posted{JournalID: r.id, Created: true}, nil
+	return ledger.Posted{JournalID: r.id, Created: true}, nil
 }
 
 // flushPosts books a batch of journals in one transaction. When it fails,
@@ -139,17 +141,17 @@ func (s *Store) flushPosts(posts []*pendingPost) {
 }
 
 // postAlone books one journal in a transaction of its own.
-func (s *Store) postAlone(ctx context.Context, p *pendingPost) (Posted, error) {
+func (s *Store) postAlone(ctx context.Context, p *pendingPost) (ledger.Posted, error) {
 	ids, err := s.insertJournals(ctx, []*pendingPost{p})
 	if err != nil {
-		return Posted{}, s.classify(err, p.j)
+		return ledger.Posted{}, s.classify(err, p.j)
 	}
 	if id, ok := ids.claim(p); ok {
-		return Posted{JournalID: id, Created: true}, nil
+		return ledger.Posted{JournalID: id, Created: true}, nil
 	}
 	out, err := s.booked(ctx, p.j.Key, p.hash)
 	if err != nil {
-		return Posted{}, s.classify(err, p.j)
+		return ledger.Posted{}, s.classify(err, p.j)
 	}
 	return out, nil
 }
@@ -345,7 +347,7 @@ func writeRows(ctx context.Context, db querier, posts []*pendingPost, ids map[le
 
 // booked reads the journal holding key: a replay when its payload is the
 // same, a conflict otherwise.
-func (s *Store) booked(ctx context.Context, key string, hash [32]byte) (Posted, error) {
+func (s *Store) booked(ctx context.Context, key string, hash [32]byte) (ledger.Posted, error) {
 	return bookedIn(ctx, s.pool, key, hash)
 }
 
@@ -355,16 +357,16 @@ type rowQuerier interface {
 }
 
 // bookedIn is booked, read through db.
-func bookedIn(ctx context.Context, db rowQuerier, key string, hash [32]byte) (Posted, error) {
+func bookedIn(ctx context.Context, db rowQuerier, key string, hash [32]byte) (ledger.Posted, error) {
 	var id int64
 	var stored []byte
 	if err := db.QueryRow(ctx, qBookedUnderKey.SQL, key).Scan(&id, &stored); err != nil {
-		return Posted{}, fmt.Errorf("read journal %q: %w", key, err)
+		return ledger.Posted{}, fmt.Errorf("read journal %q: %w", key, err)
 	}
 	if !bytes.Equal(stored, hash[:]) {
-		return Posted{}, &keyConflict{key: key, id: id}
+		return ledger.Posted{}, &keyConflict{key: key, id: id}
 	}
-	return Posted{JournalID: id}, nil
+	return ledger.Posted{JournalID: id}, nil
 }
 
 // keyConflict is a different fact under a key already booked.

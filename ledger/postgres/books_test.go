@@ -382,7 +382,7 @@ func TestPostingsShareATransaction(t *testing.T) {
 		transfer("b", hot, bob, 20, 2),
 	}
 	type outcome struct {
-		posted postgres.Posted
+		posted ledger.Posted
 		err    error
 	}
 	run := func(js []*ledger.Journal) []outcome {

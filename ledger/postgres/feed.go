@@ -35,69 +35,25 @@ func (s *Store) Cursor(ctx context.Context, feed string) (uint64, error) {
 	return uint64(seq), err
 }
 
-// WalletKey names a wallet: an address of one chain whose movements the
-// ledger books as its own.
-type WalletKey struct {
-	ChainID uint64
-	Address common.Address
-}
-
-// Wallet is a wallet in the registry.
-type Wallet struct {
-	WalletKey
-	// Opened is the block at which the wallet was opened: its balances
-	// then are booked by its opening journal, and the ledger books its
-	// movements in later blocks. nil until the scanner opens it.
-	Opened *ledger.Block
-}
-
-// BooksAt reports whether the ledger books w's movements in block number:
-// w has been opened before it.
-func (w Wallet) BooksAt(number uint64) bool { return w.Opened != nil && w.Opened.Number < number }
-
 // Wallets reads the wallet registry.
-func (s *Store) Wallets(ctx context.Context) ([]Wallet, error) {
+func (s *Store) Wallets(ctx context.Context) ([]ledger.RegisteredWallet, error) {
 	rows, err := s.pool.Query(ctx, qWallets.SQL)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Wallet, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.RegisteredWallet, error) {
 		var chain int64
 		var addr, openedHash []byte
 		var openedBlock *int64
 		if err := row.Scan(&chain, &addr, &openedBlock, &openedHash); err != nil {
-			return Wallet{}, err
+			return ledger.RegisteredWallet{}, err
 		}
-		w := Wallet{WalletKey: WalletKey{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}}
+		w := ledger.RegisteredWallet{WalletKey: ledger.WalletKey{ChainID: uint64(chain), Address: common.BytesToAddress(addr)}}
 		if openedBlock != nil {
 			w.Opened = &ledger.Block{Number: uint64(*openedBlock), Hash: common.BytesToHash(openedHash)}
 		}
 		return w, nil
 	})
-}
-
-// FeedBooking is what a run of a feed's events produced, booked by
-// BookFeed.
-type FeedBooking struct {
-	Feed string
-	// From is the feed's cursor as stored; To the seq of the run's last
-	// event.
-	From, To uint64
-	// Signers are the signers the events named: wallets from then on.
-	Signers  []WalletKey
-	Journals []*ledger.Journal
-	// Transits are the transits the events linked or moved, each as the
-	// run leaves it.
-	Transits []TransitWrite
-	// Backlog are events of the run (From, To] moved to the backlog,
-	// unbooked: their chain's trouble kept them from being booked. An
-	// event there already stays as it is.
-	Backlog []BacklogEvent
-	// Drained are the seqs of backlog events the run books (Journals
-	// holds what they book): they leave the backlog. Each must be there;
-	// otherwise another consumer has booked it, and nothing is booked
-	// (errs.Conflict).
-	Drained []uint64
 }
 
 // BookFeed books what a run of b.Feed's events produced, in one
@@ -110,7 +66,7 @@ type FeedBooking struct {
 // nothing is booked (errs.Conflict). A journal whose key holds another
 // fact fails the whole run, the cursor unmoved (errs.Conflict, and an
 // alert): the feed stops there rather than book past a contradiction.
-func (s *Store) BookFeed(ctx context.Context, b *FeedBooking) ([]Posted, error) {
+func (s *Store) BookFeed(ctx context.Context, b *ledger.FeedBooking) ([]ledger.Posted, error) {
 	if b.To < b.From {
 		return nil, fmt.Errorf("feed %s: cursor from %d back to %d", b.Feed, b.From, b.To)
 	}
@@ -124,7 +80,7 @@ func (s *Store) BookFeed(ctx context.Context, b *FeedBooking) ([]Posted, error) 
 	if err := validBacklog(b); err != nil {
 		return nil, err
 	}
-	var out []Posted
+	var out []ledger.Posted
 	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
 		if err := moveCursor(ctx, tx, b.Feed, b.From, b.To); err != nil {
 			return err
@@ -166,18 +122,18 @@ func moveCursor(ctx context.Context, tx pgx.Tx, feed string, from, to uint64) er
 }
 
 // addWallets registers the signers a page of the feed named.
-func addWallets(ctx context.Context, tx pgx.Tx, wallets []WalletKey) error {
+func addWallets(ctx context.Context, tx pgx.Tx, wallets []ledger.WalletKey) error {
 	return registerWallets(ctx, tx, wallets, "signer")
 }
 
 // AddWallets registers configured wallets: addresses the ledger books as
 // its own besides txmanager's signers (deposit addresses it watches). The
 // scanner opens them. A wallet registered already stays as it is.
-func (s *Store) AddWallets(ctx context.Context, wallets []WalletKey) error {
+func (s *Store) AddWallets(ctx context.Context, wallets []ledger.WalletKey) error {
 	return registerWallets(ctx, s.pool, wallets, "configured")
 }
 
-func registerWallets(ctx context.Context, db querier, wallets []WalletKey, source string) error {
+func registerWallets(ctx context.Context, db querier, wallets []ledger.WalletKey, source string) error {
 	if len(wallets) == 0 {
 		return nil
 	}

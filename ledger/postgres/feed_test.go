@@ -39,9 +39,9 @@ func TestBookFeedMovesTheCursorWithItsJournals(t *testing.T) {
 	if c, err := s.Cursor(ctx, feed); err != nil || c != 0 {
 		t.Fatalf("a new feed's cursor: %d %v", c, err)
 	}
-	signers := []postgres.WalletKey{{ChainID: chain, Address: hot}}
+	signers := []ledger.WalletKey{{ChainID: chain, Address: hot}}
 	run := []*ledger.Journal{transfer("f-1", hot, bob, 10, 1), transfer("f-2", hot, bob, 20, 1), transfer("f-1", hot, bob, 10, 1)}
-	posted, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 0, To: 17, Signers: signers, Journals: run})
+	posted, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 0, To: 17, Signers: signers, Journals: run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestBookFeedMovesTheCursorWithItsJournals(t *testing.T) {
 	if w, err := s.Wallets(ctx); err != nil || len(w) != 1 || w[0].WalletKey != signers[0] || w[0].Opened != nil {
 		t.Errorf("wallets %v %v, want the signer", w, err)
 	}
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 0, To: 17, Signers: signers, Journals: run}); !errs.Is(err, errs.Conflict) {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 0, To: 17, Signers: signers, Journals: run}); !errs.Is(err, errs.Conflict) {
 		t.Errorf("the same run from the old cursor: %v, want a conflict", err)
 	}
 	if got := balance(t, s, acct(ledger.Wallet, ledger.Native, hot)); got.Int64() != -32 {
@@ -74,7 +74,7 @@ func TestAContradictionStopsTheFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := transfer("good", hot, bob, 10, 1)
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 0, To: 9, Journals: []*ledger.Journal{good, transfer("taken", hot, bob, 6, 1)}}); !errs.Is(err, errs.Conflict) {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 0, To: 9, Journals: []*ledger.Journal{good, transfer("taken", hot, bob, 6, 1)}}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("a run with a contradiction: %v, want a conflict", err)
 	}
 	if c, _ := s.Cursor(ctx, feed); c != 0 {
@@ -83,7 +83,7 @@ func TestAContradictionStopsTheFeed(t *testing.T) {
 	if n := journalCount(t, s, "good"); n != 0 {
 		t.Errorf("the failed run's good journal was booked")
 	}
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 0, To: 9, Journals: []*ledger.Journal{good}}); err != nil {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 0, To: 9, Journals: []*ledger.Journal{good}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := journalCount(t, s, "good"); n != 1 {
@@ -106,7 +106,7 @@ func TestTwoConsumersBookARunOnce(t *testing.T) {
 	errors := make([]error, 2)
 	for i, st := range []*postgres.Store{s, other} {
 		wg.Go(func() {
-			_, errors[i] = st.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 0, To: 40, Journals: run})
+			_, errors[i] = st.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 0, To: 40, Journals: run})
 		})
 	}
 	wg.Wait()
@@ -165,11 +165,11 @@ func TestConfiguredWalletsJoinTheRegistry(t *testing.T) {
 	t.Parallel()
 	s, pool := books(t)
 	ctx := context.Background()
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: "txmanager", From: 0, To: 1, Signers: []postgres.WalletKey{{ChainID: chain, Address: hot}}}); err != nil {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: "txmanager", From: 0, To: 1, Signers: []ledger.WalletKey{{ChainID: chain, Address: hot}}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // registering again changes nothing
-		if err := s.AddWallets(ctx, []postgres.WalletKey{{ChainID: chain, Address: hot}, {ChainID: chain, Address: bob}}); err != nil {
+		if err := s.AddWallets(ctx, []ledger.WalletKey{{ChainID: chain, Address: hot}, {ChainID: chain, Address: bob}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -72,8 +72,8 @@ func (s *Store) inBookingTx(ctx context.Context, fn func(tx pgx.Tx, w *journalWr
 // under its key is a replay, unless that booking has been reversed (its
 // block left the chain and came back); then it is booked anew, under a key
 // derived from the reversal's id.
-func (w *journalWriter) bookOnce(ctx context.Context, tx pgx.Tx, posts []*pendingPost) ([]Posted, error) {
-	out := make([]Posted, len(posts))
+func (w *journalWriter) bookOnce(ctx context.Context, tx pgx.Tx, posts []*pendingPost) ([]ledger.Posted, error) {
+	out := make([]ledger.Posted, len(posts))
 	trying := slices.Clone(posts) // what is tried for posts[i], under its key or a rebooking's
 	open := make([]int, len(posts))
 	for i := range open {
@@ -103,7 +103,7 @@ func (w *journalWriter) bookOnce(ctx context.Context, tx pgx.Tx, posts []*pendin
 			case !bytes.Equal(t.hash, p.hash[:]):
 				return nil, &keyConflict{key: p.j.Key, id: t.id}
 			default:
-				out[i] = Posted{JournalID: t.id}
+				out[i] = ledger.Posted{JournalID: t.id}
 			}
 		}
 		writing := make([]*pendingPost, len(free))
@@ -117,7 +117,7 @@ func (w *journalWriter) bookOnce(ctx context.Context, tx pgx.Tx, posts []*pendin
 		maps.Copy(w.made, made)
 		for _, i := range free {
 			if id, ok := written.claim(trying[i]); ok {
-				out[i] = Posted{JournalID: id, Created: true}
+				out[i] = ledger.Posted{JournalID: id, Created: true}
 			} else if out[i], err = bookedIn(ctx, tx, trying[i].j.Key, trying[i].hash); err != nil {
 				return nil, err // a key twice in posts, the second another fact
 			}

@@ -25,7 +25,7 @@ func TestABookingThatTakesAWalletBelowZeroIsBookedAndAlerted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: from, To: from + 1, Journals: journals}); err != nil {
+		if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: from, To: from + 1, Journals: journals}); err != nil {
 			t.Fatal(err)
 		}
 	}

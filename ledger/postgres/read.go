@@ -2,11 +2,9 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
@@ -36,41 +34,11 @@ var (
 // in one statement per chain (as of a block) or in all (current), so they
 // are of one moment and sum the entries of whole journals.
 
-// MaxPage bounds what one read returns: a list asks for its page size, and
-// one more row to learn whether another page follows.
-const MaxPage = 1001
-
-// AccountBalance is an account with its balance.
-type AccountBalance struct {
-	ID int64
-	ledger.AccountKey
-	// Balance is the current balance, or the balance as of AtBlock.
-	Balance *big.Int
-	// Version grows each time the current balance moves; 0 with AtBlock.
-	Version int64
-	// AtBlock is the block the balance is as of; nil for the current one.
-	AtBlock *uint64
-}
-
-// AccountFilter selects accounts: each field set must match.
-type AccountFilter struct {
-	ChainID uint64
-	Address *common.Address
-	Kind    ledger.AccountKind
-	Asset   string
-	// AtBlock asks for balances as of that block instead of the current
-	// ones.
-	AtBlock *uint64
-	// After is the last account id of the previous page; 0 for the first.
-	After int64
-	Limit int
-}
-
 // Accounts lists the accounts f selects, by account id, with their
 // balances.
-func (s *Store) Accounts(ctx context.Context, f AccountFilter) ([]AccountBalance, error) {
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, MaxPage)
+func (s *Store) Accounts(ctx context.Context, f ledger.AccountFilter) ([]ledger.AccountBalance, error) {
+	if f.Limit < 1 || f.Limit > ledger.MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, ledger.MaxPage)
 	}
 	chain, err := chainArg(f.ChainID)
 	if err != nil {
@@ -96,7 +64,7 @@ func (s *Store) Accounts(ctx context.Context, f AccountFilter) ([]AccountBalance
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountBalance, error) { return scanAccount(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.AccountBalance, error) { return scanAccount(row) })
 	if err != nil {
 		return nil, fmt.Errorf("read accounts: %w", err)
 	}
@@ -110,18 +78,18 @@ func (s *Store) Accounts(ctx context.Context, f AccountFilter) ([]AccountBalance
 
 // Account is one account with its current balance, or with atBlock its
 // balance as of that block; errs.NotFound when there is none.
-func (s *Store) Account(ctx context.Context, id int64, atBlock *uint64) (AccountBalance, error) {
+func (s *Store) Account(ctx context.Context, id int64, atBlock *uint64) (ledger.AccountBalance, error) {
 	a, err := scanAccount(s.pool.QueryRow(ctx, qAccount.SQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return AccountBalance{}, errs.Errorf(errs.NotFound, "no account %d", id)
+		return ledger.AccountBalance{}, errs.Errorf(errs.NotFound, "no account %d", id)
 	}
 	if err != nil {
-		return AccountBalance{}, fmt.Errorf("read account %d: %w", id, err)
+		return ledger.AccountBalance{}, fmt.Errorf("read account %d: %w", id, err)
 	}
 	if atBlock != nil {
-		accounts := []AccountBalance{a}
+		accounts := []ledger.AccountBalance{a}
 		if err := s.balancesAt(ctx, accounts, *atBlock); err != nil {
-			return AccountBalance{}, err
+			return ledger.AccountBalance{}, err
 		}
 		a = accounts[0]
 	}
@@ -131,7 +99,7 @@ func (s *Store) Account(ctx context.Context, id int64, atBlock *uint64) (Account
 // balancesAt replaces the current balances of accounts by their balances
 // as of block at, one query per chain (BalancesAt), and, for the accounts
 // it leaves, one over their own entries (OwnBalancesAt).
-func (s *Store) balancesAt(ctx context.Context, accounts []AccountBalance, at uint64) error {
+func (s *Store) balancesAt(ctx context.Context, accounts []ledger.AccountBalance, at uint64) error {
 	if at > 1<<63-1 {
 		return errs.Errorf(errs.Invalid, "block %d: beyond any block the ledger stores", at)
 	}
@@ -202,46 +170,20 @@ func chainArg(id uint64) (*int64, error) {
 }
 
 // scanAccount reads an account with its balance as Account selects it.
-func scanAccount(row pgx.Row) (AccountBalance, error) {
-	var a AccountBalance
+func scanAccount(row pgx.Row) (ledger.AccountBalance, error) {
+	var a ledger.AccountBalance
 	var chain int64
 	var kind, balance string
 	var addr []byte
 	if err := row.Scan(&a.ID, &chain, &a.Asset, &kind, &addr, &balance, &a.Version); err != nil {
-		return AccountBalance{}, err
+		return ledger.AccountBalance{}, err
 	}
 	a.ChainID, a.Kind, a.Address = uint64(chain), ledger.AccountKind(kind), common.BytesToAddress(addr)
 	var err error
 	if a.Balance, err = parseInt(balance); err != nil {
-		return AccountBalance{}, err
+		return ledger.AccountBalance{}, err
 	}
 	return a, nil
-}
-
-// StatementLine is one entry of an account's statement.
-type StatementLine struct {
-	EntryID int64
-	// Version is the account's balance version the entry's posting made:
-	// a statement is in version order, then entry id order.
-	Version   int64
-	JournalID int64
-	Kind      ledger.JournalKind
-	// Reverses is the journal a reversal undoes; 0 otherwise.
-	Reverses int64
-	TxHash   *common.Hash
-	Block    *ledger.Block
-	Amount   *big.Int
-	// Balance is the account's balance after this entry.
-	Balance *big.Int
-}
-
-// StatementPosition is where a page of a statement starts: after entry
-// EntryID of version Version, whose running balance was Balance. The zero
-// position is the start.
-type StatementPosition struct {
-	Version int64
-	EntryID int64
-	Balance *big.Int
 }
 
 // Statement returns up to limit entries of the account after pos, in the
@@ -261,9 +203,9 @@ type StatementPosition struct {
 // an entry that was not visible yet or showing one twice. Should a page
 // find a version missing all the same, it answers errs.Unavailable rather
 // than go past it.
-func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPosition, limit int) ([]StatementLine, error) {
-	if limit < 1 || limit > MaxPage {
-		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", limit, MaxPage)
+func (s *Store) Statement(ctx context.Context, accountID int64, pos ledger.StatementPosition, limit int) ([]ledger.StatementLine, error) {
+	if limit < 1 || limit > ledger.MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", limit, ledger.MaxPage)
 	}
 	if pos.Version < 0 || pos.EntryID < 0 || pos.Version == 0 && pos.EntryID != 0 {
 		// An entry id alone is a position before 0007, which would page
@@ -278,13 +220,13 @@ func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPos
 	if err != nil {
 		return nil, fmt.Errorf("read account %d's statement: %w", accountID, err)
 	}
-	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatementLine, error) {
-		var l StatementLine
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.StatementLine, error) {
+		var l ledger.StatementLine
 		var kind, amount, balance string
 		var reverses, number *int64
 		var txHash, blockHash []byte
 		if err := row.Scan(&l.Version, &l.EntryID, &l.JournalID, &kind, &reverses, &txHash, &number, &blockHash, &amount, &balance); err != nil {
-			return StatementLine{}, err
+			return ledger.StatementLine{}, err
 		}
 		l.Kind, l.TxHash, l.Block = ledger.JournalKind(kind), hashOf(txHash), blockOf(number, blockHash)
 		if reverses != nil {
@@ -292,7 +234,7 @@ func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPos
 		}
 		var err error
 		if l.Amount, err = parseInt(amount); err != nil {
-			return StatementLine{}, err
+			return ledger.StatementLine{}, err
 		}
 		l.Balance, err = parseInt(balance)
 		return l, err
@@ -323,7 +265,7 @@ func (s *Store) Statement(ctx context.Context, accountID int64, pos StatementPos
 // happen, the page would leave that movement's entries behind for good.
 // The account's first version is not checked: it is 1, or where the
 // backfill of 0007 started an older account.
-func (s *Store) checkVersions(accountID int64, pos StatementPosition, lines []StatementLine) error {
+func (s *Store) checkVersions(accountID int64, pos ledger.StatementPosition, lines []ledger.StatementLine) error {
 	prev := pos.Version
 	for i, l := range lines {
 		if (i > 0 || pos.Version > 0) && l.Version != prev && l.Version != prev+1 {
@@ -336,68 +278,29 @@ func (s *Store) checkVersions(accountID int64, pos StatementPosition, lines []St
 	return nil
 }
 
-// BookedJournal is a journal as the ledger booked it.
-type BookedJournal struct {
-	ID      int64
-	Kind    ledger.JournalKind
-	ChainID uint64
-	TxHash  *common.Hash
-	Block   *ledger.Block
-	// Status is the receipt's, "success" or "reverted"; "" when the fact
-	// is not a transaction's.
-	Status string
-	// Reverses is the journal a reversal undoes; ReversedBy the reversal
-	// that undid this one. 0 for none.
-	Reverses, ReversedBy int64
-	// Memo is a JSON object, {} when there is nothing to say.
-	Memo      json.RawMessage
-	CreatedAt time.Time
-	// Entries are the journal's entries, in booking order; JournalByID
-	// reads them, Journals does not.
-	Entries []BookedEntry
-}
-
-// BookedEntry is one entry of a journal.
-type BookedEntry struct {
-	ID        int64
-	AccountID int64
-	Account   ledger.AccountKey
-	Amount    *big.Int
-}
-
-// JournalFilter selects journals: each field set must match.
-type JournalFilter struct {
-	ChainID uint64
-	TxHash  *common.Hash
-	Kind    ledger.JournalKind
-	// After is the last journal id of the previous page; 0 for the first.
-	After int64
-	Limit int
-}
-
 // JournalByID is journal id with its entries; errs.NotFound when there is
 // none.
-func (s *Store) JournalByID(ctx context.Context, id int64) (BookedJournal, error) {
+func (s *Store) JournalByID(ctx context.Context, id int64) (ledger.BookedJournal, error) {
 	j, err := scanJournal(s.pool.QueryRow(ctx, qJournalByID.SQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return BookedJournal{}, errs.Errorf(errs.NotFound, "no journal %d", id)
+		return ledger.BookedJournal{}, errs.Errorf(errs.NotFound, "no journal %d", id)
 	}
 	if err != nil {
-		return BookedJournal{}, fmt.Errorf("read journal %d: %w", id, err)
+		return ledger.BookedJournal{}, fmt.Errorf("read journal %d: %w", id, err)
 	}
 	// A journal's entries were committed with it and never change, so
 	// reading them apart from it sees them all.
 	rows, err := s.pool.Query(ctx, qJournalEntries.SQL, id)
 	if err != nil {
-		return BookedJournal{}, fmt.Errorf("read journal %d's entries: %w", id, err)
+		return ledger.BookedJournal{}, fmt.Errorf("read journal %d's entries: %w", id, err)
 	}
-	j.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (BookedEntry, error) {
-		var e BookedEntry
+	j.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.BookedEntry, error) {
+		var e ledger.BookedEntry
 		var chain int64
 		var kind, amount string
 		var addr []byte
 		if err := row.Scan(&e.ID, &e.AccountID, &chain, &e.Account.Asset, &kind, &addr, &amount); err != nil {
-			return BookedEntry{}, err
+			return ledger.BookedEntry{}, err
 		}
 		e.Account.ChainID, e.Account.Kind, e.Account.Address = uint64(chain), ledger.AccountKind(kind), common.BytesToAddress(addr)
 		var err error
@@ -405,16 +308,16 @@ func (s *Store) JournalByID(ctx context.Context, id int64) (BookedJournal, error
 		return e, err
 	})
 	if err != nil {
-		return BookedJournal{}, fmt.Errorf("read journal %d's entries: %w", id, err)
+		return ledger.BookedJournal{}, fmt.Errorf("read journal %d's entries: %w", id, err)
 	}
 	return j, nil
 }
 
 // Journals lists the journals f selects, oldest first, without their
 // entries.
-func (s *Store) Journals(ctx context.Context, f JournalFilter) ([]BookedJournal, error) {
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, MaxPage)
+func (s *Store) Journals(ctx context.Context, f ledger.JournalFilter) ([]ledger.BookedJournal, error) {
+	if f.Limit < 1 || f.Limit > ledger.MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, ledger.MaxPage)
 	}
 	chain, err := chainArg(f.ChainID)
 	if err != nil {
@@ -433,7 +336,7 @@ func (s *Store) Journals(ctx context.Context, f JournalFilter) ([]BookedJournal,
 	if err != nil {
 		return nil, fmt.Errorf("read journals: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BookedJournal, error) { return scanJournal(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.BookedJournal, error) { return scanJournal(row) })
 	if err != nil {
 		return nil, fmt.Errorf("read journals: %w", err)
 	}
@@ -441,14 +344,14 @@ func (s *Store) Journals(ctx context.Context, f JournalFilter) ([]BookedJournal,
 }
 
 // scanJournal reads a journal as JournalByID selects it.
-func scanJournal(row pgx.Row) (BookedJournal, error) {
-	var j BookedJournal
+func scanJournal(row pgx.Row) (ledger.BookedJournal, error) {
+	var j ledger.BookedJournal
 	var chain int64
 	var kind string
 	var number, reverses, reversedBy *int64
 	var txHash, blockHash, memo []byte
 	if err := row.Scan(&j.ID, &kind, &chain, &txHash, &number, &blockHash, &j.Status, &reverses, &reversedBy, &memo, &j.CreatedAt); err != nil {
-		return BookedJournal{}, err
+		return ledger.BookedJournal{}, err
 	}
 	j.Kind, j.ChainID, j.TxHash, j.Block, j.Memo = ledger.JournalKind(kind), uint64(chain), hashOf(txHash), blockOf(number, blockHash), memo
 	if reverses != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 )
 
 // BenchmarkBalanceRead prints the latency (p50, p99) of reads of a hot
@@ -55,8 +54,8 @@ func BenchmarkBalanceRead(b *testing.B) {
 	cp := accountID(b, pool, acct(ledger.Counterparty, ledger.Native, common.BigToAddress(big.NewInt(7))))
 	// 80% into each statement; any balance to start from: the cost is the
 	// same.
-	deep := func(id int64) postgres.StatementPosition {
-		pos := postgres.StatementPosition{Balance: big.NewInt(1)}
+	deep := func(id int64) ledger.StatementPosition {
+		pos := ledger.StatementPosition{Balance: big.NewInt(1)}
 		if err := pool.QueryRow(ctx, `
 			SELECT version, first_entry_id FROM movement WHERE account_id = $1
 			ORDER BY version OFFSET (SELECT count(*) * 4 / 5 FROM movement WHERE account_id = $1) LIMIT 1`, id).Scan(&pos.Version, &pos.EntryID); err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 // blockHash is the hash the tests give block n.
@@ -148,7 +148,7 @@ func TestBalancesAsOfABlock(t *testing.T) {
 		for at, want := range map[uint64][3]int64{ // wallet, fee expense, counterparty
 			0: {0, 0, 0}, 4: {0, 0, 0}, 5: {-101, 1, 100}, 7: {-101, 1, 100}, 9: {-153, 3, 150}, 1 << 62: {-153, 3, 150},
 		} {
-			got, err := s.Accounts(ctx, postgres.AccountFilter{ChainID: chain, AtBlock: &at, Limit: 100})
+			got, err := s.Accounts(ctx, ledger.AccountFilter{ChainID: chain, AtBlock: &at, Limit: 100})
 			if err != nil {
 				t.Fatalf("%s: accounts at %d: %v", when, at, err)
 			}
@@ -178,10 +178,10 @@ func TestBalancesAsOfABlock(t *testing.T) {
 	// before are summed forwards.
 	seed(t, pool, "later-", 1200, 1, 3, 100, 1)
 	for at, want := range map[uint64]int64{4: 0, 5: 0, 9: -52, 99: -52} {
-		for name, read := range map[string]func() (postgres.AccountBalance, error){
-			"Account": func() (postgres.AccountBalance, error) { return s.Account(ctx, id, &at) },
-			"Accounts": func() (postgres.AccountBalance, error) {
-				return onlyAccount(s.Accounts(ctx, postgres.AccountFilter{Address: &hot, Kind: ledger.Wallet, AtBlock: &at, Limit: 2}))
+		for name, read := range map[string]func() (ledger.AccountBalance, error){
+			"Account": func() (ledger.AccountBalance, error) { return s.Account(ctx, id, &at) },
+			"Accounts": func() (ledger.AccountBalance, error) {
+				return onlyAccount(s.Accounts(ctx, ledger.AccountFilter{Address: &hot, Kind: ledger.Wallet, AtBlock: &at, Limit: 2}))
 			},
 		} {
 			if got, err := read(); err != nil || got.Balance.Int64() != want {
@@ -204,12 +204,12 @@ func TestBalancesAsOfABlock(t *testing.T) {
 	}
 }
 
-func onlyAccount(as []postgres.AccountBalance, err error) (postgres.AccountBalance, error) {
+func onlyAccount(as []ledger.AccountBalance, err error) (ledger.AccountBalance, error) {
 	if err == nil && len(as) != 1 {
 		err = fmt.Errorf("%d accounts, want 1", len(as))
 	}
 	if err != nil {
-		return postgres.AccountBalance{Balance: new(big.Int)}, err
+		return ledger.AccountBalance{Balance: new(big.Int)}, err
 	}
 	return as[0], nil
 }
@@ -229,7 +229,7 @@ func TestAccountFiltersAndPages(t *testing.T) {
 	}
 	post(t, s, other)
 
-	count := func(f postgres.AccountFilter) int {
+	count := func(f ledger.AccountFilter) int {
 		t.Helper()
 		f.Limit = 100
 		got, err := s.Accounts(ctx, f)
@@ -245,26 +245,26 @@ func TestAccountFiltersAndPages(t *testing.T) {
 		return len(got)
 	}
 	for _, c := range []struct {
-		f    postgres.AccountFilter
+		f    ledger.AccountFilter
 		want int
 	}{
-		{postgres.AccountFilter{}, 8},
-		{postgres.AccountFilter{ChainID: chain}, 5},
-		{postgres.AccountFilter{ChainID: chain, Address: &hot}, 3},
-		{postgres.AccountFilter{Address: &hot}, 5},
-		{postgres.AccountFilter{Address: &bob, Kind: ledger.DepositSource}, 1},
-		{postgres.AccountFilter{Asset: token}, 2},
-		{postgres.AccountFilter{ChainID: 1, Kind: ledger.Wallet}, 1},
-		{postgres.AccountFilter{ChainID: 5}, 0},
-		{postgres.AccountFilter{Address: &hot, AtBlock: new(uint64(1))}, 5},
+		{ledger.AccountFilter{}, 8},
+		{ledger.AccountFilter{ChainID: chain}, 5},
+		{ledger.AccountFilter{ChainID: chain, Address: &hot}, 3},
+		{ledger.AccountFilter{Address: &hot}, 5},
+		{ledger.AccountFilter{Address: &bob, Kind: ledger.DepositSource}, 1},
+		{ledger.AccountFilter{Asset: token}, 2},
+		{ledger.AccountFilter{ChainID: 1, Kind: ledger.Wallet}, 1},
+		{ledger.AccountFilter{ChainID: 5}, 0},
+		{ledger.AccountFilter{Address: &hot, AtBlock: new(uint64(1))}, 5},
 	} {
 		if got := count(c.f); got != c.want {
 			t.Errorf("%+v: %d accounts, want %d", c.f, got, c.want)
 		}
 	}
 
-	var all []postgres.AccountBalance
-	for f := (postgres.AccountFilter{Limit: 2}); ; {
+	var all []ledger.AccountBalance
+	for f := (ledger.AccountFilter{Limit: 2}); ; {
 		page, err := s.Accounts(ctx, f)
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +283,7 @@ func TestAccountFiltersAndPages(t *testing.T) {
 	if len(all) != 8 {
 		t.Errorf("paged through %d accounts, want 8", len(all))
 	}
-	if _, err := s.Accounts(ctx, postgres.AccountFilter{Limit: 0}); !errs.Is(err, errs.Invalid) {
+	if _, err := s.Accounts(ctx, ledger.AccountFilter{Limit: 0}); !errs.Is(err, errs.Invalid) {
 		t.Errorf("limit 0: %v, want invalid", err)
 	}
 }
@@ -309,8 +309,8 @@ func TestStatementPagesCarryTheRunningBalance(t *testing.T) {
 	rev := post(t, s, reversal(reversed, undone))
 	id := accountID(t, pool, wallet)
 
-	var lines []postgres.StatementLine
-	pos := postgres.StatementPosition{}
+	var lines []ledger.StatementLine
+	pos := ledger.StatementPosition{}
 	pages := 0
 	for {
 		page, err := s.Statement(ctx, id, pos, 5)
@@ -353,10 +353,10 @@ func TestStatementPagesCarryTheRunningBalance(t *testing.T) {
 	if want := balance(t, s, wallet); running.Cmp(want) != 0 {
 		t.Errorf("the statement ends at %s, the balance is %s", running, want)
 	}
-	if _, err := s.Statement(ctx, id+1_000_000, postgres.StatementPosition{}, 5); !errs.Is(err, errs.NotFound) {
+	if _, err := s.Statement(ctx, id+1_000_000, ledger.StatementPosition{}, 5); !errs.Is(err, errs.NotFound) {
 		t.Errorf("an unknown account's statement: %v, want not found", err)
 	}
-	for _, pos := range []postgres.StatementPosition{{EntryID: lines[3].EntryID, Balance: lines[3].Balance}, {Version: -1}, {Version: 1, EntryID: -1}} {
+	for _, pos := range []ledger.StatementPosition{{EntryID: lines[3].EntryID, Balance: lines[3].Balance}, {Version: -1}, {Version: 1, EntryID: -1}} {
 		if _, err := s.Statement(ctx, id, pos, 5); !errs.Is(err, errs.Invalid) {
 			t.Errorf("a statement after %+v: %v, want invalid", pos, err)
 		}
@@ -403,7 +403,7 @@ func TestJournalsReadBack(t *testing.T) {
 		t.Errorf("an unknown journal: %v, want not found", err)
 	}
 
-	ids := func(f postgres.JournalFilter) []int64 {
+	ids := func(f ledger.JournalFilter) []int64 {
 		t.Helper()
 		if f.Limit == 0 {
 			f.Limit = 100
@@ -423,16 +423,16 @@ func TestJournalsReadBack(t *testing.T) {
 	}
 	other := common.HexToHash("0x01")
 	for _, c := range []struct {
-		f    postgres.JournalFilter
+		f    ledger.JournalFilter
 		want []int64
 	}{
-		{postgres.JournalFilter{}, []int64{id, rev, depID}},
-		{postgres.JournalFilter{ChainID: chain, TxHash: j.TxHash}, []int64{id, rev}},
-		{postgres.JournalFilter{ChainID: chain, TxHash: &other}, []int64{}},
-		{postgres.JournalFilter{Kind: ledger.Reversal}, []int64{rev}},
-		{postgres.JournalFilter{ChainID: 1}, []int64{}},
-		{postgres.JournalFilter{After: id, Limit: 1}, []int64{rev}},
-		{postgres.JournalFilter{After: rev}, []int64{depID}},
+		{ledger.JournalFilter{}, []int64{id, rev, depID}},
+		{ledger.JournalFilter{ChainID: chain, TxHash: j.TxHash}, []int64{id, rev}},
+		{ledger.JournalFilter{ChainID: chain, TxHash: &other}, []int64{}},
+		{ledger.JournalFilter{Kind: ledger.Reversal}, []int64{rev}},
+		{ledger.JournalFilter{ChainID: 1}, []int64{}},
+		{ledger.JournalFilter{After: id, Limit: 1}, []int64{rev}},
+		{ledger.JournalFilter{After: rev}, []int64{depID}},
 	} {
 		if got := ids(c.f); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%+v: %v, want %v", c.f, got, c.want)
@@ -455,12 +455,12 @@ func TestBalancesAsOfAgreeWithTheirEntries(t *testing.T) {
 	post(t, s, transfer("no-block", hot, bob, 5, 1))
 	seed(t, pool, "late-", 1500, 2, 3, 200, 10) // blocks 200 to 349
 
-	all, err := s.Accounts(ctx, postgres.AccountFilter{Limit: 100})
+	all, err := s.Accounts(ctx, ledger.AccountFilter{Limit: 100})
 	if err != nil || len(all) != 6 {
 		t.Fatalf("%d accounts %v, want 6", len(all), err)
 	}
 	for _, at := range []uint64{0, 1, 40, 50, 99, 100, 151, 160, 199, 200, 250, 340, 349, 10_000} {
-		got, err := s.Accounts(ctx, postgres.AccountFilter{AtBlock: &at, Limit: 100})
+		got, err := s.Accounts(ctx, ledger.AccountFilter{AtBlock: &at, Limit: 100})
 		if err != nil || len(got) != len(all) {
 			t.Fatalf("accounts at %d: %d %v", at, len(got), err)
 		}
@@ -481,9 +481,9 @@ func TestBalancesAsOfAgreeWithTheirEntries(t *testing.T) {
 
 // statementFrom reads account id's statement from pos to its end, limit
 // entries a page, and returns its lines and the position after them.
-func statementFrom(t testing.TB, s *postgres.Store, id int64, pos postgres.StatementPosition, limit int) ([]postgres.StatementLine, postgres.StatementPosition) {
+func statementFrom(t testing.TB, s *postgres.Store, id int64, pos ledger.StatementPosition, limit int) ([]ledger.StatementLine, ledger.StatementPosition) {
 	t.Helper()
-	var lines []postgres.StatementLine
+	var lines []ledger.StatementLine
 	for {
 		page, err := s.Statement(context.Background(), id, pos, limit)
 		if err != nil {
@@ -498,9 +498,9 @@ func statementFrom(t testing.TB, s *postgres.Store, id int64, pos postgres.State
 }
 
 // positionAfter is where the page after page starts.
-func positionAfter(page []postgres.StatementLine) postgres.StatementPosition {
+func positionAfter(page []ledger.StatementLine) ledger.StatementPosition {
 	last := page[len(page)-1]
-	return postgres.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}
+	return ledger.StatementPosition{Version: last.Version, EntryID: last.EntryID, Balance: last.Balance}
 }
 
 // entriesByID is a page of account id's statement as it was read before
@@ -522,7 +522,7 @@ func entriesByID(t testing.TB, pool *pgxpool.Pool, id, after int64) []int64 {
 // its start: every entry of the account once, the running balance entry
 // by entry up to the account's balance, and versions without gaps up to
 // the balance's.
-func requireWholeStatement(t testing.TB, s *postgres.Store, pool *pgxpool.Pool, id int64, lines []postgres.StatementLine) {
+func requireWholeStatement(t testing.TB, s *postgres.Store, pool *pgxpool.Pool, id int64, lines []ledger.StatementLine) {
 	t.Helper()
 	var shown []int64
 	running := new(big.Int)
@@ -571,7 +571,7 @@ func TestStatementShowsEntriesCommittedOutOfIDOrder(t *testing.T) {
 	post(t, s, transfer("first", hot, bob, 10, 1))
 	id, cp := accountID(t, pool, wallet), accountID(t, pool, acct(ledger.Counterparty, ledger.Native, bob))
 
-	lines, pos := statementFrom(t, s, id, postgres.StatementPosition{}, 100)
+	lines, pos := statementFrom(t, s, id, ledger.StatementPosition{}, 100)
 	byID := entriesByID(t, pool, id, 0)
 
 	// held waits on an advisory lock this test holds, between taking its
@@ -718,8 +718,8 @@ func TestStatementReadWhilePosting(t *testing.T) {
 	posted := make(chan struct{})
 	go func() { wg.Wait(); close(posted) }()
 
-	var lines []postgres.StatementLine
-	pos := postgres.StatementPosition{}
+	var lines []ledger.StatementLine
+	pos := ledger.StatementPosition{}
 	pages := 0
 	for {
 		// Once every posting has committed, an empty page is the end.
@@ -760,7 +760,7 @@ func TestStatementReadWhilePosting(t *testing.T) {
 	requireWholeStatement(t, s, pool, id, lines)
 	for i := range 5 {
 		cp := accountID(t, pool, acct(ledger.Counterparty, ledger.Native, common.BigToAddress(big.NewInt(int64(1+i)))))
-		got, _ := statementFrom(t, s, cp, postgres.StatementPosition{}, 9)
+		got, _ := statementFrom(t, s, cp, ledger.StatementPosition{}, 9)
 		requireWholeStatement(t, s, pool, cp, got)
 	}
 }
@@ -821,7 +821,7 @@ func TestStatementOfBooksKeptBefore0007(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.Accounts(ctx, postgres.AccountFilter{Limit: 100})
+	before, err := s.Accounts(ctx, ledger.AccountFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -834,7 +834,7 @@ func TestStatementOfBooksKeptBefore0007(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range before {
-		lines, _ := statementFrom(t, s, a.ID, postgres.StatementPosition{}, 4)
+		lines, _ := statementFrom(t, s, a.ID, ledger.StatementPosition{}, 4)
 		requireWholeStatement(t, s, pool, a.ID, lines)
 		after, err := s.Account(ctx, a.ID, nil)
 		if err != nil || after.Version != a.Version || after.Balance.Cmp(a.Balance) != 0 {
@@ -847,7 +847,7 @@ func TestStatementOfBooksKeptBefore0007(t *testing.T) {
 		}
 	}
 
-	_, pos := statementFrom(t, s, walletID, postgres.StatementPosition{}, 1000)
+	_, pos := statementFrom(t, s, walletID, ledger.StatementPosition{}, 1000)
 	post(t, s, transfer("after", hot, bob, 5, 1))
 	lines, _ := statementFrom(t, s, walletID, pos, 1000)
 	if len(lines) != 2 || lines[0].Version != pos.Version+1 || lines[1].Version != pos.Version+1 {
@@ -880,7 +880,7 @@ func TestMovementsAreTheTriggersAlone(t *testing.T) {
 			t.Errorf("%s: %v, want an error mentioning %q", c.stmt, err, c.want)
 		}
 	}
-	lines, _ := statementFrom(t, s, id, postgres.StatementPosition{}, 100)
+	lines, _ := statementFrom(t, s, id, ledger.StatementPosition{}, 100)
 	requireWholeStatement(t, s, pool, id, lines)
 
 	// Past the guards, by the table's owner: version 2 goes missing.
@@ -894,7 +894,7 @@ func TestMovementsAreTheTriggersAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pos := range []postgres.StatementPosition{{}, positionAfter(lines[:2])} {
+	for _, pos := range []ledger.StatementPosition{{}, positionAfter(lines[:2])} {
 		if got, err := s.Statement(ctx, id, pos, 100); !errs.Is(err, errs.Unavailable) {
 			t.Errorf("a statement after %+v over a missing version: %+v %v, want unavailable", pos, got, err)
 		}

@@ -48,12 +48,14 @@ type Reconciliation struct {
 	made    map[ledger.AccountKey]int64
 }
 
+var _ ledger.ReconcileTx = (*Reconciliation)(nil)
+
 // Reconcile runs fn in a transaction holding chainID's reconciliation lock
 // and commits what fn wrote. fn may run again on a serialization failure
 // or a deadlock, and must be safe to re-run; when it fails, nothing it
 // wrote is kept. The lock is a transaction-level advisory lock: a node
 // that dies mid-run releases it with its connection.
-func (s *Store) Reconcile(ctx context.Context, chainID uint64, fn func(*Reconciliation) error) error {
+func (s *Store) Reconcile(ctx context.Context, chainID uint64, fn func(ledger.ReconcileTx) error) error {
 	var made map[ledger.AccountKey]int64
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{Logger: s.log}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, qLockReconciliation.SQL, int64(chainID)); err != nil {
@@ -152,15 +154,6 @@ func (r *Reconciliation) Wallets(ctx context.Context, block uint64) ([]common.Ad
 	})
 }
 
-// Holding is what the books hold, as of a block, of one asset for one
-// wallet: in the wallet's account, and in its suspense account (what
-// earlier reconciliations found and nothing has explained yet).
-type Holding struct {
-	Address          common.Address
-	Asset            string
-	Wallet, Suspense *big.Int
-}
-
 // Holdings reads, as of block, every asset the chain's wallets opened at
 // or before block have an account for: each account's entries in the
 // chain's journals with a block number at or before block. It takes the
@@ -169,55 +162,44 @@ type Holding struct {
 // balance the sum of its entries) at a cost that grows with the journals
 // after block, not with the whole history. One grouped query for all the
 // chain's wallets.
-func (r *Reconciliation) Holdings(ctx context.Context, block uint64) ([]Holding, error) {
+func (r *Reconciliation) Holdings(ctx context.Context, block uint64) ([]ledger.Holding, error) {
 	rows, err := r.tx.Query(ctx, qHoldings.SQL, int64(r.chainID), int64(block))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's wallet balances at block %d: %w", r.chainID, block, err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Holding, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.Holding, error) {
 		var addr []byte
-		var h Holding
+		var h ledger.Holding
 		var wallet, suspense string
 		if err := row.Scan(&addr, &h.Asset, &wallet, &suspense); err != nil {
-			return Holding{}, err
+			return ledger.Holding{}, err
 		}
 		h.Address = common.BytesToAddress(addr)
 		var ok1, ok2 bool
 		h.Wallet, ok1 = new(big.Int).SetString(wallet, 10)
 		h.Suspense, ok2 = new(big.Int).SetString(suspense, 10)
 		if !ok1 || !ok2 {
-			return Holding{}, fmt.Errorf("balances %q, %q of %s %s", wallet, suspense, h.Address, h.Asset)
+			return ledger.Holding{}, fmt.Errorf("balances %q, %q of %s %s", wallet, suspense, h.Address, h.Asset)
 		}
 		return h, nil
 	})
 }
 
-// UnbookedTx is a transaction a wallet sent that the scanner saw and the
-// ledger has not booked (no journal under its ledger.TxKey).
-type UnbookedTx struct {
-	Sender common.Address
-	Hash   common.Hash
-	Block  uint64
-	// Young says the scanner saw it less than the grace period ago (by
-	// the database's clock): txmanager may still settle it.
-	Young bool
-}
-
 // Unbooked lists the transactions the chain's wallets sent in blocks from
 // from to upTo, after each wallet's opening, that the ledger has not
 // booked, by sender, block and hash.
-func (r *Reconciliation) Unbooked(ctx context.Context, from, upTo uint64, grace time.Duration) ([]UnbookedTx, error) {
+func (r *Reconciliation) Unbooked(ctx context.Context, from, upTo uint64, grace time.Duration) ([]ledger.UnbookedTx, error) {
 	rows, err := r.tx.Query(ctx, qUnbooked.SQL,
 		int64(r.chainID), int64(min(from, math.MaxInt64)), int64(min(upTo, math.MaxInt64)), max(grace, 0).Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's unbooked wallet transactions: %w", r.chainID, err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (UnbookedTx, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.UnbookedTx, error) {
 		var sender, hash []byte
 		var number int64
-		var t UnbookedTx
+		var t ledger.UnbookedTx
 		if err := row.Scan(&sender, &hash, &number, &t.Young); err != nil {
-			return UnbookedTx{}, err
+			return ledger.UnbookedTx{}, err
 		}
 		t.Sender, t.Hash, t.Block = common.BytesToAddress(sender), common.BytesToHash(hash), uint64(number)
 		return t, nil
@@ -336,17 +318,13 @@ func numeric(v *big.Int) pgtype.Numeric {
 	return pgtype.Numeric{Int: new(big.Int).Set(v), Valid: true}
 }
 
-// MaxRunsPage bounds a page of ReconciliationRuns: the API's largest
-// page, and the one more it reads to tell whether another follows.
-const MaxRunsPage = 1001
-
 // ReconciliationRuns lists stored runs, newest first, without their
 // items: of chain chainID, or of every chain when it is 0; those before
 // the run id before (a previous page's last id), or the newest when it is
 // 0; at most limit (1 to MaxRunsPage).
 func (s *Store) ReconciliationRuns(ctx context.Context, chainID uint64, before int64, limit int) ([]ledger.ReconciliationRun, error) {
-	if limit < 1 || limit > MaxRunsPage {
-		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d runs", limit, MaxRunsPage)
+	if limit < 1 || limit > ledger.MaxRunsPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d runs", limit, ledger.MaxRunsPage)
 	}
 	if before < 0 || chainID > math.MaxInt64 {
 		return nil, errs.Errorf(errs.Invalid, "before %d, chain %d: a run id and a chain id", before, chainID)

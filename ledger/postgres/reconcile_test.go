@@ -31,7 +31,7 @@ func openWallet(t *testing.T, pool *pgxpool.Pool, addr common.Address, number in
 
 // inReconciliation runs fn in a reconciliation of chain and fails t on an
 // error.
-func inReconciliation(t *testing.T, s *postgres.Store, fn func(*postgres.Reconciliation) error) {
+func inReconciliation(t *testing.T, s *postgres.Store, fn func(ledger.ReconcileTx) error) {
 	t.Helper()
 	if err := s.Reconcile(context.Background(), chain, fn); err != nil {
 		t.Fatal(err)
@@ -79,8 +79,8 @@ func TestHoldingsAreTheBooksAsOfABlock(t *testing.T) {
 	}
 
 	for n := range uint64(21) {
-		var got []postgres.Holding
-		inReconciliation(t, s, func(r *postgres.Reconciliation) (err error) {
+		var got []ledger.Holding
+		inReconciliation(t, s, func(r ledger.ReconcileTx) (err error) {
 			got, err = r.Holdings(ctx, n)
 			return err
 		})
@@ -162,16 +162,16 @@ func TestUnbookedListsWhatTheFeedHasNotBooked(t *testing.T) {
 	for _, c := range []struct {
 		from, upTo uint64
 		grace      time.Duration
-		want       []postgres.UnbookedTx
+		want       []ledger.UnbookedTx
 	}{
-		{0, 10, 10 * time.Minute, []postgres.UnbookedTx{{hot, hash(2), 8, true}, {hot, hash(3), 9, false}}},
-		{9, 10, 10 * time.Minute, []postgres.UnbookedTx{{hot, hash(3), 9, false}}},
-		{0, 10, 2 * time.Hour, []postgres.UnbookedTx{{hot, hash(2), 8, true}, {hot, hash(3), 9, true}}},
-		{0, 10, -1, []postgres.UnbookedTx{{hot, hash(2), 8, false}, {hot, hash(3), 9, false}}},
+		{0, 10, 10 * time.Minute, []ledger.UnbookedTx{{Sender: hot, Hash: hash(2), Block: 8, Young: true}, {Sender: hot, Hash: hash(3), Block: 9, Young: false}}},
+		{9, 10, 10 * time.Minute, []ledger.UnbookedTx{{Sender: hot, Hash: hash(3), Block: 9, Young: false}}},
+		{0, 10, 2 * time.Hour, []ledger.UnbookedTx{{Sender: hot, Hash: hash(2), Block: 8, Young: true}, {Sender: hot, Hash: hash(3), Block: 9, Young: true}}},
+		{0, 10, -1, []ledger.UnbookedTx{{Sender: hot, Hash: hash(2), Block: 8, Young: false}, {Sender: hot, Hash: hash(3), Block: 9, Young: false}}},
 		{10, 11, 0, nil},
 	} {
-		var got []postgres.UnbookedTx
-		inReconciliation(t, s, func(r *postgres.Reconciliation) (err error) {
+		var got []ledger.UnbookedTx
+		inReconciliation(t, s, func(r ledger.ReconcileTx) (err error) {
 			got, err = r.Unbooked(ctx, c.from, c.upTo, c.grace)
 			return err
 		})
@@ -196,7 +196,7 @@ func TestAReportIsKeptAsStored(t *testing.T) {
 			{Address: bob, Asset: ledger.Native, Ledger: owed, Chain: huge, Difference: new(big.Int).Sub(huge, owed), Cause: "inbound", Negative: true},
 			{Address: hot, Asset: token, Ledger: big.NewInt(5), Chain: big.NewInt(5), Pending: []common.Hash{common.HexToHash("0x1"), common.HexToHash("0x2")}, Cause: "deferred"},
 		}}
-	inReconciliation(t, s, func(r *postgres.Reconciliation) (err error) {
+	inReconciliation(t, s, func(r ledger.ReconcileTx) (err error) {
 		if run.ID, err = r.NewRunID(ctx); err != nil {
 			return err
 		}

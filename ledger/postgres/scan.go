@@ -33,16 +33,6 @@ var (
 	qUnreversedAfter          = Queries.Use("UnreversedAfter")
 )
 
-// ScannedBlock is a block the scanner booked, linked to its parent.
-type ScannedBlock struct {
-	Number uint64
-	Hash   common.Hash
-	Parent common.Hash
-}
-
-// Block is b as a journal names it.
-func (b ScannedBlock) Block() ledger.Block { return ledger.Block{Number: b.Number, Hash: b.Hash} }
-
 // ScanCursor is the last block the scanner booked on chainID; nil before
 // its first start.
 func (s *Store) ScanCursor(ctx context.Context, chainID uint64) (*ledger.Block, error) {
@@ -62,7 +52,7 @@ func (s *Store) ScanCursor(ctx context.Context, chainID uint64) (*ledger.Block, 
 // first, on the scanner's first start, and keeps them all as scanned: a
 // reorg right after the start finds its fork point among them. A cursor
 // set before (by another scanner) is kept. It returns the cursor.
-func (s *Store) StartScan(ctx context.Context, chainID uint64, blocks []ScannedBlock) (ledger.Block, error) {
+func (s *Store) StartScan(ctx context.Context, chainID uint64, blocks []ledger.ScannedBlock) (ledger.Block, error) {
 	if len(blocks) == 0 {
 		return ledger.Block{}, errs.E(errs.Invalid, "start a scan: no block")
 	}
@@ -92,7 +82,7 @@ func (s *Store) StartScan(ctx context.Context, chainID uint64, blocks []ScannedB
 	return cursor, nil
 }
 
-func insertScanned(ctx context.Context, tx pgx.Tx, chainID uint64, blocks []ScannedBlock) error {
+func insertScanned(ctx context.Context, tx pgx.Tx, chainID uint64, blocks []ledger.ScannedBlock) error {
 	numbers, hashes, parents := make([]int64, len(blocks)), make([][]byte, len(blocks)), make([][]byte, len(blocks))
 	for i, b := range blocks {
 		numbers[i], hashes[i], parents[i] = int64(b.Number), b.Hash.Bytes(), b.Parent.Bytes()
@@ -103,16 +93,16 @@ func insertScanned(ctx context.Context, tx pgx.Tx, chainID uint64, blocks []Scan
 
 // ScannedBlocks are the blocks of chainID the scanner keeps, newest
 // first: where a reorg's fork point is looked for.
-func (s *Store) ScannedBlocks(ctx context.Context, chainID uint64) ([]ScannedBlock, error) {
+func (s *Store) ScannedBlocks(ctx context.Context, chainID uint64) ([]ledger.ScannedBlock, error) {
 	rows, err := s.pool.Query(ctx, qScannedBlocks.SQL, int64(chainID))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's scanned blocks: %w", chainID, err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ScannedBlock, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.ScannedBlock, error) {
 		var number int64
 		var hash, parent []byte
 		err := row.Scan(&number, &hash, &parent)
-		return ScannedBlock{Number: uint64(number), Hash: common.BytesToHash(hash), Parent: common.BytesToHash(parent)}, err
+		return ledger.ScannedBlock{Number: uint64(number), Hash: common.BytesToHash(hash), Parent: common.BytesToHash(parent)}, err
 	})
 }
 
@@ -132,32 +122,6 @@ func scanAddress(row pgx.CollectableRow) (common.Address, error) {
 	return common.BytesToAddress(a), err
 }
 
-// WalletTx is a transaction a wallet sent, seen by the scanner: the feed
-// consumer books txfence's own; reconciliation reports the others.
-type WalletTx struct {
-	Hash   common.Hash
-	Sender common.Address
-}
-
-// ScanBooking is what the scanner books for one block, N+1, with the
-// cursor at N; or, with no block, the wallets it opens at N.
-type ScanBooking struct {
-	ChainID uint64
-	// Cursor is the scan cursor as the scanner read it: block N.
-	Cursor ledger.Block
-	// Block is block N+1, whose parent is N; nil to open wallets only.
-	Block *ScannedBlock
-	// Opened are the wallets opened at N; their opening journals are among
-	// Journals (none for a wallet that held nothing).
-	Opened []common.Address
-	// Journals are the openings at N and the deposits of N+1.
-	Journals []*ledger.Journal
-	// WalletTxs are the transactions wallets sent in N+1.
-	WalletTxs []WalletTx
-	// Window is how many scanned blocks to keep, N+1 included.
-	Window int
-}
-
 // BookScan books block b.Block in one transaction: the scan cursor moves
 // from b.Cursor to it, the block joins the scanned ones (the oldest beyond
 // the window leave), the wallets are opened at the cursor, the journals
@@ -171,7 +135,7 @@ type ScanBooking struct {
 // (errs.Conflict, and an alert), as in BookFeed. A journal whose booking
 // was reversed (its block left the chain, and has come back) is booked
 // again under a key derived from the reversal's: the fact holds once more.
-func (s *Store) BookScan(ctx context.Context, b *ScanBooking) ([]Posted, error) {
+func (s *Store) BookScan(ctx context.Context, b *ledger.ScanBooking) ([]ledger.Posted, error) {
 	if b.Block != nil && (b.Block.Number != b.Cursor.Number+1 || b.Block.Parent != b.Cursor.Hash) {
 		return nil, errs.Errorf(errs.Invalid, "chain %d: block %d (parent %s) does not follow the cursor at %d (%s)",
 			b.ChainID, b.Block.Number, b.Block.Parent, b.Cursor.Number, b.Cursor.Hash)
@@ -186,7 +150,7 @@ func (s *Store) BookScan(ctx context.Context, b *ScanBooking) ([]Posted, error) 
 	if err != nil {
 		return nil, err
 	}
-	var out []Posted
+	var out []ledger.Posted
 	err = s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
 		to := b.Cursor
 		if b.Block != nil {
@@ -197,7 +161,7 @@ func (s *Store) BookScan(ctx context.Context, b *ScanBooking) ([]Posted, error) 
 			return err
 		}
 		if b.Block != nil {
-			if err := insertScanned(ctx, tx, b.ChainID, []ScannedBlock{*b.Block}); err != nil {
+			if err := insertScanned(ctx, tx, b.ChainID, []ledger.ScannedBlock{*b.Block}); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, qForgetScannedBlocksUpTo.SQL, int64(b.ChainID), int64(b.Block.Number)-int64(b.Window)); err != nil {
@@ -252,7 +216,7 @@ func openWallets(ctx context.Context, tx pgx.Tx, chainID uint64, at ledger.Block
 	return nil
 }
 
-func insertWalletTxs(ctx context.Context, tx pgx.Tx, chainID uint64, block ledger.Block, txs []WalletTx) error {
+func insertWalletTxs(ctx context.Context, tx pgx.Tx, chainID uint64, block ledger.Block, txs []ledger.WalletTx) error {
 	if len(txs) == 0 {
 		return nil
 	}
@@ -264,15 +228,6 @@ func insertWalletTxs(ctx context.Context, tx pgx.Tx, chainID uint64, block ledge
 	return err
 }
 
-// Rewound is what RewindScan undid.
-type Rewound struct {
-	// Reversed counts the deposits and openings reversed.
-	Reversed int
-	// Unopened are the wallets opened after the fork point: the scanner
-	// opens them again at it.
-	Unopened []common.Address
-}
-
 // RewindScan moves chainID's scan cursor back from from to fork, the
 // newest block the scanner booked that is still on the chain, in one
 // transaction: every deposit and opening booked in a later block is
@@ -280,13 +235,13 @@ type Rewound struct {
 // blocks and wallet transactions after it are forgotten. The journals of
 // the feed consumer are left alone: txmanager's tx.reorged events reverse
 // those. errs.Conflict when the cursor is not at from.
-func (s *Store) RewindScan(ctx context.Context, chainID uint64, from, fork ledger.Block) (Rewound, error) {
+func (s *Store) RewindScan(ctx context.Context, chainID uint64, from, fork ledger.Block) (ledger.Rewound, error) {
 	if fork.Number >= from.Number {
-		return Rewound{}, errs.Errorf(errs.Invalid, "chain %d: rewind from block %d to %d", chainID, from.Number, fork.Number)
+		return ledger.Rewound{}, errs.Errorf(errs.Invalid, "chain %d: rewind from block %d to %d", chainID, from.Number, fork.Number)
 	}
-	var out Rewound
+	var out ledger.Rewound
 	err := s.inBookingTx(ctx, func(tx pgx.Tx, w *journalWriter) error {
-		out = Rewound{}
+		out = ledger.Rewound{}
 		if err := moveScanCursor(ctx, tx, chainID, from, fork); err != nil {
 			return err
 		}
@@ -328,7 +283,7 @@ func (s *Store) RewindScan(ctx context.Context, chainID uint64, from, fork ledge
 		return nil
 	})
 	if err != nil {
-		return Rewound{}, fmt.Errorf("rewind chain %d's scan from block %d to %d: %w", chainID, from.Number, fork.Number, err)
+		return ledger.Rewound{}, fmt.Errorf("rewind chain %d's scan from block %d to %d: %w", chainID, from.Number, fork.Number, err)
 	}
 	return out, nil
 }

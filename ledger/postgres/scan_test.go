@@ -18,14 +18,14 @@ var alsoHot = common.HexToAddress("0x00000000000000000000000000000000000ca201")
 
 // scanned is block n of a test chain whose fork is named by fork: blocks
 // of two forks differ in hash from the first block of the fork on.
-func scanned(n uint64, fork byte) postgres.ScannedBlock {
+func scanned(n uint64, fork byte) ledger.ScannedBlock {
 	hash := func(n uint64) common.Hash {
 		if n == 0 {
 			return common.HexToHash("0x6e")
 		}
 		return common.BytesToHash([]byte{fork, byte(n >> 8), byte(n)})
 	}
-	b := postgres.ScannedBlock{Number: n, Hash: hash(n)}
+	b := ledger.ScannedBlock{Number: n, Hash: hash(n)}
 	if n > 0 {
 		b.Parent = hash(n - 1)
 	}
@@ -41,7 +41,7 @@ func register(t *testing.T, pool *pgxpool.Pool, wallets ...common.Address) {
 	}
 }
 
-func deposit(tx byte, b postgres.ScannedBlock, to common.Address, amount int64) *ledger.Journal {
+func deposit(tx byte, b ledger.ScannedBlock, to common.Address, amount int64) *ledger.Journal {
 	return booking.Deposit(chain, common.BytesToHash([]byte{tx}), b.Block(), []booking.Inflow{{Asset: ledger.Native, From: bob, To: to, Amount: big.NewInt(amount)}},
 		walletsOpenedBefore{hot: true, alsoHot: true})[0]
 }
@@ -50,11 +50,11 @@ type walletsOpenedBefore map[common.Address]bool
 
 func (w walletsOpenedBefore) BooksAt(_ uint64, a common.Address, _ uint64) bool { return w[a] }
 
-func opening(w common.Address, at postgres.ScannedBlock, amount int64) *ledger.Journal {
+func opening(w common.Address, at ledger.ScannedBlock, amount int64) *ledger.Journal {
 	return booking.Opening(chain, w, at.Block(), map[string]*big.Int{ledger.Native: big.NewInt(amount)})
 }
 
-func requireCursor(t *testing.T, s *postgres.Store, want postgres.ScannedBlock) {
+func requireCursor(t *testing.T, s *postgres.Store, want ledger.ScannedBlock) {
 	t.Helper()
 	got, err := s.ScanCursor(context.Background(), chain)
 	if err != nil || got == nil || *got != want.Block() {
@@ -87,15 +87,15 @@ func TestBookScanMovesTheCursorWithItsBlock(t *testing.T) {
 		t.Fatalf("a new chain's cursor: %v %v", c, err)
 	}
 	b0, b1, b2 := scanned(0, 'a'), scanned(1, 'a'), scanned(2, 'a')
-	if c, err := s.StartScan(ctx, chain, []postgres.ScannedBlock{b0, b1}); err != nil || c != b1.Block() {
+	if c, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0, b1}); err != nil || c != b1.Block() {
 		t.Fatalf("start: %v %v", c, err)
 	}
-	if c, err := s.StartScan(ctx, chain, []postgres.ScannedBlock{b2}); err != nil || c != b1.Block() {
+	if c, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b2}); err != nil || c != b1.Block() {
 		t.Fatalf("a second start: %v %v, want the first's cursor kept", c, err)
 	}
-	booked := &postgres.ScanBooking{ChainID: chain, Cursor: b1.Block(), Block: &b2, Opened: []common.Address{hot},
+	booked := &ledger.ScanBooking{ChainID: chain, Cursor: b1.Block(), Block: &b2, Opened: []common.Address{hot},
 		Journals:  []*ledger.Journal{opening(hot, b1, 100), deposit(1, b2, hot, 5)},
-		WalletTxs: []postgres.WalletTx{{Hash: common.HexToHash("0x77"), Sender: hot}}, Window: 2}
+		WalletTxs: []ledger.WalletTx{{Hash: common.HexToHash("0x77"), Sender: hot}}, Window: 2}
 	posted, err := s.BookScan(ctx, booked)
 	if err != nil {
 		t.Fatal(err)
@@ -130,13 +130,13 @@ func TestBookScanRefusesABlockWhoseKeyHoldsAnotherFact(t *testing.T) {
 	ctx := context.Background()
 	register(t, pool, hot)
 	b0, b1 := scanned(0, 'a'), scanned(1, 'a')
-	if _, err := s.StartScan(ctx, chain, []postgres.ScannedBlock{b0}); err != nil {
+	if _, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Post(ctx, deposit(1, b1, hot, 5)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: b0.Block(), Block: &b1, Opened: []common.Address{hot},
+	_, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: b0.Block(), Block: &b1, Opened: []common.Address{hot},
 		Journals: []*ledger.Journal{opening(hot, b0, 1), deposit(1, b1, hot, 6)}, Window: 8})
 	if !errs.Is(err, errs.Conflict) {
 		t.Fatalf("book: %v, want a conflict", err)
@@ -157,13 +157,13 @@ func TestRewindScanUndoesTheBlocksAfterTheForkAndTheyMayComeBack(t *testing.T) {
 	ctx := context.Background()
 	register(t, pool, hot)
 	b0, b1, b2 := scanned(0, 'a'), scanned(1, 'a'), scanned(2, 'a')
-	if _, err := s.StartScan(ctx, chain, []postgres.ScannedBlock{b0}); err != nil {
+	if _, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0}); err != nil {
 		t.Fatal(err)
 	}
-	book := func(cursor, b postgres.ScannedBlock, opens []common.Address, journals ...*ledger.Journal) {
+	book := func(cursor, b ledger.ScannedBlock, opens []common.Address, journals ...*ledger.Journal) {
 		t.Helper()
-		if _, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: cursor.Block(), Block: &b, Opened: opens, Journals: journals,
-			WalletTxs: []postgres.WalletTx{{Hash: common.BytesToHash([]byte{byte(b.Number)}), Sender: hot}}, Window: 8}); err != nil {
+		if _, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: cursor.Block(), Block: &b, Opened: opens, Journals: journals,
+			WalletTxs: []ledger.WalletTx{{Hash: common.BytesToHash([]byte{byte(b.Number)}), Sender: hot}}, Window: 8}); err != nil {
 			t.Fatalf("book block %d: %v", b.Number, err)
 		}
 	}
@@ -199,7 +199,7 @@ func TestRewindScanUndoesTheBlocksAfterTheForkAndTheyMayComeBack(t *testing.T) {
 	// The same blocks come back: the deposit is booked again, under a new
 	// key, and the reversed one stays as it was.
 	book(b0, b1, []common.Address{alsoHot}, opening(alsoHot, b0, 7))
-	posted, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: b1.Block(), Block: &b2, Journals: []*ledger.Journal{deposit(1, b2, hot, 5)}, Window: 8})
+	posted, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: b1.Block(), Block: &b2, Journals: []*ledger.Journal{deposit(1, b2, hot, 5)}, Window: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestRewindScanUndoesTheBlocksAfterTheForkAndTheyMayComeBack(t *testing.T) {
 		t.Errorf("balance %s after the second rewind, want 100", got)
 	}
 	for range 2 {
-		_, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: b1.Block(), Block: &b2, Journals: []*ledger.Journal{deposit(1, b2, hot, 5)}, Window: 8})
+		_, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: b1.Block(), Block: &b2, Journals: []*ledger.Journal{deposit(1, b2, hot, 5)}, Window: 8})
 		if err != nil && !errs.Is(err, errs.Conflict) {
 			t.Fatal(err)
 		}
@@ -235,17 +235,17 @@ func TestBookScanOpensWalletsAtTheCursor(t *testing.T) {
 	ctx := context.Background()
 	register(t, pool, hot)
 	b0, b1 := scanned(0, 'a'), scanned(1, 'a')
-	if _, err := s.StartScan(ctx, chain, []postgres.ScannedBlock{b0, b1}); err != nil {
+	if _, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0, b1}); err != nil {
 		t.Fatal(err)
 	}
 	if w, err := s.UnopenedWallets(ctx, chain); err != nil || len(w) != 1 || w[0] != hot {
 		t.Fatalf("unopened %v %v, want the wallet", w, err)
 	}
-	if _, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: b0.Block(), Opened: []common.Address{hot},
+	if _, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: b0.Block(), Opened: []common.Address{hot},
 		Journals: []*ledger.Journal{opening(hot, b0, 9)}, Window: 8}); !errs.Is(err, errs.Conflict) {
 		t.Errorf("openings at a block the cursor left: %v, want a conflict", err)
 	}
-	if _, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: b1.Block(), Opened: []common.Address{hot},
+	if _, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: b1.Block(), Opened: []common.Address{hot},
 		Journals: []*ledger.Journal{opening(hot, b1, 9)}, Window: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestBookScanOpensWalletsAtTheCursor(t *testing.T) {
 	if w, err := s.UnopenedWallets(ctx, chain); err != nil || len(w) != 0 {
 		t.Errorf("unopened %v %v after the opening", w, err)
 	}
-	if _, err := s.BookScan(ctx, &postgres.ScanBooking{ChainID: chain, Cursor: b1.Block(), Opened: []common.Address{hot}, Window: 8}); !errs.Is(err, errs.Conflict) {
+	if _, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: b1.Block(), Opened: []common.Address{hot}, Window: 8}); !errs.Is(err, errs.Conflict) {
 		t.Errorf("opening a wallet twice: %v, want a conflict", err)
 	}
 	if got := balance(t, s, acct(ledger.Wallet, ledger.Native, hot)); got.Int64() != 9 {

@@ -3,9 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/txfence/txfence/ledger"
 )
 
 // The statements of queries/stats.sql.
@@ -18,53 +18,16 @@ var (
 	qBacklogs        = Queries.Use("Backlogs")
 )
 
-// Stats is how far the ledger's loops have got and what needs an
-// operator, read from the books for ledgerd's metrics: the same answer
-// from every node, since it is the database's.
-type Stats struct {
-	// Feeds are the feed cursors, by feed.
-	Feeds map[string]CursorStat
-	// Scans are the scanners' cursors, by chain.
-	Scans map[uint64]CursorStat
-	// NegativeWallets counts, by chain, the wallet accounts whose balance
-	// is below zero now.
-	NegativeWallets map[uint64]int
-	// OpenTransits counts the transits with one end booked;
-	// OldestOpenTransit is when the longest open one opened (nil if none).
-	OpenTransits      int
-	OldestOpenTransit *time.Time
-	// Reconciled is each scanned chain's latest reconciliation run (a
-	// chain is reconciled only once its scanner runs).
-	Reconciled map[uint64]RunStat
-	// Backlogs are the feed consumer's backlogs (of every feed), by
-	// chain; a chain without one is absent.
-	Backlogs map[uint64]BacklogChain
-}
-
-// CursorStat is a cursor: where it is, and when it last moved.
-type CursorStat struct {
-	Position  uint64
-	UpdatedAt time.Time
-}
-
-// RunStat sums up a reconciliation run.
-type RunStat struct {
-	Block                 uint64
-	Complete              bool
-	Differences, Deferred int
-	FinishedAt            time.Time
-}
-
 // Stats reads the ledger's stats in one round trip. The negative wallets
 // are counted over every balance: one scan of the balance table (one row
 // per account), which is why ledgerd's metrics cache the answer.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{Feeds: map[string]CursorStat{}, Scans: map[uint64]CursorStat{}, NegativeWallets: map[uint64]int{}, Reconciled: map[uint64]RunStat{},
-		Backlogs: map[uint64]BacklogChain{}}
+func (s *Store) Stats(ctx context.Context) (ledger.Stats, error) {
+	st := ledger.Stats{Feeds: map[string]ledger.CursorStat{}, Scans: map[uint64]ledger.CursorStat{}, NegativeWallets: map[uint64]int{}, Reconciled: map[uint64]ledger.RunStat{},
+		Backlogs: map[uint64]ledger.BacklogChain{}}
 	b := &pgx.Batch{}
 	var feed string
 	var chain uint64
-	var c CursorStat
+	var c ledger.CursorStat
 	b.Queue(qFeedCursors.SQL).Query(func(rows pgx.Rows) error {
 		_, err := pgx.ForEachRow(rows, []any{&feed, &c.Position, &c.UpdatedAt}, func() error { st.Feeds[feed] = c; return nil })
 		return err
@@ -81,20 +44,20 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	b.Queue(qOpenTransits.SQL).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.OpenTransits, &st.OldestOpenTransit)
 	})
-	var r RunStat
+	var r ledger.RunStat
 	b.Queue(qLatestRuns.SQL).Query(func(rows pgx.Rows) error {
 		_, err := pgx.ForEachRow(rows, []any{&chain, &r.Block, &r.Complete, &r.Differences, &r.Deferred, &r.FinishedAt},
 			func() error { st.Reconciled[chain] = r; return nil })
 		return err
 	})
-	var backlog BacklogChain
+	var backlog ledger.BacklogChain
 	b.Queue(qBacklogs.SQL).Query(func(rows pgx.Rows) error {
 		_, err := pgx.ForEachRow(rows, []any{&chain, &backlog.Events, &backlog.OldestSeq, &backlog.OldestAt},
 			func() error { st.Backlogs[chain] = backlog; return nil })
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Stats{}, fmt.Errorf("read the ledger's stats: %w", err)
+		return ledger.Stats{}, fmt.Errorf("read the ledger's stats: %w", err)
 	}
 	return st, nil
 }

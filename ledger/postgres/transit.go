@@ -29,20 +29,11 @@ var (
 
 // Transits: transfers between chains (see ledger.Transit), written by the
 // feed consumer with the page of the feed that links or books them
-// (FeedBooking.Transits), and read by the API and the age alert.
-
-// TransitWrite is a transit as a run of the feed leaves it. The journals
-// of its parts that the run books itself are named by pointer, each one of
-// the FeedBooking's Journals, since their ids are known only once booked;
-// nil keeps the Transit's id.
-type TransitWrite struct {
-	ledger.Transit
-	SourceJournal, DestinationJournal, FeeJournal *ledger.Journal
-}
+// (ledger.FeedBooking.Transits), and read by the API and the age alert.
 
 // validTransitWrites names the first transit b would write inconsistently:
 // the database refuses the same, in less helpful words.
-func validTransitWrites(b *FeedBooking) error {
+func validTransitWrites(b *ledger.FeedBooking) error {
 	booked := make(map[*ledger.Journal]bool, len(b.Journals))
 	for _, j := range b.Journals {
 		booked[j] = true
@@ -92,7 +83,7 @@ func validTransitWrites(b *FeedBooking) error {
 // opened_at when value goes into transit (leaving pending, or re-opening
 // after completion), completed_at on completion, and the age alert's mark
 // is cleared when the transit leaves the opening it was raised for.
-func writeTransits(ctx context.Context, tx pgx.Tx, b *FeedBooking, posted []Posted) error {
+func writeTransits(ctx context.Context, tx pgx.Tx, b *ledger.FeedBooking, posted []ledger.Posted) error {
 	if len(b.Transits) == 0 {
 		return nil
 	}
@@ -249,24 +240,10 @@ func (s *Store) Transit(ctx context.Context, id string) (ledger.Transit, error) 
 	return t, nil
 }
 
-// TransitFilter selects transits: each field set must match.
-type TransitFilter struct {
-	Status ledger.TransitStatus
-	// ChainID matches a transit's source chain or its destination's.
-	ChainID uint64
-	// Wallet matches a transit whose source or destination wallet it is;
-	// with ChainID, only the end on that chain.
-	Wallet *common.Address
-	// Before is the Seq of the previous page's last transit; 0 for the
-	// newest.
-	Before int64
-	Limit  int
-}
-
 // Transits lists the transits f selects, newest first.
-func (s *Store) Transits(ctx context.Context, f TransitFilter) ([]ledger.Transit, error) {
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, MaxPage)
+func (s *Store) Transits(ctx context.Context, f ledger.TransitFilter) ([]ledger.Transit, error) {
+	if f.Limit < 1 || f.Limit > ledger.MaxPage {
+		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d", f.Limit, ledger.MaxPage)
 	}
 	if f.Status != "" && !f.Status.Valid() {
 		return nil, errs.Errorf(errs.Invalid, "status %q: pending, open or completed", f.Status)

@@ -41,14 +41,14 @@ func crossing(kind ledger.JournalKind, chainID uint64, asset string, wallet comm
 }
 
 // feedRun books a run of the feed from the stored cursor to the next seq.
-func feedRun(t *testing.T, s *postgres.Store, journals []*ledger.Journal, transits ...postgres.TransitWrite) {
+func feedRun(t *testing.T, s *postgres.Store, journals []*ledger.Journal, transits ...ledger.TransitWrite) {
 	t.Helper()
 	ctx := context.Background()
 	from, err := s.Cursor(ctx, feed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: from, To: from + 1, Journals: journals, Transits: transits}); err != nil {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: from, To: from + 1, Journals: journals, Transits: transits}); err != nil {
 		t.Fatalf("book run %d: %v", from+1, err)
 	}
 }
@@ -72,7 +72,7 @@ func TestATransitsLifeInTheStore(t *testing.T) {
 	s, pool := books(t)
 	ctx := context.Background()
 	srcTx, dstTx := uuid.New(), uuid.New()
-	w := postgres.TransitWrite{Transit: ledger.Transit{ID: "rb-1", Status: ledger.TransitPending,
+	w := ledger.TransitWrite{Transit: ledger.Transit{ID: "rb-1", Status: ledger.TransitPending,
 		Source: ledger.TransitEnd{TxID: srcTx, ChainID: chain, Wallet: hot}}}
 	feedRun(t, s, nil, w)
 	got := readTransit(t, s, "rb-1")
@@ -100,10 +100,10 @@ func TestATransitsLifeInTheStore(t *testing.T) {
 	opened := *got.OpenedAt
 
 	// Listed by status and by either chain, newest first, a page at a time.
-	other := postgres.TransitWrite{Transit: ledger.Transit{ID: "rb-2", Status: ledger.TransitPending,
+	other := ledger.TransitWrite{Transit: ledger.Transit{ID: "rb-2", Status: ledger.TransitPending,
 		Source: ledger.TransitEnd{TxID: uuid.New(), ChainID: 99, Wallet: hot}}}
 	feedRun(t, s, nil, other)
-	list := func(f postgres.TransitFilter) []string {
+	list := func(f ledger.TransitFilter) []string {
 		t.Helper()
 		f.Limit = max(f.Limit, 1)
 		ts, err := s.Transits(ctx, f)
@@ -116,34 +116,34 @@ func TestATransitsLifeInTheStore(t *testing.T) {
 		}
 		return ids
 	}
-	all, err := s.Transits(ctx, postgres.TransitFilter{Limit: 10})
+	all, err := s.Transits(ctx, ledger.TransitFilter{Limit: 10})
 	if err != nil || len(all) != 2 || all[0].ID != "rb-2" {
 		t.Fatalf("all transits: %+v %v", all, err)
 	}
 	for name, c := range map[string]struct {
-		f    postgres.TransitFilter
+		f    ledger.TransitFilter
 		want []string
 	}{
-		"open":                {postgres.TransitFilter{Status: ledger.TransitOpen, Limit: 10}, []string{"rb-1"}},
-		"pending":             {postgres.TransitFilter{Status: ledger.TransitPending, Limit: 10}, []string{"rb-2"}},
-		"the source chain":    {postgres.TransitFilter{ChainID: chain, Limit: 10}, []string{"rb-1"}},
-		"the destination's":   {postgres.TransitFilter{ChainID: chainB, Limit: 10}, []string{"rb-1"}},
-		"the first page":      {postgres.TransitFilter{Limit: 1}, []string{"rb-2"}},
-		"the next page":       {postgres.TransitFilter{Before: all[0].Seq, Limit: 1}, []string{"rb-1"}},
-		"past the last":       {postgres.TransitFilter{Before: all[1].Seq, Limit: 1}, nil},
-		"completed: none yet": {postgres.TransitFilter{Status: ledger.TransitCompleted, Limit: 10}, nil},
-		"a source wallet":     {postgres.TransitFilter{Wallet: &hot, Limit: 10}, []string{"rb-2", "rb-1"}},
-		"on its chain":        {postgres.TransitFilter{Wallet: &hot, ChainID: chain, Limit: 10}, []string{"rb-1"}},
-		"a destination's":     {postgres.TransitFilter{Wallet: &walletB, ChainID: chainB, Limit: 10}, []string{"rb-1"}},
-		"not on that chain":   {postgres.TransitFilter{Wallet: &walletB, ChainID: chain, Limit: 10}, nil},
-		"a wallet's open one": {postgres.TransitFilter{Wallet: &hot, Status: ledger.TransitOpen, Limit: 10}, []string{"rb-1"}},
-		"a stranger's":        {postgres.TransitFilter{Wallet: &bob, Limit: 10}, nil},
+		"open":                {ledger.TransitFilter{Status: ledger.TransitOpen, Limit: 10}, []string{"rb-1"}},
+		"pending":             {ledger.TransitFilter{Status: ledger.TransitPending, Limit: 10}, []string{"rb-2"}},
+		"the source chain":    {ledger.TransitFilter{ChainID: chain, Limit: 10}, []string{"rb-1"}},
+		"the destination's":   {ledger.TransitFilter{ChainID: chainB, Limit: 10}, []string{"rb-1"}},
+		"the first page":      {ledger.TransitFilter{Limit: 1}, []string{"rb-2"}},
+		"the next page":       {ledger.TransitFilter{Before: all[0].Seq, Limit: 1}, []string{"rb-1"}},
+		"past the last":       {ledger.TransitFilter{Before: all[1].Seq, Limit: 1}, nil},
+		"completed: none yet": {ledger.TransitFilter{Status: ledger.TransitCompleted, Limit: 10}, nil},
+		"a source wallet":     {ledger.TransitFilter{Wallet: &hot, Limit: 10}, []string{"rb-2", "rb-1"}},
+		"on its chain":        {ledger.TransitFilter{Wallet: &hot, ChainID: chain, Limit: 10}, []string{"rb-1"}},
+		"a destination's":     {ledger.TransitFilter{Wallet: &walletB, ChainID: chainB, Limit: 10}, []string{"rb-1"}},
+		"not on that chain":   {ledger.TransitFilter{Wallet: &walletB, ChainID: chain, Limit: 10}, nil},
+		"a wallet's open one": {ledger.TransitFilter{Wallet: &hot, Status: ledger.TransitOpen, Limit: 10}, []string{"rb-1"}},
+		"a stranger's":        {ledger.TransitFilter{Wallet: &bob, Limit: 10}, nil},
 	} {
 		if got := list(c.f); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", name, got, c.want)
 		}
 	}
-	for _, f := range []postgres.TransitFilter{{Limit: 0}, {Limit: postgres.MaxPage + 1}, {Status: "lost", Limit: 1}, {Before: -1, Limit: 1}, {ChainID: 1 << 63, Limit: 1}} {
+	for _, f := range []ledger.TransitFilter{{Limit: 0}, {Limit: ledger.MaxPage + 1}, {Status: "lost", Limit: 1}, {Before: -1, Limit: 1}, {ChainID: 1 << 63, Limit: 1}} {
 		if _, err := s.Transits(ctx, f); !errs.Is(err, errs.Invalid) {
 			t.Errorf("filter %+v: %v, want invalid", f, err)
 		}
@@ -226,20 +226,20 @@ func TestInconsistentTransitsAreRefused(t *testing.T) {
 	t.Parallel()
 	s, _ := books(t)
 	ctx := context.Background()
-	base := postgres.TransitWrite{Transit: ledger.Transit{ID: "rb-1", Status: ledger.TransitPending,
+	base := ledger.TransitWrite{Transit: ledger.Transit{ID: "rb-1", Status: ledger.TransitPending,
 		Source: ledger.TransitEnd{TxID: uuid.New(), ChainID: chain, Wallet: hot}}}
 	sent := crossing(ledger.TransitOut, chain, token, hot, common.HexToHash("0x5a"), common.HexToHash("0x5b"), 1000)
-	for name, bad := range map[string]func(w *postgres.TransitWrite){
-		"a malformed id":              func(w *postgres.TransitWrite) { w.ID = "no spaces" },
-		"open with nothing booked":    func(w *postgres.TransitWrite) { w.Status = ledger.TransitOpen },
-		"a journal not of the run":    func(w *postgres.TransitWrite) { w.FeeJournal = sent },
-		"booked without its journal":  func(w *postgres.TransitWrite) { w.Source.Amount, w.Status = big.NewInt(1), ledger.TransitOpen },
-		"a fee before the completion": func(w *postgres.TransitWrite) { w.BridgeFee = big.NewInt(1) },
+	for name, bad := range map[string]func(w *ledger.TransitWrite){
+		"a malformed id":              func(w *ledger.TransitWrite) { w.ID = "no spaces" },
+		"open with nothing booked":    func(w *ledger.TransitWrite) { w.Status = ledger.TransitOpen },
+		"a journal not of the run":    func(w *ledger.TransitWrite) { w.FeeJournal = sent },
+		"booked without its journal":  func(w *ledger.TransitWrite) { w.Source.Amount, w.Status = big.NewInt(1), ledger.TransitOpen },
+		"a fee before the completion": func(w *ledger.TransitWrite) { w.BridgeFee = big.NewInt(1) },
 	} {
 		w := base
 		bad(&w)
-		if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, To: 1, Journals: []*ledger.Journal{transfer("t", hot, bob, 1, 1)},
-			Transits: []postgres.TransitWrite{w}}); !errs.Is(err, errs.Invalid) {
+		if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, To: 1, Journals: []*ledger.Journal{transfer("t", hot, bob, 1, 1)},
+			Transits: []ledger.TransitWrite{w}}); !errs.Is(err, errs.Invalid) {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestInconsistentTransitsAreRefused(t *testing.T) {
 	feedRun(t, s, nil, base)
 	other := base
 	other.Source.TxID = uuid.New()
-	if _, err := s.BookFeed(ctx, &postgres.FeedBooking{Feed: feed, From: 1, To: 2, Transits: []postgres.TransitWrite{other}}); !errs.Is(err, errs.Conflict) {
+	if _, err := s.BookFeed(ctx, &ledger.FeedBooking{Feed: feed, From: 1, To: 2, Transits: []ledger.TransitWrite{other}}); !errs.Is(err, errs.Conflict) {
 		t.Errorf("another source for the transit: %v, want a conflict", err)
 	}
 	if _, err := s.Transit(ctx, "rb-9"); !errs.Is(err, errs.NotFound) {

@@ -33,7 +33,6 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -61,7 +60,7 @@ var (
 
 // Reconciler reconciles the ledger with its chains.
 type Reconciler struct {
-	Store *postgres.Store
+	Store ledger.ReconcileStore
 	// Chains are the ledger's own endpoints, by chain id.
 	Chains map[uint64]*rpc.Client
 	// Tokens are the ERC-20 contracts reconciled for every wallet of a
@@ -153,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, chainID uint64, trigger stri
 	read := map[holding]chainBalance{}
 	var run *ledger.ReconciliationRun
 	for attempt := 1; ; attempt++ {
-		err = r.Store.Reconcile(ctx, chainID, func(tx *postgres.Reconciliation) error {
+		err = r.Store.Reconcile(ctx, chainID, func(tx ledger.ReconcileTx) error {
 			if err := r.complete(ctx, tx, chainID, block, feedHead); err != nil {
 				return err
 			}
@@ -202,7 +201,7 @@ const maxReads = 3
 const completeEvery = 200 * time.Millisecond
 
 // complete refuses a run whose books are not complete up to block.
-func (r *Reconciler) complete(ctx context.Context, tx *postgres.Reconciliation, chainID uint64, block ledger.Block, feedHead uint64) error {
+func (r *Reconciler) complete(ctx context.Context, tx ledger.ReconcileTx, chainID uint64, block ledger.Block, feedHead uint64) error {
 	behind := func(format string, args ...any) error {
 		return errs.Wrap(errs.Unavailable, fmt.Sprintf("chain %d: ", chainID)+fmt.Sprintf(format, args...), ErrIncomplete)
 	}
@@ -246,7 +245,7 @@ func (r *Reconciler) complete(ctx context.Context, tx *postgres.Reconciliation, 
 // reconcile fills run, books its differences and stores it, in tx; or,
 // when read lacks the chain balance of some holdings, names them in an
 // *unread error.
-func (r *Reconciler) reconcile(ctx context.Context, tx *postgres.Reconciliation, run *ledger.ReconciliationRun, read map[holding]chainBalance) error {
+func (r *Reconciler) reconcile(ctx context.Context, tx ledger.ReconcileTx, run *ledger.ReconciliationRun, read map[holding]chainBalance) error {
 	n := run.Block.Number
 	wallets, err := tx.Wallets(ctx, n)
 	if err != nil {
@@ -282,11 +281,11 @@ func (r *Reconciler) reconcile(ctx context.Context, tx *postgres.Reconciliation,
 	if run.ID, err = tx.NewRunID(ctx); err != nil {
 		return err
 	}
-	byHolding := make(map[holding]postgres.Holding, len(books))
+	byHolding := make(map[holding]ledger.Holding, len(books))
 	for _, b := range books {
 		byHolding[holding{b.Address, b.Asset}] = b
 	}
-	bySender := map[common.Address][]postgres.UnbookedTx{}
+	bySender := map[common.Address][]ledger.UnbookedTx{}
 	for _, t := range unbooked {
 		bySender[t.Sender] = append(bySender[t.Sender], t)
 	}
@@ -345,7 +344,7 @@ func (r *Reconciler) reconcile(ctx context.Context, tx *postgres.Reconciliation,
 // holdings lists what a run compares, by wallet then asset (in the order
 // the report is read back): for each wallet, native, the configured
 // tokens and every asset the books hold for it.
-func holdings(wallets []common.Address, tokens []common.Address, books []postgres.Holding) []holding {
+func holdings(wallets []common.Address, tokens []common.Address, books []ledger.Holding) []holding {
 	assets := map[common.Address]map[string]bool{}
 	for _, w := range wallets {
 		assets[w] = map[string]bool{ledger.Native: true}
@@ -369,7 +368,7 @@ func holdings(wallets []common.Address, tokens []common.Address, books []postgre
 
 // compare makes the item of holding h: its ledger balance b, its chain
 // balance c, and what stands in the way of comparing them.
-func compare(run *ledger.ReconciliationRun, h holding, b postgres.Holding, c chainBalance, pending []postgres.UnbookedTx, grace time.Duration) ledger.ReconciliationItem {
+func compare(run *ledger.ReconciliationRun, h holding, b ledger.Holding, c chainBalance, pending []ledger.UnbookedTx, grace time.Duration) ledger.ReconciliationItem {
 	it := ledger.ReconciliationItem{Address: h.addr, Asset: h.asset, Ledger: new(big.Int), Chain: c.amount}
 	if b.Wallet != nil {
 		it.Ledger.Set(b.Wallet)
@@ -434,7 +433,7 @@ func them(n int) string {
 	return "them"
 }
 
-func suspenseOf(b postgres.Holding) *big.Int {
+func suspenseOf(b ledger.Holding) *big.Int {
 	if b.Suspense == nil {
 		return new(big.Int)
 	}

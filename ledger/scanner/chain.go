@@ -16,7 +16,6 @@ import (
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/booking"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -26,7 +25,7 @@ import (
 
 // block is a block's transactions, as the scanner needs them.
 type block struct {
-	postgres.ScannedBlock
+	ledger.ScannedBlock
 	Txs []blockTx
 }
 
@@ -109,7 +108,7 @@ func blocksFrom(ctx context.Context, client *rpc.Client, from uint64, count int,
 		if uint64(b.Number) != from+uint64(i) {
 			return nil, fmt.Errorf("asked for block %d, the node answered block %d", from+uint64(i), b.Number)
 		}
-		blk := block{ScannedBlock: postgres.ScannedBlock{Number: uint64(b.Number), Hash: b.Hash, Parent: b.ParentHash}}
+		blk := block{ScannedBlock: ledger.ScannedBlock{Number: uint64(b.Number), Hash: b.Hash, Parent: b.ParentHash}}
 		if full {
 			if err := json.Unmarshal(b.Transactions, &blk.Txs); err != nil {
 				return nil, fmt.Errorf("transactions of block %d: %w", b.Number, err)

@@ -6,7 +6,7 @@
 // removed. The feed consumer books txfence's own transactions.
 //
 // Each block is booked in one transaction with the scan cursor
-// (postgres.Store.BookScan), so a crash books nothing twice and skips
+// (ledger.ScannerStore.BookScan), so a crash books nothing twice and skips
 // nothing, and a second scanner of the chain is refused, not harmful.
 //
 // What no transaction's value or log shows (value a contract sends in an
@@ -32,7 +32,6 @@ import (
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/internal/retry"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -65,7 +64,7 @@ const (
 // run one per chain and ledger deployment (a second is refused by the
 // cursor, harmlessly).
 type Scanner struct {
-	Store   *postgres.Store
+	Store   ledger.ScannerStore
 	ChainID uint64
 	// RPC is the ledger's own endpoint of the chain.
 	RPC *rpc.Client
@@ -236,7 +235,7 @@ func (s *Scanner) cursor(ctx context.Context) (ledger.Block, error) {
 	if uint64(len(blocks)) != count {
 		return ledger.Block{}, errs.Errorf(errs.Unavailable, "chain %d: the first block to scan from, %d, is not mined yet", s.ChainID, at)
 	}
-	kept := make([]postgres.ScannedBlock, len(blocks))
+	kept := make([]ledger.ScannedBlock, len(blocks))
 	for i, b := range blocks {
 		if i > 0 && b.Parent != kept[i-1].Hash {
 			return ledger.Block{}, errs.Errorf(errs.Unavailable, "chain %d: the chain moved while the scan was starting", s.ChainID)
@@ -402,7 +401,7 @@ func (s *Scanner) openIdle(ctx context.Context, cursor ledger.Block) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.Store.BookScan(ctx, &postgres.ScanBooking{ChainID: s.ChainID, Cursor: cursor, Opened: wallets, Journals: journals, Window: s.window()}); err != nil {
+	if _, err := s.Store.BookScan(ctx, &ledger.ScanBooking{ChainID: s.ChainID, Cursor: cursor, Opened: wallets, Journals: journals, Window: s.window()}); err != nil {
 		return false, fmt.Errorf("chain %d: open %d wallets at block %d: %w", s.ChainID, len(wallets), cursor.Number, err)
 	}
 	s.log().Info("ledger: wallets opened", "block_number", cursor.Number, "block_hash", cursor.Hash, "wallets", len(wallets))
@@ -413,7 +412,7 @@ func (s *Scanner) openIdle(ctx context.Context, cursor ledger.Block) (bool, erro
 // cursor of the wallets not opened yet, the deposits, and the
 // transactions wallets sent.
 func (s *Scanner) book(ctx context.Context, cursor ledger.Block, b *block, reg *registry) error {
-	scan := &postgres.ScanBooking{ChainID: s.ChainID, Cursor: cursor, Block: &b.ScannedBlock, Window: s.window()}
+	scan := &ledger.ScanBooking{ChainID: s.ChainID, Cursor: cursor, Block: &b.ScannedBlock, Window: s.window()}
 	if unopened := reg.unopened(); len(unopened) > 0 {
 		journals, err := s.openings(ctx, cursor, unopened)
 		if err != nil {
@@ -431,7 +430,7 @@ func (s *Scanner) book(ctx context.Context, cursor ledger.Block, b *block, reg *
 		senders[tx.Hash] = tx.From
 		switch {
 		case reg.registered(tx.From):
-			scan.WalletTxs = append(scan.WalletTxs, postgres.WalletTx{Hash: tx.Hash, Sender: tx.From})
+			scan.WalletTxs = append(scan.WalletTxs, ledger.WalletTx{Hash: tx.Hash, Sender: tx.From})
 		case tx.To != nil && tx.Value != nil && tx.Value.ToInt().Sign() > 0 && reg.BooksAt(s.ChainID, *tx.To, b.Number):
 			paying = append(paying, tx)
 		}

@@ -27,10 +27,10 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest/token"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/scanner"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

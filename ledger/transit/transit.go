@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/ledger"
 )
 
 // Defaults of Watch.
@@ -19,9 +19,9 @@ const (
 )
 
 // Watch raises the age alert of open transits. Every node may run one:
-// the store hands each opening to one of them (postgres.AlertTransits).
+// the store hands each opening to one of them (ledger.TransitStore.AlertTransits).
 type Watch struct {
-	Store *postgres.Store
+	Store ledger.TransitStore
 	// Age is how long a transit may stay open before its alert; Every how
 	// often Run looks. Defaults DefaultAge and DefaultEvery.
 	Age, Every time.Duration

@@ -12,9 +12,8 @@ import (
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
-	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/transit"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,10 +32,10 @@ func TestRunAlertsOnceAndStops(t *testing.T) {
 	sent := &ledger.Journal{Kind: ledger.TransitOut, Key: ledger.TxKey(1, tx, block), ChainID: 1, TxHash: &tx, Block: &ledger.Block{Number: 3, Hash: block},
 		Status: "success", Legs: []ledger.Leg{{Account: w, Amount: big.NewInt(-5)}, {Account: it, Amount: big.NewInt(5)}}}
 	bridge := common.HexToAddress("0x00000000000000000000000000000000b81d9e00")
-	open := postgres.TransitWrite{Transit: ledger.Transit{ID: "rb-1", Status: ledger.TransitOpen, Bridge: &bridge,
+	open := ledger.TransitWrite{Transit: ledger.Transit{ID: "rb-1", Status: ledger.TransitOpen, Bridge: &bridge,
 		Source: ledger.TransitEnd{TxID: uuid.New(), ChainID: 1, Wallet: wallet, TxHash: &tx, BlockHash: &block, Asset: ledger.Native, Amount: big.NewInt(5)}},
 		SourceJournal: sent}
-	if _, err := store.BookFeed(ctx, &postgres.FeedBooking{Feed: "txmanager", To: 1, Journals: []*ledger.Journal{sent}, Transits: []postgres.TransitWrite{open}}); err != nil {
+	if _, err := store.BookFeed(ctx, &ledger.FeedBooking{Feed: "txmanager", To: 1, Journals: []*ledger.Journal{sent}, Transits: []ledger.TransitWrite{open}}); err != nil {
 		t.Fatal(err)
 	}
 

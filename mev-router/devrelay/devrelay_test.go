@@ -25,8 +25,8 @@ import (
 
 	"github.com/txfence/txfence/mev-router/devrelay"
 	"github.com/txfence/txfence/mev-router/flashbots"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
 )
 
 // waitTimeout bounds every wait here; anvil answers in milliseconds, the

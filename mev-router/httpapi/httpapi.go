@@ -36,9 +36,9 @@ type API struct {
 func (a *API) Mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow(Caller))
-		r.Post("/v1/broadcast", a.broadcast)
-		r.Get("/v1/private/{hash}", a.privateStatus)
-		r.Post("/v1/private/{hash}/cancel", a.cancelPrivate)
+		r.Post("/v1/broadcast", httpserver.Handle(a.broadcast))
+		r.Get("/v1/private/{hash}", httpserver.Handle(a.privateStatus))
+		r.Post("/v1/private/{hash}/cancel", httpserver.Handle(a.cancelPrivate))
 	})
 }
 
@@ -123,20 +123,17 @@ type sendResult struct {
 	Error       *sendError  `json:"error,omitempty"`
 }
 
-func (a *API) broadcast(w http.ResponseWriter, r *http.Request) {
+func (a *API) broadcast(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	req, err := DecodeBroadcast(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	results, err := a.Router.Broadcast(r.Context(), req)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := make([]sendResult, len(results))
 	for i, res := range results {
@@ -149,6 +146,7 @@ func (a *API) broadcast(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"results": out})
+	return nil
 }
 
 type privateStatus struct {
@@ -198,28 +196,28 @@ func (a *API) privateSend(w http.ResponseWriter, r *http.Request) (*mevrouter.Pr
 	return a.Router.Private, hash, true
 }
 
-func (a *API) privateStatus(w http.ResponseWriter, r *http.Request) {
+func (a *API) privateStatus(w http.ResponseWriter, r *http.Request) error {
 	p, hash, ok := a.privateSend(w, r)
 	if !ok {
-		return
+		return nil
 	}
 	st, found := p.Status(hash)
 	if !found {
-		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "no private send of %s by this mevrouterd (since its last start)", hash.Hex()))
-		return
+		return errs.Errorf(errs.NotFound, "no private send of %s by this mevrouterd (since its last start)", hash.Hex())
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toStatus(st))
+	return nil
 }
 
-func (a *API) cancelPrivate(w http.ResponseWriter, r *http.Request) {
+func (a *API) cancelPrivate(w http.ResponseWriter, r *http.Request) error {
 	p, hash, ok := a.privateSend(w, r)
 	if !ok {
-		return
+		return nil
 	}
 	st, err := p.Cancel(r.Context(), hash)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toStatus(st))
+	return nil
 }

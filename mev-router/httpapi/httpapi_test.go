@@ -21,13 +21,13 @@ import (
 	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/prommetrics"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // api is mevrouterd's API over mutual TLS, broadcasting to a real anvil,

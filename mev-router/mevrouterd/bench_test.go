@@ -17,9 +17,9 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/txfence/txfence/mev-router/mevrouterd"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // BenchmarkPublicBroadcast prints transactions per second into anvil

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/mev-router/mevrouterd"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 const prefix = "TXFENCE_MEVROUTER_"

@@ -20,11 +20,11 @@ import (
 	"github.com/txfence/txfence/mev-router/devrelay"
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/httpapi"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // Options shape a Stack.

@@ -15,8 +15,8 @@ import (
 	"github.com/holiman/uint256"
 
 	"github.com/txfence/txfence/mev-router/nodeerr"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
 )
 
 var recipient = common.HexToAddress("0x000000000000000000000000000000000000bEEF")

@@ -1,7 +1,7 @@
 // Package feed reads txmanager's event feed (GET /internal/v1/events) for
 // its consumers, the gateway and the ledger, through the client generated
 // from openapi/txmanager.yaml, with the errors of shared/errs: no answer is
-// errs.Unavailable, a problem document keeps its kind.
+// errs.Unavailable, a problem document keeps its kind (errs.FromUpstream).
 package feed
 
 import (
@@ -24,7 +24,7 @@ func Read(ctx context.Context, api *txmanagerapi.ClientWithResponses, after uint
 		return components.EventList{}, errs.Wrap(errs.Unavailable, "read events: txmanager did not answer", err)
 	}
 	if resp.JSON200 == nil {
-		return components.EventList{}, fmt.Errorf("read events: %w", errs.FromBody(resp.StatusCode(), resp.HTTPResponse.Header.Get("Content-Type"), resp.Body))
+		return components.EventList{}, fmt.Errorf("read events: %w", errs.FromUpstream(resp.StatusCode(), resp.HTTPResponse.Header.Get("Content-Type"), resp.Body))
 	}
 	return *resp.JSON200, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // TestReleaseBuildsRefuseDevSwitches builds each daemon with a switch as

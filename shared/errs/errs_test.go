@@ -138,6 +138,25 @@ func TestFromBodyOfForeignServers(t *testing.T) {
 	}
 }
 
+// TestAnUpstreamRefusalOfThisServiceIsInternal: another service's 401 or
+// 403 refuses the calling service's identity, so it reaches the end
+// caller as an internal error, its detail hidden; every other kind passes
+// on as it came.
+func TestAnUpstreamRefusalOfThisServiceIsInternal(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]errs.Kind{401: errs.Internal, 403: errs.Internal, 404: errs.NotFound, 409: errs.Conflict, 503: errs.Unavailable} {
+		body := fmt.Sprintf(`{"type":"urn:txfence:problem:%s","title":"t","status":%d,"detail":"peer spiffe://txfence/gateway is not allowed"}`,
+			errs.KindFromStatus(status), status)
+		err := errs.FromUpstream(status, "application/problem+json", []byte(body))
+		if errs.KindOf(err) != want {
+			t.Errorf("FromUpstream(%d) is %v, want %v", status, errs.KindOf(err), want)
+		}
+		if p := errs.ProblemFor(err); want == errs.Internal && strings.Contains(p.Detail, "spiffe") {
+			t.Errorf("FromUpstream(%d) shows the caller the upstream's detail: %q", status, p.Detail)
+		}
+	}
+}
+
 func TestFromResponseBoundsTheBody(t *testing.T) {
 	t.Parallel()
 	resp := &http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(strings.Repeat("x", 1<<20)))}

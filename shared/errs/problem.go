@@ -146,6 +146,20 @@ func FromBody(status int, contentType string, body []byte) error {
 	return &Error{Kind: kind, Message: fmt.Sprintf("status %d: %s", status, msg)}
 }
 
+// FromUpstream is FromBody for one txfence service's answer to another
+// over mutual TLS. A 401 or 403 there refuses the calling service's own
+// identity, which is the deployment's fault and never the end caller's:
+// it becomes Internal, so that a client of the gateway is not told its
+// key was refused when txmanager refused the gateway's certificate. Every
+// internal client reads answers through it, so the rule lives here alone.
+func FromUpstream(status int, contentType string, body []byte) error {
+	err := FromBody(status, contentType, body)
+	if Is(err, Unauthorized) || Is(err, Forbidden) {
+		return Wrap(Internal, "", fmt.Errorf("the service refused this one's identity: %w", err))
+	}
+	return err
+}
+
 // FromProblem turns a decoded problem document back into an *Error.
 func FromProblem(status int, p Problem) error {
 	kind := KindFromStatus(status)

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/tracing"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // TestTraceAndRequestIDFollowTheCall sends a request with a traceparent and

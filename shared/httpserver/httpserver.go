@@ -234,6 +234,19 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	errs.WriteProblem(w, Problem(r, err))
 }
 
+// Handle adapts a handler that returns its failure instead of writing it:
+// the error becomes the problem document (Error), so that no handler
+// repeats "httpserver.Error(w, r, err); return". A handler that has begun
+// its answer (a stream) returns nil, or an error only for the log's sake
+// before it writes.
+func Handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			Error(w, r, err)
+		}
+	}
+}
+
 // Problem is the problem document answering err to r, for an answer that
 // carries it inside a larger body (one item of a batch). It logs what
 // Error logs.

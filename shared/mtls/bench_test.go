@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // BenchmarkHandshake measures full mutual-TLS 1.3 handshakes (a new

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/mtls"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // pki is a CA and the files of the services it issued, in a temp dir.

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 // BenchmarkInTxCommit measures committed one-row transactions through InTx

@@ -50,64 +50,57 @@ func New(svc *signer.Service, reg *textmetrics.Registry) *API {
 func (a *API) Mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow(Caller))
-		r.Post("/v1/sign", a.sign)
-		r.Post("/v1/sign/batch", a.signBatch)
-		r.Post("/v1/evaluate", a.evaluate)
-		r.Post("/v1/approvals/check", a.checkApprovals)
-		r.Get("/v1/keys", a.keys)
-		r.Get("/v1/audit", a.audit)
+		r.Post("/v1/sign", httpserver.Handle(a.sign))
+		r.Post("/v1/sign/batch", httpserver.Handle(a.signBatch))
+		r.Post("/v1/evaluate", httpserver.Handle(a.evaluate))
+		r.Post("/v1/approvals/check", httpserver.Handle(a.checkApprovals))
+		r.Get("/v1/keys", httpserver.Handle(a.keys))
+		r.Get("/v1/audit", httpserver.Handle(a.audit))
 	})
 }
 
-func (a *API) sign(w http.ResponseWriter, r *http.Request) {
+func (a *API) sign(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	req, err := DecodeSignRequest(http.MaxBytesReader(w, r.Body, maxBody), true)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	results, err := a.Service.Sign(r.Context(), mtls.Peer(r.Context()), []*signer.Request{req})
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	a.observe(r, results)
 	httpserver.WriteJSON(w, http.StatusOK, toResult(results[0]))
+	return nil
 }
 
-func (a *API) signBatch(w http.ResponseWriter, r *http.Request) {
+func (a *API) signBatch(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Requests []signRequest `json:"requests"`
 	}
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if len(body.Requests) == 0 || len(body.Requests) > signer.MaxBatch {
-		httpserver.Error(w, r, errs.InvalidFields("a batch holds 1 to 256 requests",
-			errs.FieldError{Pointer: "/requests", Detail: fmt.Sprintf("%d requests", len(body.Requests))}))
-		return
+		return errs.InvalidFields("a batch holds 1 to 256 requests",
+			errs.FieldError{Pointer: "/requests", Detail: fmt.Sprintf("%d requests", len(body.Requests))})
 	}
 	reqs := make([]*signer.Request, len(body.Requests))
 	for i, b := range body.Requests {
 		req, err := b.toRequest(fmt.Sprintf("/requests/%d", i), true)
 		if err != nil {
-			httpserver.Error(w, r, err)
-			return
+			return err
 		}
 		reqs[i] = req
 	}
 	results, err := a.Service.Sign(r.Context(), mtls.Peer(r.Context()), reqs)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	a.observe(r, results)
 	out := make([]signResult, len(results))
@@ -115,24 +108,23 @@ func (a *API) signBatch(w http.ResponseWriter, r *http.Request) {
 		out[i] = toResult(res)
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"results": out})
+	return nil
 }
 
-func (a *API) evaluate(w http.ResponseWriter, r *http.Request) {
+func (a *API) evaluate(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	req, err := DecodeSignRequest(http.MaxBytesReader(w, r.Body, maxBody), false)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	d, err := a.Service.Evaluate(r.Context(), req)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, toDecision(d))
+	return nil
 }
 
 // checkRequest is the body of /v1/approvals/check (ApprovalCheckRequest
@@ -168,35 +160,30 @@ type approvalCheck struct {
 
 // checkApprovals answers whether each approval of the request, and its
 // rejection, would count; nothing is signed or recorded.
-func (a *API) checkApprovals(w http.ResponseWriter, r *http.Request) {
+func (a *API) checkApprovals(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var body checkRequest
 	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	req, err := body.Request.toRequest("/request", false)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var rejection *signer.Rejection
 	if rj := body.Rejection; rj != nil {
 		sig, err := base64.StdEncoding.DecodeString(rj.Signature)
 		if err != nil || rj.Approver == "" || rj.Expiry.IsZero() {
-			httpserver.Error(w, r, errs.InvalidFields("invalid rejection",
-				errs.FieldError{Pointer: "/rejection", Detail: "needs an approver, an expiry and a base64 signature"}))
-			return
+			return errs.InvalidFields("invalid rejection",
+				errs.FieldError{Pointer: "/rejection", Detail: "needs an approver, an expiry and a base64 signature"})
 		}
 		rejection = &signer.Rejection{Approver: rj.Approver, Expiry: rj.Expiry, Signature: sig}
 	}
 	c, err := a.Service.CheckApprovals(r.Context(), req, rejection)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := approvalCheck{RuleID: c.RuleID, Threshold: c.Threshold, Approvers: c.Approvers, Reason: c.Why,
 		Approvals: make([]itemCheck, len(c.Approvals)), PolicyVersion: c.PolicyVersion, PolicyHash: c.PolicyHash.Hex()}
@@ -210,13 +197,13 @@ func (a *API) checkApprovals(w http.ResponseWriter, r *http.Request) {
 		out.Rejection = &itemCheck{Approver: c.Rejection.Approver, Counts: c.Rejection.Counts, Field: c.Rejection.Field, Reason: c.Rejection.Why}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) keys(w http.ResponseWriter, r *http.Request) {
+func (a *API) keys(w http.ResponseWriter, r *http.Request) error {
 	infos, err := a.Service.Keys.List(r.Context())
 	if err != nil {
-		httpserver.Error(w, r, errs.Wrap(errs.Unavailable, "key backend unavailable", err))
-		return
+		return errs.Wrap(errs.Unavailable, "key backend unavailable", err)
 	}
 	type key struct {
 		Address string `json:"address"`
@@ -227,32 +214,28 @@ func (a *API) keys(w http.ResponseWriter, r *http.Request) {
 		out[i] = key{Address: k.Address.Hex(), Backend: k.Backend}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
+	return nil
 }
 
-func (a *API) audit(w http.ResponseWriter, r *http.Request) {
+func (a *API) audit(w http.ResponseWriter, r *http.Request) error {
 	after, err := queryUint(r, "after", 0, 1<<62)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	limit, err := queryUint(r, "limit", 100, 1000)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	if limit == 0 {
-		httpserver.Error(w, r, errs.InvalidFields("limit must be 1 to 1000", errs.FieldError{Pointer: "limit", Detail: "0"}))
-		return
+		return errs.InvalidFields("limit must be 1 to 1000", errs.FieldError{Pointer: "limit", Detail: "0"})
 	}
 	head, err := a.Service.Store.AuditHead(r.Context())
 	if err != nil {
-		httpserver.Error(w, r, errs.Wrap(errs.Unavailable, "audit log unavailable", err))
-		return
+		return errs.Wrap(errs.Unavailable, "audit log unavailable", err)
 	}
 	records, err := a.Service.Store.Audit(r.Context(), after, int(limit))
 	if err != nil {
-		httpserver.Error(w, r, errs.Wrap(errs.Unavailable, "audit log unavailable", err))
-		return
+		return errs.Wrap(errs.Unavailable, "audit log unavailable", err)
 	}
 	type record struct {
 		Seq   uint64          `json:"seq"`
@@ -267,6 +250,7 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 		"records": out,
 		"head":    map[string]any{"seq": head.Seq, "hash": head.Hash.Hex()},
 	})
+	return nil
 }
 
 // DecodeSignRequest reads one signing request (SignRequest in

@@ -26,11 +26,11 @@ import (
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -14,6 +14,12 @@ import (
 	signer "github.com/txfence/txfence/signer-zonec"
 )
 
+// The statements of queries/audit.sql.
+var (
+	qSignaturesWithTheirRecords = Queries.Use("SignaturesWithTheirRecords")
+	qSignedWithoutSignature     = Queries.Use("SignedWithoutSignature")
+)
+
 // auditPage is how many records verification and export read at a time.
 const auditPage = 1000
 
@@ -80,11 +86,7 @@ func (p *problems) err() error {
 // leaving the chain intact.
 func crossCheckSignatures(ctx context.Context, q querier) error {
 	var found problems
-	rows, err := q.Query(ctx, `
-		SELECT s.chain_id, s.signer, s.nonce, s.attempt, s.tx_id, s.digest, s.value, s.fee_cap, s.tip_cap, s.gas,
-			s.tx_hash, s.raw_tx, s.audit_seq, a.body
-		FROM signature s LEFT JOIN audit_log a ON a.seq = s.audit_seq
-		ORDER BY s.audit_seq, s.chain_id, s.signer, s.nonce, s.attempt`)
+	rows, err := q.Query(ctx, qSignaturesWithTheirRecords.SQL)
 	if err != nil {
 		return fmt.Errorf("read the double-sign record: %w", err)
 	}
@@ -125,10 +127,7 @@ func crossCheckSignatures(ctx context.Context, q querier) error {
 		return fmt.Errorf("cross-check the double-sign record: %w", err)
 	}
 
-	rows, err = q.Query(ctx, `
-		SELECT a.body FROM audit_log a
-		WHERE a.outcome = 'signed' AND NOT EXISTS (SELECT 1 FROM signature s WHERE s.audit_seq = a.seq)
-		ORDER BY a.seq`)
+	rows, err = q.Query(ctx, qSignedWithoutSignature.SQL)
 	if err != nil {
 		return fmt.Errorf("find signed records without their signature: %w", err)
 	}

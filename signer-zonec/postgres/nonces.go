@@ -10,6 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The statements of queries/nonces.sql.
+var (
+	qLockNonceStart    = Queries.Use("LockNonceStart")
+	qDeclareNonceStart = Queries.Use("DeclareNonceStart")
+	qNonceStarts       = Queries.Use("NonceStarts")
+)
+
 // NonceStart is the next nonce an operator declared for an account that
 // has history on chain from before signerd: the nonce look-ahead counts
 // from it until signerd has signed above it.
@@ -32,9 +39,7 @@ func (s *Store) DeclareNonceStart(ctx context.Context, start NonceStart) (*Nonce
 	var before *NonceStart
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// pgx hands a failed query's error on through its rows.
-		rows, _ := tx.Query(ctx, `
-			SELECT chain_id, signer, nonce, set_at FROM nonce_start
-			WHERE chain_id = $1 AND signer = $2 FOR UPDATE`, int64(start.ChainID), start.Signer.Bytes())
+		rows, _ := tx.Query(ctx, qLockNonceStart.SQL, int64(start.ChainID), start.Signer.Bytes())
 		earlier, err := pgx.CollectOneRow(rows, scanNonceStart)
 		switch {
 		case err == nil:
@@ -42,10 +47,7 @@ func (s *Store) DeclareNonceStart(ctx context.Context, start NonceStart) (*Nonce
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO nonce_start (chain_id, signer, nonce) VALUES ($1, $2, $3)
-			ON CONFLICT (chain_id, signer) DO UPDATE SET nonce = EXCLUDED.nonce, set_at = now()`,
-			int64(start.ChainID), start.Signer.Bytes(), int64(start.Nonce))
+		_, err = tx.Exec(ctx, qDeclareNonceStart.SQL, int64(start.ChainID), start.Signer.Bytes(), int64(start.Nonce))
 		return err
 	})
 	if err != nil {
@@ -56,7 +58,7 @@ func (s *Store) DeclareNonceStart(ctx context.Context, start NonceStart) (*Nonce
 
 // NonceStarts lists every declared start, by chain and signer.
 func (s *Store) NonceStarts(ctx context.Context) ([]NonceStart, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT chain_id, signer, nonce, set_at FROM nonce_start ORDER BY chain_id, signer`)
+	rows, _ := s.pool.Query(ctx, qNonceStarts.SQL)
 	starts, err := pgx.CollectRows(rows, scanNonceStart)
 	if err != nil {
 		return nil, fmt.Errorf("read the declared start nonces: %w", err)

@@ -1,5 +1,6 @@
 // Package postgres is signerd's own store: its schema lives here as
-// numbered migrations. Nothing but signerd ever connects to this database.
+// numbered migrations, its SQL in query files. Nothing but signerd ever
+// connects to this database.
 package postgres
 
 import (
@@ -13,3 +14,12 @@ var migrationFiles embed.FS
 
 // Migrations is signerd's schema history, applied by `signerd migrate`.
 var Migrations = pg.MustLoadMigrations(migrationFiles, "migrations")
+
+//go:embed queries
+var queryFiles embed.FS
+
+// Queries are the store's SQL statements: the files in queries/, one per
+// Go file of this package that runs SQL, each statement under its name.
+// Each Go file asks for the ones it uses in package-level variables below
+// its imports, and sends their SQL unchanged.
+var Queries = pg.MustLoadQueries(queryFiles, "queries")

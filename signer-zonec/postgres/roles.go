@@ -10,6 +10,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// The statements of queries/roles.sql.
+var (
+	qGrantServingRole = Queries.Use("GrantServingRole")
+	qRoleCheck        = Queries.Use("RoleCheck")
+	qPrivilegeCheck   = Queries.Use("PrivilegeCheck")
+)
+
 // signerd's database has two roles. The owner owns the schema and its
 // tables and runs the migrations; signerd serves as the serving role,
 // which holds only the privileges of the serving_grant view (migration
@@ -22,7 +29,7 @@ import (
 // schema pool's search path names, taking back whatever it held before.
 // pool connects as the owner; signerd migrate calls it after migrating.
 func GrantServing(ctx context.Context, pool *pgxpool.Pool, role string) error {
-	if _, err := pool.Exec(ctx, `SELECT grant_serving_role($1)`, role); err != nil {
+	if _, err := pool.Exec(ctx, qGrantServingRole.SQL, role); err != nil {
 		return fmt.Errorf("grant the serving role %s its privileges: %w", role, err)
 	}
 	return nil
@@ -38,42 +45,13 @@ func (e *RoleError) Error() string {
 	return fmt.Sprintf("database role %s is not fit to serve signerd: %s", e.Role, strings.Join(e.Problems, "; "))
 }
 
-// privilegeCheck lists, for every table and view of the schema and every
-// table privilege, whether the current role holds it (a privilege on any
-// column counts), whether serving_grant gives it, and whether the role
-// owns the table or is a member of its owner.
-const privilegeCheck = `
-SELECT c.relname::text, p.privilege,
-	CASE WHEN p.privilege IN ('SELECT', 'INSERT', 'UPDATE', 'REFERENCES')
-		THEN has_any_column_privilege(c.oid, p.privilege)
-		ELSE has_table_privilege(c.oid, p.privilege) END AS held,
-	g.table_name IS NOT NULL AS granted,
-	pg_has_role(c.relowner, 'MEMBER') AS owns
-FROM pg_class c
-CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS p(privilege)
-LEFT JOIN serving_grant g ON g.table_name = c.relname AND g.privilege = p.privilege
-WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
-	AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-ORDER BY c.relname, p.privilege`
-
-// roleCheck reads what the current role is beyond its table privileges: a
-// superuser bypasses every check, a role that can create roles can make
-// itself a member of the owner, and one that owns or can create in the
-// schema can drop or shadow the tables.
-const roleCheck = `
-SELECT current_user::text, r.rolsuper, r.rolcreaterole, r.rolbypassrls,
-	pg_has_role(n.nspowner, 'MEMBER') AS owns_schema,
-	has_schema_privilege(n.oid, 'CREATE') AS creates_in_schema
-FROM pg_roles r, pg_namespace n
-WHERE r.rolname = current_user AND n.nspname = current_schema()`
-
 // CheckServingRole checks that the role pool connects as holds exactly the
 // serving role's privileges and owns nothing: signerd serve refuses to
 // start otherwise. A *RoleError names every problem.
 func CheckServingRole(ctx context.Context, pool *pgxpool.Pool) error {
 	var role string
 	var super, createRole, bypassRLS, ownsSchema, createsInSchema bool
-	err := pool.QueryRow(ctx, roleCheck).Scan(&role, &super, &createRole, &bypassRLS, &ownsSchema, &createsInSchema)
+	err := pool.QueryRow(ctx, qRoleCheck.SQL).Scan(&role, &super, &createRole, &bypassRLS, &ownsSchema, &createsInSchema)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errors.New("check the database role: the search path names no schema")
 	}
@@ -97,7 +75,7 @@ func CheckServingRole(ctx context.Context, pool *pgxpool.Pool) error {
 		problems = append(problems, "may create objects in the schema")
 	}
 
-	rows, err := pool.Query(ctx, privilegeCheck)
+	rows, err := pool.Query(ctx, qPrivilegeCheck.SQL)
 	if err != nil {
 		return fmt.Errorf("check the database role's privileges (has signerd migrate run?): %w", err)
 	}

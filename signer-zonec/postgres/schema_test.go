@@ -3,8 +3,8 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/signer-zonec/postgres"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

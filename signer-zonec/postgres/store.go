@@ -17,6 +17,25 @@ import (
 	signer "github.com/txfence/txfence/signer-zonec"
 )
 
+// The statements of queries/store.sql.
+var (
+	qNow              = Queries.Use("Now")
+	qCreateSignerLock = Queries.Use("CreateSignerLock")
+	qLockSigner       = Queries.Use("LockSigner")
+	qSigned           = Queries.Use("Signed")
+	qFirstOfTx        = Queries.Use("FirstOfTx")
+	qNextNonces       = Queries.Use("NextNonces")
+	qSpent            = Queries.Use("Spent")
+	qSpentToken       = Queries.Use("SpentToken")
+	qFees             = Queries.Use("Fees")
+	qLockAuditHead    = Queries.Use("LockAuditHead")
+	qAppendAudit      = Queries.Use("AppendAudit")
+	qAdvanceAuditHead = Queries.Use("AdvanceAuditHead")
+	qRecordSignatures = Queries.Use("RecordSignatures")
+	qAuditPage        = Queries.Use("AuditPage")
+	qAuditHead        = Queries.Use("AuditHead")
+)
+
 // Store is signerd's PostgreSQL store.
 type Store struct {
 	pool *pgxpool.Pool
@@ -40,14 +59,17 @@ func (s *Store) InTx(ctx context.Context, fn func(signer.StoreTx) error) error {
 // settles on a cached plan and plans them again at every execution, which
 // costs more than running a small batch; their generic plans are the index
 // lookups every batch size wants. Both statements go in one round trip:
-// without arguments, pgx sends them over the simple protocol.
+// without arguments, pgx sends them over the simple protocol. This is the
+// one piece of the store's SQL that is not in queries/: a named query is
+// one statement, which the server prepares (pgtest.RequireQueries does),
+// and sending the SET on its own would cost every batch a round trip.
 const beginTx = `BEGIN; SET LOCAL plan_cache_mode = force_generic_plan`
 
 type storeTx struct{ tx pgx.Tx }
 
 func (t storeTx) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	if err := t.tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+	if err := t.tx.QueryRow(ctx, qNow.SQL).Scan(&now); err != nil {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
 	}
 	return now, nil
@@ -59,8 +81,8 @@ func (t storeTx) LockSigners(ctx context.Context, keys []signer.SignerKey) error
 	batch := &pgx.Batch{}
 	for _, k := range keys {
 		// Insert the row the first time a signer is seen, then lock it.
-		batch.Queue(`INSERT INTO signer_lock (chain_id, signer) VALUES ($1, $2) ON CONFLICT DO NOTHING`, int64(k.ChainID), k.From.Bytes())
-		batch.Queue(`SELECT 1 FROM signer_lock WHERE chain_id = $1 AND signer = $2 FOR UPDATE`, int64(k.ChainID), k.From.Bytes())
+		batch.Queue(qCreateSignerLock.SQL, int64(k.ChainID), k.From.Bytes())
+		batch.Queue(qLockSigner.SQL, int64(k.ChainID), k.From.Bytes())
 	}
 	br := t.tx.SendBatch(ctx, batch)
 	defer br.Close()
@@ -80,12 +102,7 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 	for i, k := range at {
 		chainIDs[i], signers[i], nonces[i] = int64(k.ChainID), k.From.Bytes(), int64(k.Nonce)
 	}
-	rows, err := t.tx.Query(ctx, `
-		SELECT `+signedColumns+`
-		FROM signature
-		WHERE (chain_id, signer, nonce) IN (SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]))
-		ORDER BY chain_id, signer, nonce, attempt`,
-		chainIDs, signers, nonces)
+	rows, err := t.tx.Query(ctx, qSigned.SQL, chainIDs, signers, nonces)
 	if err != nil {
 		return nil, fmt.Errorf("read signatures at %d nonces: %w", len(at), err)
 	}
@@ -101,9 +118,7 @@ func (t storeTx) Signed(ctx context.Context, at []signer.NonceKey) (map[signer.N
 	return signed, nil
 }
 
-// signedColumns are what scanSigned reads, in order.
-const signedColumns = `chain_id, signer, nonce, tx_id, intent, digest, value, fee_cap, tip_cap, kind, tx_hash, raw_tx, gas`
-
+// scanSigned reads a row of Signed or FirstOfTx.
 func scanSigned(row pgx.CollectableRow) (signer.Signed, error) {
 	var s signer.Signed
 	var chainID, nonce, gas int64
@@ -133,10 +148,7 @@ func scanSigned(row pgx.CollectableRow) (signer.Signed, error) {
 // FirstOfTx reads attempt 1 of each tx id's first nonce: a tx id is at one
 // nonce only, so its first signature is the earliest attempt there.
 func (t storeTx) FirstOfTx(ctx context.Context, txIDs []string) (map[string]signer.Signed, error) {
-	rows, err := t.tx.Query(ctx, `
-		SELECT DISTINCT ON (tx_id) `+signedColumns+`
-		FROM signature WHERE tx_id = ANY($1)
-		ORDER BY tx_id, signed_at, audit_seq`, txIDs)
+	rows, err := t.tx.Query(ctx, qFirstOfTx.SQL, txIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read signatures of %d tx ids: %w", len(txIDs), err)
 	}
@@ -156,12 +168,7 @@ func (t storeTx) NextNonces(ctx context.Context, keys []signer.SignerKey) (map[s
 	for i, k := range keys {
 		chainIDs[i], signers[i] = int64(k.ChainID), k.From.Bytes()
 	}
-	rows, err := t.tx.Query(ctx, `
-		SELECT k.chain_id, k.signer, greatest(
-			(SELECT max(s.nonce) + 1 FROM signature s WHERE s.chain_id = k.chain_id AND s.signer = k.signer),
-			(SELECT n.nonce FROM nonce_start n WHERE n.chain_id = k.chain_id AND n.signer = k.signer),
-			0)
-		FROM unnest($1::bigint[], $2::bytea[]) AS k (chain_id, signer)`, chainIDs, signers)
+	rows, err := t.tx.Query(ctx, qNextNonces.SQL, chainIDs, signers)
 	if err != nil {
 		return nil, fmt.Errorf("read the next nonces of %d signers: %w", len(keys), err)
 	}
@@ -180,10 +187,7 @@ func (t storeTx) NextNonces(ctx context.Context, keys []signer.SignerKey) (map[s
 
 func (t storeTx) Spent(ctx context.Context, chainID uint64, from common.Address, since time.Time) (*big.Int, error) {
 	var sum pgtype.Numeric
-	err := t.tx.QueryRow(ctx, `
-		SELECT coalesce(sum(value), 0) FROM signature
-		WHERE chain_id = $1 AND signer = $2 AND attempt = 1 AND signed_at > $3`,
-		int64(chainID), from.Bytes(), since).Scan(&sum)
+	err := t.tx.QueryRow(ctx, qSpent.SQL, int64(chainID), from.Bytes(), since).Scan(&sum)
 	if err != nil {
 		return nil, fmt.Errorf("sum signed value: %w", err)
 	}
@@ -192,10 +196,7 @@ func (t storeTx) Spent(ctx context.Context, chainID uint64, from common.Address,
 
 func (t storeTx) SpentToken(ctx context.Context, chainID uint64, from, token common.Address, since time.Time) (*big.Int, error) {
 	var sum pgtype.Numeric
-	err := t.tx.QueryRow(ctx, `
-		SELECT coalesce(sum(token_amount), 0) FROM signature
-		WHERE chain_id = $1 AND signer = $2 AND attempt = 1 AND signed_at > $3 AND token = $4`,
-		int64(chainID), from.Bytes(), since, token.Bytes()).Scan(&sum)
+	err := t.tx.QueryRow(ctx, qSpentToken.SQL, int64(chainID), from.Bytes(), since, token.Bytes()).Scan(&sum)
 	if err != nil {
 		return nil, fmt.Errorf("sum signed units of %s: %w", token.Hex(), err)
 	}
@@ -206,12 +207,7 @@ func (t storeTx) SpentToken(ctx context.Context, chainID uint64, from, token com
 // transaction per nonce can be mined.
 func (t storeTx) Fees(ctx context.Context, chainID uint64, from common.Address, since time.Time, except uint64) (*big.Int, error) {
 	var sum pgtype.Numeric
-	err := t.tx.QueryRow(ctx, `
-		SELECT coalesce(sum(cost), 0) FROM (
-			SELECT max(gas * fee_cap) AS cost FROM signature
-			WHERE chain_id = $1 AND signer = $2 AND signed_at > $3 AND nonce <> $4
-			GROUP BY nonce) AS per_nonce`,
-		int64(chainID), from.Bytes(), since, int64(min(except, math.MaxInt64))).Scan(&sum)
+	err := t.tx.QueryRow(ctx, qFees.SQL, int64(chainID), from.Bytes(), since, int64(min(except, math.MaxInt64))).Scan(&sum)
 	if err != nil {
 		return nil, fmt.Errorf("sum signed fees: %w", err)
 	}
@@ -223,7 +219,7 @@ func (t storeTx) Fees(ctx context.Context, chainID uint64, from common.Address, 
 func (t storeTx) Append(ctx context.Context, entries []signer.AuditEntry) ([]signer.AuditRecord, error) {
 	var seq int64
 	var hash []byte
-	if err := t.tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head FOR UPDATE`).Scan(&seq, &hash); err != nil {
+	if err := t.tx.QueryRow(ctx, qLockAuditHead.SQL).Scan(&seq, &hash); err != nil {
 		return nil, fmt.Errorf("lock audit head: %w", err)
 	}
 	head := signer.AuditHead{Seq: uint64(seq), Hash: common.BytesToHash(hash)}
@@ -246,12 +242,8 @@ func (t storeTx) Append(ctx context.Context, entries []signer.AuditEntry) ([]sig
 		head = signer.AuditHead{Seq: e.Seq, Hash: rec.Hash}
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(`
-		INSERT INTO audit_log (seq, at, tx_id, chain_id, signer, nonce, outcome, tx_hash, body, prev_hash, hash)
-		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::bigint[], $5::bytea[], $6::bigint[],
-			$7::text[], $8::bytea[], $9::bytea[], $10::bytea[], $11::bytea[])`,
-		seqs, ats, txIDs, chainIDs, signers, nonces, outcomes, txHashes, bodies, prevHashes, hashes)
-	batch.Queue(`UPDATE audit_head SET seq = $1, hash = $2`, int64(head.Seq), head.Hash.Bytes())
+	batch.Queue(qAppendAudit.SQL, seqs, ats, txIDs, chainIDs, signers, nonces, outcomes, txHashes, bodies, prevHashes, hashes)
+	batch.Queue(qAdvanceAuditHead.SQL, int64(head.Seq), head.Hash.Bytes())
 	if err := t.tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("append audit records: %w", err)
 	}
@@ -283,20 +275,7 @@ func (t storeTx) Record(ctx context.Context, at time.Time, sigs []signer.Signatu
 		intents[i], digests[i], txHashes[i], raws[i] = s.Intent[:], s.Digest.Bytes(), s.TxHash.Bytes(), s.RawTx
 		values[i], feeCaps[i], tipCaps[i], auditSeqs[i] = numeric(s.Value), numeric(s.FeeCap), numeric(s.TipCap), int64(s.AuditSeq)
 	}
-	_, err := t.tx.Exec(ctx, `
-		INSERT INTO signature (chain_id, signer, nonce, attempt, kind, tx_id, intent, digest, value, fee_cap, tip_cap,
-			tx_hash, raw_tx, signed_at, audit_seq, gas, token, token_amount)
-		SELECT n.chain_id, n.signer, n.nonce,
-			coalesce((SELECT max(s.attempt) FROM signature s
-				WHERE s.chain_id = n.chain_id AND s.signer = n.signer AND s.nonce = n.nonce), 0)
-				+ row_number() OVER (PARTITION BY n.chain_id, n.signer, n.nonce ORDER BY n.ord),
-			n.kind, n.tx_id, n.intent, n.digest, n.value, n.fee_cap, n.tip_cap, n.tx_hash, n.raw_tx, $14, n.audit_seq, n.gas,
-			n.token, n.token_amount
-		FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::bytea[],
-			$8::numeric[], $9::numeric[], $10::numeric[], $11::bytea[], $12::bytea[], $13::bigint[], $15::bigint[],
-			$16::bytea[], $17::numeric[])
-			WITH ORDINALITY AS n(chain_id, signer, nonce, kind, tx_id, intent, digest, value, fee_cap, tip_cap, tx_hash, raw_tx,
-				audit_seq, gas, token, token_amount, ord)`,
+	_, err := t.tx.Exec(ctx, qRecordSignatures.SQL,
 		chainIDs, signers, nonces, kinds, txIDs, intents, digests, values, feeCaps, tipCaps, txHashes, raws, auditSeqs, at, gases,
 		tokens, tokenAmounts)
 	if err != nil {
@@ -355,9 +334,7 @@ func (s *Store) inSnapshot(ctx context.Context, fn func(querier) error) error {
 }
 
 func readAudit(ctx context.Context, q querier, after uint64, limit int) ([]signer.AuditRecord, error) {
-	rows, err := q.Query(ctx, `
-		SELECT seq, at, tx_id, chain_id, signer, nonce, outcome, tx_hash, body, prev_hash, hash
-		FROM audit_log WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(min(after, math.MaxInt64)), limit)
+	rows, err := q.Query(ctx, qAuditPage.SQL, int64(min(after, math.MaxInt64)), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
@@ -383,7 +360,7 @@ func readAudit(ctx context.Context, q querier, after uint64, limit int) ([]signe
 func readHead(ctx context.Context, q querier) (signer.AuditHead, error) {
 	var seq int64
 	var hash []byte
-	if err := q.QueryRow(ctx, `SELECT seq, hash FROM audit_head`).Scan(&seq, &hash); err != nil {
+	if err := q.QueryRow(ctx, qAuditHead.SQL).Scan(&seq, &hash); err != nil {
 		return signer.AuditHead{}, fmt.Errorf("read audit head: %w", err)
 	}
 	return signer.AuditHead{Seq: uint64(seq), Hash: common.BytesToHash(hash)}, nil

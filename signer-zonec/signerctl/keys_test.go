@@ -12,10 +12,10 @@ import (
 
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/txfence/txfence/shared/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
 	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/vault"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 // Keys written by these tests use light scrypt: a standard cost per key

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/servicetest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/signerctl"
 	"github.com/txfence/txfence/signer-zonec/signerd"
 	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // deployedEnv is signerd's environment as a deployment has it: a database

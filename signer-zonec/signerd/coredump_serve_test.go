@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // TestServeDisablesCoreDumps runs a real signerd binary (tests running

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
-	"github.com/txfence/txfence/shared/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/keystore"
 	"github.com/txfence/txfence/signer-zonec/signerd"
 	"github.com/txfence/txfence/signer-zonec/signerd/devsignerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/signer-zonec/vault"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

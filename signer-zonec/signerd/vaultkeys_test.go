@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/servicetest"
-	"github.com/txfence/txfence/shared/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/signerctl"
 	"github.com/txfence/txfence/signer-zonec/signerd"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/signer-zonec/vault"
+	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 // transferFrom is a transfer request from dev account i to dev account 2.

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/signer-zonec/postgres"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 // Database is signerd's store for one test, with the two roles a

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/txfence/txfence/shared/devcert"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/textmetrics"
@@ -18,6 +17,7 @@ import (
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/policy"
 	"github.com/txfence/txfence/signer-zonec/postgres"
+	"github.com/txfence/txfence/testinfra/devcert"
 )
 
 // ServerOptions shape a Server.

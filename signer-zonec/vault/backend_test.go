@@ -25,9 +25,9 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/vaulttest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/vault"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 const transitKey = "txfence-signer"

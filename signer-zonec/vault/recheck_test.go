@@ -11,9 +11,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/vaulttest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/vault"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 // secretPath is the API path (data or metadata, or destroy) of addr's

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/vaulttest"
 	"github.com/txfence/txfence/signer-zonec/vault"
+	"github.com/txfence/txfence/testinfra/vaulttest"
 )
 
 // TestCheckFailsClosedWhenVaultIsUnreachable points the client at a port

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/txmanager/follow"
 )
 

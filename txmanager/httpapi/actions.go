@@ -65,7 +65,7 @@ func (b *ActionRequest) check() (*uuid.UUID, error) {
 // requestAction records an action: 202 with it when it is new, 200 with
 // the action recorded before when the request repeats one (the same
 // action_id, or without one the same request still waiting).
-func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
+func (a *API) requestAction(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	var body ActionRequest
 	if err == nil {
@@ -84,19 +84,18 @@ func (a *API) requestAction(w http.ResponseWriter, r *http.Request) {
 		err = a.cancelsAllowed(r, req)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	act, fresh, err := a.Store.Request(r.Context(), req)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	if fresh {
 		status = http.StatusAccepted
 	}
 	httpserver.WriteJSON(w, status, toAction(&act))
+	return nil
 }
 
 // replayed tells whether req names an action id already recorded: the
@@ -143,7 +142,7 @@ func (a *API) cancelsAllowed(r *http.Request, req txmanager.ActionRequest) error
 	return nil
 }
 
-func (a *API) listActions(w http.ResponseWriter, r *http.Request) {
+func (a *API) listActions(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	if err == nil {
 		// An unknown transaction is a 404, not an empty list.
@@ -154,14 +153,14 @@ func (a *API) listActions(w http.ResponseWriter, r *http.Request) {
 		acts, err = a.Store.Actions(r.Context(), id)
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := make([]actionJSON, len(acts))
 	for i := range acts {
 		out[i] = toAction(&acts[i])
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"actions": out})
+	return nil
 }
 
 type actionJSON struct {

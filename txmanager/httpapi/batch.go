@@ -28,15 +28,13 @@ type createOutcome struct {
 // createBatch accepts several intents, each answered as create would
 // answer it alone. The gateway gathers its concurrent creates into these,
 // so that thousands a second cost few round trips.
-func (a *API) createBatch(w http.ResponseWriter, r *http.Request) {
+func (a *API) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	items, decodeErrs, err := decodeBatch(http.MaxBytesReader(w, r.Body, maxBatchBody))
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := make([]createOutcome, len(items))
 	var intents []*txmanager.Intent
@@ -64,6 +62,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"items": out})
+	return nil
 }
 
 // decodeBatch reads a batch's items, each as create reads its body:

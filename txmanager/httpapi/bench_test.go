@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // BenchmarkCreate prints accepted creates per second for one signer

@@ -55,22 +55,22 @@ type API struct {
 func (a *API) Mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow("gateway"))
-		r.Post("/internal/v1/tx", a.create)
-		r.Post("/internal/v1/tx/batch", a.createBatch)
-		r.Get("/internal/v1/tx", a.list)
-		r.Get("/internal/v1/tx/by-request", a.getByRequest)
-		r.Get("/internal/v1/tx/{tx_id}", a.get)
-		r.Get("/internal/v1/tx/{tx_id}/events", a.txEvents)
-		r.Post("/internal/v1/tx/{tx_id}/cancel", a.cancel)
-		r.Post("/internal/v1/tx/{tx_id}/approvals", a.approve)
-		r.Post("/internal/v1/tx/{tx_id}/reject", a.reject)
-		r.Post("/internal/v1/tx/{tx_id}/actions", a.requestAction)
-		r.Get("/internal/v1/tx/{tx_id}/actions", a.listActions)
-		r.Get("/internal/v1/signers/{chain_id}/{address}", a.signerStatus)
+		r.Post("/internal/v1/tx", httpserver.Handle(a.create))
+		r.Post("/internal/v1/tx/batch", httpserver.Handle(a.createBatch))
+		r.Get("/internal/v1/tx", httpserver.Handle(a.list))
+		r.Get("/internal/v1/tx/by-request", httpserver.Handle(a.getByRequest))
+		r.Get("/internal/v1/tx/{tx_id}", httpserver.Handle(a.get))
+		r.Get("/internal/v1/tx/{tx_id}/events", httpserver.Handle(a.txEvents))
+		r.Post("/internal/v1/tx/{tx_id}/cancel", httpserver.Handle(a.cancel))
+		r.Post("/internal/v1/tx/{tx_id}/approvals", httpserver.Handle(a.approve))
+		r.Post("/internal/v1/tx/{tx_id}/reject", httpserver.Handle(a.reject))
+		r.Post("/internal/v1/tx/{tx_id}/actions", httpserver.Handle(a.requestAction))
+		r.Get("/internal/v1/tx/{tx_id}/actions", httpserver.Handle(a.listActions))
+		r.Get("/internal/v1/signers/{chain_id}/{address}", httpserver.Handle(a.signerStatus))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(mtls.Allow("gateway", "ledger"))
-		r.Get("/internal/v1/events", a.events)
+		r.Get("/internal/v1/events", httpserver.Handle(a.events))
 	})
 }
 
@@ -133,31 +133,28 @@ func (c *CreateTxRequest) Intent() (*txmanager.Intent, error) {
 	return in, nil
 }
 
-func (a *API) create(w http.ResponseWriter, r *http.Request) {
+func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	if err := httpserver.CheckJSON(r); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	var body CreateTxRequest
 	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	in, err := a.intentOf(&body)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	tx, created, err := a.Store.Create(r.Context(), in)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
 	httpserver.WriteJSON(w, status, a.toTx(&tx))
+	return nil
 }
 
 // intentOf checks a create's request against its shape and the chain's
@@ -174,12 +171,12 @@ func (a *API) intentOf(c *CreateTxRequest) (*txmanager.Intent, error) {
 }
 
 // writeTx answers with the transaction, or with err as a problem.
-func (a *API) writeTx(w http.ResponseWriter, r *http.Request, tx txmanager.Tx, err error) {
+func (a *API) writeTx(w http.ResponseWriter, r *http.Request, tx txmanager.Tx, err error) error {
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, a.toTx(&tx))
+	return nil
 }
 
 func txIDParam(r *http.Request) (uuid.UUID, error) {
@@ -190,17 +187,16 @@ func txIDParam(r *http.Request) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request) {
+func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	tx, err := a.Store.Get(r.Context(), id)
-	a.writeTx(w, r, tx, err)
+	return a.writeTx(w, r, tx, err)
 }
 
-func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) {
+func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var fields []errs.FieldError
 	chainID, err := strconv.ParseUint(q.Get("chain_id"), 10, 63)
@@ -216,22 +212,20 @@ func (a *API) getByRequest(w http.ResponseWriter, r *http.Request) {
 		fields = append(fields, errs.FieldError{Pointer: "request_id", Detail: "1 to 255 characters"})
 	}
 	if len(fields) > 0 {
-		httpserver.Error(w, r, errs.InvalidFields("chain_id, from and request_id name a transaction", fields...))
-		return
+		return errs.InvalidFields("chain_id, from and request_id name a transaction", fields...)
 	}
 	tx, err := a.Store.GetByRequest(r.Context(), txmanager.SignerKey{ChainID: chainID, Signer: common.HexToAddress(from)}, requestID)
-	a.writeTx(w, r, tx, err)
+	return a.writeTx(w, r, tx, err)
 }
 
 // timelineSequenceWait bounds how long a timeline read waits for events
 // still being written to be numbered.
 const timelineSequenceWait = 2 * time.Second
 
-func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
+func (a *API) txEvents(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	// Events written but not numbered yet are numbered first, so a
 	// timeline read right after a change shows it. One try of Sequence may
@@ -243,25 +237,23 @@ func (a *API) txEvents(w http.ResponseWriter, r *http.Request) {
 	waitedLong := seqCtx.Err() != nil
 	cancel()
 	if err != nil && !waitedLong {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	evs, err := a.Store.TxEvents(r.Context(), id)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": toEvents(evs)})
+	return nil
 }
 
-func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
+func (a *API) cancel(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	tx, err := a.Store.Cancel(r.Context(), id)
-	a.writeTx(w, r, tx, err)
+	return a.writeTx(w, r, tx, err)
 }
 
 // ApprovalRequest is the body of an approval.
@@ -374,7 +366,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, 4<<10), v)
 }
 
-func (a *API) approve(w http.ResponseWriter, r *http.Request) {
+func (a *API) approve(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	var body ApprovalRequest
 	if err == nil {
@@ -393,16 +385,15 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 		err = refuseUncounted(c, c.Approvals[0], "the approval does not count")
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	// Only an approver of the rule gets here, and each replaces its own
 	// approval: N stored at most, which the store enforces too.
 	tx, err := a.Store.Approve(r.Context(), id, approval, len(c.Approvers))
-	a.writeTx(w, r, tx, err)
+	return a.writeTx(w, r, tx, err)
 }
 
-func (a *API) reject(w http.ResponseWriter, r *http.Request) {
+func (a *API) reject(w http.ResponseWriter, r *http.Request) error {
 	id, err := txIDParam(r)
 	var body RejectRequest
 	if err == nil {
@@ -420,11 +411,10 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request) {
 		err = refuseUncounted(c, *c.Rejection, "the rejection does not count")
 	}
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	tx, err := a.Store.Reject(r.Context(), id, txmanager.Rejection(rejection))
-	a.writeTx(w, r, tx, err)
+	return a.writeTx(w, r, tx, err)
 }
 
 // checkWithSigner asks signerd whether approvals or rejection of the
@@ -477,7 +467,7 @@ func refuseUncounted(c remote.ApprovalCheck, item remote.ItemCheck, title string
 		errs.FieldError{Pointer: "/" + field, Detail: item.Why})
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) {
+func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var f txmanager.TxFilter
 	var problems []string
@@ -526,13 +516,11 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		problems = append(problems, "limit: "+err.Error())
 	}
 	if len(problems) > 0 {
-		httpserver.Error(w, r, errs.E(errs.Invalid, strings.Join(problems, "; ")))
-		return
+		return errs.E(errs.Invalid, strings.Join(problems, "; "))
 	}
 	txs, next, err := a.Store.List(r.Context(), f, q.Get("cursor"), limit)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := make([]txJSON, len(txs))
 	for i := range txs {
@@ -543,6 +531,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		cursor = &next
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"transactions": out, "next_cursor": cursor})
+	return nil
 }
 
 // maxListSigners bounds the signers filter of a list, which travels in
@@ -571,22 +560,19 @@ func parseSignerKeys(raw string) ([]txmanager.SignerKey, error) {
 	return keys, nil
 }
 
-func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
+func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) error {
 	chainID, err := strconv.ParseUint(chi.URLParam(r, "chain_id"), 10, 63)
 	addr := chi.URLParam(r, "address")
 	if err != nil || chainID == 0 || !strings.HasPrefix(addr, "0x") || !common.IsHexAddress(addr) {
-		httpserver.Error(w, r, errs.E(errs.Invalid, "a chain id and a 0x-prefixed address"))
-		return
+		return errs.E(errs.Invalid, "a chain id and a 0x-prefixed address")
 	}
 	key := txmanager.SignerKey{ChainID: chainID, Signer: common.HexToAddress(addr)}
 	if _, ok := a.Chains.Signer(key); !ok {
-		httpserver.Error(w, r, errs.Errorf(errs.NotFound, "%s is not a configured signer", key))
-		return
+		return errs.Errorf(errs.NotFound, "%s is not a configured signer", key)
 	}
 	st, err := a.Store.Status(r.Context(), key)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	out := map[string]any{"chain_id": key.ChainID, "signer": key.Signer, "counts": st.Counts, "fencing_token": st.Token}
 	if st.Owner != "" {
@@ -601,6 +587,7 @@ func (a *API) signerStatus(w http.ResponseWriter, r *http.Request) {
 		out["oldest_open_age_seconds"] = time.Since(*st.OldestOpenSince).Seconds()
 	}
 	httpserver.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func queryInt(raw string, def, lo, hi int) (int, error) {
@@ -614,7 +601,7 @@ func queryInt(raw string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
-func (a *API) events(w http.ResponseWriter, r *http.Request) {
+func (a *API) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	after, err := strconv.ParseUint(q.Get("after"), 10, 63)
 	if q.Get("after") == "" {
@@ -623,20 +610,18 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	limit, lerr := queryInt(q.Get("limit"), 100, 1, 1000)
 	wait, werr := queryInt(q.Get("wait"), 0, 0, int(maxWait/time.Second))
 	if err != nil || lerr != nil || werr != nil {
-		httpserver.Error(w, r, errs.E(errs.Invalid, "after: a sequence (0 or more); limit: 1 to 1000; wait: 0 to 30 seconds"))
-		return
+		return errs.E(errs.Invalid, "after: a sequence (0 or more); limit: 1 to 1000; wait: 0 to 30 seconds")
 	}
 	evs, err := a.waitForEvents(r.Context(), time.Duration(wait)*time.Second, after, limit)
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	head, err := a.Store.HeadSeq(r.Context())
 	if err != nil {
-		httpserver.Error(w, r, err)
-		return
+		return err
 	}
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"events": toEvents(evs), "head_seq": head})
+	return nil
 }
 
 func toEvents(evs []txmanager.Event) []eventJSON {

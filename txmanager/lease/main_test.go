@@ -3,7 +3,7 @@ package lease_test
 import (
 	"testing"
 
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/postgres/postgrestest"

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/testinfra/wait"
+
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/errs"
@@ -49,15 +51,7 @@ func gather(t *testing.T, s *postgres.Store, intents []*txmanager.Intent) []crea
 // waitFor polls cond until it holds, failing t after ten seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting until %s", what)
-		}
-		<-tick.C
-	}
+	wait.For(t, 10*time.Second, what, cond)
 }
 
 // Creates that share a statement store every field as a lone create

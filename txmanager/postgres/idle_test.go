@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )

@@ -3,7 +3,7 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txmanager/postgres"
 )
 

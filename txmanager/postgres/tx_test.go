@@ -15,7 +15,7 @@ import (
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )

@@ -208,7 +208,7 @@ func (s *Signer) SignBatch(ctx context.Context, ts []ToSign) ([]Signed, error) {
 
 // problem turns a non-2xx answer back into an error of its kind.
 func problem(what string, resp *http.Response, body []byte) error {
-	return fmt.Errorf("%s: %w", what, errs.FromBody(resp.StatusCode, resp.Header.Get("Content-Type"), body))
+	return fmt.Errorf("%s: %w", what, errs.FromUpstream(resp.StatusCode, resp.Header.Get("Content-Type"), body))
 }
 
 // Rejection is an approver's signed rejection of a transaction

@@ -13,9 +13,9 @@ import (
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/servicetest"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/pgtest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/remote"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
 
-	"github.com/txfence/txfence/shared/chaintest"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres/postgrestest"
 )

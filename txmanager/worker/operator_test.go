@@ -12,7 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/worker"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/txfence/txfence/ledger/booking"
 	"github.com/txfence/txfence/ledger/ledgertest/token"
-	"github.com/txfence/txfence/shared/anvil"
-	"github.com/txfence/txfence/shared/chaintest"
+	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
 )
 
 // The token keeps balances balanceOf reads at any block, logs each

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/servicetest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // TestSignerctlRunsWithoutCoreDumps: signerctl handles key material (keys
