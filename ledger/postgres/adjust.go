@@ -14,6 +14,12 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
+// The statements of queries/adjust.sql.
+var (
+	qLockSuspenseBalance = Queries.Use("LockSuspenseBalance")
+	qInsertAdjustment    = Queries.Use("InsertAdjustment")
+)
+
 // Adjust books a: it moves an amount out of a wallet's suspense account
 // to the account an operator found it belongs to. It may clear what
 // suspense holds, in part or whole, never more: an amount that would take
@@ -50,10 +56,7 @@ func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (ledge
 		// second checked against what the first left.
 		var held string
 		k := a.Suspense()
-		err = tx.QueryRow(ctx, `
-			SELECT b.amount::text FROM account a JOIN balance b USING (account_id)
-			WHERE a.chain_id = $1 AND a.asset = $2 AND a.kind = 'suspense' AND a.address = $3
-			FOR UPDATE OF b`, int64(k.ChainID), k.Asset, k.Address.Bytes()).Scan(&held)
+		err = tx.QueryRow(ctx, qLockSuspenseBalance.SQL, int64(k.ChainID), k.Asset, k.Address.Bytes()).Scan(&held)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errs.Errorf(errs.NotFound, "wallet %s has no suspense account in %s on chain %d", k.Address.Hex(), k.Asset, k.ChainID)
 		}
@@ -80,9 +83,7 @@ func (s *Store) Adjust(ctx context.Context, a *ledger.SuspenseAdjustment) (ledge
 		if ap := a.Approver; ap != nil {
 			approverID, approverName = &ap.KeyID, &ap.KeyName
 		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO adjustment (adjustment_id, journal_id, operator_key_id, operator_key_name, tenant_id, tenant_name, approver_key_id, approver_key_name)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		if _, err := tx.Exec(ctx, qInsertAdjustment.SQL,
 			a.ID, out.JournalID, a.Operator.KeyID, a.Operator.KeyName, a.Operator.TenantID, a.Operator.TenantName, approverID, approverName); err != nil {
 			return fmt.Errorf("record adjustment %s's operator: %w", a.ID, err)
 		}

@@ -11,10 +11,18 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
+// The statements of queries/backlog.sql.
+var (
+	qBacklogChains = Queries.Use("BacklogChains")
+	qBacklog       = Queries.Use("Backlog")
+	qDrainBacklog  = Queries.Use("DrainBacklog")
+	qAddBacklog    = Queries.Use("AddBacklog")
+)
+
 // BacklogChains sums up feed's backlog, by chain; chains without one are
 // absent.
 func (s *Store) BacklogChains(ctx context.Context, feed string) (map[uint64]ledger.BacklogChain, error) {
-	rows, err := s.pool.Query(ctx, `SELECT chain_id, count(*), min(seq), min(event_at) FROM feed_backlog WHERE feed = $1 GROUP BY chain_id`, feed)
+	rows, err := s.pool.Query(ctx, qBacklogChains.SQL, feed)
 	if err != nil {
 		return nil, fmt.Errorf("read feed %s's backlog: %w", feed, err)
 	}
@@ -31,9 +39,7 @@ func (s *Store) BacklogChains(ctx context.Context, feed string) (map[uint64]ledg
 // Backlog reads the oldest limit events of chain's backlog of feed, in
 // seq order: what is to be booked of the chain before anything else.
 func (s *Store) Backlog(ctx context.Context, feed string, chainID uint64, limit int) ([]ledger.BacklogEvent, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT seq, chain_id, tx_id, event, event_at, reason, coalesce(error, '') FROM feed_backlog
-		WHERE feed = $1 AND chain_id = $2 ORDER BY seq LIMIT $3`, feed, int64(chainID), limit)
+	rows, err := s.pool.Query(ctx, qBacklog.SQL, feed, int64(chainID), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's backlog of feed %s: %w", chainID, feed, err)
 	}
@@ -76,7 +82,7 @@ func drainBacklog(ctx context.Context, tx pgx.Tx, feed string, seqs []uint64) er
 	for i, s := range seqs {
 		ints[i] = int64(s)
 	}
-	tag, err := tx.Exec(ctx, `DELETE FROM feed_backlog WHERE feed = $1 AND seq = ANY($2)`, feed, ints)
+	tag, err := tx.Exec(ctx, qDrainBacklog.SQL, feed, ints)
 	if err != nil {
 		return fmt.Errorf("book feed %s's backlog: %w", feed, err)
 	}
@@ -102,11 +108,7 @@ func addBacklog(ctx context.Context, tx pgx.Tx, feed string, events []ledger.Bac
 			errors[i] = &e.Error
 		}
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO feed_backlog (feed, seq, chain_id, tx_id, event, event_at, reason, error)
-		SELECT $1, s, c, t, e::jsonb, a, r, x
-		FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::text[]) AS b(s, c, t, e, a, r, x)
-		ON CONFLICT (feed, seq) DO NOTHING`, feed, seqs, chains, txs, payloads, at, reasons, errors)
+	_, err := tx.Exec(ctx, qAddBacklog.SQL, feed, seqs, chains, txs, payloads, at, reasons, errors)
 	if err != nil {
 		return fmt.Errorf("move events of feed %s to its backlog: %w", feed, err)
 	}

@@ -21,6 +21,15 @@ import (
 	"github.com/txfence/txfence/shared/pg"
 )
 
+// The statements of queries/books.sql.
+var (
+	qInsertAccounts = Queries.Use("InsertAccounts")
+	qAccountsByKey  = Queries.Use("AccountsByKey")
+	qWriteJournals  = Queries.Use("WriteJournals")
+	qBookedUnderKey = Queries.Use("BookedUnderKey")
+	qBalance        = Queries.Use("Balance")
+)
+
 // Store is ledgerd's PostgreSQL store.
 type Store struct {
 	pool *pgxpool.Pool
@@ -31,6 +40,7 @@ type Store struct {
 	posts    *batch.Queue[*pendingPost]
 }
 
+// The store is every store the ledger's parts take.
 var (
 	_ ledger.ConsumerStore  = (*Store)(nil)
 	_ ledger.ScannerStore   = (*Store)(nil)
@@ -245,18 +255,10 @@ func (s *Store) accountIDs(ctx context.Context, db querier, legs []ledger.Leg) (
 	}
 	// Insert what is new, then read them all: a concurrent insert of the
 	// same account commits first or waits, and either way it is read.
-	if _, err := db.Exec(ctx, `
-		INSERT INTO account (chain_id, asset, kind, address)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[])
-		ORDER BY 1, 2, 3, 4
-		ON CONFLICT DO NOTHING`, chains, assets, kinds, addrs); err != nil {
+	if _, err := db.Exec(ctx, qInsertAccounts.SQL, chains, assets, kinds, addrs); err != nil {
 		return nil, nil, fmt.Errorf("make accounts: %w", err)
 	}
-	rows, err := db.Query(ctx, `
-		SELECT a.account_id, a.chain_id, a.asset, a.kind, a.address
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[]) AS k(chain_id, asset, kind, address)
-		JOIN account a USING (chain_id, asset, kind, address)`,
-		chains, assets, kinds, addrs)
+	rows, err := db.Query(ctx, qAccountsByKey.SQL, chains, assets, kinds, addrs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read accounts: %w", err)
 	}
@@ -320,22 +322,7 @@ func writeRows(ctx context.Context, db querier, posts []*pendingPost, ids map[le
 			legKeys, legAccounts, legAmounts = append(legKeys, j.Key), append(legAccounts, ids[l.Account]), append(legAmounts, l.Amount.String())
 		}
 	}
-	rows, err := db.Query(ctx, `
-		WITH written AS (
-			INSERT INTO journal (kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo)
-			SELECT kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo
-			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::jsonb[])
-				WITH ORDINALITY AS i(kind, idem_key, payload_hash, chain_id, tx_hash, block_number, block_hash, status, reverses, memo, arrival)
-			ORDER BY idem_key, arrival
-			ON CONFLICT (idem_key) DO NOTHING
-			RETURNING idem_key, journal_id, payload_hash
-		), entries AS (
-			INSERT INTO entry (journal_id, account_id, amount)
-			SELECT w.journal_id, l.account_id, l.amount
-			FROM unnest($11::text[], $12::bigint[], $13::numeric[]) AS l(idem_key, account_id, amount)
-			JOIN written w USING (idem_key)
-		)
-		SELECT idem_key, journal_id, payload_hash FROM written`,
+	rows, err := db.Query(ctx, qWriteJournals.SQL,
 		kinds, keys, hashes, chains, txHashes, blockNumbers, blockHashes, statuses, reverses, memos, legKeys, legAccounts, legAmounts)
 	if err != nil {
 		return nil, err
@@ -373,7 +360,7 @@ type rowQuerier interface {
 func bookedIn(ctx context.Context, db rowQuerier, key string, hash [32]byte) (ledger.Posted, error) {
 	var id int64
 	var stored []byte
-	if err := db.QueryRow(ctx, `SELECT journal_id, payload_hash FROM journal WHERE idem_key = $1`, key).Scan(&id, &stored); err != nil {
+	if err := db.QueryRow(ctx, qBookedUnderKey.SQL, key).Scan(&id, &stored); err != nil {
 		return ledger.Posted{}, fmt.Errorf("read journal %q: %w", key, err)
 	}
 	if !bytes.Equal(stored, hash[:]) {
@@ -410,10 +397,7 @@ func (s *Store) classify(err error, j *ledger.Journal) error {
 // Balance is an account's balance: the sum of its entries.
 func (s *Store) Balance(ctx context.Context, k ledger.AccountKey) (*big.Int, error) {
 	var amount *string
-	err := s.pool.QueryRow(ctx, `
-		SELECT b.amount::text FROM account a LEFT JOIN balance b USING (account_id)
-		WHERE a.chain_id = $1 AND a.asset = $2 AND a.kind = $3 AND a.address = $4`,
-		int64(k.ChainID), k.Asset, string(k.Kind), k.Address.Bytes()).Scan(&amount)
+	err := s.pool.QueryRow(ctx, qBalance.SQL, int64(k.ChainID), k.Asset, string(k.Kind), k.Address.Bytes()).Scan(&amount)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "no account %s", k)
 	}

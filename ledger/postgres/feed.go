@@ -13,10 +13,22 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
+// The statements of queries/feed.sql.
+var (
+	qFeedCursor       = Queries.Use("FeedCursor")
+	qWallets          = Queries.Use("Wallets")
+	qInsertFeedCursor = Queries.Use("InsertFeedCursor")
+	qMoveFeedCursor   = Queries.Use("MoveFeedCursor")
+	qRegisterWallets  = Queries.Use("RegisterWallets")
+	qReversalOf       = Queries.Use("ReversalOf")
+	qJournalByKey     = Queries.Use("JournalByKey")
+	qJournalLegs      = Queries.Use("JournalLegs")
+)
+
 // Cursor is the seq up to which feed's events are booked; 0 before any.
 func (s *Store) Cursor(ctx context.Context, feed string) (uint64, error) {
 	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT seq FROM feed_cursor WHERE feed = $1`, feed).Scan(&seq)
+	err := s.pool.QueryRow(ctx, qFeedCursor.SQL, feed).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -25,7 +37,7 @@ func (s *Store) Cursor(ctx context.Context, feed string) (uint64, error) {
 
 // Wallets reads the wallet registry.
 func (s *Store) Wallets(ctx context.Context) ([]ledger.RegisteredWallet, error) {
-	rows, err := s.pool.Query(ctx, `SELECT chain_id, address, opened_block, opened_hash FROM wallet ORDER BY chain_id, address`)
+	rows, err := s.pool.Query(ctx, qWallets.SQL)
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +108,10 @@ func (s *Store) BookFeed(ctx context.Context, b *ledger.FeedBooking) ([]ledger.P
 // moveCursor moves feed's cursor from from to to, in tx, or fails with
 // errs.Conflict when it is not at from.
 func moveCursor(ctx context.Context, tx pgx.Tx, feed string, from, to uint64) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO feed_cursor (feed, seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, feed); err != nil {
+	if _, err := tx.Exec(ctx, qInsertFeedCursor.SQL, feed); err != nil {
 		return err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE feed_cursor SET seq = $3, updated_at = now() WHERE feed = $1 AND seq = $2`, feed, int64(from), int64(to))
+	tag, err := tx.Exec(ctx, qMoveFeedCursor.SQL, feed, int64(from), int64(to))
 	if err != nil {
 		return err
 	}
@@ -129,10 +141,7 @@ func registerWallets(ctx context.Context, db querier, wallets []ledger.WalletKey
 	for i, w := range wallets {
 		chains[i], addrs[i] = int64(w.ChainID), w.Address.Bytes()
 	}
-	_, err := db.Exec(ctx, `
-		INSERT INTO wallet (chain_id, address, source)
-		SELECT c, a, $3 FROM unnest($1::bigint[], $2::bytea[]) AS w(c, a) ORDER BY 1, 2
-		ON CONFLICT DO NOTHING`, chains, addrs, source)
+	_, err := db.Exec(ctx, qRegisterWallets.SQL, chains, addrs, source)
 	return err
 }
 
@@ -144,7 +153,7 @@ func (s *Store) LiveJournal(ctx context.Context, key string) (int64, *ledger.Jou
 	id, j, err := s.Journal(ctx, key)
 	for err == nil {
 		var reversal int64
-		err = s.pool.QueryRow(ctx, `SELECT journal_id FROM journal WHERE reverses = $1`, id).Scan(&reversal)
+		err = s.pool.QueryRow(ctx, qReversalOf.SQL, id).Scan(&reversal)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return id, j, nil
 		}
@@ -167,9 +176,7 @@ func (s *Store) Journal(ctx context.Context, key string) (int64, *ledger.Journal
 	var kind, status string
 	var txHash, blockHash []byte
 	var blockNumber, reverses *int64
-	err := s.pool.QueryRow(ctx, `
-		SELECT journal_id, kind, chain_id, tx_hash, block_number, block_hash, coalesce(status, ''), reverses
-		FROM journal WHERE idem_key = $1`, key).Scan(&id, &kind, &chain, &txHash, &blockNumber, &blockHash, &status, &reverses)
+	err := s.pool.QueryRow(ctx, qJournalByKey.SQL, key).Scan(&id, &kind, &chain, &txHash, &blockNumber, &blockHash, &status, &reverses)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil, errs.Errorf(errs.NotFound, "no journal under key %q", key)
 	}
@@ -187,9 +194,7 @@ func (s *Store) Journal(ctx context.Context, key string) (int64, *ledger.Journal
 	if reverses != nil {
 		j.Reverses = *reverses
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT a.chain_id, a.asset, a.kind, a.address, e.amount::text
-		FROM entry e JOIN account a USING (account_id) WHERE e.journal_id = $1 ORDER BY e.entry_id`, id)
+	rows, err := s.pool.Query(ctx, qJournalLegs.SQL, id)
 	if err != nil {
 		return 0, nil, err
 	}

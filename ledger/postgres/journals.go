@@ -15,6 +15,9 @@ import (
 	"github.com/txfence/txfence/shared/pg"
 )
 
+// The statements of queries/journals.sql.
+var qTakenKeys = Queries.Use("TakenKeys")
+
 // Booking in a transaction that moves a cursor too (the feed's, the
 // scanner's): the journals, and the cursor, commit together or not at all.
 
@@ -149,10 +152,7 @@ type takenKey struct {
 }
 
 func takenKeys(ctx context.Context, tx pgx.Tx, keys []string) (map[string]takenKey, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT j.idem_key, j.journal_id, j.payload_hash, coalesce(r.journal_id, 0)
-		FROM journal j LEFT JOIN journal r ON r.reverses = j.journal_id
-		WHERE j.idem_key = ANY($1)`, keys)
+	rows, err := tx.Query(ctx, qTakenKeys.SQL, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/txfence/txfence/ledger"
 )
 
+// The statements of queries/negative.sql.
+var qNegativeWalletsAmong = Queries.Use("NegativeWalletsAmong")
+
 // The ledger books every fact the chain settled, even one that takes a
 // wallet below zero (the chain moved value the books never saw come in: an
 // internal transfer from a contract, a deposit missed). Such a booking is
@@ -58,12 +61,7 @@ func walletsWentNegative(ctx context.Context, tx pgx.Tx, written []*ledger.Journ
 	if len(chains) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT a.chain_id, a.asset, a.address, b.amount::text
-		FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS k(chain_id, asset, address)
-		JOIN account a ON a.chain_id = k.chain_id AND a.asset = k.asset AND a.kind = 'wallet' AND a.address = k.address
-		JOIN balance b USING (account_id)
-		WHERE b.amount < 0`, chains, assets, addrs)
+	rows, err := tx.Query(ctx, qNegativeWalletsAmong.SQL, chains, assets, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("read the balances of wallets booked: %w", err)
 	}

@@ -17,6 +17,25 @@ import (
 	"github.com/txfence/txfence/shared/pg"
 )
 
+// The statements of queries/reconcile.sql.
+var (
+	qLockReconciliation      = Queries.Use("LockReconciliation")
+	qScannedHash             = Queries.Use("ScannedHash")
+	qFeedCursorBeforeBacklog = Queries.Use("FeedCursorBeforeBacklog")
+	qNewestRun               = Queries.Use("NewestRun")
+	qNewestCompleteRun       = Queries.Use("NewestCompleteRun")
+	qWalletsOpenedBy         = Queries.Use("WalletsOpenedBy")
+	qHoldings                = Queries.Use("Holdings")
+	qUnbooked                = Queries.Use("Unbooked")
+	qBookedKeys              = Queries.Use("BookedKeys")
+	qNewRunID                = Queries.Use("NewRunID")
+	qInsertRun               = Queries.Use("InsertRun")
+	qReconciliationRuns      = Queries.Use("ReconciliationRuns")
+	qChainReconciliationRuns = Queries.Use("ChainReconciliationRuns")
+	qReconciliationRun       = Queries.Use("ReconciliationRun")
+	qReconciliationItems     = Queries.Use("ReconciliationItems")
+)
+
 // Reconciliation is one chain's reconciliation under way: a transaction
 // that holds the chain's reconciliation lock, so that two runs of one
 // chain (two ledgerd nodes) go one after the other, the second seeing what
@@ -39,7 +58,7 @@ var _ ledger.ReconcileTx = (*Reconciliation)(nil)
 func (s *Store) Reconcile(ctx context.Context, chainID uint64, fn func(ledger.ReconcileTx) error) error {
 	var made map[ledger.AccountKey]int64
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{Logger: s.log}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('txfence/ledger/reconcile', $1))`, int64(chainID)); err != nil {
+		if _, err := tx.Exec(ctx, qLockReconciliation.SQL, int64(chainID)); err != nil {
 			return fmt.Errorf("lock chain %d's reconciliation: %w", chainID, err)
 		}
 		r := &Reconciliation{s: s, tx: tx, chainID: chainID, made: map[ledger.AccountKey]int64{}}
@@ -61,7 +80,7 @@ func (s *Store) Reconcile(ctx context.Context, chainID uint64, fn func(ledger.Re
 func (r *Reconciliation) ScanCursor(ctx context.Context) (*ledger.Block, error) {
 	var number int64
 	var hash []byte
-	err := r.tx.QueryRow(ctx, `SELECT block_number, block_hash FROM scan_cursor WHERE chain_id = $1`, int64(r.chainID)).Scan(&number, &hash)
+	err := r.tx.QueryRow(ctx, qScanCursor.SQL, int64(r.chainID)).Scan(&number, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -75,8 +94,7 @@ func (r *Reconciliation) ScanCursor(ctx context.Context) (*ledger.Block, error) 
 // it still keeps that block in its window of recent ones.
 func (r *Reconciliation) ScannedHash(ctx context.Context, number uint64) (common.Hash, bool, error) {
 	var hash []byte
-	err := r.tx.QueryRow(ctx, `SELECT block_hash FROM scanned_block WHERE chain_id = $1 AND block_number = $2`,
-		int64(r.chainID), int64(number)).Scan(&hash)
+	err := r.tx.QueryRow(ctx, qScannedHash.SQL, int64(r.chainID), int64(number)).Scan(&hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return common.Hash{}, false, nil
 	}
@@ -94,9 +112,7 @@ func (r *Reconciliation) ScannedHash(ctx context.Context, number uint64) (common
 // backlog books them.
 func (r *Reconciliation) FeedCursor(ctx context.Context, feed string) (uint64, error) {
 	var seq int64
-	err := r.tx.QueryRow(ctx, `
-		SELECT least(c.seq, (SELECT min(seq) - 1 FROM feed_backlog WHERE feed = $1 AND chain_id = $2))
-		FROM feed_cursor c WHERE c.feed = $1`, feed, int64(r.chainID)).Scan(&seq)
+	err := r.tx.QueryRow(ctx, qFeedCursorBeforeBacklog.SQL, feed, int64(r.chainID)).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -109,11 +125,11 @@ func (r *Reconciliation) FeedCursor(ctx context.Context, feed string) (uint64, e
 // NewestRun is the chain's newest stored run, or with complete its newest
 // complete one, without items; nil when there is none.
 func (r *Reconciliation) NewestRun(ctx context.Context, complete bool) (*ledger.ReconciliationRun, error) {
-	query := `SELECT ` + runColumns + ` FROM reconciliation_run WHERE chain_id = $1 ORDER BY run_id DESC LIMIT 1`
+	q := qNewestRun
 	if complete {
-		query = `SELECT ` + runColumns + ` FROM reconciliation_run WHERE chain_id = $1 AND status = 'complete' ORDER BY run_id DESC LIMIT 1`
+		q = qNewestCompleteRun
 	}
-	rows, err := r.tx.Query(ctx, query, int64(r.chainID))
+	rows, err := r.tx.Query(ctx, q.SQL, int64(r.chainID))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's newest run: %w", r.chainID, err)
 	}
@@ -127,8 +143,7 @@ func (r *Reconciliation) NewestRun(ctx context.Context, complete bool) (*ledger.
 // Wallets are the chain's wallets opened at or before block, in address
 // order.
 func (r *Reconciliation) Wallets(ctx context.Context, block uint64) ([]common.Address, error) {
-	rows, err := r.tx.Query(ctx, `SELECT address FROM wallet WHERE chain_id = $1 AND opened_block <= $2 ORDER BY address`,
-		int64(r.chainID), int64(block))
+	rows, err := r.tx.Query(ctx, qWalletsOpenedBy.SQL, int64(r.chainID), int64(block))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's wallets: %w", r.chainID, err)
 	}
@@ -148,23 +163,7 @@ func (r *Reconciliation) Wallets(ctx context.Context, block uint64) ([]common.Ad
 // after block, not with the whole history. One grouped query for all the
 // chain's wallets.
 func (r *Reconciliation) Holdings(ctx context.Context, block uint64) ([]ledger.Holding, error) {
-	rows, err := r.tx.Query(ctx, `
-		WITH later AS (
-			SELECT e.account_id, sum(e.amount) AS amount
-			FROM journal j JOIN entry e USING (journal_id)
-			WHERE j.chain_id = $1 AND (j.block_number > $2 OR j.block_number IS NULL)
-			GROUP BY e.account_id
-		)
-		SELECT a.address, a.asset,
-			coalesce(sum(coalesce(b.amount, 0) - coalesce(l.amount, 0)) FILTER (WHERE a.kind = 'wallet'), 0)::text,
-			coalesce(sum(coalesce(b.amount, 0) - coalesce(l.amount, 0)) FILTER (WHERE a.kind = 'suspense'), 0)::text
-		FROM account a
-		JOIN wallet w ON w.chain_id = a.chain_id AND w.address = a.address AND w.opened_block <= $2
-		LEFT JOIN balance b USING (account_id)
-		LEFT JOIN later l USING (account_id)
-		WHERE a.chain_id = $1 AND a.kind IN ('wallet', 'suspense')
-		GROUP BY a.address, a.asset
-		ORDER BY a.address, a.asset`, int64(r.chainID), int64(block))
+	rows, err := r.tx.Query(ctx, qHoldings.SQL, int64(r.chainID), int64(block))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's wallet balances at block %d: %w", r.chainID, block, err)
 	}
@@ -190,14 +189,7 @@ func (r *Reconciliation) Holdings(ctx context.Context, block uint64) ([]ledger.H
 // from to upTo, after each wallet's opening, that the ledger has not
 // booked, by sender, block and hash.
 func (r *Reconciliation) Unbooked(ctx context.Context, from, upTo uint64, grace time.Duration) ([]ledger.UnbookedTx, error) {
-	rows, err := r.tx.Query(ctx, `
-		SELECT t.sender, t.tx_hash, t.block_number, t.seen_at > now() - make_interval(secs => $4)
-		FROM wallet_tx t
-		JOIN wallet w ON w.chain_id = t.chain_id AND w.address = t.sender
-		WHERE t.chain_id = $1 AND t.block_number BETWEEN $2 AND $3 AND t.block_number > w.opened_block
-			AND NOT EXISTS (SELECT 1 FROM journal j
-				WHERE j.idem_key = 'tx:' || t.chain_id || ':0x' || encode(t.tx_hash, 'hex') || ':0x' || encode(t.block_hash, 'hex'))
-		ORDER BY t.sender, t.block_number, t.tx_hash`,
+	rows, err := r.tx.Query(ctx, qUnbooked.SQL,
 		int64(r.chainID), int64(min(from, math.MaxInt64)), int64(min(upTo, math.MaxInt64)), max(grace, 0).Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's unbooked wallet transactions: %w", r.chainID, err)
@@ -220,7 +212,7 @@ func (r *Reconciliation) Booked(ctx context.Context, keys []string) (map[string]
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := r.tx.Query(ctx, `SELECT idem_key, journal_id FROM journal WHERE idem_key = ANY($1)`, keys)
+	rows, err := r.tx.Query(ctx, qBookedKeys.SQL, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read booked journals: %w", err)
 	}
@@ -240,7 +232,7 @@ func (r *Reconciliation) Booked(ctx context.Context, keys []string) (map[string]
 // journals.
 func (r *Reconciliation) NewRunID(ctx context.Context) (int64, error) {
 	var id int64
-	if err := r.tx.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence('reconciliation_run', 'run_id'))`).Scan(&id); err != nil {
+	if err := r.tx.QueryRow(ctx, qNewRunID.SQL).Scan(&id); err != nil {
 		return 0, fmt.Errorf("reserve a run id: %w", err)
 	}
 	return id, nil
@@ -292,9 +284,7 @@ func (r *Reconciliation) Save(ctx context.Context, run *ledger.ReconciliationRun
 	if run.ID == 0 || run.ChainID != r.chainID {
 		return fmt.Errorf("save run %d of chain %d in chain %d's reconciliation", run.ID, run.ChainID, r.chainID)
 	}
-	if _, err := r.tx.Exec(ctx, `
-		INSERT INTO reconciliation_run (run_id, chain_id, block_number, block_hash, trigger, status, problem, differences, deferred, started_at, finished_at)
-		OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+	if _, err := r.tx.Exec(ctx, qInsertRun.SQL,
 		run.ID, int64(run.ChainID), int64(run.Block.Number), run.Block.Hash.Bytes(), run.Trigger, run.Status, run.Problem,
 		run.Differences, run.Deferred, run.StartedAt, run.FinishedAt); err != nil {
 		return fmt.Errorf("store run %d: %w", run.ID, err)
@@ -331,7 +321,7 @@ func numeric(v *big.Int) pgtype.Numeric {
 // ReconciliationRuns lists stored runs, newest first, without their
 // items: of chain chainID, or of every chain when it is 0; those before
 // the run id before (a previous page's last id), or the newest when it is
-// 0; at most limit (1 to ledger.MaxRunsPage).
+// 0; at most limit (1 to MaxRunsPage).
 func (s *Store) ReconciliationRuns(ctx context.Context, chainID uint64, before int64, limit int) ([]ledger.ReconciliationRun, error) {
 	if limit < 1 || limit > ledger.MaxRunsPage {
 		return nil, errs.Errorf(errs.Invalid, "limit %d: 1 to %d runs", limit, ledger.MaxRunsPage)
@@ -345,11 +335,9 @@ func (s *Store) ReconciliationRuns(ctx context.Context, chainID uint64, before i
 	var rows pgx.Rows
 	var err error
 	if chainID == 0 {
-		rows, err = s.pool.Query(ctx, `SELECT `+runColumns+` FROM reconciliation_run WHERE run_id < $1 ORDER BY run_id DESC LIMIT $2`,
-			before, limit)
+		rows, err = s.pool.Query(ctx, qReconciliationRuns.SQL, before, limit)
 	} else {
-		rows, err = s.pool.Query(ctx, `SELECT `+runColumns+` FROM reconciliation_run WHERE chain_id = $1 AND run_id < $2 ORDER BY run_id DESC LIMIT $3`,
-			int64(chainID), before, limit)
+		rows, err = s.pool.Query(ctx, qChainReconciliationRuns.SQL, int64(chainID), before, limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list reconciliation runs: %w", err)
@@ -360,7 +348,7 @@ func (s *Store) ReconciliationRuns(ctx context.Context, chainID uint64, before i
 // ReconciliationRun reads the stored run id with its items, by address and
 // asset; errs.NotFound when there is none.
 func (s *Store) ReconciliationRun(ctx context.Context, id int64) (*ledger.ReconciliationRun, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM reconciliation_run WHERE run_id = $1`, id)
+	rows, err := s.pool.Query(ctx, qReconciliationRun.SQL, id)
 	if err != nil {
 		return nil, fmt.Errorf("read reconciliation run %d: %w", id, err)
 	}
@@ -372,9 +360,7 @@ func (s *Store) ReconciliationRun(ctx context.Context, id int64) (*ledger.Reconc
 		return nil, errs.Errorf(errs.NotFound, "no reconciliation run %d", id)
 	}
 	run := &runs[0]
-	rows, err = s.pool.Query(ctx, `
-		SELECT address, asset, ledger_balance::text, chain_balance::text, difference::text, cause, journal_id, pending, negative
-		FROM reconciliation_item WHERE run_id = $1 ORDER BY address, asset COLLATE "C"`, id)
+	rows, err = s.pool.Query(ctx, qReconciliationItems.SQL, id)
 	if err != nil {
 		return nil, fmt.Errorf("read reconciliation run %d's items: %w", id, err)
 	}
@@ -425,8 +411,7 @@ func parseOptionalInt(s *string) (*big.Int, error) {
 	return v, nil
 }
 
-const runColumns = `run_id, chain_id, block_number, block_hash, trigger, status, problem, differences, deferred, started_at, finished_at`
-
+// scanRun reads a run as ReconciliationRun selects it.
 func scanRun(row pgx.CollectableRow) (ledger.ReconciliationRun, error) {
 	var run ledger.ReconciliationRun
 	var chain, number int64

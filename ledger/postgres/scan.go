@@ -15,12 +15,30 @@ import (
 	"github.com/txfence/txfence/shared/pg"
 )
 
+// The statements of queries/scan.sql.
+var (
+	qScanCursor               = Queries.Use("ScanCursor")
+	qStartScanCursor          = Queries.Use("StartScanCursor")
+	qInsertScannedBlocks      = Queries.Use("InsertScannedBlocks")
+	qScannedBlocks            = Queries.Use("ScannedBlocks")
+	qUnopenedWallets          = Queries.Use("UnopenedWallets")
+	qForgetScannedBlocksUpTo  = Queries.Use("ForgetScannedBlocksUpTo")
+	qMoveScanCursor           = Queries.Use("MoveScanCursor")
+	qOpenWallets              = Queries.Use("OpenWallets")
+	qInsertWalletTxs          = Queries.Use("InsertWalletTxs")
+	qIsScannedBlock           = Queries.Use("IsScannedBlock")
+	qUnopenWalletsAfter       = Queries.Use("UnopenWalletsAfter")
+	qForgetWalletTxsAfter     = Queries.Use("ForgetWalletTxsAfter")
+	qForgetScannedBlocksAfter = Queries.Use("ForgetScannedBlocksAfter")
+	qUnreversedAfter          = Queries.Use("UnreversedAfter")
+)
+
 // ScanCursor is the last block the scanner booked on chainID; nil before
 // its first start.
 func (s *Store) ScanCursor(ctx context.Context, chainID uint64) (*ledger.Block, error) {
 	var number int64
 	var hash []byte
-	err := s.pool.QueryRow(ctx, `SELECT block_number, block_hash FROM scan_cursor WHERE chain_id = $1`, int64(chainID)).Scan(&number, &hash)
+	err := s.pool.QueryRow(ctx, qScanCursor.SQL, int64(chainID)).Scan(&number, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -41,8 +59,7 @@ func (s *Store) StartScan(ctx context.Context, chainID uint64, blocks []ledger.S
 	var cursor ledger.Block
 	err := pg.InTx(ctx, s.pool, pg.TxOptions{}, func(tx pgx.Tx) error {
 		at := blocks[len(blocks)-1]
-		tag, err := tx.Exec(ctx, `INSERT INTO scan_cursor (chain_id, block_number, block_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-			int64(chainID), int64(at.Number), at.Hash.Bytes())
+		tag, err := tx.Exec(ctx, qStartScanCursor.SQL, int64(chainID), int64(at.Number), at.Hash.Bytes())
 		if err != nil {
 			return err
 		}
@@ -53,7 +70,7 @@ func (s *Store) StartScan(ctx context.Context, chainID uint64, blocks []ledger.S
 		}
 		var number int64
 		var hash []byte
-		if err := tx.QueryRow(ctx, `SELECT block_number, block_hash FROM scan_cursor WHERE chain_id = $1`, int64(chainID)).Scan(&number, &hash); err != nil {
+		if err := tx.QueryRow(ctx, qScanCursor.SQL, int64(chainID)).Scan(&number, &hash); err != nil {
 			return err
 		}
 		cursor = ledger.Block{Number: uint64(number), Hash: common.BytesToHash(hash)}
@@ -70,17 +87,14 @@ func insertScanned(ctx context.Context, tx pgx.Tx, chainID uint64, blocks []ledg
 	for i, b := range blocks {
 		numbers[i], hashes[i], parents[i] = int64(b.Number), b.Hash.Bytes(), b.Parent.Bytes()
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO scanned_block (chain_id, block_number, block_hash, parent_hash)
-		SELECT $1, * FROM unnest($2::bigint[], $3::bytea[], $4::bytea[])`, int64(chainID), numbers, hashes, parents)
+	_, err := tx.Exec(ctx, qInsertScannedBlocks.SQL, int64(chainID), numbers, hashes, parents)
 	return err
 }
 
 // ScannedBlocks are the blocks of chainID the scanner keeps, newest
 // first: where a reorg's fork point is looked for.
 func (s *Store) ScannedBlocks(ctx context.Context, chainID uint64) ([]ledger.ScannedBlock, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT block_number, block_hash, parent_hash FROM scanned_block WHERE chain_id = $1 ORDER BY block_number DESC`, int64(chainID))
+	rows, err := s.pool.Query(ctx, qScannedBlocks.SQL, int64(chainID))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's scanned blocks: %w", chainID, err)
 	}
@@ -95,7 +109,7 @@ func (s *Store) ScannedBlocks(ctx context.Context, chainID uint64) ([]ledger.Sca
 // UnopenedWallets are the wallets of chainID in the registry that the
 // scanner has not opened.
 func (s *Store) UnopenedWallets(ctx context.Context, chainID uint64) ([]common.Address, error) {
-	rows, err := s.pool.Query(ctx, `SELECT address FROM wallet WHERE chain_id = $1 AND opened_block IS NULL ORDER BY address`, int64(chainID))
+	rows, err := s.pool.Query(ctx, qUnopenedWallets.SQL, int64(chainID))
 	if err != nil {
 		return nil, fmt.Errorf("read chain %d's unopened wallets: %w", chainID, err)
 	}
@@ -150,8 +164,7 @@ func (s *Store) BookScan(ctx context.Context, b *ledger.ScanBooking) ([]ledger.P
 			if err := insertScanned(ctx, tx, b.ChainID, []ledger.ScannedBlock{*b.Block}); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM scanned_block WHERE chain_id = $1 AND block_number <= $2`,
-				int64(b.ChainID), int64(b.Block.Number)-int64(b.Window)); err != nil {
+			if _, err := tx.Exec(ctx, qForgetScannedBlocksUpTo.SQL, int64(b.ChainID), int64(b.Block.Number)-int64(b.Window)); err != nil {
 				return err
 			}
 		}
@@ -173,10 +186,7 @@ func (s *Store) BookScan(ctx context.Context, b *ledger.ScanBooking) ([]ledger.P
 // moveScanCursor moves chainID's scan cursor from from to to, in tx, or
 // fails with errs.Conflict when it is not at from.
 func moveScanCursor(ctx context.Context, tx pgx.Tx, chainID uint64, from, to ledger.Block) error {
-	tag, err := tx.Exec(ctx, `
-		UPDATE scan_cursor SET block_number = $4, block_hash = $5, updated_at = now()
-		WHERE chain_id = $1 AND block_number = $2 AND block_hash = $3`,
-		int64(chainID), int64(from.Number), from.Hash.Bytes(), int64(to.Number), to.Hash.Bytes())
+	tag, err := tx.Exec(ctx, qMoveScanCursor.SQL, int64(chainID), int64(from.Number), from.Hash.Bytes(), int64(to.Number), to.Hash.Bytes())
 	if err != nil {
 		return err
 	}
@@ -196,9 +206,7 @@ func openWallets(ctx context.Context, tx pgx.Tx, chainID uint64, at ledger.Block
 	for i, a := range wallets {
 		addrs[i] = a.Bytes()
 	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE wallet SET opened_block = $3, opened_hash = $4
-		WHERE chain_id = $1 AND address = ANY($2) AND opened_block IS NULL`, int64(chainID), addrs, int64(at.Number), at.Hash.Bytes())
+	tag, err := tx.Exec(ctx, qOpenWallets.SQL, int64(chainID), addrs, int64(at.Number), at.Hash.Bytes())
 	if err != nil {
 		return err
 	}
@@ -216,10 +224,7 @@ func insertWalletTxs(ctx context.Context, tx pgx.Tx, chainID uint64, block ledge
 	for i, t := range txs {
 		hashes[i], senders[i] = t.Hash.Bytes(), t.Sender.Bytes()
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO wallet_tx (chain_id, tx_hash, block_hash, block_number, sender)
-		SELECT $1, h, $3, $4, s FROM unnest($2::bytea[], $5::bytea[]) AS t(h, s)
-		ON CONFLICT DO NOTHING`, int64(chainID), hashes, block.Hash.Bytes(), int64(block.Number), senders)
+	_, err := tx.Exec(ctx, qInsertWalletTxs.SQL, int64(chainID), hashes, block.Hash.Bytes(), int64(block.Number), senders)
 	return err
 }
 
@@ -241,8 +246,7 @@ func (s *Store) RewindScan(ctx context.Context, chainID uint64, from, fork ledge
 			return err
 		}
 		var kept bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM scanned_block WHERE chain_id = $1 AND block_number = $2 AND block_hash = $3)`,
-			int64(chainID), int64(fork.Number), fork.Hash.Bytes()).Scan(&kept); err != nil {
+		if err := tx.QueryRow(ctx, qIsScannedBlock.SQL, int64(chainID), int64(fork.Number), fork.Hash.Bytes()).Scan(&kept); err != nil {
 			return err
 		}
 		if !kept {
@@ -264,17 +268,15 @@ func (s *Store) RewindScan(ctx context.Context, chainID uint64, from, fork ledge
 			return err
 		}
 		out.Reversed = len(reversals)
-		rows, err := tx.Query(ctx, `
-			UPDATE wallet SET opened_block = NULL, opened_hash = NULL
-			WHERE chain_id = $1 AND opened_block > $2 RETURNING address`, int64(chainID), int64(fork.Number))
+		rows, err := tx.Query(ctx, qUnopenWalletsAfter.SQL, int64(chainID), int64(fork.Number))
 		if err != nil {
 			return err
 		}
 		if out.Unopened, err = pgx.CollectRows(rows, scanAddress); err != nil {
 			return err
 		}
-		for _, table := range []string{"wallet_tx", "scanned_block"} {
-			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE chain_id = $1 AND block_number > $2`, int64(chainID), int64(fork.Number)); err != nil {
+		for _, forget := range []pg.Query{qForgetWalletTxsAfter, qForgetScannedBlocksAfter} {
+			if _, err := tx.Exec(ctx, forget.SQL, int64(chainID), int64(fork.Number)); err != nil {
 				return err
 			}
 		}
@@ -295,15 +297,7 @@ type bookedJournal struct {
 // unreversedAfter reads, with their legs, chainID's deposits and openings
 // booked in blocks after number and not reversed.
 func unreversedAfter(ctx context.Context, tx pgx.Tx, chainID uint64, number uint64) ([]bookedJournal, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT j.journal_id, j.kind, j.idem_key, j.tx_hash, j.block_number, j.block_hash, coalesce(j.status, ''),
-			a.chain_id, a.asset, a.kind, a.address, e.amount::text
-		FROM journal j
-		JOIN entry e USING (journal_id)
-		JOIN account a USING (account_id)
-		WHERE j.chain_id = $1 AND j.block_number > $2 AND j.kind IN ('deposit', 'opening')
-			AND NOT EXISTS (SELECT 1 FROM journal r WHERE r.reverses = j.journal_id)
-		ORDER BY j.journal_id, e.entry_id`, int64(chainID), int64(number))
+	rows, err := tx.Query(ctx, qUnreversedAfter.SQL, int64(chainID), int64(number))
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,16 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 )
 
+// The statements of queries/transit.sql.
+var (
+	qWriteTransit   = Queries.Use("WriteTransit")
+	qTransitsOf     = Queries.Use("TransitsOf")
+	qTransit        = Queries.Use("Transit")
+	qTransits       = Queries.Use("Transits")
+	qWalletTransits = Queries.Use("WalletTransits")
+	qAlertTransits  = Queries.Use("AlertTransits")
+)
+
 // Transits: transfers between chains (see ledger.Transit), written by the
 // feed consumer with the page of the feed that links or books them
 // (ledger.FeedBooking.Transits), and read by the API and the age alert.
@@ -107,32 +117,7 @@ func writeTransits(ctx context.Context, tx pgx.Tx, b *ledger.FeedBooking, posted
 		if t.BridgeFee != nil {
 			feeJournal = journal(t.FeeJournalID, w.FeeJournal)
 		}
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO transit AS t (transit_id, status,
-				source_tx_id, source_chain_id, source_wallet, source_journal_id, source_tx_hash, source_block_hash, source_asset, source_amount, bridge,
-				destination_tx_id, destination_chain_id, destination_wallet, destination_journal_id, destination_tx_hash, destination_block_hash,
-				destination_asset, destination_amount, bridge_fee, fee_journal_id, opened_at, completed_at)
-			VALUES ($1, $2::text, $3::uuid, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12::uuid, $13, $14, $15, $16, $17, $18, $19::numeric,
-				$20::numeric, $21, CASE WHEN $2::text <> 'pending' THEN now() END, CASE WHEN $2::text = 'completed' THEN now() END)
-			ON CONFLICT (transit_id) DO UPDATE SET
-				status = EXCLUDED.status,
-				source_journal_id = EXCLUDED.source_journal_id, source_tx_hash = EXCLUDED.source_tx_hash,
-				source_block_hash = EXCLUDED.source_block_hash, source_asset = EXCLUDED.source_asset,
-				source_amount = EXCLUDED.source_amount, bridge = EXCLUDED.bridge,
-				destination_tx_id = EXCLUDED.destination_tx_id, destination_chain_id = EXCLUDED.destination_chain_id,
-				destination_wallet = EXCLUDED.destination_wallet, destination_journal_id = EXCLUDED.destination_journal_id,
-				destination_tx_hash = EXCLUDED.destination_tx_hash, destination_block_hash = EXCLUDED.destination_block_hash,
-				destination_asset = EXCLUDED.destination_asset, destination_amount = EXCLUDED.destination_amount,
-				bridge_fee = EXCLUDED.bridge_fee, fee_journal_id = EXCLUDED.fee_journal_id,
-				opened_at = CASE WHEN EXCLUDED.status = 'pending' THEN NULL
-				                 WHEN EXCLUDED.status <> t.status AND t.status <> 'open' THEN now()
-				                 ELSE t.opened_at END,
-				completed_at = CASE WHEN EXCLUDED.status <> 'completed' THEN NULL
-				                    WHEN t.status = 'completed' THEN t.completed_at
-				                    ELSE now() END,
-				alerted_at = CASE WHEN EXCLUDED.status = 'open' AND t.status = 'open' THEN t.alerted_at END,
-				updated_at = now()
-			WHERE t.source_tx_id = EXCLUDED.source_tx_id`,
+		tag, err := tx.Exec(ctx, qWriteTransit.SQL,
 			t.ID, string(t.Status), src.TxID.String(), int64(src.ChainID), src.Wallet.Bytes(),
 			journal(src.JournalID, w.SourceJournal), hashBytes(src.TxHash), hashBytes(src.BlockHash), optText(src.Asset), optAmount(src.Amount), bridge,
 			dstTx, dstChain, dstWallet, journal(dst.JournalID, w.DestinationJournal), hashBytes(dst.TxHash), hashBytes(dst.BlockHash),
@@ -168,12 +153,8 @@ func optAmount(v *big.Int) *string {
 	return new(v.String())
 }
 
-// transitColumns are what scanTransit reads.
-const transitColumns = `transit_id, seq, status,
-	source_tx_id, source_chain_id, source_wallet, source_journal_id, source_tx_hash, source_block_hash, source_asset, source_amount::text, bridge,
-	destination_tx_id, destination_chain_id, destination_wallet, destination_journal_id, destination_tx_hash, destination_block_hash,
-	destination_asset, destination_amount::text, bridge_fee::text, fee_journal_id, opened_at, completed_at, alerted_at, updated_at`
-
+// scanTransit reads a transit as the statements of queries/transit.sql
+// return it.
 func scanTransit(row pgx.CollectableRow) (ledger.Transit, error) {
 	var t ledger.Transit
 	var status string
@@ -232,10 +213,7 @@ func (s *Store) TransitsOf(ctx context.Context, txs []uuid.UUID, ids []string) (
 	for i, id := range txs {
 		txIDs[i] = id.String()
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+transitColumns+` FROM transit
-		WHERE transit_id = ANY($1::text[]) OR source_tx_id = ANY($2::uuid[]) OR destination_tx_id = ANY($2::uuid[])`,
-		slices.Compact(slices.Sorted(slices.Values(ids))), txIDs)
+	rows, err := s.pool.Query(ctx, qTransitsOf.SQL, slices.Compact(slices.Sorted(slices.Values(ids))), txIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read transits: %w", err)
 	}
@@ -248,7 +226,7 @@ func (s *Store) TransitsOf(ctx context.Context, txs []uuid.UUID, ids []string) (
 
 // Transit reads transit id; errs.NotFound when there is none.
 func (s *Store) Transit(ctx context.Context, id string) (ledger.Transit, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+transitColumns+` FROM transit WHERE transit_id = $1`, id)
+	rows, err := s.pool.Query(ctx, qTransit.SQL, id)
 	if err != nil {
 		return ledger.Transit{}, fmt.Errorf("read transit %s: %w", id, err)
 	}
@@ -285,19 +263,16 @@ func (s *Store) Transits(ctx context.Context, f ledger.TransitFilter) ([]ledger.
 	if f.Status != "" {
 		status = new(string(f.Status))
 	}
-	// A wallet's transits are read through each end's wallet index
-	// (0008); the others by seq.
-	ends, args := `($3::bigint IS NULL OR source_chain_id = $3 OR destination_chain_id = $3)`, []any{before, status, chain, f.Limit}
+	// The filters are optional: the query is planned for the values it is
+	// given (QueryExecModeExec), as Accounts is. A wallet's transits are
+	// read through each end's wallet index (0008), with a statement of
+	// their own; the others by seq.
+	var rows pgx.Rows
 	if f.Wallet != nil {
-		ends = `((source_wallet = $5 AND ($3::bigint IS NULL OR source_chain_id = $3))
-			OR (destination_wallet = $5 AND ($3::bigint IS NULL OR destination_chain_id = $3)))`
-		args = append(args, f.Wallet.Bytes())
+		rows, err = s.pool.Query(ctx, qWalletTransits.SQL, pgx.QueryExecModeExec, before, status, chain, f.Limit, f.Wallet.Bytes())
+	} else {
+		rows, err = s.pool.Query(ctx, qTransits.SQL, pgx.QueryExecModeExec, before, status, chain, f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+transitColumns+` FROM transit
-		WHERE seq < $1 AND ($2::text IS NULL OR status = $2) AND `+ends+`
-		ORDER BY seq DESC
-		LIMIT $4`, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list transits: %w", err)
 	}
@@ -313,10 +288,7 @@ func (s *Store) Transits(ctx context.Context, f ledger.TransitFilter) ([]ledger.
 // each opening is returned once, whichever node asks. (A transit that
 // completes and re-opens is an opening anew.)
 func (s *Store) AlertTransits(ctx context.Context, openedBefore, now time.Time) ([]ledger.Transit, error) {
-	rows, err := s.pool.Query(ctx, `
-		UPDATE transit SET alerted_at = $2
-		WHERE status = 'open' AND opened_at < $1 AND alerted_at IS NULL
-		RETURNING `+transitColumns, openedBefore, now)
+	rows, err := s.pool.Query(ctx, qAlertTransits.SQL, openedBefore, now)
 	if err != nil {
 		return nil, fmt.Errorf("mark overdue transits: %w", err)
 	}
