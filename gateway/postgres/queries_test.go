@@ -1,12 +1,8 @@
 package postgres_test
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/txfence/txfence/gateway/postgres"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -25,33 +21,12 @@ func TestQueries(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, row := range []struct {
-		canonical string
-		start     int // how many leading column names mark a copy
-	}{
-		{"Keys", 3},            // key_id, tenant_id, name: scanKey
-		{"GetSubscription", 3}, // subscription_id, tenant_id, url: scanSubscription
-		{"DeliveryLog", 3},     // delivery_id, subscription_id, event_seq: scanDelivery
-		{"GetAdjustment", 3},   // tenant_id, adjustment_id, seq: scanAdjustment
-	} {
-		want := described[row.canonical].Fields
-		copies := 0
-		for name, d := range described {
-			for i := 0; name != row.canonical && i+row.start <= len(d.Fields); i++ {
-				if !sameNames(d.Fields[i:i+row.start], want[:row.start]) {
-					continue
-				}
-				copies++
-				if diff := fieldsDiff(want, d.Fields[i:]); diff != "" {
-					t.Errorf("query %s copies the row of %s from its column %d, unlike it: %s", name, row.canonical, i+1, diff)
-				}
-				break
-			}
-		}
-		if copies == 0 {
-			t.Errorf("no query copies the row of %s: is the start of its row still %d columns?", row.canonical, row.start)
-		}
-	}
+	pgtest.RequireRowCopies(t, described,
+		pgtest.RowCopy{Canonical: "Keys", Start: 3},            // key_id, tenant_id, name: scanKey
+		pgtest.RowCopy{Canonical: "GetSubscription", Start: 3}, // subscription_id, tenant_id, url: scanSubscription
+		pgtest.RowCopy{Canonical: "DeliveryLog", Start: 3},     // delivery_id, subscription_id, event_seq: scanDelivery
+		pgtest.RowCopy{Canonical: "GetAdjustment", Start: 3},   // tenant_id, adjustment_id, seq: scanAdjustment
+	)
 	for _, part := range []struct {
 		what, from, through string
 		copies              int
@@ -91,21 +66,4 @@ func requireAlike(t *testing.T, what, from, through string, copies int) {
 	if n != copies {
 		t.Errorf("%d queries hold %s (%q); want %d", n, what, from, copies)
 	}
-}
-
-func sameNames(a, b []pgconn.FieldDescription) bool {
-	return slices.EqualFunc(a, b, func(x, y pgconn.FieldDescription) bool { return x.Name == y.Name })
-}
-
-// fieldsDiff says how got differs from want, by name and type.
-func fieldsDiff(want, got []pgconn.FieldDescription) string {
-	if len(got) != len(want) {
-		return fmt.Sprintf("%d columns where the row has %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i].Name != want[i].Name || got[i].DataTypeOID != want[i].DataTypeOID {
-			return fmt.Sprintf("column %d is %s (type %d), want %s (type %d)", i+1, got[i].Name, got[i].DataTypeOID, want[i].Name, want[i].DataTypeOID)
-		}
-	}
-	return ""
 }

@@ -3,12 +3,10 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/txfence/txfence/signer-zonec/postgres"
 	"github.com/txfence/txfence/signer-zonec/signertest"
@@ -26,32 +24,11 @@ func TestQueries(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, row := range []struct {
-		canonical string
-		start     int // how many leading column names mark a copy
-	}{
-		{"Signed", 4},      // chain_id, signer, nonce, tx_id: scanSigned
-		{"AuditHead", 2},   // seq, hash: readHead, and Append on the head it locks
-		{"NonceStarts", 4}, // chain_id, signer, nonce, set_at: scanNonceStart
-	} {
-		want := described[row.canonical].Fields
-		copies := 0
-		for name, d := range described {
-			for i := 0; name != row.canonical && i+row.start <= len(d.Fields); i++ {
-				if !sameNames(d.Fields[i:i+row.start], want[:row.start]) {
-					continue
-				}
-				copies++
-				if diff := fieldsDiff(want, d.Fields[i:]); diff != "" {
-					t.Errorf("query %s copies the row of %s from its column %d, unlike it: %s", name, row.canonical, i+1, diff)
-				}
-				break
-			}
-		}
-		if copies == 0 {
-			t.Errorf("no query copies the row of %s: is the start of its row still %d columns?", row.canonical, row.start)
-		}
-	}
+	pgtest.RequireRowCopies(t, described,
+		pgtest.RowCopy{Canonical: "Signed", Start: 4},      // chain_id, signer, nonce, tx_id: scanSigned
+		pgtest.RowCopy{Canonical: "AuditHead", Start: 2},   // seq, hash: readHead, and Append on the head it locks
+		pgtest.RowCopy{Canonical: "NonceStarts", Start: 4}, // chain_id, signer, nonce, set_at: scanNonceStart
+	)
 }
 
 // ownerOnly are the queries only the tables' owner runs (signerd migrate,
@@ -106,21 +83,4 @@ func TestQueriesAsTheServingRole(t *testing.T) {
 			t.Errorf("no query %s, which ownerOnly names", name)
 		}
 	}
-}
-
-func sameNames(a, b []pgconn.FieldDescription) bool {
-	return slices.EqualFunc(a, b, func(x, y pgconn.FieldDescription) bool { return x.Name == y.Name })
-}
-
-// fieldsDiff says how got differs from want, by name and type.
-func fieldsDiff(want, got []pgconn.FieldDescription) string {
-	if len(got) != len(want) {
-		return fmt.Sprintf("%d columns where the row has %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i].Name != want[i].Name || got[i].DataTypeOID != want[i].DataTypeOID {
-			return fmt.Sprintf("column %d is %s (type %d), want %s (type %d)", i+1, got[i].Name, got[i].DataTypeOID, want[i].Name, want[i].DataTypeOID)
-		}
-	}
-	return ""
 }

@@ -2,6 +2,8 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -47,4 +49,79 @@ func RequireQueries(t *testing.T, ms *pg.Migrations, qs *pg.Queries) map[string]
 		t.Errorf("query %s (%s) is used by no code: delete it, or Use it", name, q.Pos)
 	}
 	return out
+}
+
+// RowCopy is a row a store's scan function reads, returned by several of
+// its queries: Canonical is the query whose columns the others copy.
+type RowCopy struct {
+	Canonical string
+	// Start is how many of the row's leading column names mark where a
+	// copy of it begins among another query's columns.
+	Start int
+	// Trailing allows a copy to return more columns after the row (read
+	// ahead of it); otherwise a copy ends where the row does.
+	Trailing bool
+	// Copies, when set, are exactly the queries that copy the row: a copy
+	// that drifted so far its start no longer matches fails as missing.
+	Copies []string
+}
+
+// RequireRowCopies checks the rows that a store's queries repeat, as the
+// query files write each statement out in full: in every query that
+// copies a row (its columns from some point start as the row does), the
+// columns from there are the row's, name and type, so that the one scan
+// function reading them reads every copy right. described is what
+// RequireQueries returned.
+func RequireRowCopies(t *testing.T, described map[string]*pgconn.StatementDescription, rows ...RowCopy) {
+	t.Helper()
+	sameName := func(x, y pgconn.FieldDescription) bool { return x.Name == y.Name }
+	for _, row := range rows {
+		canonical, ok := described[row.Canonical]
+		if !ok {
+			t.Errorf("no query %s", row.Canonical)
+			continue
+		}
+		want := canonical.Fields
+		start := min(row.Start, len(want))
+		var found []string
+		for name, d := range described {
+			if name == row.Canonical {
+				continue
+			}
+			for i := 0; i+start <= len(d.Fields); i++ {
+				if !slices.EqualFunc(d.Fields[i:i+start], want[:start], sameName) {
+					continue
+				}
+				found = append(found, name)
+				got := d.Fields[i:]
+				if row.Trailing {
+					got = got[:min(len(got), len(want))]
+				}
+				if diff := fieldsDiff(want, got); diff != "" {
+					t.Errorf("query %s copies the row of %s from its column %d, unlike it: %s", name, row.Canonical, i+1, diff)
+				}
+				break
+			}
+		}
+		slices.Sort(found)
+		switch {
+		case len(found) == 0:
+			t.Errorf("no query copies the row of %s: is the start of its row still %d columns, or is the check needless?", row.Canonical, start)
+		case row.Copies != nil && !slices.Equal(found, slices.Sorted(slices.Values(row.Copies))):
+			t.Errorf("the queries that copy the row of %s are %v; want %v", row.Canonical, found, row.Copies)
+		}
+	}
+}
+
+// fieldsDiff says how got differs from want, by name and type.
+func fieldsDiff(want, got []pgconn.FieldDescription) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d columns where the row has %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].DataTypeOID != want[i].DataTypeOID {
+			return fmt.Sprintf("column %d is %s (type %d), want %s (type %d)", i+1, got[i].Name, got[i].DataTypeOID, want[i].Name, want[i].DataTypeOID)
+		}
+	}
+	return ""
 }
