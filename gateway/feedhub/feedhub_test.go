@@ -10,6 +10,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/feedhub"
 	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/testinfra/wait"
 )
 
 // feed is an in-memory txmanager feed: gap-free seqs from 1, long polls
@@ -117,6 +118,11 @@ func TestEveryStreamSeesEveryEventOnceWhileOneReaderReads(t *testing.T) {
 	if head, err := h.Head(ctx); err != nil || head != 10 {
 		t.Fatalf("head %d, %v; want 10", head, err)
 	}
+	// The hub starts at the head it reads first; on a loaded machine its
+	// goroutine may read it late. Its first long poll (the third read,
+	// after this test's and its own reads of the head) shows it started
+	// at 10, before anything else is appended.
+	wait.For(t, 30*time.Second, "the hub's first long poll", func() bool { return src.reads.Load() >= 3 })
 
 	const streams, total = 200, 1000
 	var wg sync.WaitGroup
