@@ -473,6 +473,36 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool, query string) {
 	}
 }
 
+// takeoverWaitsFor lets k's lease lapse while tx, a fenced transaction of
+// its owner, is open; starts node b's takeover and requires it to wait for
+// tx; commits tx and requires b to win with token 2. On failure the
+// takeover stops before the caller rolls tx back.
+func takeoverWaitsFor(t *testing.T, pool *pgxpool.Pool, sB *postgres.Store, k txmanager.SignerKey, tx pgx.Tx) {
+	t.Helper()
+	leaseLapse(t, pool, k)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	done := make(chan acquired, 1)
+	wg.Go(func() {
+		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
+		done <- acquired{token, ok, err}
+	})
+	waitForLockWait(t, pool, "INSERT INTO signer_lease")
+	select {
+	case r := <-done:
+		t.Fatalf("takeover decided while a fenced transaction was open: %+v", r)
+	default:
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
+		t.Fatalf("takeover after the transaction ended = %+v; want token 2", r)
+	}
+}
+
 // fencedBump is a fenced write as the transaction code makes them: it
 // moves key's nonce cursor up by one, only under f.
 func fencedBump(ctx context.Context, db interface {
@@ -520,30 +550,7 @@ func TestTakeoverWaitsForAFencedTransactionInFlight(t *testing.T) {
 		t.Fatalf("renew during a fenced transaction = %v, %v", got, err)
 	}
 
-	leaseLapse(t, pool, k) // a stops renewing, its transaction still open
-	// On failure, stop the takeover before rolling back.
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	done := make(chan acquired, 1)
-	wg.Go(func() {
-		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
-		done <- acquired{token, ok, err}
-	})
-	waitForLockWait(t, pool, "INSERT INTO signer_lease")
-	select {
-	case r := <-done:
-		t.Fatalf("takeover decided while a fenced transaction was open: %+v", r)
-	default:
-	}
-
-	if err := tx.Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
-		t.Fatalf("takeover after the transaction ended = %+v; want token 2", r)
-	}
+	takeoverWaitsFor(t, pool, sB, k, tx) // a stops renewing, its transaction still open
 	// From now on a's writes touch nothing.
 	if n, err := fencedBump(t.Context(), pool, fenceA); err != nil || n != 0 {
 		t.Errorf("stale write after takeover = %d rows, %v; want 0", n, err)

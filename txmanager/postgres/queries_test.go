@@ -161,28 +161,7 @@ func TestTakeoverWaitsForAStoreMoveInFlight(t *testing.T) {
 		t.Fatalf("renew during a's move = %v, %v", got, err)
 	}
 
-	leaseLapse(t, pool, k)
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	done := make(chan acquired, 1)
-	wg.Go(func() {
-		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
-		done <- acquired{token, ok, err}
-	})
-	waitForLockWait(t, pool, "INSERT INTO signer_lease")
-	select {
-	case r := <-done:
-		t.Fatalf("takeover decided while a's move was in flight: %+v", r)
-	default:
-	}
-	if err := tx.Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
-		t.Fatalf("takeover after a's transaction ended = %+v; want token 2", r)
-	}
+	takeoverWaitsFor(t, pool, sB, k, tx)
 	if tag, err := pool.Exec(t.Context(), move.SQL, moveArgs(fenceA, ids[1])...); err != nil || tag.RowsAffected() != 0 {
 		t.Errorf("a's move after the takeover = %v, %v; want 0 rows", tag, err)
 	}
