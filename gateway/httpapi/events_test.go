@@ -13,6 +13,7 @@ import (
 
 	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/testinfra/wait"
 )
 
 // sseEvent is one message of an event stream.
@@ -170,16 +171,14 @@ func TestStreamsAreCappedAndEndWithTheirKey(t *testing.T) {
 	}
 	closeFirst()
 	var reopened int
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	wait.ForDescribed(t, 30*time.Second, func() bool {
 		resp, cancel := open(r.AcmeRead)
 		if reopened = resp.StatusCode; reopened == http.StatusOK {
 			cancel()
-			break
+			return true
 		}
-	}
-	if reopened != http.StatusOK {
-		t.Errorf("a stream after one was closed: %d", reopened)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("a stream after one was closed, answered %d", reopened) })
 
 	// Revoked: the open stream ends with an error event.
 	_, token, err := r.Store.CreateKey(context.Background(), gateway.NewKey{Tenant: r.AcmeTenant.ID, Name: "streamer", Scopes: []gateway.Scope{gateway.ScopeTxRead}})
