@@ -23,7 +23,7 @@ func TestSecurityRulesNameRealTests(t *testing.T) {
 	}
 	rules, _, _ = strings.Cut(rules, "\n## ")
 	if n := doctest.CitedTestsExist(t, rules, ".", filepath.Join("..", "txctl"), filepath.Join("..", "txmanager"), filepath.Join("..", "ledger"),
-		filepath.Join("..", "shared"), filepath.Join("..", "signer-zonec")); n < 20 {
+		filepath.Join("..", "shared"), filepath.Join("..", "signer-zonec"), filepath.Join("..", "deploy")); n < 20 {
 		t.Errorf("the security rules name %d tests; they name more", n)
 	}
 }

@@ -20,7 +20,6 @@ require (
 	github.com/oasdiff/yaml v0.1.1 // indirect
 	github.com/oasdiff/yaml3 v0.0.14 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
-	github.com/txfence/txfence/signer-zonec v0.0.0 // indirect
 )
 
 require (
@@ -56,7 +55,6 @@ require (
 	github.com/tklauser/go-sysconf v0.3.12 // indirect
 	github.com/tklauser/numcpus v0.6.1 // indirect
 	github.com/txfence/txfence/openapi v0.0.0
-	github.com/txfence/txfence/txmanager v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -72,11 +70,5 @@ require (
 replace github.com/txfence/txfence/shared => ../shared
 
 replace github.com/txfence/txfence/openapi => ../openapi
-
-replace github.com/txfence/txfence/txmanager => ../txmanager
-
-replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
-
-replace github.com/txfence/txfence/mev-router => ../mev-router
 
 replace github.com/txfence/txfence/testinfra => ../testinfra

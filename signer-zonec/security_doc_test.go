@@ -22,9 +22,10 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 	// flow around the zone (txmanager asking signerd, the approvers'
 	// txctl, the console) in txmanager, txctl and the gateway, and those
 	// of the operator path to the books and of transit ids per tenant in
-	// the gateway and the ledger.
+	// the gateway and the ledger; a test that runs two services together
+	// lives in deploy/integration.
 	if n := doctest.CitedTestsExist(t, string(doc), ".", filepath.Join("..", "shared"), filepath.Join("..", "testinfra"), filepath.Join("..", "txmanager"),
-		filepath.Join("..", "gateway"), filepath.Join("..", "txctl"), filepath.Join("..", "ledger")); n < 20 {
+		filepath.Join("..", "gateway"), filepath.Join("..", "txctl"), filepath.Join("..", "ledger"), filepath.Join("..", "deploy")); n < 20 {
 		t.Fatalf("SECURITY.md names %d tests; the control table alone names more", n)
 	}
 }

@@ -19,15 +19,16 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/txmanager"
 )
 
 // pendingApproval moves a transaction to PENDING_APPROVAL as the signer's
 // owner node would when the policy asks for approvals.
-func pendingApproval(t *testing.T, g *gatewaytest.Gateway, id string) {
+func pendingApproval(t *testing.T, g *gatewaystack.Gateway, id string) {
 	t.Helper()
 	ctx := context.Background()
 	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)}
@@ -139,7 +140,7 @@ func TestApprove(t *testing.T) {
 	dir := t.TempDir()
 	key, bobKey := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bob.key")
 	pub := writeApproverKey(t, key, "alice", 0o600)
-	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{
+	g := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{
 		"alice": pub, "bob": writeApproverKey(t, bobKey, "bob", 0o600)})})
 	ctx := context.Background()
 	tx := g.Create(t, g.Acme, signerA, "big-payment")
@@ -206,12 +207,12 @@ func TestApprove(t *testing.T) {
 
 	// A transaction with a max_fee_per_gas of its own: that is its
 	// fee_ceiling, which approve takes when --max-fee is not given.
-	resp, b := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaytest.Transfer(signerA, "1000"), `"route"`, `"max_fee_per_gas": "40000000000", "route"`, 1),
+	resp, b := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaystack.Transfer(signerA, "1000"), `"route"`, `"max_fee_per_gas": "40000000000", "route"`, 1),
 		"Idempotency-Key", "capped-payment")
 	if resp.StatusCode != 201 {
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
-	capped := gatewaytest.Decode[gatewaytest.Tx](t, b)
+	capped := servicetest.Decode[gatewaystack.Tx](t, b)
 	pendingApproval(t, g, capped.TxID)
 	if r := mustRun(t, g.URL, g.Acme, "approvals"); !strings.Contains(r.stdout, "FEE_CEILING") || !strings.Contains(r.stdout, "40000000000") {
 		t.Errorf("approvals does not show the fee ceiling:\n%s", r.stdout)
@@ -278,7 +279,7 @@ func TestApproveAsksBeforeSigning(t *testing.T) {
 	dir := t.TempDir()
 	aliceKey, bobKey, carolKey := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bob.key"), filepath.Join(dir, "carol.key")
 	alice := writeApproverKey(t, aliceKey, "alice", 0o600)
-	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{
+	g := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{
 		"alice": alice, "bob": writeApproverKey(t, bobKey, "bob", 0o600), "carol": writeApproverKey(t, carolKey, "carol", 0o600)})})
 	ctx := context.Background()
 
@@ -292,7 +293,7 @@ func TestApproveAsksBeforeSigning(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
-	tx := gatewaytest.Decode[gatewaytest.Tx](t, b)
+	tx := servicetest.Decode[gatewaystack.Tx](t, b)
 	id := uuid.MustParse(tx.TxID)
 	pendingApproval(t, g, tx.TxID)
 	req := &signer.Request{TxID: tx.TxID, ChainID: 31337, From: common.HexToAddress(signerA), Type: signer.DynamicFee, To: &token, Value: new(big.Int), Data: data}
@@ -416,7 +417,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 func TestApproveTimeoutIsNotTheReadersTime(t *testing.T) {
 	t.Parallel()
 	key := filepath.Join(t.TempDir(), "alice.key")
-	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{"alice": writeApproverKey(t, key, "alice", 0o600)})})
+	g := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{"alice": writeApproverKey(t, key, "alice", 0o600)})})
 	tx := g.Create(t, g.Acme, signerA, "slow-reader")
 	pendingApproval(t, g, tx.TxID)
 

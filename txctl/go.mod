@@ -24,6 +24,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
+	github.com/txfence/txfence/deploy v0.0.0-00010101000000-000000000000
 	github.com/txfence/txfence/gateway v0.0.0
 	github.com/txfence/txfence/ledger v0.0.0
 	github.com/txfence/txfence/openapi v0.0.0
@@ -84,3 +85,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/txfence/txfence/deploy => ../deploy

@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 )
 
 // TestKeys: an admin makes a key, which works at once and shows in the
 // list; revoked, it stops working. me says who is calling.
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{})
+	g := gatewaystack.Start(t, gatewaystack.Options{})
 
 	me := mustRun(t, g.URL, g.Acme, "me").stdout
 	if !strings.HasPrefix(field(t, me, "tenant"), "acme (") || field(t, me, "name") != "admin" {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
@@ -21,9 +21,9 @@ import (
 // without ledger:read end.
 func TestLedger(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
 	g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaystack.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
 	payment := g.Ledger.Transfer(t, "a-to-bob", signerA, bob, 1000, 21, 5)
 
 	out := mustRun(t, g.URL, g.Acme, "ledger", "balances", "31337", signerA).stdout
@@ -102,7 +102,7 @@ func TestLedger(t *testing.T) {
 // and another tenant's transfer.
 func TestLedgerTransits(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
 	bridge := common.HexToAddress("0x00000000000000000000000000000000b81d9e00")
 	end := func(chain uint64, amount int64) ledgertest.TransitEnd {
 		return ledgertest.TransitEnd{ChainID: chain, Wallet: common.HexToAddress(signerA), Asset: ledger.Native, Amount: amount}
@@ -148,11 +148,11 @@ func TestLedgerAdjustments(t *testing.T) {
 	if err := thresholds.UnmarshalText([]byte("31337:native=100")); err != nil {
 		t.Fatal(err)
 	}
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: httpapi.AdjustmentRules{Thresholds: thresholds}})
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true, Adjustments: httpapi.AdjustmentRules{Thresholds: thresholds}})
 	g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaystack.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
 	g.Ledger.Book(t, ledger.Reconciliation, "reconciliation-a", 2,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -1000), gatewaytest.Leg(ledger.Suspense, ledger.Native, signerA, 1000))
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, -1000), gatewaystack.Leg(ledger.Suspense, ledger.Native, signerA, 1000))
 	second := g.Key(t, g.AcmeTenant, "ops-second", []gateway.Scope{gateway.ScopeAdmin}, nil)
 	spender := "0x000000000000000000000000000000000005e4de"
 	adjust := func(id, amount string) []string {

@@ -13,7 +13,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/txctl"
 )
@@ -66,10 +66,10 @@ func signed(t *testing.T, id string, at time.Time, body string, secrets ...strin
 }
 
 // send makes one request with headers (name, value pairs) and returns
-// the answer's status and body: gatewaytest's Do, sent to url.
+// the answer's status and body: gatewaystack's Do, sent to url.
 func send(t *testing.T, method, url string, headers []string, body string) (int, string) {
 	t.Helper()
-	resp, b := (&gatewaytest.Gateway{URL: url}).Do(t, "", method, "", body, headers...)
+	resp, b := (&gatewaystack.Gateway{URL: url}).Do(t, "", method, "", body, headers...)
 	return resp.StatusCode, string(b)
 }
 
@@ -284,7 +284,7 @@ func TestListenUsage(t *testing.T) {
 // gateway records them delivered.
 func TestListenGateway(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Webhooks: &webhook.Options{BackoffBase: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, FeedWait: time.Second}})
+	g := gatewaystack.Start(t, gatewaystack.Options{Webhooks: &webhook.Options{BackoffBase: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, FeedWait: time.Second}})
 	made := mustRun(t, g.URL, g.Acme, "--json", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--event-type", "tx.state_changed", "--disabled")
 	hook := decodeJSON[struct{ ID, Secret string }](t, made.stdout)
 

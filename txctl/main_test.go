@@ -13,7 +13,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txctl"
@@ -22,9 +22,9 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const (
-	signerA = gatewaytest.SignerA
-	signerB = gatewaytest.SignerB
-	bob     = gatewaytest.Bob
+	signerA = gatewaystack.SignerA
+	signerB = gatewaystack.SignerB
+	bob     = gatewaystack.Bob
 )
 
 // waitLimit bounds every wait of these tests: far above what anything
@@ -200,7 +200,7 @@ func decodeJSON[T any](t *testing.T, s string) T {
 }
 
 // rawGet reads an API document as the API sends it.
-func rawGet(t *testing.T, g *gatewaytest.Gateway, key, path string) string {
+func rawGet(t *testing.T, g *gatewaystack.Gateway, key, path string) string {
 	t.Helper()
 	resp, b := g.Do(t, key, "GET", path, "")
 	if resp.StatusCode != http.StatusOK {

@@ -9,7 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/txmanager"
 )
 
@@ -22,7 +22,7 @@ import (
 // recorded it.
 func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{})
+	g := gatewaystack.Start(t, gatewaystack.Options{})
 	ctx := context.Background()
 	owner := g.TxM.NewOwner(t, txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)})
 	fence := owner.Fence()

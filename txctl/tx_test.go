@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/txctl"
 )
 
@@ -26,7 +26,7 @@ type txPage struct {
 // errors, API problems, a bad key and another tenant's key end.
 func TestTransactions(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{})
+	g := gatewaystack.Start(t, gatewaystack.Options{})
 	create := []string{"create", "--chain-id", "31337", "--from", signerA, "--to", bob, "--value", "1000", "--route", "public",
 		"--metadata", `{"order": 123456789012345678901234567890}`}
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 )
 
 type eventDoc struct {
@@ -35,7 +35,7 @@ func TestWatch(t *testing.T) {
 	// carol rejects a transaction: a rejection is signed, and checked
 	// against the policy's approvers.
 	carolKey := filepath.Join(t.TempDir(), "carol.key")
-	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{"carol": writeApproverKey(t, carolKey, "carol", 0o600)})})
+	g := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: approverPolicy(t, map[string]ed25519.PublicKey{"carol": writeApproverKey(t, carolKey, "carol", 0o600)})})
 
 	t.Run("until final", func(t *testing.T) {
 		tx := g.Create(t, g.Acme, signerA, "watched")
@@ -149,7 +149,7 @@ func TestWatch(t *testing.T) {
 	})
 }
 
-func cancelTx(t *testing.T, g *gatewaytest.Gateway, id string) {
+func cancelTx(t *testing.T, g *gatewaystack.Gateway, id string) {
 	t.Helper()
 	if resp, b := g.Do(t, g.Acme, "POST", "/api/v1/tx/"+id+"/cancel", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("cancel %s: %d %s", id, resp.StatusCode, b)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/webhook"
 )
 
@@ -64,7 +64,7 @@ func (rc *receiver) waitFor(t *testing.T, s string) {
 // webhook engine.
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Webhooks: &webhook.Options{BackoffBase: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, FeedWait: time.Second}})
+	g := gatewaystack.Start(t, gatewaystack.Options{Webhooks: &webhook.Options{BackoffBase: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, FeedWait: time.Second}})
 	rc, rcURL := newReceiver(t, http.StatusOK)
 
 	made := mustRun(t, g.URL, g.Acme, "--json", "webhooks", "create", "--url", rcURL+"/hook", "--event-type", "tx.state_changed", "--description", "ops")

@@ -25,7 +25,6 @@ require (
 	github.com/go-openapi/jsonpointer v0.23.1 // indirect
 	github.com/go-openapi/swag/jsonname v0.26.0 // indirect
 	github.com/gorilla/websocket v1.4.2 // indirect
-	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/oapi-codegen/runtime v1.8.0 // indirect
 	github.com/oasdiff/yaml v0.1.1 // indirect
 	github.com/oasdiff/yaml3 v0.0.14 // indirect
@@ -55,9 +54,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/txfence/txfence/mev-router v0.0.0
 	github.com/txfence/txfence/openapi v0.0.0
-	github.com/txfence/txfence/signer-zonec v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -73,9 +70,5 @@ require (
 replace github.com/txfence/txfence/shared => ../shared
 
 replace github.com/txfence/txfence/openapi => ../openapi
-
-replace github.com/txfence/txfence/signer-zonec => ../signer-zonec
-
-replace github.com/txfence/txfence/mev-router => ../mev-router
 
 replace github.com/txfence/txfence/testinfra => ../testinfra

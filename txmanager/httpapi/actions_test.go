@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )
@@ -31,7 +32,7 @@ type actionRig struct {
 func startActions(t *testing.T) *actionRig {
 	t.Helper()
 	a := startServer(t, true, `[{"address": "`+signer+`"}, {"address": "`+another+`", "cancels": true}]`)
-	r := &actionRig{api: a, store: postgres.New(a.pool), fences: map[common.Address]txmanager.Fence{}, nonces: map[common.Address]uint64{}}
+	r := &actionRig{api: a, store: postgres.New(a.Pool), fences: map[common.Address]txmanager.Fence{}, nonces: map[common.Address]uint64{}}
 	for _, s := range []string{signer, another} {
 		key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(s)}
 		token, ok, err := r.store.Acquire(context.Background(), "node-a", key, time.Hour)
@@ -124,17 +125,17 @@ func TestActionsAreRecordedAndListed(t *testing.T) {
 	id := r.broadcast(t, signer, "act-1").String()
 	path := "/internal/v1/tx/" + id + "/actions"
 
-	code, b := r.do(t, "gateway", "GET", path, "")
+	code, b := r.Do(t, "gateway", "GET", path, "")
 	if code != http.StatusOK || string(b) != `{"actions":[]}`+"\n" {
 		t.Fatalf("no actions yet: %d %s", code, b)
 	}
 	var requested []actionJSON
 	for _, c := range []struct{ action, operator string }{{"resend", "alice@ops"}, {"bump", "bob@ops"}} {
-		code, b := r.do(t, "gateway", "POST", path, actionBody(c.action, c.operator))
+		code, b := r.Do(t, "gateway", "POST", path, actionBody(c.action, c.operator))
 		if code != http.StatusAccepted {
 			t.Fatalf("%s: %d %s, want 202", c.action, code, b)
 		}
-		act := decode[actionJSON](t, b)
+		act := servicetest.Decode[actionJSON](t, b)
 		if act.TxID != id || act.Action != c.action || act.Operator != c.operator || act.ActionID == "" ||
 			act.RequestedAt.Location() != time.UTC || act.DoneAt != nil || act.Outcome != nil || act.Attempt != nil {
 			t.Errorf("%s answered %s", c.action, b)
@@ -147,8 +148,8 @@ func TestActionsAreRecordedAndListed(t *testing.T) {
 		t.Fatalf("stored %+v (%v)", stored, err)
 	}
 
-	code, b = r.do(t, "gateway", "GET", path, "")
-	list := decode[struct{ Actions []actionJSON }](t, b)
+	code, b = r.Do(t, "gateway", "GET", path, "")
+	list := servicetest.Decode[struct{ Actions []actionJSON }](t, b)
 	if code != http.StatusOK || len(list.Actions) != 2 || list.Actions[0].ActionID != requested[0].ActionID ||
 		list.Actions[1].ActionID != requested[1].ActionID || strings.Contains(string(b), "outcome") || strings.Contains(string(b), "done_at") {
 		t.Fatalf("list, pending: %d %s", code, b)
@@ -158,8 +159,8 @@ func TestActionsAreRecordedAndListed(t *testing.T) {
 	if err := r.store.FinishAction(context.Background(), r.fences[common.HexToAddress(signer)], stored[1].ID, txmanager.ActionRefused, "why", nil); err != nil {
 		t.Fatal(err)
 	}
-	code, b = r.do(t, "gateway", "GET", path, "")
-	list = decode[struct{ Actions []actionJSON }](t, b)
+	code, b = r.Do(t, "gateway", "GET", path, "")
+	list = servicetest.Decode[struct{ Actions []actionJSON }](t, b)
 	if code != http.StatusOK || len(list.Actions) != 2 {
 		t.Fatalf("list: %d %s", code, b)
 	}
@@ -172,10 +173,10 @@ func TestActionsAreRecordedAndListed(t *testing.T) {
 	}
 
 	// Only the gateway may ask or read.
-	if code, b := r.do(t, "ledger", "POST", path, actionBody("resend", "alice@ops")); code != http.StatusForbidden {
+	if code, b := r.Do(t, "ledger", "POST", path, actionBody("resend", "alice@ops")); code != http.StatusForbidden {
 		t.Errorf("the ledger asks: %d %s, want 403", code, b)
 	}
-	if code, b := r.do(t, "ledger", "GET", path, ""); code != http.StatusForbidden {
+	if code, b := r.Do(t, "ledger", "GET", path, ""); code != http.StatusForbidden {
 		t.Errorf("the ledger reads: %d %s, want 403", code, b)
 	}
 }
@@ -188,22 +189,22 @@ func TestActionConflictsAndUnknownTx(t *testing.T) {
 	r := startActions(t)
 	unknown := "/internal/v1/tx/0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7/actions"
 	for _, action := range []string{"resend", "bump", "cancel"} {
-		if code, b := r.do(t, "gateway", "POST", unknown, actionBody(action, "alice@ops")); code != http.StatusNotFound {
+		if code, b := r.Do(t, "gateway", "POST", unknown, actionBody(action, "alice@ops")); code != http.StatusNotFound {
 			t.Errorf("%s on an unknown transaction: %d %s, want 404", action, code, b)
 		}
 	}
-	if code, b := r.do(t, "gateway", "GET", unknown, ""); code != http.StatusNotFound {
+	if code, b := r.Do(t, "gateway", "GET", unknown, ""); code != http.StatusNotFound {
 		t.Errorf("the actions of an unknown transaction: %d %s, want 404", code, b)
 	}
 
 	idle := r.created(t, signer, "idle").String()
-	if code, b := r.do(t, "gateway", "POST", "/internal/v1/tx/"+idle+"/actions", actionBody("bump", "alice@ops")); code != http.StatusConflict ||
+	if code, b := r.Do(t, "gateway", "POST", "/internal/v1/tx/"+idle+"/actions", actionBody("bump", "alice@ops")); code != http.StatusConflict ||
 		!strings.Contains(string(b), "is INIT") {
 		t.Errorf("bump of an INIT transaction: %d %s, want 409", code, b)
 	}
 
 	off := r.broadcast(t, signer, "off").String()
-	code, b := r.do(t, "gateway", "POST", "/internal/v1/tx/"+off+"/actions", actionBody("cancel", "alice@ops"))
+	code, b := r.Do(t, "gateway", "POST", "/internal/v1/tx/"+off+"/actions", actionBody("cancel", "alice@ops"))
 	want := fmt.Sprintf(`cancels are off for signer %s on chain 31337 (chains file: \"cancels\": true)`, signer)
 	if code != http.StatusConflict || !strings.Contains(string(b), want) {
 		t.Errorf("cancel with the signer's cancels off: %d %s, want 409 mentioning %s", code, b, want)
@@ -213,12 +214,12 @@ func TestActionConflictsAndUnknownTx(t *testing.T) {
 	}
 
 	on := r.broadcast(t, another, "on").String()
-	code, b = r.do(t, "gateway", "POST", "/internal/v1/tx/"+on+"/actions", actionBody("cancel", "alice@ops"))
-	if act := decode[actionJSON](t, b); code != http.StatusAccepted || act.Action != "cancel" || act.TxID != on {
+	code, b = r.Do(t, "gateway", "POST", "/internal/v1/tx/"+on+"/actions", actionBody("cancel", "alice@ops"))
+	if act := servicetest.Decode[actionJSON](t, b); code != http.StatusAccepted || act.Action != "cancel" || act.TxID != on {
 		t.Errorf("cancel with the signer's cancels on: %d %s, want 202", code, b)
 	}
 	idleOn := r.created(t, another, "idle-on").String()
-	if code, b := r.do(t, "gateway", "POST", "/internal/v1/tx/"+idleOn+"/actions", actionBody("cancel", "alice@ops")); code != http.StatusConflict {
+	if code, b := r.Do(t, "gateway", "POST", "/internal/v1/tx/"+idleOn+"/actions", actionBody("cancel", "alice@ops")); code != http.StatusConflict {
 		t.Errorf("cancel of an INIT transaction, cancels on: %d %s, want 409", code, b)
 	}
 }
@@ -245,13 +246,13 @@ func TestBadActionsGetAProblemDocument(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, b := r.do(t, "gateway", "POST", tt.path, tt.body)
+			code, b := r.Do(t, "gateway", "POST", tt.path, tt.body)
 			if code != http.StatusBadRequest || !strings.Contains(string(b), tt.want) || !strings.Contains(string(b), "urn:txfence:problem:") {
 				t.Errorf("%d %s; want a 400 problem mentioning %q", code, b, tt.want)
 			}
 		})
 	}
-	if code, b := r.do(t, "gateway", "POST", path, actionBody("resend", strings.Repeat("é", 255))); code != http.StatusAccepted {
+	if code, b := r.Do(t, "gateway", "POST", path, actionBody("resend", strings.Repeat("é", 255))); code != http.StatusAccepted {
 		t.Errorf("an operator of 255 characters: %d %s, want 202", code, b)
 	}
 	if acts, err := r.store.Actions(context.Background(), uuid.MustParse(id)); err != nil || len(acts) != 1 {
@@ -268,7 +269,7 @@ func TestActionsBeforeTheBroadcast(t *testing.T) {
 	r := startActions(t)
 	post := func(id uuid.UUID, action string) (int, []byte) {
 		t.Helper()
-		return r.do(t, "gateway", "POST", "/internal/v1/tx/"+id.String()+"/actions", actionBody(action, "alice@ops"))
+		return r.Do(t, "gateway", "POST", "/internal/v1/tx/"+id.String()+"/actions", actionBody(action, "alice@ops"))
 	}
 	allocated, signedOff, signedOn := r.allocated(t, signer, "allocated"), r.signed(t, signer, "signed-off"), r.signed(t, another, "signed-on")
 	for _, c := range []struct {
@@ -281,7 +282,7 @@ func TestActionsBeforeTheBroadcast(t *testing.T) {
 	} {
 		for _, action := range c.actions {
 			code, b := post(c.id, action)
-			if act := decode[actionJSON](t, b); code != http.StatusAccepted || act.Action != action || act.TxID != c.id.String() || act.Outcome != nil {
+			if act := servicetest.Decode[actionJSON](t, b); code != http.StatusAccepted || act.Action != action || act.TxID != c.id.String() || act.Outcome != nil {
 				t.Errorf("%s of %s: %d %s, want 202", action, c.id, code, b)
 			}
 		}
@@ -320,31 +321,31 @@ func TestRepeatedActionsAreOneAction(t *testing.T) {
 		return fmt.Sprintf(`{"action": %q, "operator": %q, "action_id": %q}`, action, operator, actionID)
 	}
 
-	code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops"))
-	first := decode[actionJSON](t, b)
+	code, b := r.Do(t, "gateway", "POST", path, withID("bump", "alice@ops"))
+	first := servicetest.Decode[actionJSON](t, b)
 	if code != http.StatusAccepted || first.ActionID != actionID {
 		t.Fatalf("bump with an action id: %d %s", code, b)
 	}
-	if code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || decode[actionJSON](t, b).RequestedAt != first.RequestedAt {
+	if code, b := r.Do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || servicetest.Decode[actionJSON](t, b).RequestedAt != first.RequestedAt {
 		t.Errorf("the same again: %d %s, want 200 with %+v", code, b, first)
 	}
 	for _, body := range []string{withID("resend", "alice@ops"), withID("bump", "bob@ops")} {
-		if code, b := r.do(t, "gateway", "POST", path, body); code != http.StatusConflict || !strings.Contains(string(b), actionID) {
+		if code, b := r.Do(t, "gateway", "POST", path, body); code != http.StatusConflict || !strings.Contains(string(b), actionID) {
 			t.Errorf("another request under the id (%s): %d %s, want 409", body, code, b)
 		}
 	}
 	other := r.signed(t, another, "other")
-	if code, b := r.do(t, "gateway", "POST", "/internal/v1/tx/"+other.String()+"/actions", withID("bump", "alice@ops")); code != http.StatusConflict {
+	if code, b := r.Do(t, "gateway", "POST", "/internal/v1/tx/"+other.String()+"/actions", withID("bump", "alice@ops")); code != http.StatusConflict {
 		t.Errorf("the id on another transaction: %d %s, want 409", code, b)
 	}
 
 	// Without an id: the same request waiting is the one answered.
-	code, b = r.do(t, "gateway", "POST", path, actionBody("bump", "alice@ops"))
-	if again := decode[actionJSON](t, b); code != http.StatusOK || again.ActionID != actionID {
+	code, b = r.Do(t, "gateway", "POST", path, actionBody("bump", "alice@ops"))
+	if again := servicetest.Decode[actionJSON](t, b); code != http.StatusOK || again.ActionID != actionID {
 		t.Errorf("the same bump without an id while one waits: %d %s, want 200 with %s", code, b, actionID)
 	}
-	code, b = r.do(t, "gateway", "POST", path, actionBody("bump", "bob@ops"))
-	bobs := decode[actionJSON](t, b)
+	code, b = r.Do(t, "gateway", "POST", path, actionBody("bump", "bob@ops"))
+	bobs := servicetest.Decode[actionJSON](t, b)
 	if code != http.StatusAccepted || bobs.ActionID == actionID {
 		t.Fatalf("another operator's bump: %d %s, want 202 with an action of its own", code, b)
 	}
@@ -376,14 +377,14 @@ func TestRepeatedActionsAreOneAction(t *testing.T) {
 	}
 
 	// Done, and the transaction moved on: the id still answers the action.
-	code, b = r.do(t, "gateway", "POST", path, actionBody("bump", "alice@ops"))
-	if code != http.StatusAccepted || decode[actionJSON](t, b).ActionID == actionID {
+	code, b = r.Do(t, "gateway", "POST", path, actionBody("bump", "alice@ops"))
+	if code != http.StatusAccepted || servicetest.Decode[actionJSON](t, b).ActionID == actionID {
 		t.Errorf("a bump after the first was done: %d %s, want a new action", code, b)
 	}
 	if _, err := r.store.Broadcasted(ctx, f, []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if code, b := r.do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || decode[actionJSON](t, b).Outcome == nil {
+	if code, b := r.Do(t, "gateway", "POST", path, withID("bump", "alice@ops")); code != http.StatusOK || servicetest.Decode[actionJSON](t, b).Outcome == nil {
 		t.Errorf("the id again, done: %d %s, want 200 with its outcome", code, b)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
 type outcomeJSON struct {
@@ -29,30 +32,30 @@ func batchOf(items ...string) string {
 func TestBatchAnswersEachItemAsCreateWould(t *testing.T) {
 	t.Parallel()
 	a := start(t)
-	code, b := a.do(t, "gateway", "POST", "/internal/v1/tx", createBody("before", "1"))
+	code, b := a.Do(t, "gateway", "POST", "/internal/v1/tx", txmanagertest.TransferBody("before", "1"))
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	before := decode[txJSON](t, b)
-	unknownChain := strings.Replace(createBody("chain", "1"), `"chain_id": 31337`, `"chain_id": 5`, 1)
-	unknownField := strings.Replace(createBody("field", "1"), `"route"`, `"nonce": 7, "route"`, 1)
-	orphan := strings.Replace(createBody("orphan", "1"), `"route"`, `"depends_on": "0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7", "route"`, 1)
+	before := servicetest.Decode[txJSON](t, b)
+	unknownChain := strings.Replace(txmanagertest.TransferBody("chain", "1"), `"chain_id": 31337`, `"chain_id": 5`, 1)
+	unknownField := strings.Replace(txmanagertest.TransferBody("field", "1"), `"route"`, `"nonce": 7, "route"`, 1)
+	orphan := strings.Replace(txmanagertest.TransferBody("orphan", "1"), `"route"`, `"depends_on": "0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7", "route"`, 1)
 	items := []string{
-		createBody("new", "5"),         // 201
-		createBody("before", "1"),      // 200, the transaction made before
-		createBody("new", "5"),         // 200, the first item's
-		createBody("new", "6"),         // 409
-		unknownChain,                   // 400
-		unknownField,                   // 400
-		orphan,                         // 400
-		createBody("another", "7"),     // 201
-		`{"chain_id": "not a number"}`, // 400
+		txmanagertest.TransferBody("new", "5"),     // 201
+		txmanagertest.TransferBody("before", "1"),  // 200, the transaction made before
+		txmanagertest.TransferBody("new", "5"),     // 200, the first item's
+		txmanagertest.TransferBody("new", "6"),     // 409
+		unknownChain,                               // 400
+		unknownField,                               // 400
+		orphan,                                     // 400
+		txmanagertest.TransferBody("another", "7"), // 201
+		`{"chain_id": "not a number"}`,             // 400
 	}
-	code, b = a.do(t, "gateway", "POST", "/internal/v1/tx/batch", batchOf(items...))
+	code, b = a.Do(t, "gateway", "POST", "/internal/v1/tx/batch", batchOf(items...))
 	if code != http.StatusOK {
 		t.Fatalf("batch: %d %s", code, b)
 	}
-	out := decode[struct{ Items []outcomeJSON }](t, b).Items
+	out := servicetest.Decode[struct{ Items []outcomeJSON }](t, b).Items
 	if len(out) != len(items) {
 		t.Fatalf("%d answers for %d items: %s", len(out), len(items), b)
 	}
@@ -85,7 +88,7 @@ func TestBatchAnswersEachItemAsCreateWould(t *testing.T) {
 		t.Errorf("metadata %s, want the client's object", out[0].Tx.Metadata)
 	}
 	var txs, events int
-	if err := a.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM tx), (SELECT count(*) FROM event)`).Scan(&txs, &events); err != nil {
+	if err := a.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM tx), (SELECT count(*) FROM event)`).Scan(&txs, &events); err != nil {
 		t.Fatal(err)
 	}
 	if txs != 3 || events != 3 {
@@ -98,7 +101,7 @@ func TestBadBatches(t *testing.T) {
 	a := start(t)
 	many := make([]string, 257)
 	for i := range many {
-		many[i] = createBody("r", "1")
+		many[i] = txmanagertest.TransferBody("r", "1")
 	}
 	for name, body := range map[string]string{
 		"no items":       `{"items": []}`,
@@ -108,17 +111,17 @@ func TestBadBatches(t *testing.T) {
 		"another member": `{"items": [], "more": 1}`,
 		"over 8 MiB":     `{"items": [{"metadata": {"x": "` + strings.Repeat("a", 8<<20) + `"}}]}`,
 	} {
-		code, b := a.do(t, "gateway", "POST", "/internal/v1/tx/batch", body)
+		code, b := a.Do(t, "gateway", "POST", "/internal/v1/tx/batch", body)
 		var p struct{ Type string }
 		if code != http.StatusBadRequest || json.Unmarshal(b, &p) != nil || p.Type != "urn:txfence:problem:invalid" {
 			t.Errorf("%s: %d %s, want a 400 problem", name, code, b)
 		}
 	}
-	if code, _ := a.do(t, "ledger", "POST", "/internal/v1/tx/batch", batchOf(createBody("x", "1"))); code != http.StatusForbidden {
+	if code, _ := a.Do(t, "ledger", "POST", "/internal/v1/tx/batch", batchOf(txmanagertest.TransferBody("x", "1"))); code != http.StatusForbidden {
 		t.Errorf("ledger sends a batch: %d, want 403", code)
 	}
 	var n int
-	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM tx`).Scan(&n); err != nil || n != 0 {
+	if err := a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM tx`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d transactions stored by refused batches (%v)", n, err)
 	}
 }

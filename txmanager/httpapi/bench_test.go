@@ -17,6 +17,7 @@ import (
 
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/txmanager/txmanagertest"
 )
 
 // BenchmarkCreate prints accepted creates per second for one signer
@@ -27,7 +28,7 @@ func BenchmarkCreate(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	daemon.TuneGC(os.Getenv)
 	a := startServer(b, false, oneSigner)
-	client := servicetest.Client(b, a.pki, "gateway", "txmanager")
+	client := servicetest.Client(b, a.PKI, "gateway", "txmanager")
 	var n atomic.Int64
 	var mu sync.Mutex
 	var latencies []time.Duration
@@ -37,7 +38,7 @@ func BenchmarkCreate(b *testing.B) {
 		var mine []time.Duration
 		for pb.Next() {
 			start := time.Now()
-			if !benchCreate(b, client, a.url, n.Add(1)) {
+			if !benchCreate(b, client, a.URL, n.Add(1)) {
 				return
 			}
 			mine = append(mine, time.Since(start))
@@ -73,7 +74,7 @@ func BenchmarkCreateBesideFeedPolls(b *testing.B) {
 	}{{"polls=0", 0, false}, {"idle_polls=200", 200, false}, {"following_polls=200", 200, true}} {
 		b.Run(shape.name, func(b *testing.B) {
 			a := startServer(b, false, oneSigner)
-			client := servicetest.Client(b, a.pki, "gateway", "txmanager")
+			client := servicetest.Client(b, a.PKI, "gateway", "txmanager")
 			// One connection per poll, kept: the handshakes are not what
 			// is measured.
 			if tr, ok := client.Transport.(*http.Transport); ok {
@@ -96,7 +97,7 @@ func BenchmarkCreateBesideFeedPolls(b *testing.B) {
 						if first {
 							wait = 0 // connect first, then wait
 						}
-						req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/internal/v1/events?after=%d&wait=%d&limit=1000", a.url, after, wait), nil)
+						req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/internal/v1/events?after=%d&wait=%d&limit=1000", a.URL, after, wait), nil)
 						resp, err := client.Do(req)
 						if first {
 							ready.Done()
@@ -124,7 +125,7 @@ func BenchmarkCreateBesideFeedPolls(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if !benchCreate(b, client, a.url, n.Add(1)) {
+					if !benchCreate(b, client, a.URL, n.Add(1)) {
 						return
 					}
 				}
@@ -141,7 +142,7 @@ func BenchmarkCreateBesideFeedPolls(b *testing.B) {
 // benchCreate posts the create of request n and reports whether it was
 // accepted.
 func benchCreate(b *testing.B, client *http.Client, url string, n int64) bool {
-	resp, err := client.Post(url+"/internal/v1/tx", "application/json", strings.NewReader(createBody(fmt.Sprintf("bench-%d", n), "1")))
+	resp, err := client.Post(url+"/internal/v1/tx", "application/json", strings.NewReader(txmanagertest.TransferBody(fmt.Sprintf("bench-%d", n), "1")))
 	if err != nil {
 		b.Error(err)
 		return false

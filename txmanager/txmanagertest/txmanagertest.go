@@ -18,7 +18,6 @@ import (
 
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
@@ -32,7 +31,9 @@ import (
 type Server struct {
 	// URL is the API's https base URL; clients need a certificate from the
 	// same PKI.
-	URL    string
+	URL string
+	// PKI is the test's certificates (servicetest.PKI).
+	PKI    string
 	Store  *postgres.Store
 	Pool   *pgxpool.Pool
 	Chains *txmanager.Chains
@@ -46,16 +47,15 @@ type Options struct {
 	// Wrap, when set, wraps the API's handler (a test checks exchanges
 	// against the spec with it).
 	Wrap func(http.Handler) http.Handler
-	// SignerPolicy, when set, is a signerd policy file: a real signerd
-	// (signertest) serves it on the same PKI, and the API checks
-	// approvals and rejections with it. Without it they are refused as
-	// unavailable.
-	SignerPolicy string
+	// SignerURL, when set, is a signerd serving on the same PKI (the
+	// signer's own rig, signertest, starts one): the API checks approvals
+	// and rejections with it. Without it they are refused as unavailable.
+	SignerURL string
 }
 
 // DefaultChains configures chain 31337 with anvil's first two accounts.
 const DefaultChains = `{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "signers": [
-	{"address": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"},
+	{"address": "` + Signer + `"},
 	{"address": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"}]}]}`
 
 // Serve starts the API on a fresh database of the test's PostgreSQL with
@@ -88,9 +88,8 @@ func Serve(t testing.TB, pki string, opts Options) *Server {
 		}
 	})
 	api := &httpapi.API{Store: store, Chains: chains, Feed: store.WatchFeed(ctx, slog.New(slog.DiscardHandler))}
-	if opts.SignerPolicy != "" {
-		signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.SignerPolicy})
-		if api.Signer, err = remote.NewSigner(signerd.URL, servicetest.Client(t, pki, "txmanager", "signer")); err != nil {
+	if opts.SignerURL != "" {
+		if api.Signer, err = remote.NewSigner(opts.SignerURL, servicetest.Client(t, pki, "txmanager", "signer")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,5 +106,5 @@ func Serve(t testing.TB, pki string, opts Options) *Server {
 	ts.TLS = src.ServerConfig()
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
-	return &Server{URL: ts.URL, Store: store, Pool: pool, Chains: chains}
+	return &Server{URL: ts.URL, PKI: pki, Store: store, Pool: pool, Chains: chains}
 }

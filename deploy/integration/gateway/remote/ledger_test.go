@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/remote"
 	"github.com/txfence/txfence/openapi/ledgerapi"
 	"github.com/txfence/txfence/shared/errs"
@@ -21,8 +21,8 @@ import (
 func TestLedgerCallsKeepTheirKinds(t *testing.T) {
 	t.Parallel()
 	pki := servicetest.PKI(t)
-	books := gatewaytest.ServeLedger(t, pki)
-	id := books.Transfer(t, "tx-1", signer, gatewaytest.Bob, 1000, 21, 5)
+	books := gatewaystack.ServeLedger(t, pki)
+	id := books.Transfer(t, "tx-1", signer, gatewaystack.Bob, 1000, 21, 5)
 	l, err := remote.NewLedger(books.URL, servicetest.Client(t, pki, "gateway", "ledger"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/ledger"
 )
 
@@ -77,27 +77,27 @@ type books struct {
 // so that A's native wallet holds 8598 now and 8928 as of block 5, and B's
 // address also has a counterparty and a deposit source account that
 // globex must not see.
-func ledgerRig(t *testing.T) (*gatewaytest.Gateway, books) {
+func ledgerRig(t *testing.T) (*gatewaystack.Gateway, books) {
 	t.Helper()
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
 	l := g.Ledger
 	var b books
 	b.openingA = l.Book(t, ledger.Opening, "opening-a", 1,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, 10000), gatewaystack.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
 	b.openingB = l.Book(t, ledger.Opening, "opening-b", 2,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerB, 700), gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerB, -700))
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerB, 700), gatewaystack.Leg(ledger.OpeningBalance, ledger.Native, signerB, -700))
 	b.toBAsCounterparty = l.Transfer(t, "a-to-b-counterparty", signerA, signerB, 50, 1, 3)
 	b.toBobA = l.Transfer(t, "a-to-bob", signerA, bob, 1000, 21, 5)
 	b.depositA = l.Book(t, ledger.Deposit, "deposit-a", 6,
-		gatewaytest.Leg(ledger.Wallet, token, signerA, 5), gatewaytest.Leg(ledger.DepositSource, token, signerB, -5))
+		gatewaystack.Leg(ledger.Wallet, token, signerA, 5), gatewaystack.Leg(ledger.DepositSource, token, signerB, -5))
 	b.aToB = l.Book(t, ledger.Confirmed, "a-to-b-wallet", 9,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -300), gatewaytest.Leg(ledger.Wallet, ledger.Native, signerB, 300),
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -30), gatewaytest.Leg(ledger.FeeExpense, ledger.Native, signerA, 30))
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, -300), gatewaystack.Leg(ledger.Wallet, ledger.Native, signerB, 300),
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, -30), gatewaystack.Leg(ledger.FeeExpense, ledger.Native, signerA, 30))
 	return g, b
 }
 
 // read is a GET that must answer 200 with a T.
-func read[T any](t *testing.T, g *gatewaytest.Gateway, key, path string) T {
+func read[T any](t *testing.T, g *gatewaystack.Gateway, key, path string) T {
 	t.Helper()
 	resp, b := g.Do(t, key, "GET", path, "")
 	if resp.StatusCode != http.StatusOK {
@@ -111,7 +111,7 @@ func accountsPath(signer string, query ...string) string {
 }
 
 // accountOf is the one account of signer's kind in asset, found by listing.
-func accountOf(t *testing.T, g *gatewaytest.Gateway, key, signer, kind, asset string) ledgerAccount {
+func accountOf(t *testing.T, g *gatewaystack.Gateway, key, signer, kind, asset string) ledgerAccount {
 	t.Helper()
 	list := read[ledgerAccounts](t, g, key, accountsPath(signer, "&kind="+kind, "&asset="+asset))
 	if len(list.Accounts) != 1 {
@@ -427,7 +427,7 @@ func TestLedgerScopeBadInputAndOutages(t *testing.T) {
 	}
 
 	// Without a ledger: 503, saying so, after the scope is checked.
-	bare := gatewaytest.Start(t, gatewaytest.Options{})
+	bare := gatewaystack.Start(t, gatewaystack.Options{})
 	for _, path := range routes {
 		resp, body := bare.Do(t, bare.Acme, "GET", path, "")
 		if p := decode[problem](t, body); resp.StatusCode != http.StatusServiceUnavailable || p.Type != "urn:txfence:problem:unavailable" ||

@@ -1,14 +1,13 @@
-// Package gatewaytest runs the gateway's public API in-process for tests:
+// Package gatewaystack runs the gateway's public API in-process for tests:
 // txmanager's real internal API on its own database behind it (and, when
 // asked, the ledger's real read API on its own), the gateway's own
 // database, and two tenants with a signer and keys each. Every exchange
 // is checked against openapi/gateway.yaml, and the ledger's against
 // openapi/ledger.yaml.
-package gatewaytest
+package gatewaystack
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +28,7 @@ import (
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
@@ -61,9 +61,10 @@ type Gateway struct {
 
 // Options change what Start serves.
 type Options struct {
-	// SignerPolicy, when set, is a signerd policy file txmanager checks
-	// approvals and rejections with (txmanagertest.Options.SignerPolicy);
-	// without it txmanager refuses them as unavailable.
+	// SignerPolicy, when set, is a signerd policy file: a real signerd
+	// (signertest) serves it, and txmanager checks approvals and
+	// rejections with it; without it txmanager refuses them as
+	// unavailable.
 	SignerPolicy string
 	// Limits, Limit and ReplayLimit set rate limits (none by default).
 	Limits      httpapi.Limiter
@@ -99,7 +100,11 @@ func Start(t testing.TB, opts Options) *Gateway {
 	t.Helper()
 	ctx := context.Background()
 	pki := servicetest.PKI(t)
-	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{SignerPolicy: opts.SignerPolicy})
+	var signerURL string
+	if opts.SignerPolicy != "" {
+		signerURL = signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.SignerPolicy}).URL
+	}
+	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{SignerURL: signerURL})
 	pool := pgtest.Migrated(t, postgres.Migrations)
 	store := postgres.New(pool)
 	client, err := remote.NewTxManager(txm.URL, servicetest.Client(t, pki, "gateway", "txmanager"))
@@ -232,7 +237,7 @@ func (r *Gateway) Create(t testing.TB, key, signer, idempotencyKey string) Tx {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
-	return Decode[Tx](t, b)
+	return servicetest.Decode[Tx](t, b)
 }
 
 // Transfer is a create body: value wei from signer to Bob, with metadata
@@ -256,23 +261,4 @@ type Problem struct {
 	Status int
 	Detail string
 	Errors []struct{ Pointer, Detail string }
-}
-
-// Decode unmarshals b or fails the test.
-func Decode[T any](t testing.TB, b []byte) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("decode %T from %s: %v", v, b, err)
-	}
-	return v
-}
-
-// WrongSecret is token with one character of its secret changed: not the
-// last, whose low bits base64 ignores, so that the secret really differs.
-func WrongSecret(token string) string {
-	b := []byte(token)
-	i := len(b) - 5
-	b[i] = map[bool]byte{true: 'B', false: 'A'}[b[i] == 'A']
-	return string(b)
 }

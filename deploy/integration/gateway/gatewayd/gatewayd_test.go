@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/gatewayd"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/redistest"
@@ -183,9 +183,9 @@ func TestBootstrapMakesAWorkingAdminKey(t *testing.T) {
 func TestLedgerURL(t *testing.T) {
 	t.Parallel()
 	pki := servicetest.PKI(t)
-	books := gatewaytest.ServeLedger(t, pki)
+	books := gatewaystack.ServeLedger(t, pki)
 	const signer = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
-	books.Transfer(t, "tx-1", signer, gatewaytest.Bob, 1000, 21, 5)
+	books.Transfer(t, "tx-1", signer, gatewaystack.Bob, 1000, 21, 5)
 	e := env(t, pki, redistest.URL(t), map[string]string{gatewayd.Spec.EnvPrefix + "LEDGER_URL": books.URL})
 	servicetest.MigrateTwice(t, gatewayd.Run, e)
 	out, err := servicetest.RunOnce(t, gatewayd.Run, []string{"bootstrap", "--tenant", "acme", "--signer", "31337:" + signer}, e)

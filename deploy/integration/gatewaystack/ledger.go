@@ -1,4 +1,4 @@
-package gatewaytest
+package gatewaystack
 
 import (
 	"context"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/testinfra/servicetest"
@@ -43,7 +43,7 @@ func adjustmentBody(id string, amount int64) string {
 }
 
 // keyID is the id of key, as GET /me tells it.
-func keyID(t *testing.T, g *gatewaytest.Gateway, key string) string {
+func keyID(t *testing.T, g *gatewaystack.Gateway, key string) string {
 	t.Helper()
 	type me struct {
 		Key struct {
@@ -60,7 +60,7 @@ type adjustmentMemo struct {
 	Approver map[string]string
 }
 
-func memoOf(t *testing.T, g *gatewaytest.Gateway, journal int64) adjustmentMemo {
+func memoOf(t *testing.T, g *gatewaystack.Gateway, journal int64) adjustmentMemo {
 	t.Helper()
 	j, err := g.Ledger.Store.JournalByID(context.Background(), journal)
 	if err != nil {
@@ -83,14 +83,14 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	if err := thresholds.UnmarshalText([]byte("31337:native=1000")); err != nil {
 		t.Fatal(err)
 	}
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true, Adjustments: httpapi.AdjustmentRules{Thresholds: thresholds}})
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true, Adjustments: httpapi.AdjustmentRules{Thresholds: thresholds}})
 	ctx := context.Background()
 	// Reconciliation found 5000 less on chain than in the books: suspense
 	// holds +5000.
-	g.Ledger.Book(t, ledger.Opening, "opening:A", 1, gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, 10000),
-		gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
-	g.Ledger.Book(t, ledger.Reconciliation, "reconciliation:A:2", 2, gatewaytest.Leg(ledger.Wallet, ledger.Native, signerA, -5000),
-		gatewaytest.Leg(ledger.Suspense, ledger.Native, signerA, 5000))
+	g.Ledger.Book(t, ledger.Opening, "opening:A", 1, gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, 10000),
+		gatewaystack.Leg(ledger.OpeningBalance, ledger.Native, signerA, -10000))
+	g.Ledger.Book(t, ledger.Reconciliation, "reconciliation:A:2", 2, gatewaystack.Leg(ledger.Wallet, ledger.Native, signerA, -5000),
+		gatewaystack.Leg(ledger.Suspense, ledger.Native, signerA, 5000))
 	signerC := gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x00000000000000000000000000000000000c0ffe")}
 	if err := g.Store.AssignSigner(ctx, g.AcmeTenant.ID, signerC); err != nil {
 		t.Fatal(err)

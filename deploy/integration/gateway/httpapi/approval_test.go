@@ -17,7 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	signer "github.com/txfence/txfence/signer-zonec"
@@ -50,7 +50,7 @@ func TestAnApprovalBelowTheFeeCapDoesNotCount(t *testing.T) {
 	}
 	// txmanager checks each approval with a signerd of this policy when it
 	// is submitted; the test asks another for the verdicts.
-	g := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: policyFile})
+	g := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: policyFile})
 	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: g.PKI, PolicyFile: policyFile,
 		Wrap: func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.Signer, h) }})
 	policy, err := remote.NewSigner(signerd.URL, servicetest.Client(t, g.PKI, "txmanager", "signer"))

@@ -10,8 +10,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/webhook"
 )
 
@@ -24,13 +24,13 @@ import (
 // a problem document; every listing is filtered.
 func TestARestrictedKeyCannotWidenItself(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Webhooks: &webhook.Options{FeedWait: time.Second}})
+	g := gatewaystack.Start(t, gatewaystack.Options{Webhooks: &webhook.Options{FeedWait: time.Second}})
 	ctx := context.Background()
 	signerC := gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress("0x0000000000000000000000000000000000000c0c")}
 	if err := g.Store.AssignSigner(ctx, g.AcmeTenant.ID, signerC); err != nil {
 		t.Fatal(err)
 	}
-	a := "31337:" + common.HexToAddress(gatewaytest.SignerA).Hex()
+	a := "31337:" + common.HexToAddress(gatewaystack.SignerA).Hex()
 	c := signerC.String()
 	refA, _ := gateway.ParseSignerRef(a)
 	limitedAdmin := g.Key(t, g.AcmeTenant, "admin-a", []gateway.Scope{gateway.ScopeAdmin, gateway.ScopeTxRead}, []gateway.SignerRef{refA})

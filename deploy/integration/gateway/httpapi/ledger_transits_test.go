@@ -8,7 +8,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
 )
@@ -42,9 +42,9 @@ func transitsPath(signer string, query ...string) string {
 // open, one pending) and globex's completed one from signer B, each in
 // its tenant's namespace as the ledger keys them, but acme-2, linked
 // before namespaces existed.
-func transitRig(t *testing.T) *gatewaytest.Gateway {
+func transitRig(t *testing.T) *gatewaystack.Gateway {
 	t.Helper()
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
 	bridge := common.HexToAddress("0x00000000000000000000000000000000b81d9e00")
 	end := func(chain uint64, signer string, amount int64) ledgertest.TransitEnd {
 		return ledgertest.TransitEnd{ChainID: chain, Wallet: common.HexToAddress(signer), Asset: ledger.Native, Amount: amount}
@@ -135,7 +135,7 @@ func TestLedgerTransits(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want a 400 problem naming %q", path, resp.StatusCode, body, pointer)
 		}
 	}
-	bare := gatewaytest.Start(t, gatewaytest.Options{})
+	bare := gatewaystack.Start(t, gatewaystack.Options{})
 	if resp, body := bare.Do(t, bare.Acme, "GET", transitsPath(signerA), ""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("no ledger: %d %s, want 503", resp.StatusCode, body)
 	}
@@ -147,10 +147,10 @@ func TestLedgerTransits(t *testing.T) {
 // transactions' INIT events name its own namespace, never another's.
 func TestTransitIDsArePerTenant(t *testing.T) {
 	t.Parallel()
-	g := gatewaytest.Start(t, gatewaytest.Options{Ledger: true})
-	create := func(key, signer, idem, dependsOn string) gatewaytest.Tx {
+	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
+	create := func(key, signer, idem, dependsOn string) gatewaystack.Tx {
 		t.Helper()
-		body := strings.Replace(gatewaytest.Transfer(signer, "1"), `"metadata": {`, `"metadata": {"transit_id": "move-1", `, 1)
+		body := strings.Replace(gatewaystack.Transfer(signer, "1"), `"metadata": {`, `"metadata": {"transit_id": "move-1", `, 1)
 		if dependsOn != "" {
 			body = strings.Replace(body, `"route"`, `"depends_on": "`+dependsOn+`", "route"`, 1)
 		}

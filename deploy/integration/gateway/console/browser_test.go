@@ -28,8 +28,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/console"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/ledger"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -350,7 +350,7 @@ func approverPolicy(t *testing.T, id string, pub ed25519.PublicKey) string {
 	path := filepath.Join(t.TempDir(), "policy.json")
 	if err := os.WriteFile(path, []byte(`{"version": "console-approvals-1", "chains": [31337],
 		"approvers": {"`+id+`": "`+base64.StdEncoding.EncodeToString(pub)+`"},
-		"rules": [{"id": "large-withdrawals", "effect": "allow", "match": {"from": ["`+gatewaytest.SignerA+`"]},
+		"rules": [{"id": "large-withdrawals", "effect": "allow", "match": {"from": ["`+gatewaystack.SignerA+`"]},
 			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 30000000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
 			"approval": {"threshold": 1, "approvers": ["`+id+`"], "max_ttl": "24h"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func broadcastStuck(t *testing.T, st *postgres.Store, f txmanager.Fence, id uuid
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob := common.HexToAddress(gatewaytest.Bob)
+	bob := common.HexToAddress(gatewaystack.Bob)
 	signed, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(31337)), &types.DynamicFeeTx{
 		ChainID: big.NewInt(31337), Nonce: nonce, GasTipCap: tip, GasFeeCap: maxFee, Gas: 21000, To: &bob, Value: big.NewInt(1000),
 	})
@@ -422,12 +422,12 @@ func TestConsole(t *testing.T) {
 	if err := os.WriteFile(keyPath, approverKeyFile(t, "alice", priv.Seed(), pub), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := gatewaytest.Start(t, gatewaytest.Options{Mount: console.Mount, Ledger: true, SignerPolicy: approverPolicy(t, "alice", pub)})
+	g := gatewaystack.Start(t, gatewaystack.Options{Mount: console.Mount, Ledger: true, SignerPolicy: approverPolicy(t, "alice", pub)})
 	ctx := context.Background()
 	st := g.TxM.Store
 
 	// A lease, so that the signer has an owner, and a nonce cursor.
-	signerA := common.HexToAddress(gatewaytest.SignerA)
+	signerA := common.HexToAddress(gatewaystack.SignerA)
 	key := txmanager.SignerKey{ChainID: 31337, Signer: signerA}
 	token, ok, err := st.Acquire(ctx, "node-1", key, time.Minute)
 	if err != nil || !ok {
@@ -441,29 +441,29 @@ func TestConsole(t *testing.T) {
 	}
 
 	// Three transactions wait for approvals, one is stuck, one is globex's.
-	id := func(tx gatewaytest.Tx) uuid.UUID { return uuid.MustParse(tx.TxID) }
+	id := func(tx gatewaystack.Tx) uuid.UUID { return uuid.MustParse(tx.TxID) }
 	// The one to approve has a max_fee_per_gas of its own, 40 gwei: its
 	// fee_ceiling, which the page offers as the approval's.
-	resp, body := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaytest.Transfer(gatewaytest.SignerA, "1000"), `"route"`,
+	resp, body := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaystack.Transfer(gatewaystack.SignerA, "1000"), `"route"`,
 		`"max_fee_per_gas": "40000000000", "route"`, 1), "Idempotency-Key", "console-approve")
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
-	toApprove := gatewaytest.Decode[gatewaytest.Tx](t, body)
+	toApprove := servicetest.Decode[gatewaystack.Tx](t, body)
 	// An ERC-20 transfer of 2.5 tokens (18 decimals) to carol: the page
 	// shows it decoded.
 	erc20 := common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
 	carol := common.HexToAddress("0x90F79bf6EB2c4f870365E785982E1f101E93b906")
 	transfer := append([]byte{0xa9, 0x05, 0x9c, 0xbb}, common.LeftPadBytes(carol.Bytes(), 32)...)
 	transfer = append(transfer, common.LeftPadBytes(big.NewInt(25e17).Bytes(), 32)...)
-	resp, body = g.Do(t, g.Acme, "POST", "/api/v1/tx", `{"chain_id": 31337, "from": "`+gatewaytest.SignerA+`", "to": "`+erc20.Hex()+
+	resp, body = g.Do(t, g.Acme, "POST", "/api/v1/tx", `{"chain_id": 31337, "from": "`+gatewaystack.SignerA+`", "to": "`+erc20.Hex()+
 		`", "value": "0", "data": "0x`+common.Bytes2Hex(transfer)+`", "route": "public"}`, "Idempotency-Key", "console-token")
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
-	tokenPay := gatewaytest.Decode[gatewaytest.Tx](t, body)
-	toCancel := g.Create(t, g.Acme, gatewaytest.SignerA, "console-cancel")
-	for _, tx := range []gatewaytest.Tx{toApprove, tokenPay, toCancel} {
+	tokenPay := servicetest.Decode[gatewaystack.Tx](t, body)
+	toCancel := g.Create(t, g.Acme, gatewaystack.SignerA, "console-cancel")
+	for _, tx := range []gatewaystack.Tx{toApprove, tokenPay, toCancel} {
 		if _, err := st.PendingApproval(ctx, fence, id(tx), 21000, time.Now().Add(time.Hour),
 			txmanager.StateChanged{Rule: "large-withdrawals", Reason: "approval_required"}); err != nil {
 			t.Fatal(err)
@@ -472,12 +472,12 @@ func TestConsole(t *testing.T) {
 	// Its idempotency key, shown as the request id, is markup: the page
 	// must show it as text.
 	const hostile = `<img/src=x/onerror=alert(1)>`
-	stuck := g.Create(t, g.Acme, gatewaytest.SignerA, hostile)
+	stuck := g.Create(t, g.Acme, gatewaystack.SignerA, hostile)
 	stuckHash := broadcastStuck(t, st, fence, id(stuck), nonce)
-	globexTx := g.Create(t, g.Globex, gatewaytest.SignerB, "globex-1")
+	globexTx := g.Create(t, g.Globex, gatewaystack.SignerB, "globex-1")
 	acmeIDs := []string{toApprove.TxID, tokenPay.TxID, toCancel.TxID, stuck.TxID}
 
-	bob := common.HexToAddress(gatewaytest.Bob)
+	bob := common.HexToAddress(gatewaystack.Bob)
 	approveReq := &signer.Request{TxID: toApprove.TxID, ChainID: 31337, From: signerA, Type: signer.DynamicFee, To: &bob, Value: big.NewInt(1000)}
 
 	// The ledger's books of signer A: an opening balance of 5 ETH, a
@@ -486,15 +486,15 @@ func TestConsole(t *testing.T) {
 	// token deposit.
 	const gas = 21_000 * 1_000_000_000
 	opening := g.Ledger.Book(t, ledger.Opening, "opening-a", 1,
-		gatewaytest.Leg(ledger.Wallet, ledger.Native, gatewaytest.SignerA, 5e18),
-		gatewaytest.Leg(ledger.OpeningBalance, ledger.Native, gatewaytest.SignerA, -5e18))
-	g.Ledger.Transfer(t, "payment", gatewaytest.SignerA, gatewaytest.Bob, 15e17, gas, 7)
+		gatewaystack.Leg(ledger.Wallet, ledger.Native, gatewaystack.SignerA, 5e18),
+		gatewaystack.Leg(ledger.OpeningBalance, ledger.Native, gatewaystack.SignerA, -5e18))
+	g.Ledger.Transfer(t, "payment", gatewaystack.SignerA, gatewaystack.Bob, 15e17, gas, 7)
 	for i := range 25 {
-		g.Ledger.Transfer(t, fmt.Sprintf("small-%d", i), gatewaytest.SignerA, gatewaytest.Bob, 1e16, gas, uint64(8+i))
+		g.Ledger.Transfer(t, fmt.Sprintf("small-%d", i), gatewaystack.SignerA, gatewaystack.Bob, 1e16, gas, uint64(8+i))
 	}
 	const walletToken = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 	g.Ledger.Book(t, ledger.Deposit, "token-deposit", 40,
-		gatewaytest.Leg(ledger.Wallet, walletToken, gatewaytest.SignerA, 5), gatewaytest.Leg(ledger.DepositSource, walletToken, gatewaytest.Bob, -5))
+		gatewaystack.Leg(ledger.Wallet, walletToken, gatewaystack.SignerA, 5), gatewaystack.Leg(ledger.DepositSource, walletToken, gatewaystack.Bob, -5))
 	const walletBalance = "3.249454 ETH" // 5 - 1.5 - 25 × 0.01 - 26 × 0.000021
 
 	b := startBrowser(t, exe)
@@ -547,7 +547,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("lists", func(t *testing.T) {
-		for _, tx := range []gatewaytest.Tx{toApprove, tokenPay, toCancel} {
+		for _, tx := range []gatewaystack.Tx{toApprove, tokenPay, toCancel} {
 			b.wait(fmt.Sprintf(`#approvals tr[data-tx="%s"]`, tx.TxID))
 		}
 		b.waitText(fmt.Sprintf(`#approvals tr[data-tx="%s"] td.call`, tokenPay.TxID), "ERC-20 transfer")
@@ -573,7 +573,7 @@ func TestConsole(t *testing.T) {
 		// the signer computes.
 		b.waitText("#approval-intent", "Fee ceiling")
 		for term, want := range map[string]string{
-			"Chain": "31337", "From": strings.ToLower(gatewaytest.SignerA), "To": strings.ToLower(gatewaytest.Bob), "Type": "eip1559",
+			"Chain": "31337", "From": strings.ToLower(gatewaystack.SignerA), "To": strings.ToLower(gatewaystack.Bob), "Type": "eip1559",
 			"Value": "1000 wei (0.000000000000001 ETH)", "Call": "none (a plain transfer of value)",
 			"Max fee per gas": "40000000000 wei (40 gwei)", "Max priority fee": "not set", "Gas limit": "21000",
 			"Fee ceiling": "40000000000 wei per gas (40 gwei)",
@@ -703,7 +703,7 @@ func TestConsole(t *testing.T) {
 		// refused.
 		stuckAt := func(requestID string, state txmanager.State, n uint64, reason string) uuid.UUID {
 			t.Helper()
-			tx := id(g.Create(t, g.Acme, gatewaytest.SignerA, requestID))
+			tx := id(g.Create(t, g.Acme, gatewaystack.SignerA, requestID))
 			if _, err := st.Simulated(ctx, fence, tx, 21000); err != nil {
 				t.Fatal(err)
 			}
@@ -778,7 +778,7 @@ func TestConsole(t *testing.T) {
 	t.Run("wallets", func(t *testing.T) {
 		b.click(`#nav a[data-route="wallets"]`)
 		b.waitText(`#wallet-balances tr[data-asset="native"] td.balance`, walletBalance)
-		if got := eval[string](b, `document.querySelector("#wallets-signer").value`); !strings.EqualFold(got, "31337:"+gatewaytest.SignerA) {
+		if got := eval[string](b, `document.querySelector("#wallets-signer").value`); !strings.EqualFold(got, "31337:"+gatewaystack.SignerA) {
 			t.Errorf("the view shows signer %q, want A's", got)
 		}
 		b.waitText(fmt.Sprintf(`#wallet-balances tr[data-asset="%s"] td.balance`, walletToken), "5")
@@ -823,7 +823,7 @@ func TestConsole(t *testing.T) {
 		b.signOut()
 		b.signIn(g.Globex)
 		b.waitText("#who-tenant", "globex")
-		b.wait(fmt.Sprintf(`#signers tr[data-signer="31337:%s"]`, common.HexToAddress(gatewaytest.SignerB).Hex()))
+		b.wait(fmt.Sprintf(`#signers tr[data-signer="31337:%s"]`, common.HexToAddress(gatewaystack.SignerB).Hex()))
 		b.wait(`#approvals td.empty`)
 		b.wait(`#attention td.empty`)
 		b.click(`#nav a[data-route="txs"]`)
@@ -841,14 +841,14 @@ func TestConsole(t *testing.T) {
 		// Acme's transaction by its id is not found for globex.
 		b.do("go to acme's transaction", chromedp.SendKeys(chromedp.CSS("#goto-id"), toApprove.TxID+"\r"))
 		b.waitText(`#main .problem[data-status="404"]`, "Not found")
-		if strings.Contains(b.text("#main"), gatewaytest.SignerA) {
+		if strings.Contains(b.text("#main"), gatewaystack.SignerA) {
 			t.Error("globex's page shows acme's signer")
 		}
 		// Its wallets: its own signer, with nothing booked; acme's signer
 		// named in the route is not found.
 		b.click(`#nav a[data-route="wallets"]`)
 		b.waitText(`#wallet-balances td.empty`, "booked nothing")
-		eval[string](b, `location.hash = "#/wallets/31337:`+gatewaytest.SignerA+`"`)
+		eval[string](b, `location.hash = "#/wallets/31337:`+gatewaystack.SignerA+`"`)
 		b.waitText(`#wallet-balances .problem[data-status="404"]`, "Not found")
 		if strings.Contains(b.text("#main"), walletBalance) || eval[int](b, `document.querySelectorAll("#wallet-statement tr[data-entry]").length`) != 0 {
 			t.Error("globex's wallets view shows acme's books")

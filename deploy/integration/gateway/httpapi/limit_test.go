@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/gateway/webhook"
@@ -22,7 +23,7 @@ import (
 // and the RateLimit headers; another key's budget is its own.
 func TestRateLimitsPerKey(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1, Burst: 3, Period: time.Hour}})
+	r := gatewaystack.Start(t, gatewaystack.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1, Burst: 3, Period: time.Hour}})
 	for i := range 3 {
 		resp, b := r.Do(t, r.Acme, "GET", "/api/v1/me", "")
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Limit") != "3" || resp.Header.Get("RateLimit-Remaining") != strconv.Itoa(2-i) {
@@ -44,7 +45,7 @@ func TestRateLimitsPerKey(t *testing.T) {
 // other requests go on, and another key's replays are its own.
 func TestWebhookReplaysHaveABudgetOfTheirOwn(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1000, Burst: 1000, Period: time.Second},
+	r := gatewaystack.Start(t, gatewaystack.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1000, Burst: 1000, Period: time.Second},
 		ReplayLimit: ratelimit.Limit{Rate: 1, Burst: 2, Period: time.Hour}, Webhooks: &webhook.Options{FeedWait: time.Second}})
 	replay := func(key string) (*http.Response, []byte) {
 		t.Helper()
@@ -100,7 +101,7 @@ func newLimiter(t *testing.T) *ratelimit.Limiter {
 func TestFailedAuthenticationsAreBounded(t *testing.T) {
 	t.Parallel()
 	const header = "X-Client-Address"
-	r := gatewaytest.Start(t, gatewaytest.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1000, Burst: 1000, Period: time.Second},
+	r := gatewaystack.Start(t, gatewaystack.Options{Limits: newLimiter(t), Limit: ratelimit.Limit{Rate: 1000, Burst: 1000, Period: time.Second},
 		AuthFailureLimit: ratelimit.Limit{Rate: 1, Burst: 5, Period: time.Hour}, ClientAddressHeader: header})
 	from := func(addr, key string) int {
 		t.Helper()

@@ -17,8 +17,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/txmanager"
 )
@@ -29,7 +29,7 @@ import (
 // numbers exactly as sent.
 func TestCreateIsIdempotentAndReadsBack(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	created := r.Create(t, r.Acme, signerA, "order-1")
 	if created.State != "INIT" || created.RequestID != "order-1" {
 		t.Errorf("created %+v", created)
@@ -82,7 +82,7 @@ func TestCreateIsIdempotentAndReadsBack(t *testing.T) {
 // those.
 func TestNoTenantSeesAnother(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	theirs := r.Create(t, r.Acme, signerA, "secret-order")
 	id := theirs.TxID
 	approval := fmt.Sprintf(`{"approver": "alice", "max_fee_per_gas": "30000000000", "expiry": %q, "signature": %q}`,
@@ -155,7 +155,7 @@ func TestNoTenantSeesAnother(t *testing.T) {
 // API work at once and are shown once.
 func TestKeysScopesAndAuthentication(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	for name, key := range map[string]string{"none": "", "garbage": "txf_nonsense", "bearer of nothing": " "} {
 		resp, b := r.Do(t, key, "GET", "/api/v1/tx", "")
 		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
@@ -212,7 +212,7 @@ func TestKeysScopesAndAuthentication(t *testing.T) {
 // problem whose errors point at the field, and nothing is stored.
 func TestBadInputNamesTheField(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	body := func(mutate string) string {
 		return strings.Replace(transfer(signerA, "1"), `"chain_id": 31337`, mutate, 1)
 	}
@@ -286,7 +286,7 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 			"approval": {"threshold": 2, "approvers": ["alice", "bob"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := gatewaytest.Start(t, gatewaytest.Options{SignerPolicy: policyFile})
+	r := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: policyFile})
 	ctx := context.Background()
 	waiting := r.Create(t, r.Acme, signerA, "big-payment")
 	key := txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)}
@@ -303,7 +303,7 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 	if list := decode[struct{ Transactions []tx }](t, b).Transactions; resp.StatusCode != http.StatusOK || len(list) != 1 || list[0].TxID != waiting.TxID {
 		t.Fatalf("pending approvals: %d %s", resp.StatusCode, b)
 	}
-	to := common.HexToAddress(gatewaytest.Bob)
+	to := common.HexToAddress(gatewaystack.Bob)
 	intent := &signer.Request{TxID: waiting.TxID, ChainID: 31337, From: common.HexToAddress(signerA), Type: signer.DynamicFee, To: &to, Value: big.NewInt(1000)}
 	expiry := time.Now().Add(time.Hour)
 	a := signer.SignApproval(keys["alice"], "alice", intent, big.NewInt(30e9), expiry)
@@ -344,7 +344,7 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 // is a 404.
 func TestOperatorActionsBeforeTheBroadcast(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	owner := r.TxM.NewOwner(t, txmanager.SignerKey{ChainID: 31337, Signer: common.HexToAddress(signerA)})
 	// to moves a new transfer up to state, as the owner's worker would.
 	to := func(requestID string, state txmanager.State) string {

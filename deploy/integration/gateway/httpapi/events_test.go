@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
-	"github.com/txfence/txfence/gateway/gatewaytest"
 	"github.com/txfence/txfence/testinfra/wait"
 )
 
@@ -21,7 +21,7 @@ type sseEvent struct{ id, typ, data string }
 
 // openStream connects to /api/v1/events with key and headers (name,
 // value pairs) and returns the messages as they arrive.
-func openStream(r *gatewaytest.Gateway, t *testing.T, key, query string, headers ...string) <-chan sseEvent {
+func openStream(r *gatewaystack.Gateway, t *testing.T, key, query string, headers ...string) <-chan sseEvent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -86,7 +86,7 @@ func next(t *testing.T, events <-chan sseEvent) sseEvent {
 // Last-Event-ID resumes exactly after it, and types filters.
 func TestEventStreamResumesAndKeepsTenantsApart(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	before := r.Create(t, r.Acme, signerA, "before-the-stream")
 	acme := openStream(r, t, r.AcmeRead, "")
 	globex := openStream(r, t, r.Globex, "")
@@ -140,7 +140,7 @@ func TestEventStreamResumesAndKeepsTenantsApart(t *testing.T) {
 // is revoked ends with an error event within the re-check interval.
 func TestStreamsAreCappedAndEndWithTheirKey(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{StreamsPerKey: 2, StreamRecheck: 100 * time.Millisecond})
+	r := gatewaystack.Start(t, gatewaystack.Options{StreamsPerKey: 2, StreamRecheck: 100 * time.Millisecond})
 	open := func(key string) (*http.Response, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -217,7 +217,7 @@ func TestStreamsAreCappedAndEndWithTheirKey(t *testing.T) {
 // cap (50) holds.
 func TestTwoHundredStreamsMeetTheCaps(t *testing.T) {
 	t.Parallel()
-	r := gatewaytest.Start(t, gatewaytest.Options{})
+	r := gatewaystack.Start(t, gatewaystack.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 300}}

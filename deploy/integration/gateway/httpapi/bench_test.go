@@ -17,7 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txfence/txfence/gateway/gatewaytest"
+	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/testinfra/redistest"
@@ -48,7 +48,7 @@ func BenchmarkAcceptThroughGateway(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := gatewaytest.Start(b, gatewaytest.Options{Unchecked: true, Limits: limiter, Limit: ratelimit.Limit{Rate: 1_000_000, Burst: 1_000_000, Period: time.Second}})
+	g := gatewaystack.Start(b, gatewaystack.Options{Unchecked: true, Limits: limiter, Limit: ratelimit.Limit{Rate: 1_000_000, Burst: 1_000_000, Period: time.Second}})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 	var seq atomic.Int64
 	send := func() (time.Duration, error) {
@@ -133,7 +133,7 @@ func BenchmarkAcceptBesideStreams(b *testing.B) {
 			name = "following"
 		}
 		b.Run(name, func(b *testing.B) {
-			g := gatewaytest.Start(b, gatewaytest.Options{Unchecked: true, StreamsPerKey: 1000, StreamsPerTenant: 1000})
+			g := gatewaystack.Start(b, gatewaystack.Options{Unchecked: true, StreamsPerKey: 1000, StreamsPerTenant: 1000})
 			key := g.Globex
 			if follow {
 				key = g.Acme
@@ -192,8 +192,8 @@ func BenchmarkAcceptBesideStreams(b *testing.B) {
 }
 
 // createForBench creates one transfer from signer A through g.
-func createForBench(client *http.Client, g *gatewaytest.Gateway, idempotencyKey string) error {
-	req, _ := http.NewRequest("POST", g.URL+"/api/v1/tx", strings.NewReader(gatewaytest.Transfer(gatewaytest.SignerA, "1")))
+func createForBench(client *http.Client, g *gatewaystack.Gateway, idempotencyKey string) error {
+	req, _ := http.NewRequest("POST", g.URL+"/api/v1/tx", strings.NewReader(gatewaystack.Transfer(gatewaystack.SignerA, "1")))
 	req.Header.Set("Authorization", "Bearer "+g.Acme)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", idempotencyKey)
@@ -211,7 +211,7 @@ func createForBench(client *http.Client, g *gatewaytest.Gateway, idempotencyKey 
 
 // openBenchStreams opens n event streams with key, returns once each has
 // answered, and counts the events they carry; stop closes them.
-func openBenchStreams(b *testing.B, g *gatewaytest.Gateway, key string, n int) (received *atomic.Int64, stop func()) {
+func openBenchStreams(b *testing.B, g *gatewaystack.Gateway, key string, n int) (received *atomic.Int64, stop func()) {
 	received = new(atomic.Int64)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	var open, done sync.WaitGroup
