@@ -13,8 +13,7 @@ import (
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // API is the ledger's API as ledgerd serves it (mutual TLS with the
@@ -35,14 +34,7 @@ func ServeAPI(t testing.TB, pki string, newAPI func(*postgres.Store) *httpapi.AP
 	store, pool := Store(t)
 	srv := httpserver.New(httpserver.Options{Service: "ledger"})
 	newAPI(store).Mount(srv.Router)
-	src, err := mtls.Load(devcert.Files(pki, "ledger"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.Ledger, srv))
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
+	ts := servicetest.ServeMTLS(t, pki, "ledger", openapitest.Conform(t, openapi.Ledger, srv))
 	return &API{URL: ts.URL, Store: store, Pool: pool, Server: ts}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -22,11 +21,9 @@ import (
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
@@ -51,14 +48,7 @@ func serve(t *testing.T, srv *httpserver.Server, router *mevrouter.Router, node 
 	t.Helper()
 	(&httpapi.API{Router: router}).Mount(srv.Router)
 	pki := servicetest.PKI(t)
-	src, err := mtls.Load(devcert.Files(pki, "mevrouter"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(openapitest.Conform(t, openapi.MEVRouter, srv))
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
+	ts := servicetest.ServeMTLS(t, pki, "mevrouter", openapitest.Conform(t, openapi.MEVRouter, srv))
 	return &api{url: ts.URL, pki: pki, node: node}
 }
 

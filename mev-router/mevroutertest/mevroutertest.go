@@ -21,10 +21,9 @@ import (
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/httpapi"
 	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // Options shape a Stack.
@@ -104,19 +103,11 @@ func (s *Stack) Serve(t testing.TB, pki string, wrap func(http.Handler) http.Han
 	t.Helper()
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
 	(&httpapi.API{Router: s.Router}).Mount(srv.Router)
-	src, err := mtls.Load(devcert.Files(pki, "mevrouter"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var h http.Handler = srv
 	if wrap != nil {
 		h = wrap(h)
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	return ts.URL
+	return servicetest.ServeMTLS(t, pki, "mevrouter", h).URL
 }
 
 // Context is a context for one test step.

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,30 +34,13 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // api is signerd's API over mutual TLS on a real store, with the
 // development policy and anvil's public keys.
 type api struct {
 	url  string
 	pki  string
 	pool *pgxpool.Pool
-	logs *logBuffer
+	logs *servicetest.SyncBuffer
 }
 
 func start(t *testing.T) *api { return startWith(t, "") }
@@ -67,7 +49,7 @@ func start(t *testing.T) *api { return startWith(t, "") }
 // policy when empty).
 func startWith(t *testing.T, policyFile string) *api {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &servicetest.SyncBuffer{}
 	pki := servicetest.PKI(t)
 	srv := signertest.StartServer(t, signertest.ServerOptions{
 		PKI:        pki,

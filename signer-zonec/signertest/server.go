@@ -3,7 +3,6 @@ package signertest
 import (
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -11,13 +10,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/textmetrics"
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/policy"
 	"github.com/txfence/txfence/signer-zonec/postgres"
-	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // ServerOptions shape a Server.
@@ -63,18 +61,11 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	exported := textmetrics.NewRegistry()
 	srv := httpserver.New(httpserver.Options{Service: "signer", Logger: opts.Logger, Metrics: httpserver.TextMetrics(exported, "signer")})
 	httpapi.New(svc, exported).Mount(srv.Router)
-	src, err := mtls.Load(devcert.Files(opts.PKI, "signer"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var h http.Handler = srv
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
+	ts := servicetest.ServeMTLS(t, opts.PKI, "signer", h)
 	return &Server{URL: ts.URL, Pool: pool, Database: db}
 }
 

@@ -84,7 +84,7 @@ type Service struct {
 	mu   sync.Mutex // guards urls
 	urls map[string]string
 	done chan error
-	logs *lockedBuffer
+	logs *SyncBuffer
 }
 
 // URL is the base URL of the named listener ("internal", "public", "ops").
@@ -104,7 +104,7 @@ func Start(t testing.TB, run daemon.RunFunc, args []string, env map[string]strin
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	s := &Service{urls: map[string]string{}, done: make(chan error, 1), logs: &lockedBuffer{}}
+	s := &Service{urls: map[string]string{}, done: make(chan error, 1), logs: &SyncBuffer{}}
 	go func() {
 		err := run(ctx, args, func(k string) string { return env[k] }, pw)
 		_ = pw.Close()
@@ -163,7 +163,7 @@ func RunOnce(t testing.TB, run daemon.RunFunc, args []string, env map[string]str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out lockedBuffer
+	var out SyncBuffer
 	err := run(ctx, args, func(k string) string { return env[k] }, &out)
 	return out.String(), err
 }
@@ -177,23 +177,6 @@ func Merge(envs ...map[string]string) map[string]string {
 		}
 	}
 	return all
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // RequireHealthyOverMTLS checks what every service's internal listener must

@@ -9,7 +9,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -17,8 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/httpserver"
-	"github.com/txfence/txfence/shared/mtls"
-	"github.com/txfence/txfence/testinfra/devcert"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
@@ -94,17 +91,10 @@ func Serve(t testing.TB, pki string, opts Options) *Server {
 		}
 	}
 	api.Mount(srv.Router)
-	src, err := mtls.Load(devcert.Files(pki, "txmanager"), mtls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var h http.Handler = srv
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.TLS = src.ServerConfig()
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
+	ts := servicetest.ServeMTLS(t, pki, "txmanager", h)
 	return &Server{URL: ts.URL, PKI: pki, Store: store, Pool: pool, Chains: chains}
 }
