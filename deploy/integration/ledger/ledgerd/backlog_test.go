@@ -172,26 +172,13 @@ func (r *twoChains) requireBooked(t *testing.T, when string) (uint64, map[uint64
 		t.Fatal(err)
 	}
 	booked := map[common.Hash]int{}
-	rows, err = snap.Query(ctx, `SELECT kind, tx_hash, count(*) FROM journal WHERE kind <> 'opening' GROUP BY kind, tx_hash`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var problems []string
-	for rows.Next() {
-		var kind string
-		var hash []byte
-		var n int
-		if err := rows.Scan(&kind, &hash, &n); err != nil {
-			t.Fatal(err)
+	for _, j := range ledgertest.BookedJournals(t, snap) {
+		h := common.BytesToHash(j.Hash)
+		if s, ok := r.settled[h]; !ok || j.Kind != s.kind {
+			problems = append(problems, fmt.Sprintf("%d %s journals of %x, which the feed did not settle so", j.Count, j.Kind, j.Hash))
 		}
-		h := common.BytesToHash(hash)
-		if s, ok := r.settled[h]; !ok || ledger.JournalKind(kind) != s.kind {
-			problems = append(problems, fmt.Sprintf("%d %s journals of %x, which the feed did not settle so", n, kind, hash))
-		}
-		booked[h] += n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		booked[h] += j.Count
 	}
 	settlementAt := map[uint64]bool{}
 	byChain := map[uint64]int{}

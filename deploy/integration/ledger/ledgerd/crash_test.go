@@ -380,39 +380,25 @@ func (r *killRig) requireBookedUpTo(t *testing.T, when string) uint64 {
 	if cursor > r.last {
 		t.Fatalf("%s: the cursor is at %d, past the feed's last seq %d", when, cursor, r.last)
 	}
-	rows, err := r.pool.Query(ctx, `SELECT kind, tx_hash, count(*) FROM journal WHERE kind <> 'opening' GROUP BY kind, tx_hash`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	booked := map[common.Hash]bool{}
 	var problems int
-	for rows.Next() {
-		var kind string
-		var hash []byte
-		var n int
-		if err := rows.Scan(&kind, &hash, &n); err != nil {
-			t.Fatal(err)
-		}
-		h := common.BytesToHash(hash)
+	for _, j := range ledgertest.BookedJournals(t, r.pool) {
+		h := common.BytesToHash(j.Hash)
 		s, ok := r.settled[h]
 		switch {
-		case hash == nil || !ok:
-			t.Errorf("%s: %d %s journals of %x, which the feed never settled", when, n, kind, hash)
-		case ledger.JournalKind(kind) != s.kind:
-			t.Errorf("%s: a %s journal of %s, whose settlement (seq %d) books %s", when, kind, h, s.seq, s.kind)
+		case j.Hash == nil || !ok:
+			t.Errorf("%s: %d %s journals of %x, which the feed never settled", when, j.Count, j.Kind, j.Hash)
+		case j.Kind != s.kind:
+			t.Errorf("%s: a %s journal of %s, whose settlement (seq %d) books %s", when, j.Kind, h, s.seq, s.kind)
 		case s.seq > cursor:
 			t.Errorf("%s: %s (seq %d) is booked, past the cursor %d", when, h, s.seq, cursor)
-		case n != 1:
-			t.Errorf("%s: %s (seq %d) is booked %d times", when, h, s.seq, n)
+		case j.Count != 1:
+			t.Errorf("%s: %s (seq %d) is booked %d times", when, h, s.seq, j.Count)
 		default:
 			booked[h] = true
 			continue
 		}
 		problems++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	for h, s := range r.settled {
 		if s.seq <= cursor && !booked[h] {
