@@ -30,6 +30,7 @@ import (
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/wait"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/follow"
 	"github.com/txfence/txfence/txmanager/postgres"
@@ -226,6 +227,36 @@ func (r *rig) broadcast(t testing.TB, requestID string, build func(nonce uint64)
 	return r.record(t, requestID, next, tx), tx
 }
 
+// waitStuck runs move until transaction id is stuck.
+func (r *rig) waitStuck(t *testing.T, id uuid.UUID, move func()) {
+	t.Helper()
+	wait.ForDescribed(t, 30*time.Second, func() bool {
+		move()
+		_, sub := r.state(t, id)
+		return sub == txmanager.SubStuck
+	}, func() string {
+		return fmt.Sprintf("%s to be stuck (%d events since the broadcast)", id, len(r.events(t, id)))
+	})
+}
+
+// intent creates a transfer of 1 wei to 0xb0b from the rig's signer, on
+// the public route, and has it simulated at gas: what the worker has
+// done before it allocates a nonce.
+func (r *rig) intent(t testing.TB, requestID string, gas uint64) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	to := common.HexToAddress("0xb0b")
+	in, _, err := r.store.Create(ctx, &txmanager.Intent{ChainID: r.fence.Key.ChainID, From: r.fence.Key.Signer, RequestID: requestID,
+		To: &to, Value: big.NewInt(1), Route: txmanager.RoutePublic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Simulated(ctx, r.fence, in.ID, gas); err != nil {
+		t.Fatal(err)
+	}
+	return in.ID
+}
+
 // record writes what the worker writes for a transaction it sent: the
 // intent through ALLOCATED at nonce, the signed attempt, BROADCASTED.
 func (r *rig) record(t testing.TB, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
@@ -243,27 +274,19 @@ func (r *rig) record(t testing.TB, requestID string, nonce uint64, tx *types.Tra
 func (r *rig) recordSigned(t testing.TB, requestID string, nonce uint64, tx *types.Transaction) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
-	to := common.HexToAddress("0xb0b")
-	in, _, err := r.store.Create(ctx, &txmanager.Intent{ChainID: r.fence.Key.ChainID, From: r.fence.Key.Signer, RequestID: requestID,
-		To: &to, Value: big.NewInt(1), Route: txmanager.RoutePublic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.store.Simulated(ctx, r.fence, in.ID, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{in.ID}, []txmanager.Fees{{MaxFeePerGas: big.NewInt(1)}}, nonce); err != nil {
+	id := r.intent(t, requestID, 100_000)
+	if _, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{id}, []txmanager.Fees{{MaxFeePerGas: big.NewInt(1)}}, nonce); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := tx.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Signed(ctx, r.fence, []txmanager.Attempt{{TxID: in.ID, Raw: raw, Hash: tx.Hash(), MaxFeePerGas: tx.GasFeeCap(),
+	if _, err := r.store.Signed(ctx, r.fence, []txmanager.Attempt{{TxID: id, Raw: raw, Hash: tx.Hash(), MaxFeePerGas: tx.GasFeeCap(),
 		MaxPriorityFeePerGas: tx.GasTipCap()}}); err != nil {
 		t.Fatal(err)
 	}
-	return in.ID
+	return id
 }
 
 // reverting signs, at a nonce, a contract creation whose init code
@@ -522,21 +545,14 @@ func TestADroppedTransactionIsSentAgain(t *testing.T) {
 	if dropped, err := r.node.DropTransaction(context.Background(), tx.Hash()); err != nil || !dropped {
 		t.Fatalf("drop: %v %v", dropped, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "the dropped transaction to be sent again", func() bool {
 		r.step(t) // no block: resends only
 		pool, err := r.node.TxPoolContent(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pool.Contains(tx.Hash()) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dropped transaction was not sent again within 30 s")
-		}
-		<-time.After(50 * time.Millisecond)
-	}
+		return pool.Contains(tx.Hash())
+	})
 	r.mineAndStep(t, 2)
 	if st, _ := r.state(t, id); st != txmanager.StateConfirmed {
 		t.Fatalf("after the resend: %s", st)
@@ -559,17 +575,7 @@ func TestStuckBehindAGap(t *testing.T) {
 		// The chain's next nonce is taken by nothing: this one waits.
 		return chaintest.SignTransfer(t, r.node, r.node.Accounts()[0].Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+5)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mineAndStep(t, 1)
-		if _, sub := r.state(t, id); sub == txmanager.SubStuck {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not stuck within 30 s")
-		}
-		<-time.After(50 * time.Millisecond)
-	}
+	r.waitStuck(t, id, func() { r.mineAndStep(t, 1) })
 	tx, err := r.store.Get(context.Background(), id)
 	if err != nil || tx.State != txmanager.StateBroadcasted || !strings.Contains(tx.Reason, "not mined") {
 		t.Errorf("stuck: %s %q %v", tx.State, tx.Reason, err)
@@ -593,17 +599,7 @@ func TestStuckClockRunsFromTheFirstSendAcrossResends(t *testing.T) {
 		StuckTimeout: txmanager.Duration{Duration: 2 * time.Second}})
 	r.step(t)
 	id, _ := r.broadcast(t, "resent", r.transfer(t)) // pooled; no block is mined
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.step(t) // no block: resends and the stuck clock only
-		if _, sub := r.state(t, id); sub == txmanager.SubStuck {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not stuck within 30 s, with a stuck timeout of 2 s (%d events since the broadcast)", len(r.events(t, id)))
-		}
-		<-time.After(50 * time.Millisecond)
-	}
+	r.waitStuck(t, id, func() { r.step(t) })         // no block: resends and the stuck clock only
 	tx, err := r.store.Get(ctx, id)
 	if err != nil || tx.State != txmanager.StateBroadcasted || !strings.Contains(tx.Reason, "after it was first sent") {
 		t.Errorf("stuck: %s %q %v", tx.State, tx.Reason, err)

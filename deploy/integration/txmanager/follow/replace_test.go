@@ -79,20 +79,12 @@ func gweis(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), gwei) }
 func (r *signingRig) sendSigned(t *testing.T, requestID string, fees txmanager.Fees) (uuid.UUID, common.Hash) {
 	t.Helper()
 	ctx := context.Background()
-	to := common.HexToAddress("0xb0b")
-	in, _, err := r.store.Create(ctx, &txmanager.Intent{ChainID: r.fence.Key.ChainID, From: r.fence.Key.Signer, RequestID: requestID,
-		To: &to, Value: big.NewInt(1), Route: txmanager.RoutePublic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.store.Simulated(ctx, r.fence, in.ID, 21_000); err != nil {
-		t.Fatal(err)
-	}
+	id := r.intent(t, requestID, 21_000)
 	next, err := r.store.NextNonce(ctx, r.fence, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	allocated, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{in.ID}, []txmanager.Fees{fees}, next)
+	allocated, err := r.store.Allocate(ctx, r.fence, []uuid.UUID{id}, []txmanager.Fees{fees}, next)
 	if err != nil || len(allocated) != 1 {
 		t.Fatalf("allocate: %v %v", allocated, err)
 	}
@@ -100,7 +92,7 @@ func (r *signingRig) sendSigned(t *testing.T, requestID string, fees txmanager.F
 	if err != nil || len(signed) != 1 || signed[0].Outcome != remote.OutcomeSigned {
 		t.Fatalf("sign: %+v %v", signed, err)
 	}
-	if _, err := r.store.Signed(ctx, r.fence, []txmanager.Attempt{{TxID: in.ID, Raw: signed[0].RawTx, Hash: signed[0].Hash,
+	if _, err := r.store.Signed(ctx, r.fence, []txmanager.Attempt{{TxID: id, Raw: signed[0].RawTx, Hash: signed[0].Hash,
 		MaxFeePerGas: fees.MaxFeePerGas, MaxPriorityFeePerGas: fees.MaxPriorityFeePerGas}}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +103,10 @@ func (r *signingRig) sendSigned(t *testing.T, requestID string, fees txmanager.F
 	if err := r.node.Client().SendTransaction(ctx, &tx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Broadcasted(ctx, r.fence, []txmanager.Sent{{TxID: in.ID, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
+	if _, err := r.store.Broadcasted(ctx, r.fence, []txmanager.Sent{{TxID: id, Route: txmanager.RoutePublic}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return in.ID, tx.Hash()
+	return id, tx.Hash()
 }
 
 // underpriced are fees a 100 gwei base fee leaves out of every block.
@@ -214,17 +206,7 @@ func TestUnderpricedWithoutBumpsGoesStuck(t *testing.T) {
 	r := newSigningRig(t, txmanager.Chain{Confirmations: 2, StuckTimeout: txmanager.Duration{Duration: 300 * time.Millisecond}}, txmanager.SignerConfig{})
 	r.step(t)
 	id, _ := r.sendSigned(t, "underpriced", underpriced)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mineExpensive(t, 1)
-		if _, sub := r.state(t, id); sub == txmanager.SubStuck {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not stuck within 30 s")
-		}
-		<-time.After(50 * time.Millisecond)
-	}
+	r.waitStuck(t, id, func() { r.mineExpensive(t, 1) })
 	r.mineExpensive(t, 4)
 	if as := r.attempts(t, id); len(as) != 1 {
 		t.Errorf("attempts %+v: bumps are off", as)

@@ -26,6 +26,7 @@ import (
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/wait"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
@@ -268,8 +269,7 @@ func TestANodeThatRefusesASendAndMinesItAnyway(t *testing.T) {
 		}
 		return strings.Join(out, ", ")
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wait.ForDescribed(t, time.Minute, func() bool {
 		for {
 			n, err := store.Sequence(ctx)
 			if err != nil {
@@ -287,22 +287,18 @@ func TestANodeThatRefusesASendAndMinesItAnyway(t *testing.T) {
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
-		if a.State.Terminal() && b.State.Terminal() {
-			if a.State != txmanager.StateReverted || b.State != txmanager.StateConfirmed {
-				t.Fatalf("%s: want REVERTED, then CONFIRMED", states())
-			}
-			for id, status := range map[uuid.UUID]uint64{reverted: types.ReceiptStatusFailed, confirmed: types.ReceiptStatusSuccessful} {
-				tx, _ := store.Get(ctx, id)
-				receipt, err := node.Client().TransactionReceipt(ctx, *tx.Hash)
-				if err != nil || receipt.Status != status {
-					t.Errorf("%s on chain: %+v %v, want status %d", id, receipt, err, status)
-				}
-			}
-			return
+		return a.State.Terminal() && b.State.Terminal()
+	}, func() string { return "both settled: " + states() })
+	for id, want := range map[uuid.UUID]txmanager.State{reverted: txmanager.StateReverted, confirmed: txmanager.StateConfirmed} {
+		if tx, err := store.Get(ctx, id); err != nil || tx.State != want {
+			t.Fatalf("%s: want REVERTED, then CONFIRMED", states())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled within a minute: %s", states())
+	}
+	for id, status := range map[uuid.UUID]uint64{reverted: types.ReceiptStatusFailed, confirmed: types.ReceiptStatusSuccessful} {
+		tx, _ := store.Get(ctx, id)
+		receipt, err := node.Client().TransactionReceipt(ctx, *tx.Hash)
+		if err != nil || receipt.Status != status {
+			t.Errorf("%s on chain: %+v %v, want status %d", id, receipt, err, status)
 		}
-		<-time.After(20 * time.Millisecond)
 	}
 }
