@@ -53,15 +53,12 @@ func heldProxy(t *testing.T, target string, release <-chan struct{}) string {
 		case <-r.Context().Done():
 			return
 		}
-		resp, err := http.Post(target, "application/json", r.Body)
+		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		chaintest.Forward(r.Context(), w, target, body)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL

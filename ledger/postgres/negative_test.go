@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/ledger"
-	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // A fact that takes a wallet below zero is booked all the same, and is an
@@ -16,7 +16,7 @@ import (
 func TestABookingThatTakesAWalletBelowZeroIsBookedAndAlerted(t *testing.T) {
 	t.Parallel()
 	_, pool := books(t)
-	logs := &ledgertest.Logs{}
+	logs := &servicetest.Logs{}
 	s := postgres.New(pool, slog.New(slog.NewJSONHandler(logs, nil)))
 	ctx := context.Background()
 	run := func(journals ...*ledger.Journal) {

@@ -40,7 +40,7 @@ type api struct {
 	url  string
 	pki  string
 	pool *pgxpool.Pool
-	logs *servicetest.SyncBuffer
+	logs *servicetest.Logs
 }
 
 func start(t *testing.T) *api { return startWith(t, "") }
@@ -49,7 +49,7 @@ func start(t *testing.T) *api { return startWith(t, "") }
 // policy when empty).
 func startWith(t *testing.T, policyFile string) *api {
 	t.Helper()
-	logs := &servicetest.SyncBuffer{}
+	logs := &servicetest.Logs{}
 	pki := servicetest.PKI(t)
 	srv := signertest.StartServer(t, signertest.ServerOptions{
 		PKI:        pki,

@@ -83,7 +83,7 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{Service: Service{urls: map[string]string{}, done: make(chan error, 1), logs: &SyncBuffer{}}, cmd: cmd}
+	p := &Process{Service: Service{urls: map[string]string{}, done: make(chan error, 1), logs: &Logs{}}, cmd: cmd}
 	cmd.Stderr = p.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

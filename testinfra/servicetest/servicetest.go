@@ -84,7 +84,7 @@ type Service struct {
 	mu   sync.Mutex // guards urls
 	urls map[string]string
 	done chan error
-	logs *SyncBuffer
+	logs *Logs
 }
 
 // URL is the base URL of the named listener ("internal", "public", "ops").
@@ -104,7 +104,7 @@ func Start(t testing.TB, run daemon.RunFunc, args []string, env map[string]strin
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	s := &Service{urls: map[string]string{}, done: make(chan error, 1), logs: &SyncBuffer{}}
+	s := &Service{urls: map[string]string{}, done: make(chan error, 1), logs: &Logs{}}
 	go func() {
 		err := run(ctx, args, func(k string) string { return env[k] }, pw)
 		_ = pw.Close()
@@ -163,7 +163,7 @@ func RunOnce(t testing.TB, run daemon.RunFunc, args []string, env map[string]str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out SyncBuffer
+	var out Logs
 	err := run(ctx, args, func(k string) string { return env[k] }, &out)
 	return out.String(), err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/txfence/txfence/testinfra/anvil"
+	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 )
@@ -157,14 +158,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.calls[req.Method]++
 	p.mu.Unlock()
-	resp, err := http.Post(p.target, "application/json", bytes.NewReader(body))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	chaintest.Forward(r.Context(), w, p.target, body)
 }
 
 // counts returns the forwarded calls by method and the refused ones.

@@ -42,14 +42,14 @@ type chainsRig struct {
 	store *postgres.Store
 	pool  *pgxpool.Pool
 	c     *consumer.Consumer
-	logs  *ledgertest.Logs
+	logs  *servicetest.Logs
 	// opened are the wallets' balances at genesis, by chain.
 	opened map[uint64]map[common.Address]*big.Int
 }
 
 func newChainsRig(t *testing.T) *chainsRig {
 	t.Helper()
-	r := &chainsRig{a: chaintest.Anvil(t, anvil.Options{}), b: chaintest.Anvil(t, anvil.Options{ChainID: 31338}), logs: &ledgertest.Logs{},
+	r := &chainsRig{a: chaintest.Anvil(t, anvil.Options{}), b: chaintest.Anvil(t, anvil.Options{ChainID: 31338}), logs: &servicetest.Logs{},
 		opened: map[uint64]map[common.Address]*big.Int{}}
 	r.endA = ledgertest.NewEndpoint(t, r.a.URL())
 	endA, err := rpc.Dial(r.endA.URL)

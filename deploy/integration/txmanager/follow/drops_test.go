@@ -1,16 +1,12 @@
 package follow_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -21,6 +17,7 @@ import (
 
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/follow"
 )
@@ -107,38 +104,6 @@ func TestASilentDropIsFoundInBlocks(t *testing.T) {
 	}
 }
 
-// logLines is a slog destination safe for the follower and the test.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// find returns the JSON log lines for which match holds.
-func (l *logLines) find(t testing.TB, match func(map[string]any) bool) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if match(line) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // TestDroppedAgainAndAgainIsLeftToAnOperator: an attempt the nodes drop
 // after every send is resent max_drops - 1 times (3 drops by default),
 // then the transaction is left stuck with reason dropped_by_node, an
@@ -162,7 +127,7 @@ func TestDroppedAgainAndAgainIsLeftToAnOperator(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			r := newRig(t, 2)
-			var logs logLines
+			var logs servicetest.Logs
 			metrics, err := follow.NewMetrics(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
@@ -205,7 +170,7 @@ func TestDroppedAgainAndAgainIsLeftToAnOperator(t *testing.T) {
 			if d := r.attemptEvents(t, id, txmanager.AttemptDropped); len(d) != 3 || d[2].Drops != 3 {
 				t.Errorf("dropped events %+v, want 3, the last counting 3 drops", d)
 			}
-			alerts := logs.find(t, func(l map[string]any) bool {
+			alerts := logs.Records(t, func(l map[string]any) bool {
 				reason, _ := l["reason"].(string)
 				return l["alert"] == true && l["tx_id"] == id.String() && strings.HasPrefix(reason, txmanager.ReasonDroppedByNode)
 			})

@@ -25,7 +25,6 @@ import (
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -104,21 +103,7 @@ func newRPCLog(t testing.TB, target string) *rpcLog {
 			fmt.Fprintf(w, "[%s]", strings.Join(answers, ","))
 			return
 		}
-		fwd, err := http.NewRequestWithContext(req.Context(), http.MethodPost, target, bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		fwd.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(fwd)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		chaintest.Forward(req.Context(), w, target, body)
 	}))
 	t.Cleanup(srv.Close)
 	l.url = srv.URL
@@ -173,14 +158,7 @@ func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 		chain.StuckTimeout.Duration = time.Hour
 	}
 	ctx := context.Background()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
 	pki := servicetest.PKI(t)
 	router, err := remote.NewRouter(stack.Serve(t, pki, nil), servicetest.Client(t, pki, "txmanager", "mevrouter"))

@@ -21,7 +21,6 @@ import (
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
-	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -185,14 +184,7 @@ func TestANodeThatRefusesASendAndMinesItAnyway(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pool, err := pg.Open(ctx, pgtest.URL(t), pg.PoolOptions{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := postgres.Migrations.Up(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t, postgres.Migrations)
 	store := postgres.New(pool)
 
 	stack := mevroutertest.New(t, mevroutertest.Options{})
