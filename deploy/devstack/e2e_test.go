@@ -30,6 +30,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/txfence/txfence/ledger/ledgertest/token"
+	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // webhookReceiver verifies every delivery's Standard Webhooks signature
@@ -663,23 +664,7 @@ type gatewayAPI struct {
 
 func (g gatewayAPI) do(method, path, body string, headers ...string) (int, []byte) {
 	g.t.Helper()
-	req, err := http.NewRequest(method, g.url+path, strings.NewReader(body))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+g.key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := servicetest.Do(g.t, http.DefaultClient, method, g.url+path, body, append([]string{"Authorization", "Bearer " + g.key}, headers...)...)
 	return resp.StatusCode, b
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/txfence/txfence/testinfra/servicetest"
@@ -22,22 +20,7 @@ const (
 // certificate's name in the test's PKI) and returns the status and body.
 func (s *Server) Do(t testing.TB, as, method, path, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := servicetest.Client(t, s.PKI, as, "txmanager").Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := servicetest.Do(t, servicetest.Client(t, s.PKI, as, "txmanager"), method, s.URL+path, body)
 	return resp.StatusCode, b
 }
 

@@ -8,7 +8,6 @@ package gatewaystack
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -204,29 +203,10 @@ func (r *Gateway) Key(t testing.TB, tenant gateway.Tenant, name string, scopes [
 // name, value pairs; it returns the response with its body read.
 func (r *Gateway) Do(t testing.TB, key, method, path, body string, headers ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, r.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		headers = append([]string{"Authorization", "Bearer " + key}, headers...)
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return servicetest.Do(t, http.DefaultClient, method, r.URL+path, body, headers...)
 }
 
 // Create sends a transfer from signer under the idempotency key and

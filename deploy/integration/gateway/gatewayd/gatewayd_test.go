@@ -152,17 +152,9 @@ func TestBootstrapMakesAWorkingAdminKey(t *testing.T) {
 		t.Fatalf("bootstrap printed %q, want the token alone", out)
 	}
 	svc := servicetest.Start(t, gatewayd.Run, nil, e, "public")
-	req, _ := http.NewRequest("POST", svc.URL("public")+"/api/v1/tx", strings.NewReader(
-		`{"chain_id": 31337, "from": "`+signer+`", "to": "0x0000000000000000000000000000000000000b0b", "value": "1"}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "first")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body := servicetest.Do(t, http.DefaultClient, "POST", svc.URL("public")+"/api/v1/tx",
+		`{"chain_id": 31337, "from": "`+signer+`", "to": "0x0000000000000000000000000000000000000b0b", "value": "1"}`,
+		"Authorization", "Bearer "+token, "Idempotency-Key", "first")
 	if resp.StatusCode != http.StatusCreated || !strings.Contains(string(body), `"state":"INIT"`) {
 		t.Fatalf("create with the bootstrap key: %d %s\n%s", resp.StatusCode, body, svc.Logs())
 	}
