@@ -11,27 +11,8 @@ import (
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 )
-
-type ledgerTransitEnd struct {
-	TxID    string  `json:"tx_id"`
-	ChainID uint64  `json:"chain_id"`
-	Wallet  string  `json:"wallet"`
-	Amount  *string `json:"amount"`
-}
-
-type ledgerTransit struct {
-	ID          string            `json:"transit_id"`
-	Status      string            `json:"status"`
-	Source      ledgerTransitEnd  `json:"source"`
-	Destination *ledgerTransitEnd `json:"destination"`
-	BridgeFee   *string           `json:"bridge_fee"`
-}
-
-type ledgerTransits struct {
-	Transits   []ledgerTransit `json:"transits"`
-	NextCursor *string         `json:"next_cursor"`
-}
 
 func transitsPath(signer string, query ...string) string {
 	return "/api/v1/ledger/transits?chain_id=31337&address=" + signer + strings.Join(query, "")
@@ -66,10 +47,10 @@ func TestLedgerTransits(t *testing.T) {
 	ids := func(key, path string) []string {
 		t.Helper()
 		return ledgertest.WalkPages(t, path, func(path string) ([]string, *string) {
-			page := read[ledgerTransits](t, g, key, path)
+			page := read[gatewayapi.LedgerTransitList](t, g, key, path)
 			var ids []string
 			for _, tr := range page.Transits {
-				ids = append(ids, tr.ID)
+				ids = append(ids, tr.TransitId)
 			}
 			return ids, page.NextCursor
 		})
@@ -87,9 +68,9 @@ func TestLedgerTransits(t *testing.T) {
 	if got := ids(g.Globex, transitsPath(signerB)); !slices.Equal(got, []string{"globex-1"}) {
 		t.Errorf("globex's transfers: %v", got)
 	}
-	done := read[ledgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/acme-1")
+	done := read[gatewayapi.LedgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/acme-1")
 	if done.Status != "completed" || done.Source.Wallet != strings.ToLower(signerA) || *done.Source.Amount != "1000" ||
-		done.Destination == nil || done.Destination.ChainID != 10 || *done.Destination.Amount != "990" || *done.BridgeFee != "10" {
+		done.Destination == nil || done.Destination.ChainId != 10 || *done.Destination.Amount != "990" || *done.BridgeFee != "10" {
 		t.Errorf("acme-1: %+v", done)
 	}
 
@@ -166,19 +147,19 @@ func TestTransitIDsArePerTenant(t *testing.T) {
 	late := create(g.Globex, signerB, "late", "")
 	g.Consume(t)
 
-	mine := read[ledgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/move-1")
-	if mine.ID != "move-1" || mine.Source.TxID != source.TxID || mine.Destination == nil || mine.Destination.TxID != destination.TxID {
+	mine := read[gatewayapi.LedgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/move-1")
+	if mine.TransitId != "move-1" || mine.Source.TxId != source.TxID || mine.Destination == nil || mine.Destination.TxId != destination.TxID {
 		t.Errorf("acme's move-1: %+v", mine)
 	}
 	_, raw := g.Do(t, g.Globex, "GET", "/api/v1/ledger/transits/move-1", "")
-	theirs := decode[ledgerTransit](t, raw)
-	if theirs.ID != "move-1" || theirs.Source.TxID != squat.TxID || theirs.Destination != nil || strings.Contains(string(raw), source.TxID) ||
+	theirs := decode[gatewayapi.LedgerTransit](t, raw)
+	if theirs.TransitId != "move-1" || theirs.Source.TxId != squat.TxID || theirs.Destination != nil || strings.Contains(string(raw), source.TxID) ||
 		strings.Contains(string(raw), g.AcmeTenant.ID.String()) || strings.Contains(string(raw), g.GlobexTenant.ID.String()) {
 		t.Errorf("globex's move-1: %s", raw)
 	}
 	for key, tenant := range map[string]string{g.Acme: g.AcmeTenant.ID.String(), g.Globex: g.GlobexTenant.ID.String()} {
-		list := read[ledgerTransits](t, g, key, transitsPath(map[string]string{g.Acme: signerA, g.Globex: signerB}[key]))
-		if len(list.Transits) != 1 || list.Transits[0].ID != "move-1" {
+		list := read[gatewayapi.LedgerTransitList](t, g, key, transitsPath(map[string]string{g.Acme: signerA, g.Globex: signerB}[key]))
+		if len(list.Transits) != 1 || list.Transits[0].TransitId != "move-1" {
 			t.Errorf("the transits of %s's signer: %+v", tenant, list)
 		}
 	}
