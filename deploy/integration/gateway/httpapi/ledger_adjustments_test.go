@@ -33,7 +33,8 @@ func keyID(t *testing.T, g *gatewaystack.Gateway, key string) uuid.UUID {
 	return read[gatewayapi.Me](t, g, key, "/api/v1/me").Key.KeyId
 }
 
-// adjustmentMemo is an adjustment journal's memo, as ledgerd stores it.
+// adjustmentMemo is an adjustment journal's memo, as ledgerd stores it
+// (the spec types a memo as any object).
 type adjustmentMemo struct {
 	ID       string `json:"adjustment_id"`
 	Operator map[string]string

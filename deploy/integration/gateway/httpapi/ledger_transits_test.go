@@ -11,6 +11,7 @@ import (
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
+	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/gatewayapi"
 )
 
@@ -129,7 +130,8 @@ func TestLedgerTransits(t *testing.T) {
 func TestTransitIDsArePerTenant(t *testing.T) {
 	t.Parallel()
 	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
-	create := func(key, signer, idem, dependsOn string) gatewaystack.Tx {
+	// create answers the new transaction's id.
+	create := func(key, signer, idem, dependsOn string) string {
 		t.Helper()
 		body := strings.Replace(gatewaystack.Transfer(signer, "1"), `"metadata": {`, `"metadata": {"transit_id": "move-1", `, 1)
 		if dependsOn != "" {
@@ -139,21 +141,21 @@ func TestTransitIDsArePerTenant(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated {
 			t.Fatalf("create %s: %d %s", idem, resp.StatusCode, b)
 		}
-		return decode[tx](t, b)
+		return decode[components.Tx](t, b).TxId.String()
 	}
 	squat := create(g.Globex, signerB, "squat", "")
 	source := create(g.Acme, signerA, "source", "")
-	destination := create(g.Acme, signerA, "destination", source.TxID)
+	destination := create(g.Acme, signerA, "destination", source)
 	late := create(g.Globex, signerB, "late", "")
 	g.Consume(t)
 
 	mine := read[gatewayapi.LedgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/move-1")
-	if mine.TransitId != "move-1" || mine.Source.TxId != source.TxID || mine.Destination == nil || mine.Destination.TxId != destination.TxID {
+	if mine.TransitId != "move-1" || mine.Source.TxId != source || mine.Destination == nil || mine.Destination.TxId != destination {
 		t.Errorf("acme's move-1: %+v", mine)
 	}
 	_, raw := g.Do(t, g.Globex, "GET", "/api/v1/ledger/transits/move-1", "")
 	theirs := decode[gatewayapi.LedgerTransit](t, raw)
-	if theirs.TransitId != "move-1" || theirs.Source.TxId != squat.TxID || theirs.Destination != nil || strings.Contains(string(raw), source.TxID) ||
+	if theirs.TransitId != "move-1" || theirs.Source.TxId != squat || theirs.Destination != nil || strings.Contains(string(raw), source) ||
 		strings.Contains(string(raw), g.AcmeTenant.ID.String()) || strings.Contains(string(raw), g.GlobexTenant.ID.String()) {
 		t.Errorf("globex's move-1: %s", raw)
 	}
@@ -165,8 +167,8 @@ func TestTransitIDsArePerTenant(t *testing.T) {
 	}
 	// The events name the tenant's own namespace beside the client's id.
 	for key, want := range map[string]map[string]string{
-		g.Acme:   {source.TxID: g.AcmeTenant.ID.String(), destination.TxID: g.AcmeTenant.ID.String()},
-		g.Globex: {squat.TxID: g.GlobexTenant.ID.String(), late.TxID: g.GlobexTenant.ID.String()},
+		g.Acme:   {source: g.AcmeTenant.ID.String(), destination: g.AcmeTenant.ID.String()},
+		g.Globex: {squat: g.GlobexTenant.ID.String(), late: g.GlobexTenant.ID.String()},
 	} {
 		for id, ns := range want {
 			_, b := g.Do(t, key, "GET", "/api/v1/tx/"+id+"/events", "")
