@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 )
 
 // TestKeys: an admin makes a key, which works at once and shows in the
@@ -30,7 +31,7 @@ func TestKeys(t *testing.T) {
 	}
 	asJSON := mustRun(t, g.URL, g.Acme, "--json", "keys", "create", "--name", "script", "--scope", "tx:write,tx:read")
 	conforms(t, asJSON.stdout, "/api/v1/keys", "POST", 201, "")
-	if k := decodeJSON[struct{ Token string }](t, asJSON.stdout); !strings.HasPrefix(k.Token, "txf_") {
+	if k := decodeJSON[gatewayapi.KeyCreated](t, asJSON.stdout); !strings.HasPrefix(k.Token, "txf_") {
 		t.Errorf("keys create --json: %s", asJSON.stdout)
 	}
 	list := mustRun(t, g.URL, g.Acme, "keys", "list").stdout

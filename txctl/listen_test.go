@@ -15,6 +15,7 @@ import (
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/webhook"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 	"github.com/txfence/txfence/txctl"
 )
 
@@ -286,11 +287,12 @@ func TestListenGateway(t *testing.T) {
 	t.Parallel()
 	g := gatewaystack.Start(t, gatewaystack.Options{Webhooks: &webhook.Options{BackoffBase: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, FeedWait: time.Second}})
 	made := mustRun(t, g.URL, g.Acme, "--json", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--event-type", "tx.state_changed", "--disabled")
-	hook := decodeJSON[struct{ ID, Secret string }](t, made.stdout)
+	hook := decodeJSON[gatewayapi.WebhookCreated](t, made.stdout)
+	hookID := hook.Id.String()
 
 	b, url := startListen(t, false, "--secret", hook.Secret)
-	mustRun(t, g.URL, g.Acme, "webhooks", "update", hook.ID, "--url", url+"/hook", "--enable")
-	if r := mustRun(t, g.URL, g.Acme, "webhooks", "test", hook.ID); field(t, r.stdout, "ok") != "true" || field(t, r.stdout, "status_code") != "204" {
+	mustRun(t, g.URL, g.Acme, "webhooks", "update", hookID, "--url", url+"/hook", "--enable")
+	if r := mustRun(t, g.URL, g.Acme, "webhooks", "test", hookID); field(t, r.stdout, "ok") != "true" || field(t, r.stdout, "status_code") != "204" {
 		t.Errorf("webhooks test:\n%s", r.stdout)
 	}
 	if out := lines(b.stdout.String()); len(out) != 1 || !strings.HasPrefix(out[0], "test_") || !strings.HasSuffix(out[0], "  webhook.test") {
@@ -306,7 +308,7 @@ func TestListenGateway(t *testing.T) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for { // the outcome is stored just after the listener answers
-		log := mustRun(t, g.URL, g.Acme, "webhooks", "deliveries", hook.ID, "--status", "delivered").stdout
+		log := mustRun(t, g.URL, g.Acme, "webhooks", "deliveries", hookID, "--status", "delivered").stdout
 		if strings.Contains(log, tx.TxID) && strings.Contains(log, " 204 ") {
 			break
 		}

@@ -7,19 +7,9 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
+	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/txctl"
 )
-
-type txDoc struct {
-	TxID      string `json:"tx_id"`
-	State     string `json:"state"`
-	RequestID string `json:"request_id"`
-}
-
-type txPage struct {
-	Transactions []txDoc `json:"transactions"`
-	NextCursor   *string `json:"next_cursor"`
-}
 
 // TestTransactions runs the transaction commands against the real API:
 // create and its replay, get, list across pages, --json, and how usage
@@ -58,7 +48,7 @@ func TestTransactions(t *testing.T) {
 		t.Errorf("request_id %s, printed key %s", got, key[1])
 	}
 	retried := mustRun(t, g.URL, g.Acme, append([]string{"--json"}, append(create, "--idempotency-key", key[1])...)...)
-	if tx := decodeJSON[txDoc](t, retried.stdout); tx.TxID != field(t, made.stdout, "tx_id") || !strings.Contains(retried.stderr, "replayed") {
+	if tx := decodeJSON[components.Tx](t, retried.stdout); tx.TxId.String() != field(t, made.stdout, "tx_id") || !strings.Contains(retried.stderr, "replayed") {
 		t.Errorf("retry with the printed key: %s / %s", retried.stdout, retried.stderr)
 	}
 
@@ -99,12 +89,12 @@ func TestTransactions(t *testing.T) {
 	seen := map[string]bool{}
 	for i, p := range pages {
 		conforms(t, p, "/api/v1/tx", "GET", 200, "")
-		page := decodeJSON[txPage](t, p)
+		page := decodeJSON[components.TxList](t, p)
 		for _, tx := range page.Transactions {
-			if seen[tx.TxID] {
-				t.Errorf("%s listed twice", tx.TxID)
+			if seen[tx.TxId.String()] {
+				t.Errorf("%s listed twice", tx.TxId)
 			}
-			seen[tx.TxID] = true
+			seen[tx.TxId.String()] = true
 		}
 		if last := i == len(pages)-1; last != (page.NextCursor == nil) {
 			t.Errorf("page %d has next_cursor %v", i, page.NextCursor)

@@ -16,15 +16,14 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
+	"github.com/txfence/txfence/openapi/components"
 )
 
-type eventDoc struct {
-	Seq  int64  `json:"seq"`
-	Type string `json:"type"`
-	TxID string `json:"tx_id"`
-	Data struct {
-		ToState string `json:"to_state"`
-	} `json:"data"`
+// event is a line of 'watch --json': the API's event, and the state its
+// data moves the transaction to, for the event types that move it.
+type event struct {
+	components.Event
+	ToState components.TxState
 }
 
 // TestWatch follows transactions through the event stream: until a
@@ -48,7 +47,7 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("watch --until-final of a cancelled transaction: exit %d\n%s", code, w.stderr.String())
 		}
 		events := eventsOf(t, w.stdout.String())
-		if len(events) != 2 || events[0].Data.ToState != "INIT" || events[1].Data.ToState != "CANCELLED" || events[0].TxID != tx.TxID {
+		if len(events) != 2 || events[0].ToState != "INIT" || events[1].ToState != "CANCELLED" || events[0].TxId != tx.TxID {
 			t.Errorf("watch printed %+v, want INIT and CANCELLED of %s", events, tx.TxID)
 		}
 		for _, l := range lines(w.stdout.String()) {
@@ -78,7 +77,7 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("watch after a drop: exit %d\n%s", code, w.stderr.String())
 		}
 		events := eventsOf(t, w.stdout.String())
-		if len(events) != 2 || events[0].Data.ToState != "INIT" || events[1].Data.ToState != "CANCELLED" {
+		if len(events) != 2 || events[0].ToState != "INIT" || events[1].ToState != "CANCELLED" {
 			t.Errorf("watch printed %+v across the drop, want INIT and CANCELLED once each", events)
 		}
 		// The stream had carried no event yet: txctl resumed after the
@@ -116,7 +115,7 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("watch printed %+v, want %v", events, want)
 		}
 		for i, e := range events {
-			if e.TxID != want[i].tx || e.Data.ToState != want[i].state || (i > 0 && e.Seq <= events[i-1].Seq) {
+			if e.TxId != want[i].tx || string(e.ToState) != want[i].state || (i > 0 && e.Seq <= events[i-1].Seq) {
 				t.Errorf("event %d: %+v, want %v in seq order", i, e, want[i])
 			}
 		}
@@ -156,11 +155,18 @@ func cancelTx(t *testing.T, g *gatewaystack.Gateway, id string) {
 	}
 }
 
-func eventsOf(t *testing.T, out string) []eventDoc {
+func eventsOf(t *testing.T, out string) []event {
 	t.Helper()
-	var events []eventDoc
+	var events []event
 	for _, l := range lines(out) {
-		events = append(events, decodeJSON[eventDoc](t, l))
+		e := event{Event: decodeJSON[components.Event](t, l)}
+		switch e.Type {
+		case components.EventTxStateChanged:
+			e.ToState = decodeJSON[components.TxStateChangedData](t, string(e.Data)).ToState
+		case components.EventTxReorged:
+			e.ToState = decodeJSON[components.TxReorgedData](t, string(e.Data)).ToState
+		}
+		events = append(events, e)
 	}
 	return events
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/webhook"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 )
 
 // receiver is a webhook receiver that answers status and tells when a
@@ -69,7 +70,8 @@ func TestWebhooks(t *testing.T) {
 
 	made := mustRun(t, g.URL, g.Acme, "--json", "webhooks", "create", "--url", rcURL+"/hook", "--event-type", "tx.state_changed", "--description", "ops")
 	conforms(t, made.stdout, "/api/v1/webhooks", "POST", 201, "")
-	hook := decodeJSON[struct{ ID, Secret string }](t, made.stdout)
+	hook := decodeJSON[gatewayapi.WebhookCreated](t, made.stdout)
+	hookID := hook.Id.String()
 	if !strings.HasPrefix(hook.Secret, "whsec_") {
 		t.Fatalf("webhooks create: %s", made.stdout)
 	}
@@ -79,16 +81,16 @@ func TestWebhooks(t *testing.T) {
 	}
 	other := field(t, text, "id")
 
-	got := mustRun(t, g.URL, g.Acme, "webhooks", "get", hook.ID).stdout
+	got := mustRun(t, g.URL, g.Acme, "webhooks", "get", hookID).stdout
 	if field(t, got, "url") != rcURL+"/hook" || field(t, got, "event_types") != "tx.state_changed" || field(t, got, "description") != "ops" ||
 		strings.Contains(got, hook.Secret) {
 		t.Errorf("webhooks get (never the secret):\n%s", got)
 	}
-	if list := mustRun(t, g.URL, g.Acme, "webhooks", "list", "--limit", "1", "--all").stdout; !strings.Contains(list, hook.ID) || !strings.Contains(list, other) ||
+	if list := mustRun(t, g.URL, g.Acme, "webhooks", "list", "--limit", "1", "--all").stdout; !strings.Contains(list, hookID) || !strings.Contains(list, other) ||
 		strings.Count(list, "URL") != 1 {
 		t.Errorf("webhooks list --all:\n%s", list)
 	}
-	if r := mustRun(t, g.URL, g.Acme, "webhooks", "test", hook.ID); field(t, r.stdout, "ok") != "true" || field(t, r.stdout, "status_code") != "200" {
+	if r := mustRun(t, g.URL, g.Acme, "webhooks", "test", hookID); field(t, r.stdout, "ok") != "true" || field(t, r.stdout, "status_code") != "200" {
 		t.Errorf("webhooks test:\n%s", r.stdout)
 	}
 
@@ -106,39 +108,39 @@ func TestWebhooks(t *testing.T) {
 		case <-deadline.C:
 			t.Fatalf("no delivered delivery of %s in the log:\n%s", tx.TxID, log)
 		}
-		log = mustRun(t, g.URL, g.Acme, "webhooks", "deliveries", hook.ID, "--status", "delivered").stdout
+		log = mustRun(t, g.URL, g.Acme, "webhooks", "deliveries", hookID, "--status", "delivered").stdout
 	}
 	if !strings.Contains(log, "tx.state_changed") || !strings.Contains(log, "delivered") || !strings.Contains(log, " 200 ") {
 		t.Errorf("webhooks deliveries:\n%s", log)
 	}
-	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "webhooks", "deliveries", hook.ID).stdout, "/api/v1/webhooks/{webhook_id}/deliveries", "GET", 200, "")
+	conforms(t, mustRun(t, g.URL, g.Acme, "--json", "webhooks", "deliveries", hookID).stdout, "/api/v1/webhooks/{webhook_id}/deliveries", "GET", 200, "")
 
-	updated := mustRun(t, g.URL, g.Acme, "webhooks", "update", hook.ID, "--disable", "--all-events", "--description", "paused").stdout
+	updated := mustRun(t, g.URL, g.Acme, "webhooks", "update", hookID, "--disable", "--all-events", "--description", "paused").stdout
 	if field(t, updated, "enabled") != "false" || field(t, updated, "event_types") != "all" || field(t, updated, "description") != "paused" {
 		t.Errorf("webhooks update:\n%s", updated)
 	}
 	if r := mustRun(t, g.URL, g.Acme, "webhooks", "update", other, "--all-signers", "--enable"); field(t, r.stdout, "signers") != "all the tenant's" || field(t, r.stdout, "enabled") != "true" {
 		t.Errorf("webhooks update --all-signers:\n%s", r.stdout)
 	}
-	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "replay", hook.ID, "--from-seq", "1"); r.code == 0 || !strings.Contains(r.err.Error()+r.stderr, "is disabled: enable it, then replay") {
+	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "replay", hookID, "--from-seq", "1"); r.code == 0 || !strings.Contains(r.err.Error()+r.stderr, "is disabled: enable it, then replay") {
 		t.Errorf("webhooks replay of a disabled subscription: exit %d\n%s", r.code, r.stderr)
 	}
 	if r := mustRun(t, g.URL, g.Acme, "webhooks", "replay", other, "--from-seq", "1"); !strings.HasPrefix(r.stdout, "queued ") || !strings.Contains(r.stdout, "from seq 1 through ") {
 		t.Errorf("webhooks replay: %s", r.stdout)
 	}
-	rotated := mustRun(t, g.URL, g.Acme, "webhooks", "rotate-secret", hook.ID, "--grace", "60s").stdout
+	rotated := mustRun(t, g.URL, g.Acme, "webhooks", "rotate-secret", hookID, "--grace", "60s").stdout
 	if s := field(t, rotated, "secret"); !strings.HasPrefix(s, "whsec_") || strings.HasPrefix(s, hook.Secret) || !strings.Contains(rotated, "expires") {
 		t.Errorf("webhooks rotate-secret:\n%s", rotated)
 	}
 
 	// Globex sees none of it.
-	if r := txctlRun(t, g.URL, g.Globex, "webhooks", "get", hook.ID); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
+	if r := txctlRun(t, g.URL, g.Globex, "webhooks", "get", hookID); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
 		t.Errorf("globex reads acme's webhook: exit %d %s", r.code, r.stderr)
 	}
 	// A receiver that fails its test: exit 1, with what it answered.
 	_, failing := newReceiver(t, http.StatusInternalServerError)
-	bad := decodeJSON[struct{ ID string }](t, mustRun(t, g.URL, g.Acme, "--json", "webhooks", "create", "--url", failing).stdout)
-	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "test", bad.ID); r.code != 1 || field(t, r.stdout, "ok") != "false" ||
+	bad := decodeJSON[gatewayapi.WebhookCreated](t, mustRun(t, g.URL, g.Acme, "--json", "webhooks", "create", "--url", failing).stdout)
+	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "test", bad.Id.String()); r.code != 1 || field(t, r.stdout, "ok") != "false" ||
 		field(t, r.stdout, "status_code") != "500" || !strings.Contains(r.stderr, "did not accept") {
 		t.Errorf("a failing test delivery: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -147,13 +149,13 @@ func TestWebhooks(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"webhooks", "update", hook.ID}, "needs at least one change"},
-		{[]string{"webhooks", "update", hook.ID, "--enable", "--disable"}, "not both"},
+		{[]string{"webhooks", "update", hookID}, "needs at least one change"},
+		{[]string{"webhooks", "update", hookID, "--enable", "--disable"}, "not both"},
 		{[]string{"webhooks", "create"}, "webhooks create needs --url"},
 		{[]string{"webhooks", "create", "--url", rcURL, "--event-type", "tx.mined"}, `--event-type "tx.mined"`},
-		{[]string{"webhooks", "replay", hook.ID}, "needs --from-seq"},
-		{[]string{"webhooks", "rotate-secret", hook.ID, "--grace", "1.5s"}, "whole seconds"},
-		{[]string{"webhooks", "deliveries", hook.ID, "--status", "lost"}, `--status "lost"`},
+		{[]string{"webhooks", "replay", hookID}, "needs --from-seq"},
+		{[]string{"webhooks", "rotate-secret", hookID, "--grace", "1.5s"}, "whole seconds"},
+		{[]string{"webhooks", "deliveries", hookID, "--status", "lost"}, `--status "lost"`},
 		{[]string{"webhooks", "get"}, "webhooks get takes 1 argument(s)"},
 	} {
 		if r := txctlRun(t, g.URL, g.Acme, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
@@ -161,10 +163,10 @@ func TestWebhooks(t *testing.T) {
 		}
 	}
 
-	if r := mustRun(t, g.URL, g.Acme, "webhooks", "delete", hook.ID); !strings.Contains(r.stdout, "deleted webhook "+hook.ID) {
+	if r := mustRun(t, g.URL, g.Acme, "webhooks", "delete", hookID); !strings.Contains(r.stdout, "deleted webhook "+hookID) {
 		t.Errorf("webhooks delete: %s", r.stdout)
 	}
-	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "get", hook.ID); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
+	if r := txctlRun(t, g.URL, g.Acme, "webhooks", "get", hookID); r.code != 1 || !strings.Contains(r.stderr, "Not Found") {
 		t.Errorf("a deleted webhook: exit %d %s", r.code, r.stderr)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/openapi/ledgerapi"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -55,7 +56,7 @@ func approvedBy(body, approver string) string {
 
 func suspenseOf(t *testing.T, a *api, asset string) string {
 	t.Helper()
-	accts := read[accountList](t, a, "/v1/accounts?kind=suspense&asset="+asset+"&address="+hot.Hex()).Accounts
+	accts := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=suspense&asset="+asset+"&address="+hot.Hex()).Accounts
 	if len(accts) != 1 {
 		t.Fatalf("hot's suspense accounts in %s: %+v", asset, accts)
 	}
@@ -73,22 +74,27 @@ func TestAdjustingSuspense(t *testing.T) {
 	unexplained(t, a, "reconciliation:2", ledger.Native, 1700)  // then above: suspense nets to -700
 
 	code, body := a.send(t, "gateway", "POST", "/v1/adjustments", "application/json", adjustment("INC-1", "300", "deposit_source"))
-	var j journalJSON
+	var j ledgerapi.Journal
 	if code != http.StatusCreated || json.Unmarshal(body, &j) != nil || j.Kind != "adjustment" || j.BlockNumber != nil || len(j.Entries) != 2 {
 		t.Fatalf("first adjustment: %d %s", code, body)
 	}
-	var memo struct {
-		ID       string `json:"adjustment_id"`
-		Reason   string `json:"reason"`
-		Operator map[string]string
-		Approver map[string]string
+	// The spec types a memo as any object: what an adjustment's holds is
+	// read here.
+	var sent struct {
+		Memo struct {
+			ID       string `json:"adjustment_id"`
+			Reason   string `json:"reason"`
+			Operator map[string]string
+			Approver map[string]string
+		}
 	}
-	if json.Unmarshal(j.Memo, &memo) != nil || memo.ID != acme+":INC-1" || memo.Reason != "internal transfer from the staking contract" ||
+	memo := &sent.Memo
+	if json.Unmarshal(body, &sent) != nil || memo.ID != acme+":INC-1" || memo.Reason != "internal transfer from the staking contract" ||
 		memo.Operator["key_id"] != aliceKey || memo.Operator["key_name"] != "ops-alice" || memo.Operator["tenant_name"] != "acme" || memo.Approver != nil {
-		t.Errorf("memo %s", j.Memo)
+		t.Errorf("the memo in %s", body)
 	}
 	for _, e := range j.Entries {
-		want := map[string]string{"suspense": "300", "deposit_source": "-300"}[e.Account.Kind]
+		want := map[ledgerapi.AccountKind]string{"suspense": "300", "deposit_source": "-300"}[e.Account.Kind]
 		if e.Amount != want || (e.Account.Kind == "suspense" && e.Account.Address != strings.ToLower(hot.Hex())) ||
 			(e.Account.Kind == "deposit_source" && e.Account.Address != strings.ToLower(staking.Hex())) {
 			t.Errorf("entry %+v", e)
@@ -100,8 +106,8 @@ func TestAdjustingSuspense(t *testing.T) {
 
 	// The same adjustment again: the same journal, 200, nothing booked.
 	code, body = a.send(t, "gateway", "POST", "/v1/adjustments", "application/json", adjustment("INC-1", "300", "deposit_source"))
-	var again journalJSON
-	if code != http.StatusOK || json.Unmarshal(body, &again) != nil || again.JournalID != j.JournalID || suspenseOf(t, a, ledger.Native) != "-400" {
+	var again ledgerapi.Journal
+	if code != http.StatusOK || json.Unmarshal(body, &again) != nil || again.JournalId != j.JournalId || suspenseOf(t, a, ledger.Native) != "-400" {
 		t.Errorf("replay: %d %s", code, body)
 	}
 	for name, c := range map[string]struct {
@@ -143,7 +149,7 @@ func TestAdjustingSuspense(t *testing.T) {
 		t.Errorf("suspense after the race: %s, want 0", got)
 	}
 	// The wallet never moved: it tied out to the chain before, and does.
-	if got := read[accountList](t, a, "/v1/accounts?kind=wallet&address="+hot.Hex()).Accounts[0].Balance; got != "700" {
+	if got := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=wallet&address="+hot.Hex()).Accounts[0].Balance; got != "700" {
 		t.Errorf("hot's wallet: %s, want 700", got)
 	}
 }
@@ -256,17 +262,19 @@ func TestLedgerdBooksAdjustmentsOnlyFromTheOperatorPath(t *testing.T) {
 			t.Fatalf("an approved adjustment: %d %s", code, body)
 		}
 	}
-	var j journalJSON
-	if json.Unmarshal(body, &j) != nil || !strings.Contains(string(j.Memo), `"approver":{"key_id":"`+bobKey+`","key_name":"ops-bob"`) ||
-		!strings.Contains(string(j.Memo), `"operator":{"key_id":"`+aliceKey+`","key_name":"ops-alice"`) {
-		t.Errorf("the journal's memo: %s", j.Memo)
+	var j ledgerapi.Journal
+	var sent struct{ Memo json.RawMessage } // the memo as sent: the spec types it as any object
+	if json.Unmarshal(body, &j) != nil || json.Unmarshal(body, &sent) != nil ||
+		!strings.Contains(string(sent.Memo), `"approver":{"key_id":"`+bobKey+`","key_name":"ops-bob"`) ||
+		!strings.Contains(string(sent.Memo), `"operator":{"key_id":"`+aliceKey+`","key_name":"ops-alice"`) {
+		t.Errorf("the journal's memo: %s", sent.Memo)
 	}
 	var rows int
 	var operator, approver, tenant string
 	var journalID int64
 	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) OVER (), journal_id, operator_key_name, approver_key_name, tenant_name
 		FROM adjustment WHERE adjustment_id = $1`, acme+":INC-7").Scan(&rows, &journalID, &operator, &approver, &tenant); err != nil ||
-		rows != 1 || journalID != j.JournalID || operator != "ops-alice" || approver != "ops-bob" || tenant != "acme" {
+		rows != 1 || journalID != j.JournalId || operator != "ops-alice" || approver != "ops-bob" || tenant != "acme" {
 		t.Errorf("the audit row: %d rows, journal %d, %q approved by %q of %q: %v", rows, journalID, operator, approver, tenant, err)
 	}
 	if _, err := a.pool.Exec(context.Background(), `UPDATE adjustment SET approver_key_name = 'someone' WHERE adjustment_id = $1`, acme+":INC-7"); err == nil {

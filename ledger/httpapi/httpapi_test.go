@@ -123,25 +123,9 @@ func (a *api) post(t *testing.T, j *ledger.Journal) int64 {
 	return p.JournalID
 }
 
-type accountJSON struct {
-	AccountID int64   `json:"account_id"`
-	ChainID   uint64  `json:"chain_id"`
-	Asset     string  `json:"asset"`
-	Kind      string  `json:"kind"`
-	Address   string  `json:"address"`
-	Balance   string  `json:"balance"`
-	Version   *int64  `json:"version"`
-	AsOfBlock *uint64 `json:"as_of_block"`
-}
-
-type accountList struct {
-	Accounts   []accountJSON `json:"accounts"`
-	NextCursor *string       `json:"next_cursor"`
-}
-
 // balances are the accounts' balances by kind.
-func balances(as []accountJSON) map[string]string {
-	out := map[string]string{}
+func balances(as []ledgerapi.Account) map[ledgerapi.AccountKind]string {
+	out := map[ledgerapi.AccountKind]string{}
 	for _, a := range as {
 		out[a.Kind] = a.Balance
 	}
@@ -156,18 +140,18 @@ func TestAccountsWithBalancesNowAndAsOfABlock(t *testing.T) {
 
 	// Addresses in any case; answered in lower case.
 	upper := "0x" + strings.ToUpper(hot.Hex()[2:])
-	now := read[accountList](t, a, "/v1/accounts?chain_id=31337&address="+upper)
+	now := read[ledgerapi.AccountList](t, a, "/v1/accounts?chain_id=31337&address="+upper)
 	if got := balances(now.Accounts); len(now.Accounts) != 2 || got["wallet"] != "-1551" || got["fee_expense"] != "51" || now.NextCursor != nil {
 		t.Fatalf("the wallet's accounts now: %+v", now)
 	}
 	for _, acct := range now.Accounts {
-		if acct.Address != strings.ToLower(hot.Hex()) || acct.ChainID != chain || acct.Asset != ledger.Native ||
+		if acct.Address != strings.ToLower(hot.Hex()) || acct.ChainId != chain || acct.Asset != ledger.Native ||
 			acct.Version == nil || *acct.Version < 1 || acct.AsOfBlock != nil {
 			t.Errorf("account %+v", acct)
 		}
 	}
 	// As of block 7: only the journal of block 5.
-	then := read[accountList](t, a, "/v1/accounts?chain_id=31337&address="+upper+"&at_block=7")
+	then := read[ledgerapi.AccountList](t, a, "/v1/accounts?chain_id=31337&address="+upper+"&at_block=7")
 	if got := balances(then.Accounts); got["wallet"] != "-1021" || got["fee_expense"] != "21" {
 		t.Errorf("as of block 7: %+v", then)
 	}
@@ -176,21 +160,21 @@ func TestAccountsWithBalancesNowAndAsOfABlock(t *testing.T) {
 			t.Errorf("as of block 7: %+v, want as_of_block 7 and no version", acct)
 		}
 	}
-	if before := read[accountList](t, a, "/v1/accounts?address="+upper+"&at_block=4&kind=wallet"); len(before.Accounts) != 1 || before.Accounts[0].Balance != "0" {
+	if before := read[ledgerapi.AccountList](t, a, "/v1/accounts?address="+upper+"&at_block=4&kind=wallet"); len(before.Accounts) != 1 || before.Accounts[0].Balance != "0" {
 		t.Errorf("as of block 4: %+v", before)
 	}
 
-	var wallet accountJSON
+	var wallet ledgerapi.Account
 	for _, acct := range now.Accounts {
 		if acct.Kind == "wallet" {
 			wallet = acct
 		}
 	}
-	id := fmt.Sprint(wallet.AccountID)
-	if got := read[accountJSON](t, a, "/v1/accounts/"+id); got.AccountID != wallet.AccountID || got.Balance != "-1551" || got.Version == nil || *got.Version != *wallet.Version {
+	id := fmt.Sprint(wallet.AccountId)
+	if got := read[ledgerapi.Account](t, a, "/v1/accounts/"+id); got.AccountId != wallet.AccountId || got.Balance != "-1551" || got.Version == nil || *got.Version != *wallet.Version {
 		t.Errorf("account %s: %+v, want %+v", id, got, wallet)
 	}
-	if got := read[accountJSON](t, a, "/v1/accounts/"+id+"?at_block=7"); got.Balance != "-1021" || got.AsOfBlock == nil || *got.AsOfBlock != 7 {
+	if got := read[ledgerapi.Account](t, a, "/v1/accounts/"+id+"?at_block=7"); got.Balance != "-1021" || got.AsOfBlock == nil || *got.AsOfBlock != 7 {
 		t.Errorf("account %s as of block 7: %+v", id, got)
 	}
 
@@ -198,18 +182,18 @@ func TestAccountsWithBalancesNowAndAsOfABlock(t *testing.T) {
 	a.post(t, &ledger.Journal{Kind: ledger.Deposit, Key: "deposit-1", ChainID: chain, TxHash: new(common.Hash{1}),
 		Block: &ledger.Block{Number: 10, Hash: common.Hash{2}}, Legs: []ledger.Leg{
 			leg(key(ledger.Wallet, token, hot), 5), leg(key(ledger.DepositSource, token, bob), -5)}})
-	if got := read[accountList](t, a, "/v1/accounts?asset=0x"+strings.ToUpper(token[2:])); len(got.Accounts) != 2 || got.Accounts[0].Asset != token {
+	if got := read[ledgerapi.AccountList](t, a, "/v1/accounts?asset=0x"+strings.ToUpper(token[2:])); len(got.Accounts) != 2 || got.Accounts[0].Asset != token {
 		t.Errorf("by token: %+v", got)
 	}
-	if got := read[accountList](t, a, "/v1/accounts?kind=counterparty"); len(got.Accounts) != 1 || got.Accounts[0].Balance != "1500" || got.Accounts[0].Address != strings.ToLower(bob.Hex()) {
+	if got := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=counterparty"); len(got.Accounts) != 1 || got.Accounts[0].Balance != "1500" || got.Accounts[0].Address != strings.ToLower(bob.Hex()) {
 		t.Errorf("counterparties: %+v", got)
 	}
 	var ids []int64
 	path := "/v1/accounts?chain_id=31337&limit=2"
 	for pages := 0; ; pages++ {
-		page := read[accountList](t, a, path)
+		page := read[ledgerapi.AccountList](t, a, path)
 		for _, acct := range page.Accounts {
-			ids = append(ids, acct.AccountID)
+			ids = append(ids, acct.AccountId)
 		}
 		if page.NextCursor == nil {
 			if pages != 2 {
@@ -222,24 +206,6 @@ func TestAccountsWithBalancesNowAndAsOfABlock(t *testing.T) {
 	if len(ids) != 5 || !slices.IsSorted(ids) {
 		t.Errorf("paged through accounts %v, want 5 in order", ids)
 	}
-}
-
-type statementEntry struct {
-	EntryID     int64   `json:"entry_id"`
-	JournalID   int64   `json:"journal_id"`
-	JournalKind string  `json:"journal_kind"`
-	Reverses    *int64  `json:"reverses"`
-	TxHash      *string `json:"tx_hash"`
-	BlockNumber *uint64 `json:"block_number"`
-	BlockHash   *string `json:"block_hash"`
-	Amount      string  `json:"amount"`
-	Balance     string  `json:"balance"`
-}
-
-type statement struct {
-	AccountID  int64            `json:"account_id"`
-	Entries    []statementEntry `json:"entries"`
-	NextCursor *string          `json:"next_cursor"`
 }
 
 // TestStatementAcrossPages walks a wallet's statement a few entries at a
@@ -258,20 +224,20 @@ func TestStatementAcrossPages(t *testing.T) {
 		}
 	}
 	rev := a.post(t, reversal(undoneID, undone))
-	wallet := read[accountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
+	wallet := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
 
-	var entries []statementEntry
-	path := fmt.Sprintf("/v1/accounts/%d/entries?limit=4", wallet.AccountID)
+	var entries []ledgerapi.StatementEntry
+	path := fmt.Sprintf("/v1/accounts/%d/entries?limit=4", wallet.AccountId)
 	for {
-		page := read[statement](t, a, path)
-		if page.AccountID != wallet.AccountID || len(page.Entries) == 0 {
+		page := read[ledgerapi.Statement](t, a, path)
+		if page.AccountId != wallet.AccountId || len(page.Entries) == 0 {
 			t.Fatalf("page %+v", page)
 		}
 		entries = append(entries, page.Entries...)
 		if page.NextCursor == nil {
 			break
 		}
-		path = fmt.Sprintf("/v1/accounts/%d/entries?limit=4&cursor=%s", wallet.AccountID, url.QueryEscape(*page.NextCursor))
+		path = fmt.Sprintf("/v1/accounts/%d/entries?limit=4&cursor=%s", wallet.AccountId, url.QueryEscape(*page.NextCursor))
 	}
 	if len(entries) != 2*14 {
 		t.Fatalf("%d entries, want 28", len(entries))
@@ -288,7 +254,7 @@ func TestStatementAcrossPages(t *testing.T) {
 		}
 		if e.JournalKind == "reversal" {
 			reversals++
-			if e.JournalID != rev || e.Reverses == nil || *e.Reverses != undoneID || *e.BlockNumber != 104 || amount.Sign() <= 0 {
+			if e.JournalId != rev || e.Reverses == nil || *e.Reverses != undoneID || *e.BlockNumber != 104 || amount.Sign() <= 0 {
 				t.Errorf("reversal entry %+v", e)
 			}
 		}
@@ -305,35 +271,10 @@ func TestStatementAcrossPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.ListAccountEntriesWithResponse(t.Context(), wallet.AccountID, &ledgerapi.ListAccountEntriesParams{Limit: new(int32(1000))})
+	resp, err := c.ListAccountEntriesWithResponse(t.Context(), wallet.AccountId, &ledgerapi.ListAccountEntriesParams{Limit: new(int32(1000))})
 	if err != nil || resp.JSON200 == nil || len(resp.JSON200.Entries) != 28 || resp.JSON200.Entries[27].Balance != wallet.Balance || resp.JSON200.NextCursor != nil {
 		t.Errorf("the generated client: %v %s", err, resp.Body)
 	}
-}
-
-type journalJSON struct {
-	JournalID   int64              `json:"journal_id"`
-	Kind        string             `json:"kind"`
-	ChainID     uint64             `json:"chain_id"`
-	TxHash      *string            `json:"tx_hash"`
-	BlockNumber *uint64            `json:"block_number"`
-	BlockHash   *string            `json:"block_hash"`
-	Status      string             `json:"status"`
-	Reverses    *int64             `json:"reverses"`
-	ReversedBy  *int64             `json:"reversed_by"`
-	Memo        json.RawMessage    `json:"memo"`
-	Entries     []journalEntryJSON `json:"entries"`
-}
-
-type journalEntryJSON struct {
-	EntryID int64       `json:"entry_id"`
-	Account accountJSON `json:"account"`
-	Amount  string      `json:"amount"`
-}
-
-type journalList struct {
-	Journals   []journalJSON `json:"journals"`
-	NextCursor *string       `json:"next_cursor"`
 }
 
 func TestJournals(t *testing.T) {
@@ -344,37 +285,51 @@ func TestJournals(t *testing.T) {
 	rev := a.post(t, reversal(id, j))
 	other := a.post(t, transfer("tx-2", 5, 1, 8))
 
-	got := read[journalJSON](t, a, fmt.Sprintf("/v1/journals/%d", id))
-	if got.JournalID != id || got.Kind != "confirmed" || got.ChainID != chain || *got.TxHash != strings.ToLower(j.TxHash.Hex()) ||
-		*got.BlockNumber != 7 || *got.BlockHash != strings.ToLower(j.Block.Hash.Hex()) || got.Status != "success" ||
-		got.Reverses != nil || got.ReversedBy == nil || *got.ReversedBy != rev || string(got.Memo) != "{}" || len(got.Entries) != 4 {
+	got := read[ledgerapi.Journal](t, a, fmt.Sprintf("/v1/journals/%d", id))
+	if got.JournalId != id || got.Kind != "confirmed" || got.ChainId != chain || *got.TxHash != strings.ToLower(j.TxHash.Hex()) ||
+		*got.BlockNumber != 7 || *got.BlockHash != strings.ToLower(j.Block.Hash.Hex()) || got.Status == nil || *got.Status != "success" ||
+		got.Reverses != nil || got.ReversedBy == nil || *got.ReversedBy != rev || got.Memo == nil || len(got.Memo) != 0 || len(got.Entries) != 4 {
 		t.Fatalf("journal %d: %+v", id, got)
+	}
+	// What the spec leaves out must stay out, and the generated types drop
+	// it: asSent reads the answers as they came. An entry's account (an
+	// AccountRef) has no balance, a listed journal (a JournalSummary) no
+	// entries.
+	type asSent struct {
+		Entries  []struct{ Account struct{ Balance string } }
+		Journals []struct{ Entries []json.RawMessage }
+	}
+	sent := read[asSent](t, a, fmt.Sprintf("/v1/journals/%d", id))
+	if len(sent.Entries) != len(got.Entries) {
+		t.Fatalf("journal %d read twice: %d entries, then %d", id, len(got.Entries), len(sent.Entries))
 	}
 	for i, e := range got.Entries {
 		want := j.Legs[i]
-		if e.Amount != want.Amount.String() || e.Account.Kind != string(want.Account.Kind) || e.Account.Address != strings.ToLower(want.Account.Address.Hex()) ||
-			e.Account.Asset != want.Account.Asset || e.Account.ChainID != chain || e.Account.AccountID == 0 || e.Account.Balance != "" {
+		if e.Amount != want.Amount.String() || string(e.Account.Kind) != string(want.Account.Kind) || e.Account.Address != strings.ToLower(want.Account.Address.Hex()) ||
+			e.Account.Asset != want.Account.Asset || e.Account.ChainId != chain || e.Account.AccountId == 0 || sent.Entries[i].Account.Balance != "" {
 			t.Errorf("entry %d: %+v, want %+v", i, e, want)
 		}
 	}
-	r := read[journalJSON](t, a, fmt.Sprintf("/v1/journals/%d", rev))
+	r := read[ledgerapi.Journal](t, a, fmt.Sprintf("/v1/journals/%d", rev))
 	if r.Kind != "reversal" || r.Reverses == nil || *r.Reverses != id || r.ReversedBy != nil || *r.BlockNumber != 7 || r.Entries[0].Amount != "1000" {
 		t.Errorf("reversal %d: %+v", rev, r)
 	}
 
-	byTx := read[journalList](t, a, "/v1/journals?chain_id=31337&tx_hash=0x"+strings.ToUpper(j.TxHash.Hex()[2:]))
-	if len(byTx.Journals) != 2 || byTx.Journals[0].JournalID != id || byTx.Journals[1].JournalID != rev || byTx.Journals[0].Entries != nil {
+	byTxPath := "/v1/journals?chain_id=31337&tx_hash=0x" + strings.ToUpper(j.TxHash.Hex()[2:])
+	byTx := read[ledgerapi.JournalList](t, a, byTxPath)
+	listed := read[asSent](t, a, byTxPath)
+	if len(byTx.Journals) != 2 || byTx.Journals[0].JournalId != id || byTx.Journals[1].JournalId != rev || len(listed.Journals) != 2 || listed.Journals[0].Entries != nil {
 		t.Errorf("by transaction: %+v", byTx)
 	}
-	if got := read[journalList](t, a, "/v1/journals?kind=reversal"); len(got.Journals) != 1 || got.Journals[0].JournalID != rev {
+	if got := read[ledgerapi.JournalList](t, a, "/v1/journals?kind=reversal"); len(got.Journals) != 1 || got.Journals[0].JournalId != rev {
 		t.Errorf("reversals: %+v", got)
 	}
 	var ids []int64
 	path := "/v1/journals?chain_id=31337&limit=1"
 	for {
-		page := read[journalList](t, a, path)
+		page := read[ledgerapi.JournalList](t, a, path)
 		for _, j := range page.Journals {
-			ids = append(ids, j.JournalID)
+			ids = append(ids, j.JournalId)
 		}
 		if page.NextCursor == nil {
 			break
@@ -394,16 +349,16 @@ func TestBadInputIsAProblem(t *testing.T) {
 	for i := range 3 {
 		a.post(t, transfer(fmt.Sprintf("tx-%d", i), 10, 1, uint64(i+1)))
 	}
-	accounts := read[accountList](t, a, "/v1/accounts?limit=1")
-	wallet := read[accountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
-	entries := read[statement](t, a, fmt.Sprintf("/v1/accounts/%d/entries?limit=1", wallet.AccountID))
-	journals := read[journalList](t, a, "/v1/journals?limit=1")
+	accounts := read[ledgerapi.AccountList](t, a, "/v1/accounts?limit=1")
+	wallet := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
+	entries := read[ledgerapi.Statement](t, a, fmt.Sprintf("/v1/accounts/%d/entries?limit=1", wallet.AccountId))
+	journals := read[ledgerapi.JournalList](t, a, "/v1/journals?limit=1")
 	if accounts.NextCursor == nil || entries.NextCursor == nil || journals.NextCursor == nil {
 		t.Fatal("no cursors to spoil")
 	}
 	acc, ent, jrn := url.QueryEscape(*accounts.NextCursor), url.QueryEscape(*entries.NextCursor), url.QueryEscape(*journals.NextCursor)
-	statementOf := fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountID)
-	other := read[accountList](t, a, "/v1/accounts?kind=counterparty").Accounts[0].AccountID
+	statementOf := fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountId)
+	other := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=counterparty").Accounts[0].AccountId
 	addr := strings.ToLower(hot.Hex())
 
 	requireProblems(t, a, []problemCase{
@@ -440,7 +395,7 @@ func TestBadInputIsAProblem(t *testing.T) {
 		{"/v1/accounts/99999999999999999999", 400, []string{"account_id"}},
 		{"/v1/accounts/999999", 404, nil},
 		{"/v1/accounts/999999?at_block=3", 404, nil},
-		{fmt.Sprintf("/v1/accounts/%d?at_block=-3", wallet.AccountID), 400, []string{"at_block"}},
+		{fmt.Sprintf("/v1/accounts/%d?at_block=-3", wallet.AccountId), 400, []string{"at_block"}},
 		{"/v1/accounts/999999/entries", 404, nil},
 		{"/v1/accounts/x/entries", 400, []string{"account_id"}},
 		{statementOf + "?limit=-1", 400, []string{"limit"}},
@@ -509,9 +464,9 @@ func TestOnlyTheGatewayMayRead(t *testing.T) {
 	t.Parallel()
 	a := start(t)
 	a.post(t, transfer("tx-1", 10, 1, 1))
-	wallet := read[accountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
-	for _, path := range []string{"/v1/accounts", fmt.Sprintf("/v1/accounts/%d", wallet.AccountID),
-		fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountID), "/v1/journals", "/v1/journals/1", "/v1/transits", "/v1/transits/rb-1"} {
+	wallet := read[ledgerapi.AccountList](t, a, "/v1/accounts?kind=wallet").Accounts[0]
+	for _, path := range []string{"/v1/accounts", fmt.Sprintf("/v1/accounts/%d", wallet.AccountId),
+		fmt.Sprintf("/v1/accounts/%d/entries", wallet.AccountId), "/v1/journals", "/v1/journals/1", "/v1/transits", "/v1/transits/rb-1"} {
 		for _, as := range []string{"stranger", "ledger", "txmanager"} {
 			code, body := a.get(t, as, path)
 			var p errs.Problem

@@ -19,6 +19,7 @@ import (
 	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/reconcile"
+	"github.com/txfence/txfence/openapi/ledgerapi"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/servicetest"
@@ -100,24 +101,6 @@ func (a *api) send(t *testing.T, as, method, path, contentType, body string) (in
 	return resp.StatusCode, b
 }
 
-type runJSON struct {
-	RunID       int64  `json:"run_id"`
-	ChainID     uint64 `json:"chain_id"`
-	BlockNumber uint64 `json:"block_number"`
-	Trigger     string `json:"trigger"`
-	Status      string `json:"status"`
-	Differences int    `json:"differences"`
-	Items       []struct {
-		Address    string  `json:"address"`
-		Asset      string  `json:"asset"`
-		Ledger     string  `json:"ledger_balance"`
-		Chain      *string `json:"chain_balance"`
-		Difference *string `json:"difference"`
-		Cause      string  `json:"cause"`
-		JournalID  *int64  `json:"journal_id"`
-	} `json:"items"`
-}
-
 // A reconciliation asked for through the API books the movement the
 // ledger never saw to suspense and answers its report; the stored runs
 // are listed newest first, page by page, and read back whole.
@@ -142,19 +125,19 @@ func TestReconciliationOnDemand(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("reconcile: %d %s", code, b)
 	}
-	var run runJSON
+	var run ledgerapi.ReconciliationRun
 	if err := json.Unmarshal(b, &run); err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != "complete" || run.Trigger != "request" || run.Differences != 1 || len(run.Items) != 1 {
+	if run.Status != "complete" || run.Trigger != "request" || run.Differences != 1 || run.Items == nil || len(*run.Items) != 1 {
 		t.Fatalf("run %s", b)
 	}
-	it := run.Items[0]
+	it := (*run.Items)[0]
 	if it.Address != strings.ToLower(r.wallet.Hex()) || it.Asset != "native" || it.Difference == nil || *it.Difference != "5" ||
-		it.JournalID == nil || !strings.Contains(it.Cause, "inbound movement") {
+		it.JournalId == nil || !strings.Contains(it.Cause, "inbound movement") {
 		t.Errorf("item %s", b)
 	}
-	suspense := read[accountList](t, r.api, "/v1/accounts?kind=suspense&address="+r.wallet.Hex())
+	suspense := read[ledgerapi.AccountList](t, r.api, "/v1/accounts?kind=suspense&address="+r.wallet.Hex())
 	if len(suspense.Accounts) != 1 || suspense.Accounts[0].Balance != "-5" {
 		t.Errorf("suspense after the run: %+v", suspense)
 	}
@@ -170,20 +153,16 @@ func TestReconciliationOnDemand(t *testing.T) {
 			t.Fatalf("a later run: %d %s", code, b)
 		}
 	}
-	type runList struct {
-		Runs       []runJSON `json:"runs"`
-		NextCursor *string   `json:"next_cursor"`
-	}
-	first := read[runList](t, r.api, fmt.Sprintf("/v1/reconciliations?chain_id=%d&limit=2", r.node.ChainID()))
-	if len(first.Runs) != 2 || first.NextCursor == nil || first.Runs[0].RunID <= first.Runs[1].RunID || first.Runs[0].Items != nil {
+	first := read[ledgerapi.ReconciliationList](t, r.api, fmt.Sprintf("/v1/reconciliations?chain_id=%d&limit=2", r.node.ChainID()))
+	if len(first.Runs) != 2 || first.NextCursor == nil || first.Runs[0].RunId <= first.Runs[1].RunId || first.Runs[0].Items != nil {
 		t.Fatalf("first page: %+v", first)
 	}
-	second := read[runList](t, r.api, fmt.Sprintf("/v1/reconciliations?chain_id=%d&limit=2&cursor=%s", r.node.ChainID(), *first.NextCursor))
-	if len(second.Runs) != 1 || second.NextCursor != nil || second.Runs[0].RunID != run.RunID {
+	second := read[ledgerapi.ReconciliationList](t, r.api, fmt.Sprintf("/v1/reconciliations?chain_id=%d&limit=2&cursor=%s", r.node.ChainID(), *first.NextCursor))
+	if len(second.Runs) != 1 || second.NextCursor != nil || second.Runs[0].RunId != run.RunId {
 		t.Fatalf("second page: %+v, want the first run", second)
 	}
-	whole := read[runJSON](t, r.api, fmt.Sprintf("/v1/reconciliations/%d", run.RunID))
-	if len(whole.Items) != 1 || whole.Items[0].Difference == nil || *whole.Items[0].Difference != "5" {
+	whole := read[ledgerapi.ReconciliationRun](t, r.api, fmt.Sprintf("/v1/reconciliations/%d", run.RunId))
+	if whole.Items == nil || len(*whole.Items) != 1 || (*whole.Items)[0].Difference == nil || *(*whole.Items)[0].Difference != "5" {
 		t.Errorf("the stored run: %+v", whole)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
+	"github.com/txfence/txfence/openapi/ledgerapi"
 )
 
 const chainB = 10
@@ -19,34 +20,6 @@ var (
 	walletB = common.HexToAddress("0x00000000000000000000000000000000000000bb")
 	bridge  = common.HexToAddress("0x00000000000000000000000000000000b81d9e00")
 )
-
-type transitEndJSON struct {
-	TxID      string  `json:"tx_id"`
-	ChainID   uint64  `json:"chain_id"`
-	Wallet    string  `json:"wallet"`
-	JournalID *int64  `json:"journal_id"`
-	TxHash    *string `json:"tx_hash"`
-	BlockHash *string `json:"block_hash"`
-	Asset     *string `json:"asset"`
-	Amount    *string `json:"amount"`
-}
-
-type transitJSON struct {
-	ID           string          `json:"transit_id"`
-	Status       string          `json:"status"`
-	Source       transitEndJSON  `json:"source"`
-	Destination  *transitEndJSON `json:"destination"`
-	Bridge       *string         `json:"bridge"`
-	BridgeFee    *string         `json:"bridge_fee"`
-	FeeJournalID *int64          `json:"fee_journal_id"`
-	OpenedAt     *string         `json:"opened_at"`
-	CompletedAt  *string         `json:"completed_at"`
-}
-
-type transitList struct {
-	Transits   []transitJSON `json:"transits"`
-	NextCursor *string       `json:"next_cursor"`
-}
 
 // seedTransits books three transits, oldest first: rb-1 completed from
 // hot on chain to walletB on chainB (1000 sent, 990 arrived), rb-2 open
@@ -70,10 +43,10 @@ func TestTransits(t *testing.T) {
 	ids := func(path string) []string {
 		t.Helper()
 		return ledgertest.WalkPages(t, path, func(path string) ([]string, *string) {
-			page := read[transitList](t, a, path)
+			page := read[ledgerapi.TransitList](t, a, path)
 			var ids []string
 			for _, tr := range page.Transits {
-				ids = append(ids, tr.ID)
+				ids = append(ids, tr.TransitId)
 			}
 			return ids, page.NextCursor
 		})
@@ -97,30 +70,30 @@ func TestTransits(t *testing.T) {
 		}
 	}
 
-	done := read[transitJSON](t, a, "/v1/transits/rb-1")
+	done := read[ledgerapi.Transit](t, a, "/v1/transits/rb-1")
 	src, dst := done.Source, done.Destination
-	if done.Status != "completed" || dst == nil || src.ChainID != chain || src.Wallet != hotHex || *src.Asset != token || *src.Amount != "1000" ||
-		src.JournalID == nil || src.TxHash == nil || src.BlockHash == nil || dst.ChainID != chainB || *dst.Amount != "990" || *dst.Asset != ledger.Native ||
-		*done.Bridge != strings.ToLower(bridge.Hex()) || *done.BridgeFee != "10" || done.FeeJournalID == nil || done.OpenedAt == nil || done.CompletedAt == nil {
+	if done.Status != "completed" || dst == nil || src.ChainId != chain || src.Wallet != hotHex || *src.Asset != token || *src.Amount != "1000" ||
+		src.JournalId == nil || src.TxHash == nil || src.BlockHash == nil || dst.ChainId != chainB || *dst.Amount != "990" || *dst.Asset != ledger.Native ||
+		*done.Bridge != strings.ToLower(bridge.Hex()) || *done.BridgeFee != "10" || done.FeeJournalId == nil || done.OpenedAt == nil || done.CompletedAt == nil {
 		t.Errorf("rb-1: %+v (source %+v, destination %+v)", done, src, dst)
 	}
 	// The journals it names are the ones that booked it.
-	fee := read[journalJSON](t, a, fmt.Sprintf("/v1/journals/%d", *done.FeeJournalID))
-	if !slices.ContainsFunc(fee.Entries, func(e journalEntryJSON) bool {
+	fee := read[ledgerapi.Journal](t, a, fmt.Sprintf("/v1/journals/%d", *done.FeeJournalId))
+	if !slices.ContainsFunc(fee.Entries, func(e ledgerapi.JournalEntry) bool {
 		return e.Account.Kind == "fee_expense" && e.Account.Address == *done.Bridge && e.Amount == "10"
 	}) {
 		t.Errorf("the fee journal: %+v", fee)
 	}
-	if j := read[journalJSON](t, a, fmt.Sprintf("/v1/journals/%d", *dst.JournalID)); j.Kind != "transit_in" || j.ChainID != chainB {
+	if j := read[ledgerapi.Journal](t, a, fmt.Sprintf("/v1/journals/%d", *dst.JournalId)); j.Kind != "transit_in" || j.ChainId != chainB {
 		t.Errorf("the destination's journal: %+v", j)
 	}
-	open := read[transitJSON](t, a, "/v1/transits/rb-2")
-	if open.Status != "open" || open.Source.JournalID == nil || open.Destination.JournalID != nil || open.Destination.Amount != nil ||
+	open := read[ledgerapi.Transit](t, a, "/v1/transits/rb-2")
+	if open.Status != "open" || open.Source.JournalId == nil || open.Destination.JournalId != nil || open.Destination.Amount != nil ||
 		open.BridgeFee != nil || open.CompletedAt != nil {
 		t.Errorf("rb-2: %+v", open)
 	}
-	pending := read[transitJSON](t, a, "/v1/transits/rb-3")
-	if pending.Status != "pending" || pending.Source.JournalID != nil || pending.Bridge != nil || pending.OpenedAt != nil {
+	pending := read[ledgerapi.Transit](t, a, "/v1/transits/rb-3")
+	if pending.Status != "pending" || pending.Source.JournalId != nil || pending.Bridge != nil || pending.OpenedAt != nil {
 		t.Errorf("rb-3: %+v", pending)
 	}
 }
@@ -129,8 +102,8 @@ func TestTransitBadInputIsAProblem(t *testing.T) {
 	t.Parallel()
 	a := start(t)
 	seedTransits(t, a)
-	transits := read[transitList](t, a, "/v1/transits?limit=1")
-	journals := read[journalList](t, a, "/v1/journals?limit=1")
+	transits := read[ledgerapi.TransitList](t, a, "/v1/transits?limit=1")
+	journals := read[ledgerapi.JournalList](t, a, "/v1/journals?limit=1")
 	if transits.NextCursor == nil || journals.NextCursor == nil {
 		t.Fatal("no cursors to spoil")
 	}

@@ -8,30 +8,15 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/gateway/httpapi"
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 	"github.com/txfence/txfence/testinfra/servicetest"
 )
-
-type adjustmentKey struct {
-	KeyID string `json:"key_id"`
-	Name  string `json:"name"`
-}
-
-type ledgerAdjustment struct {
-	ID            string         `json:"adjustment_id"`
-	Status        string         `json:"status"`
-	NeedsApproval bool           `json:"needs_approval"`
-	Threshold     *string        `json:"threshold"`
-	ProposedBy    adjustmentKey  `json:"proposed_by"`
-	ApprovedBy    *adjustmentKey `json:"approved_by"`
-	RejectedBy    *adjustmentKey `json:"rejected_by"`
-	JournalID     *int64         `json:"journal_id"`
-	Refusal       *string        `json:"refusal"`
-}
 
 // spender took what reconciliation put in suspense.
 const spender = "0x000000000000000000000000000000000005e4de"
@@ -43,17 +28,13 @@ func adjustmentBody(id string, amount int64) string {
 }
 
 // keyID is the id of key, as GET /me tells it.
-func keyID(t *testing.T, g *gatewaystack.Gateway, key string) string {
+func keyID(t *testing.T, g *gatewaystack.Gateway, key string) uuid.UUID {
 	t.Helper()
-	type me struct {
-		Key struct {
-			KeyID string `json:"key_id"`
-		} `json:"key"`
-	}
-	return read[me](t, g, key, "/api/v1/me").Key.KeyID
+	return read[gatewayapi.Me](t, g, key, "/api/v1/me").Key.KeyId
 }
 
-// adjustmentMemo is an adjustment journal's memo, as ledgerd stores it.
+// adjustmentMemo is an adjustment journal's memo, as ledgerd stores it
+// (the spec types a memo as any object).
 type adjustmentMemo struct {
 	ID       string `json:"adjustment_id"`
 	Operator map[string]string
@@ -130,22 +111,22 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 
 	// At or below the threshold: booked at once, the key in the memo.
 	code, body := propose(g.Acme, "INC-1", -400)
-	booked := decode[ledgerAdjustment](t, body)
-	if code != http.StatusCreated || booked.Status != "booked" || booked.NeedsApproval || booked.JournalID == nil ||
-		booked.ProposedBy != (adjustmentKey{KeyID: aliceID, Name: "admin"}) || *booked.Threshold != "1000" {
+	booked := decode[gatewayapi.LedgerAdjustment](t, body)
+	if code != http.StatusCreated || booked.Status != "booked" || booked.NeedsApproval || booked.JournalId == nil ||
+		booked.ProposedBy != (gatewayapi.LedgerAdjustmentKey{KeyId: aliceID, Name: "admin"}) || *booked.Threshold != "1000" {
 		t.Fatalf("INC-1: %d %s", code, body)
 	}
-	if memo := memoOf(t, g, *booked.JournalID); memo.ID != g.AcmeTenant.ID.String()+":INC-1" || memo.Approver != nil ||
-		memo.Operator["key_id"] != aliceID || memo.Operator["key_name"] != "admin" || memo.Operator["tenant_name"] != "acme" ||
+	if memo := memoOf(t, g, *booked.JournalId); memo.ID != g.AcmeTenant.ID.String()+":INC-1" || memo.Approver != nil ||
+		memo.Operator["key_id"] != aliceID.String() || memo.Operator["key_name"] != "admin" || memo.Operator["tenant_name"] != "acme" ||
 		memo.Operator["tenant_id"] != g.AcmeTenant.ID.String() {
 		t.Errorf("INC-1's journal memo: %+v", memo)
 	}
 	// The tenant reads its journal with its own id in the memo.
-	shown := read[struct{ Memo map[string]any }](t, g, g.Acme, fmt.Sprintf("/api/v1/ledger/journals/%d", *booked.JournalID))
+	shown := read[gatewayapi.LedgerJournal](t, g, g.Acme, fmt.Sprintf("/api/v1/ledger/journals/%d", *booked.JournalId))
 	if shown.Memo["adjustment_id"] != "INC-1" {
 		t.Errorf("the memo the tenant reads: %v", shown.Memo)
 	}
-	if code, body := propose(g.Acme, "INC-1", -400); code != http.StatusOK || *decode[ledgerAdjustment](t, body).JournalID != *booked.JournalID {
+	if code, body := propose(g.Acme, "INC-1", -400); code != http.StatusOK || *decode[gatewayapi.LedgerAdjustment](t, body).JournalId != *booked.JournalId {
 		t.Errorf("INC-1 again: %d %s", code, body)
 	}
 	code, body = propose(g.Acme, "INC-1", -401)
@@ -154,7 +135,7 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	// Above the threshold: it waits; its proposer cannot approve it, nor
 	// can a key made after it; a second admin key's approval books it.
 	code, body = propose(g.Acme, "INC-2", -2000)
-	if pending := decode[ledgerAdjustment](t, body); code != http.StatusAccepted || pending.Status != "pending_approval" || pending.JournalID != nil {
+	if pending := decode[gatewayapi.LedgerAdjustment](t, body); code != http.StatusAccepted || pending.Status != "pending_approval" || pending.JournalId != nil {
 		t.Fatalf("INC-2: %d %s", code, body)
 	}
 	late := g.Key(t, g.AcmeTenant, "ops-late", []gateway.Scope{gateway.ScopeAdmin}, nil)
@@ -165,11 +146,11 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	code, body = send(onlyC, "POST", "/api/v1/ledger/adjustments/INC-2/approve", "")
 	refused("a key limited to another signer", code, body, http.StatusNotFound, `no adjustment "INC-2"`)
 	code, body = send(bob, "POST", "/api/v1/ledger/adjustments/INC-2/approve", "")
-	approved := decode[ledgerAdjustment](t, body)
-	if code != http.StatusOK || approved.Status != "booked" || approved.ApprovedBy == nil || approved.ApprovedBy.KeyID != bobID || approved.JournalID == nil {
+	approved := decode[gatewayapi.LedgerAdjustment](t, body)
+	if code != http.StatusOK || approved.Status != "booked" || approved.ApprovedBy == nil || approved.ApprovedBy.KeyId != bobID || approved.JournalId == nil {
 		t.Fatalf("bob's approval: %d %s", code, body)
 	}
-	if memo := memoOf(t, g, *approved.JournalID); memo.Operator["key_id"] != aliceID || memo.Approver["key_id"] != bobID || memo.Approver["key_name"] != "ops-bob" {
+	if memo := memoOf(t, g, *approved.JournalId); memo.Operator["key_id"] != aliceID.String() || memo.Approver["key_id"] != bobID.String() || memo.Approver["key_name"] != "ops-bob" {
 		t.Errorf("INC-2's journal memo: %+v", memo)
 	}
 
@@ -179,7 +160,7 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 		t.Errorf("INC-3: %d %s, want it to wait", code, body)
 	}
 	if code, body := send(g.Acme, "POST", "/api/v1/ledger/adjustments/INC-3/reject", ""); code != http.StatusOK ||
-		decode[ledgerAdjustment](t, body).Status != "rejected" {
+		decode[gatewayapi.LedgerAdjustment](t, body).Status != "rejected" {
 		t.Errorf("withdrawing INC-3: %d %s", code, body)
 	}
 	code, body = send(bob, "POST", "/api/v1/ledger/adjustments/INC-3/approve", "")
@@ -192,25 +173,21 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	}
 	code, body = send(bob, "POST", "/api/v1/ledger/adjustments/INC-4/approve", "")
 	refused("more than suspense holds", code, body, http.StatusConflict, "suspense holds 2600")
-	if got := read[ledgerAdjustment](t, g, g.Acme, "/api/v1/ledger/adjustments/INC-4"); got.Status != "refused" || got.Refusal == nil ||
+	if got := read[gatewayapi.LedgerAdjustment](t, g, g.Acme, "/api/v1/ledger/adjustments/INC-4"); got.Status != "refused" || got.Refusal == nil ||
 		!strings.Contains(*got.Refusal, "suspense holds 2600") {
 		t.Errorf("INC-4 after the refusal: %+v", got)
 	}
 
-	list := read[struct {
-		Adjustments []ledgerAdjustment `json:"adjustments"`
-	}](t, g, g.Acme, "/api/v1/ledger/adjustments")
+	list := read[gatewayapi.LedgerAdjustmentList](t, g, g.Acme, "/api/v1/ledger/adjustments")
 	var statuses []string
 	for _, adj := range list.Adjustments {
-		statuses = append(statuses, adj.ID+"="+adj.Status)
+		statuses = append(statuses, adj.AdjustmentId+"="+string(adj.Status))
 	}
 	if got := strings.Join(statuses, " "); got != "INC-4=refused INC-3=rejected INC-2=booked INC-1=booked" {
 		t.Errorf("acme's adjustments: %s", got)
 	}
 	for _, key := range []string{onlyC, g.Globex} {
-		if list := read[struct {
-			Adjustments []ledgerAdjustment `json:"adjustments"`
-		}](t, g, key, "/api/v1/ledger/adjustments"); len(list.Adjustments) != 0 {
+		if list := read[gatewayapi.LedgerAdjustmentList](t, g, key, "/api/v1/ledger/adjustments"); len(list.Adjustments) != 0 {
 			t.Errorf("a key that may not use signer A lists %+v", list.Adjustments)
 		}
 	}
@@ -227,7 +204,7 @@ func TestAdjustmentsOnlyThroughTheOperatorPath(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a bare adjustment to ledgerd as the gateway: %d, want 403", resp.StatusCode)
 	}
-	suspense := read[ledgerAccounts](t, g, g.Acme, "/api/v1/ledger/accounts?chain_id=31337&address="+signerA+"&kind=suspense")
+	suspense := read[gatewayapi.LedgerAccountList](t, g, g.Acme, "/api/v1/ledger/accounts?chain_id=31337&address="+signerA+"&kind=suspense")
 	if len(suspense.Accounts) != 1 || suspense.Accounts[0].Balance != "2600" {
 		t.Errorf("suspense after it all: %+v, want 2600", suspense.Accounts)
 	}

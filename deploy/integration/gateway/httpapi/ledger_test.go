@@ -16,48 +16,11 @@ import (
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/ledger"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 )
 
 // token is a token contract's address, as the ledger names its asset.
 const token = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
-
-type ledgerAccount struct {
-	AccountID int64   `json:"account_id"`
-	ChainID   uint64  `json:"chain_id"`
-	Asset     string  `json:"asset"`
-	Kind      string  `json:"kind"`
-	Address   string  `json:"address"`
-	Balance   string  `json:"balance"`
-	Version   *int64  `json:"version"`
-	AsOfBlock *uint64 `json:"as_of_block"`
-}
-
-type ledgerAccounts struct {
-	Accounts   []ledgerAccount `json:"accounts"`
-	NextCursor *string         `json:"next_cursor"`
-}
-
-type statementLine struct {
-	JournalID   int64  `json:"journal_id"`
-	JournalKind string `json:"journal_kind"`
-	Amount      string `json:"amount"`
-	Balance     string `json:"balance"`
-}
-
-type statement struct {
-	AccountID  int64           `json:"account_id"`
-	Entries    []statementLine `json:"entries"`
-	NextCursor *string         `json:"next_cursor"`
-}
-
-type journal struct {
-	JournalID int64  `json:"journal_id"`
-	Kind      string `json:"kind"`
-	Entries   []struct {
-		Account ledgerAccount `json:"account"`
-		Amount  string        `json:"amount"`
-	} `json:"entries"`
-}
 
 // books are the journals ledgerRig books, by what they are.
 type books struct {
@@ -111,16 +74,16 @@ func accountsPath(signer string, query ...string) string {
 }
 
 // accountOf is the one account of signer's kind in asset, found by listing.
-func accountOf(t *testing.T, g *gatewaystack.Gateway, key, signer, kind, asset string) ledgerAccount {
+func accountOf(t *testing.T, g *gatewaystack.Gateway, key, signer, kind, asset string) gatewayapi.LedgerAccount {
 	t.Helper()
-	list := read[ledgerAccounts](t, g, key, accountsPath(signer, "&kind="+kind, "&asset="+asset))
+	list := read[gatewayapi.LedgerAccountList](t, g, key, accountsPath(signer, "&kind="+kind, "&asset="+asset))
 	if len(list.Accounts) != 1 {
 		t.Fatalf("%s's %s accounts in %s: %+v, want one", signer, kind, asset, list)
 	}
 	return list.Accounts[0]
 }
 
-func balancesByAsset(as []ledgerAccount) map[string]string {
+func balancesByAsset(as []gatewayapi.LedgerAccount) map[string]string {
 	out := map[string]string{}
 	for _, a := range as {
 		out[a.Asset] = a.Balance
@@ -139,16 +102,16 @@ func TestLedgerBalancesStatementAndJournal(t *testing.T) {
 
 	// Any letter case; answered in lower case.
 	lower := strings.ToLower(signerA)
-	now := read[ledgerAccounts](t, g, reader, accountsPath("0x"+strings.ToUpper(signerA[2:])))
+	now := read[gatewayapi.LedgerAccountList](t, g, reader, accountsPath("0x"+strings.ToUpper(signerA[2:])))
 	if diff := cmp.Diff(map[string]string{ledger.Native: "8598", token: "5"}, balancesByAsset(now.Accounts)); diff != "" || now.NextCursor != nil {
 		t.Errorf("A's wallets now (-want +got):\n%s%+v", diff, now)
 	}
 	for _, a := range now.Accounts {
-		if a.Kind != "wallet" || a.Address != lower || a.ChainID != 31337 || a.Version == nil || a.AsOfBlock != nil {
+		if a.Kind != "wallet" || a.Address != lower || a.ChainId != 31337 || a.Version == nil || a.AsOfBlock != nil {
 			t.Errorf("account %+v", a)
 		}
 	}
-	then := read[ledgerAccounts](t, g, reader, accountsPath(signerA, "&at_block=5"))
+	then := read[gatewayapi.LedgerAccountList](t, g, reader, accountsPath(signerA, "&at_block=5"))
 	if diff := cmp.Diff(map[string]string{ledger.Native: "8928", token: "0"}, balancesByAsset(then.Accounts)); diff != "" {
 		t.Errorf("A's wallets as of block 5 (-want +got):\n%s", diff)
 	}
@@ -158,28 +121,28 @@ func TestLedgerBalancesStatementAndJournal(t *testing.T) {
 		}
 	}
 	for kind, want := range map[string]string{"fee_expense": "52", "opening_balance": "-10000", "suspense": "", "in_transit": ""} {
-		list := read[ledgerAccounts](t, g, reader, accountsPath(signerA, "&kind="+kind))
+		list := read[gatewayapi.LedgerAccountList](t, g, reader, accountsPath(signerA, "&kind="+kind))
 		if got := balancesByAsset(list.Accounts)[ledger.Native]; got != want {
 			t.Errorf("A's %s: %+v, want balance %q", kind, list, want)
 		}
 	}
 
 	// A page at a time, with the ledger's cursor passed back unchanged.
-	first := read[ledgerAccounts](t, g, reader, accountsPath(signerA, "&limit=1"))
+	first := read[gatewayapi.LedgerAccountList](t, g, reader, accountsPath(signerA, "&limit=1"))
 	if len(first.Accounts) != 1 || first.NextCursor == nil {
 		t.Fatalf("first page: %+v", first)
 	}
-	second := read[ledgerAccounts](t, g, reader, accountsPath(signerA, "&limit=1&cursor="+url.QueryEscape(*first.NextCursor)))
-	if len(second.Accounts) != 1 || second.NextCursor != nil || second.Accounts[0].AccountID <= first.Accounts[0].AccountID {
+	second := read[gatewayapi.LedgerAccountList](t, g, reader, accountsPath(signerA, "&limit=1&cursor="+url.QueryEscape(*first.NextCursor)))
+	if len(second.Accounts) != 1 || second.NextCursor != nil || second.Accounts[0].AccountId <= first.Accounts[0].AccountId {
 		t.Errorf("second page: %+v after %+v", second, first)
 	}
 
 	wallet := accountOf(t, g, reader, signerA, "wallet", ledger.Native)
-	id := fmt.Sprint(wallet.AccountID)
-	if got := read[ledgerAccount](t, g, reader, "/api/v1/ledger/accounts/"+id); got.Balance != "8598" || got.Version == nil || *got.Version != *wallet.Version {
+	id := fmt.Sprint(wallet.AccountId)
+	if got := read[gatewayapi.LedgerAccount](t, g, reader, "/api/v1/ledger/accounts/"+id); got.Balance != "8598" || got.Version == nil || *got.Version != *wallet.Version {
 		t.Errorf("account %s: %+v, want %+v", id, got, wallet)
 	}
-	if got := read[ledgerAccount](t, g, reader, "/api/v1/ledger/accounts/"+id+"?at_block=3"); got.Balance != "9949" || got.AsOfBlock == nil || *got.AsOfBlock != 3 {
+	if got := read[gatewayapi.LedgerAccount](t, g, reader, "/api/v1/ledger/accounts/"+id+"?at_block=3"); got.Balance != "9949" || got.AsOfBlock == nil || *got.AsOfBlock != 3 {
 		t.Errorf("account %s as of block 3: %+v", id, got)
 	}
 
@@ -196,12 +159,12 @@ func TestLedgerBalancesStatementAndJournal(t *testing.T) {
 	running := big.NewInt(0)
 	path := "/api/v1/ledger/accounts/" + id + "/entries?limit=3"
 	for pages := 1; ; pages++ {
-		page := read[statement](t, g, reader, path)
-		if page.AccountID != wallet.AccountID {
-			t.Errorf("page of account %d, want %d", page.AccountID, wallet.AccountID)
+		page := read[gatewayapi.LedgerStatement](t, g, reader, path)
+		if page.AccountId != wallet.AccountId {
+			t.Errorf("page of account %d, want %d", page.AccountId, wallet.AccountId)
 		}
 		for _, e := range page.Entries {
-			got = append(got, line{e.JournalID, e.Amount})
+			got = append(got, line{e.JournalId, e.Amount})
 			amount, _ := new(big.Int).SetString(e.Amount, 10)
 			if running.Add(running, amount); e.Balance != running.String() {
 				t.Errorf("entry %+v: running balance %s, want %s", e, e.Balance, running)
@@ -232,13 +195,13 @@ func TestLedgerBalancesStatementAndJournal(t *testing.T) {
 	type entry struct{ Kind, Address, Amount string }
 	anyOrder := cmpopts.SortSlices(func(a, b entry) bool { return a.Kind+a.Amount < b.Kind+b.Amount })
 	entries := func(key string, id int64) []entry {
-		j := read[journal](t, g, key, fmt.Sprintf("/api/v1/ledger/journals/%d", id))
-		if j.JournalID != id || j.Kind != "confirmed" {
+		j := read[gatewayapi.LedgerJournal](t, g, key, fmt.Sprintf("/api/v1/ledger/journals/%d", id))
+		if j.JournalId != id || j.Kind != "confirmed" {
 			t.Errorf("journal %d: %+v", id, j)
 		}
 		var out []entry
 		for _, e := range j.Entries {
-			out = append(out, entry{e.Account.Kind, e.Account.Address, e.Amount})
+			out = append(out, entry{string(e.Account.Kind), e.Account.Address, e.Amount})
 		}
 		return out
 	}
@@ -265,7 +228,7 @@ func TestLedgerNoTenantSeesAnother(t *testing.T) {
 	g, b := ledgerRig(t)
 	acmeWallet := accountOf(t, g, g.Acme, signerA, "wallet", ledger.Native)
 	acmeFees := accountOf(t, g, g.Acme, signerA, "fee_expense", ledger.Native)
-	page := read[statement](t, g, g.Acme, fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?limit=1", acmeWallet.AccountID))
+	page := read[gatewayapi.LedgerStatement](t, g, g.Acme, fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?limit=1", acmeWallet.AccountId))
 	if page.NextCursor == nil {
 		t.Fatal("no second page of acme's statement")
 	}
@@ -298,11 +261,11 @@ func TestLedgerNoTenantSeesAnother(t *testing.T) {
 		accountsPath(signerA),
 		accountsPath(signerA, "&kind=fee_expense"),
 		accountsPath(signerA, "&at_block=5"),
-		account(acmeWallet.AccountID),
-		account(acmeWallet.AccountID) + "?at_block=5",
-		account(acmeFees.AccountID),
-		account(acmeWallet.AccountID) + "/entries",
-		account(acmeWallet.AccountID) + "/entries?cursor=" + url.QueryEscape(*page.NextCursor),
+		account(acmeWallet.AccountId),
+		account(acmeWallet.AccountId) + "?at_block=5",
+		account(acmeFees.AccountId),
+		account(acmeWallet.AccountId) + "/entries",
+		account(acmeWallet.AccountId) + "/entries?cursor=" + url.QueryEscape(*page.NextCursor),
 		account(counterpartyB),
 		account(counterpartyB) + "/entries",
 		account(depositSourceB),
@@ -322,9 +285,9 @@ func TestLedgerNoTenantSeesAnother(t *testing.T) {
 		}
 	}
 	// Another tenant's account reads exactly as one that does not exist.
-	_, theirs := g.Do(t, g.Globex, "GET", account(acmeWallet.AccountID), "")
+	_, theirs := g.Do(t, g.Globex, "GET", account(acmeWallet.AccountId), "")
 	_, none := g.Do(t, g.Globex, "GET", account(1<<40), "")
-	if p, q := decode[problem](t, theirs), decode[problem](t, none); p.Detail != fmt.Sprintf("no account %d", acmeWallet.AccountID) || q.Detail != fmt.Sprintf("no account %d", 1<<40) {
+	if p, q := decode[problem](t, theirs), decode[problem](t, none); p.Detail != fmt.Sprintf("no account %d", acmeWallet.AccountId) || q.Detail != fmt.Sprintf("no account %d", 1<<40) {
 		t.Errorf("acme's account for globex: %q; an unknown account: %q", p.Detail, q.Detail)
 	}
 	_, none = g.Do(t, g.Globex, "GET", "/api/v1/ledger/journals/999999", "")
@@ -335,9 +298,9 @@ func TestLedgerNoTenantSeesAnother(t *testing.T) {
 	// Globex's own lists, of every kind it may ask for, never show acme's
 	// accounts, nor the accounts of B's address that are not B's own.
 	for _, kind := range []string{"wallet", "fee_expense", "suspense", "in_transit", "opening_balance"} {
-		list := read[ledgerAccounts](t, g, g.Globex, accountsPath(signerB, "&kind="+kind))
+		list := read[gatewayapi.LedgerAccountList](t, g, g.Globex, accountsPath(signerB, "&kind="+kind))
 		for _, a := range list.Accounts {
-			if a.Address != strings.ToLower(signerB) || a.Kind != kind || a.AccountID == counterpartyB || a.AccountID == depositSourceB {
+			if a.Address != strings.ToLower(signerB) || string(a.Kind) != kind || a.AccountId == counterpartyB || a.AccountId == depositSourceB {
 				t.Errorf("globex lists %+v", a)
 			}
 		}
@@ -358,13 +321,13 @@ func TestLedgerNoTenantSeesAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	narrow := g.Key(t, g.AcmeTenant, "narrow", []gateway.Scope{gateway.ScopeLedgerRead}, []gateway.SignerRef{{ChainID: 31337, Address: second}})
-	for _, path := range []string{accountsPath(signerA), account(acmeWallet.AccountID), account(acmeWallet.AccountID) + "/entries",
+	for _, path := range []string{accountsPath(signerA), account(acmeWallet.AccountId), account(acmeWallet.AccountId) + "/entries",
 		fmt.Sprintf("/api/v1/ledger/journals/%d", b.toBobA)} {
 		if resp, body := g.Do(t, narrow, "GET", path, ""); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("a key limited to another signer: GET %s: %d %s, want 404", path, resp.StatusCode, body)
 		}
 	}
-	if list := read[ledgerAccounts](t, g, narrow, accountsPath(second.Hex())); len(list.Accounts) != 0 {
+	if list := read[gatewayapi.LedgerAccountList](t, g, narrow, accountsPath(second.Hex())); len(list.Accounts) != 0 {
 		t.Errorf("the other signer, which has no books: %+v", list)
 	}
 }
@@ -379,8 +342,8 @@ func TestLedgerScopeBadInputAndOutages(t *testing.T) {
 	wallet := accountOf(t, g, g.Acme, signerA, "wallet", ledger.Native)
 	routes := []string{
 		accountsPath(signerA),
-		fmt.Sprintf("/api/v1/ledger/accounts/%d", wallet.AccountID),
-		fmt.Sprintf("/api/v1/ledger/accounts/%d/entries", wallet.AccountID),
+		fmt.Sprintf("/api/v1/ledger/accounts/%d", wallet.AccountId),
+		fmt.Sprintf("/api/v1/ledger/accounts/%d/entries", wallet.AccountId),
 		fmt.Sprintf("/api/v1/ledger/journals/%d", b.toBobA),
 	}
 	for _, path := range routes {
@@ -398,12 +361,12 @@ func TestLedgerScopeBadInputAndOutages(t *testing.T) {
 		{"a bad asset", accountsPath(signerA, "&asset=usdc"), "asset"},
 		{"a negative block", accountsPath(signerA, "&at_block=-1"), "at_block"},
 		{"a limit of 0", accountsPath(signerA, "&limit=0"), "limit"},
-		{"a limit too high", fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?limit=1001", wallet.AccountID), "limit"},
+		{"a limit too high", fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?limit=1001", wallet.AccountId), "limit"},
 		{"an account id of 0", "/api/v1/ledger/accounts/0", "account_id"},
 		{"an account id as text", "/api/v1/ledger/accounts/wallet/entries", "account_id"},
 		{"a journal id as text", "/api/v1/ledger/journals/latest", "journal_id"},
 		{"a forged cursor", accountsPath(signerA, "&cursor=bm90LWEtY3Vyc29y"), "cursor"},
-		{"an empty cursor", fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?cursor=", wallet.AccountID), "cursor"},
+		{"an empty cursor", fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?cursor=", wallet.AccountId), "cursor"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, body := g.Do(t, g.Acme, "GET", c.path, "")
@@ -420,8 +383,8 @@ func TestLedgerScopeBadInputAndOutages(t *testing.T) {
 	}
 
 	// The cursor of acme's accounts list is not one of the statement's.
-	first := read[ledgerAccounts](t, g, g.Acme, accountsPath(signerA, "&limit=1"))
-	resp, body := g.Do(t, g.Acme, "GET", fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?cursor=%s", wallet.AccountID, url.QueryEscape(*first.NextCursor)), "")
+	first := read[gatewayapi.LedgerAccountList](t, g, g.Acme, accountsPath(signerA, "&limit=1"))
+	resp, body := g.Do(t, g.Acme, "GET", fmt.Sprintf("/api/v1/ledger/accounts/%d/entries?cursor=%s", wallet.AccountId, url.QueryEscape(*first.NextCursor)), "")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"pointer":"cursor"`) {
 		t.Errorf("a cursor of another list: %d %s, want 400 naming cursor", resp.StatusCode, body)
 	}

@@ -11,27 +11,9 @@ import (
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
+	"github.com/txfence/txfence/openapi/components"
+	"github.com/txfence/txfence/openapi/gatewayapi"
 )
-
-type ledgerTransitEnd struct {
-	TxID    string  `json:"tx_id"`
-	ChainID uint64  `json:"chain_id"`
-	Wallet  string  `json:"wallet"`
-	Amount  *string `json:"amount"`
-}
-
-type ledgerTransit struct {
-	ID          string            `json:"transit_id"`
-	Status      string            `json:"status"`
-	Source      ledgerTransitEnd  `json:"source"`
-	Destination *ledgerTransitEnd `json:"destination"`
-	BridgeFee   *string           `json:"bridge_fee"`
-}
-
-type ledgerTransits struct {
-	Transits   []ledgerTransit `json:"transits"`
-	NextCursor *string         `json:"next_cursor"`
-}
 
 func transitsPath(signer string, query ...string) string {
 	return "/api/v1/ledger/transits?chain_id=31337&address=" + signer + strings.Join(query, "")
@@ -66,10 +48,10 @@ func TestLedgerTransits(t *testing.T) {
 	ids := func(key, path string) []string {
 		t.Helper()
 		return ledgertest.WalkPages(t, path, func(path string) ([]string, *string) {
-			page := read[ledgerTransits](t, g, key, path)
+			page := read[gatewayapi.LedgerTransitList](t, g, key, path)
 			var ids []string
 			for _, tr := range page.Transits {
-				ids = append(ids, tr.ID)
+				ids = append(ids, tr.TransitId)
 			}
 			return ids, page.NextCursor
 		})
@@ -87,9 +69,9 @@ func TestLedgerTransits(t *testing.T) {
 	if got := ids(g.Globex, transitsPath(signerB)); !slices.Equal(got, []string{"globex-1"}) {
 		t.Errorf("globex's transfers: %v", got)
 	}
-	done := read[ledgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/acme-1")
+	done := read[gatewayapi.LedgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/acme-1")
 	if done.Status != "completed" || done.Source.Wallet != strings.ToLower(signerA) || *done.Source.Amount != "1000" ||
-		done.Destination == nil || done.Destination.ChainID != 10 || *done.Destination.Amount != "990" || *done.BridgeFee != "10" {
+		done.Destination == nil || done.Destination.ChainId != 10 || *done.Destination.Amount != "990" || *done.BridgeFee != "10" {
 		t.Errorf("acme-1: %+v", done)
 	}
 
@@ -148,7 +130,8 @@ func TestLedgerTransits(t *testing.T) {
 func TestTransitIDsArePerTenant(t *testing.T) {
 	t.Parallel()
 	g := gatewaystack.Start(t, gatewaystack.Options{Ledger: true})
-	create := func(key, signer, idem, dependsOn string) gatewaystack.Tx {
+	// create answers the new transaction's id.
+	create := func(key, signer, idem, dependsOn string) string {
 		t.Helper()
 		body := strings.Replace(gatewaystack.Transfer(signer, "1"), `"metadata": {`, `"metadata": {"transit_id": "move-1", `, 1)
 		if dependsOn != "" {
@@ -158,34 +141,34 @@ func TestTransitIDsArePerTenant(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated {
 			t.Fatalf("create %s: %d %s", idem, resp.StatusCode, b)
 		}
-		return decode[tx](t, b)
+		return decode[components.Tx](t, b).TxId.String()
 	}
 	squat := create(g.Globex, signerB, "squat", "")
 	source := create(g.Acme, signerA, "source", "")
-	destination := create(g.Acme, signerA, "destination", source.TxID)
+	destination := create(g.Acme, signerA, "destination", source)
 	late := create(g.Globex, signerB, "late", "")
 	g.Consume(t)
 
-	mine := read[ledgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/move-1")
-	if mine.ID != "move-1" || mine.Source.TxID != source.TxID || mine.Destination == nil || mine.Destination.TxID != destination.TxID {
+	mine := read[gatewayapi.LedgerTransit](t, g, g.Acme, "/api/v1/ledger/transits/move-1")
+	if mine.TransitId != "move-1" || mine.Source.TxId != source || mine.Destination == nil || mine.Destination.TxId != destination {
 		t.Errorf("acme's move-1: %+v", mine)
 	}
 	_, raw := g.Do(t, g.Globex, "GET", "/api/v1/ledger/transits/move-1", "")
-	theirs := decode[ledgerTransit](t, raw)
-	if theirs.ID != "move-1" || theirs.Source.TxID != squat.TxID || theirs.Destination != nil || strings.Contains(string(raw), source.TxID) ||
+	theirs := decode[gatewayapi.LedgerTransit](t, raw)
+	if theirs.TransitId != "move-1" || theirs.Source.TxId != squat || theirs.Destination != nil || strings.Contains(string(raw), source) ||
 		strings.Contains(string(raw), g.AcmeTenant.ID.String()) || strings.Contains(string(raw), g.GlobexTenant.ID.String()) {
 		t.Errorf("globex's move-1: %s", raw)
 	}
 	for key, tenant := range map[string]string{g.Acme: g.AcmeTenant.ID.String(), g.Globex: g.GlobexTenant.ID.String()} {
-		list := read[ledgerTransits](t, g, key, transitsPath(map[string]string{g.Acme: signerA, g.Globex: signerB}[key]))
-		if len(list.Transits) != 1 || list.Transits[0].ID != "move-1" {
+		list := read[gatewayapi.LedgerTransitList](t, g, key, transitsPath(map[string]string{g.Acme: signerA, g.Globex: signerB}[key]))
+		if len(list.Transits) != 1 || list.Transits[0].TransitId != "move-1" {
 			t.Errorf("the transits of %s's signer: %+v", tenant, list)
 		}
 	}
 	// The events name the tenant's own namespace beside the client's id.
 	for key, want := range map[string]map[string]string{
-		g.Acme:   {source.TxID: g.AcmeTenant.ID.String(), destination.TxID: g.AcmeTenant.ID.String()},
-		g.Globex: {squat.TxID: g.GlobexTenant.ID.String(), late.TxID: g.GlobexTenant.ID.String()},
+		g.Acme:   {source: g.AcmeTenant.ID.String(), destination: g.AcmeTenant.ID.String()},
+		g.Globex: {squat: g.GlobexTenant.ID.String(), late: g.GlobexTenant.ID.String()},
 	} {
 		for id, ns := range want {
 			_, b := g.Do(t, key, "GET", "/api/v1/tx/"+id+"/events", "")
