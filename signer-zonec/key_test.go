@@ -1,8 +1,11 @@
 package signer
 
 import (
+	"bytes"
+	"encoding/hex"
 	"math/big"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -147,5 +150,28 @@ func TestCheckSignatureRefusesWhatIsNotTheRequest(t *testing.T) {
 		if err := checkSignature(raw, r); err == nil {
 			t.Errorf("%s: passed", name)
 		}
+	}
+}
+
+func TestParseHexKeyNeverQuotesInput(t *testing.T) {
+	t.Parallel()
+	const knownKey = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
+	for _, in := range []string{"", "zz", strings.Repeat("g", 64), "0x" + strings.Repeat("0", 64), knownKey + "00"} {
+		_, err := ParseHexKey([]byte(in))
+		if err == nil {
+			t.Errorf("%q parsed", in)
+			continue
+		}
+		if in != "" && strings.Contains(err.Error(), in) {
+			t.Errorf("error quotes its input: %v", err)
+		}
+	}
+	in := []byte("  0x" + knownKey + "\r\n")
+	priv, err := ParseHexKey(in)
+	if err != nil || hex.EncodeToString(crypto.FromECDSA(priv)) != knownKey {
+		t.Errorf("valid key: %v", err)
+	}
+	if !bytes.Equal(in, make([]byte, len(in))) {
+		t.Error("the input was not cleared")
 	}
 }
