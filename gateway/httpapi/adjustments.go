@@ -245,6 +245,12 @@ func (a *API) visibleAdjustment(r *http.Request) (gateway.Adjustment, error) {
 
 func (a *API) getAdjustment(w http.ResponseWriter, r *http.Request) error {
 	adj, err := a.visibleAdjustment(r)
+	return writeAdjustment(w, adj, err)
+}
+
+// writeAdjustment ends the handlers of one adjustment: it answers adj, or
+// returns err for httpserver.Handle to answer.
+func writeAdjustment(w http.ResponseWriter, adj gateway.Adjustment, err error) error {
 	if err != nil {
 		return err
 	}
@@ -276,11 +282,7 @@ func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		adj, err = a.settle(r.Context(), p, adj)
 	}
-	if err != nil {
-		return err
-	}
-	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
-	return nil
+	return writeAdjustment(w, adj, err)
 }
 
 // rejectAdjustment ends a pending adjustment unbooked.
@@ -290,12 +292,10 @@ func (a *API) rejectAdjustment(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		adj, err = a.cfg.Store.RejectAdjustment(r.Context(), p.tenant.ID, adj.ID, p.keyRef())
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		a.cfg.Log.Info("gateway: an operator rejected a ledger adjustment", adjustmentAttrs(&adj)...)
 	}
-	a.cfg.Log.Info("gateway: an operator rejected a ledger adjustment", adjustmentAttrs(&adj)...)
-	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
-	return nil
+	return writeAdjustment(w, adj, err)
 }
 
 // listAdjustments lists the adjustments of the wallets the key may use,
