@@ -356,18 +356,11 @@ func adjustmentAttrs(adj *gateway.Adjustment) []any {
 // tenant: adjustment ids are per tenant, as transit ids are.
 func ledgerAdjustmentPrefix(tenant uuid.UUID) string { return tenant.String() + ":" }
 
-// adjustmentJSON is a LedgerAdjustment of gateway.yaml.
+// adjustmentJSON is a LedgerAdjustment of gateway.yaml: the request that
+// proposed it (whose fields encoding/json flattens into it, first), then
+// its state.
 type adjustmentJSON struct {
-	ID             string `json:"adjustment_id"`
-	ChainID        uint64 `json:"chain_id"`
-	Wallet         string `json:"wallet"`
-	Asset          string `json:"asset"`
-	Amount         string `json:"amount"`
-	CounterAccount struct {
-		Kind    string `json:"kind"`
-		Address string `json:"address"`
-	} `json:"counter_account"`
-	Reason        string     `json:"reason"`
+	adjustmentRequest
 	Status        string     `json:"status"`
 	NeedsApproval bool       `json:"needs_approval"`
 	Threshold     *string    `json:"threshold"`
@@ -401,8 +394,8 @@ func toAdjustment(adj *gateway.Adjustment) adjustmentJSON {
 		}
 		return &keyJSON{KeyID: k.ID, Name: k.Name}
 	}
-	out := adjustmentJSON{ID: adj.ID, ChainID: adj.ChainID, Wallet: strings.ToLower(adj.Wallet.Hex()), Asset: adj.Asset,
-		Amount: adj.Amount.String(), Reason: adj.Reason, Status: adj.Status, NeedsApproval: adj.NeedsApproval,
+	out := adjustmentJSON{adjustmentRequest: adjustmentRequest{ID: adj.ID, ChainID: adj.ChainID, Wallet: strings.ToLower(adj.Wallet.Hex()),
+		Asset: adj.Asset, Amount: adj.Amount.String(), Reason: adj.Reason}, Status: adj.Status, NeedsApproval: adj.NeedsApproval,
 		ProposedBy: *key(&adj.ProposedBy), ProposedAt: adj.ProposedAt.UTC(), ExpiresAt: utc(adj.ExpiresAt),
 		ApprovedBy: key(adj.ApprovedBy), ApprovedAt: utc(adj.ApprovedAt), RejectedBy: key(adj.RejectedBy), RejectedAt: utc(adj.RejectedAt),
 		JournalID: adj.JournalID, BookedAt: utc(adj.BookedAt)}
