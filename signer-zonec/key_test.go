@@ -64,12 +64,9 @@ func TestDestroyedKeyCannotSign(t *testing.T) {
 	k.Destroy() // twice is harmless
 }
 
-// TestDestroyWhileSigning drops a key while requests sign with it, as a
-// Vault re-check does: each signature either completes with the whole key
-// (it recovers to the key's address) or is refused; none is made from a
-// half-zeroed scalar. Run with -race to see Destroy wait for signers.
-func TestDestroyWhileSigning(t *testing.T) {
-	t.Parallel()
+// newTestKey is a fresh random key.
+func newTestKey(t *testing.T) *Key {
+	t.Helper()
 	priv, err := crypto.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +75,16 @@ func TestDestroyWhileSigning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return k
+}
+
+// TestDestroyWhileSigning drops a key while requests sign with it, as a
+// Vault re-check does: each signature either completes with the whole key
+// (it recovers to the key's address) or is refused; none is made from a
+// half-zeroed scalar. Run with -race to see Destroy wait for signers.
+func TestDestroyWhileSigning(t *testing.T) {
+	t.Parallel()
+	k := newTestKey(t)
 	addr := k.Address()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -108,18 +115,7 @@ func TestDestroyWhileSigning(t *testing.T) {
 // transaction, and bytes that do not decode.
 func TestCheckSignatureRefusesWhatIsNotTheRequest(t *testing.T) {
 	t.Parallel()
-	newKey := func() *Key {
-		priv, err := crypto.GenerateKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := NewKey(priv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	k, other := newKey(), newKey()
+	k, other := newTestKey(t), newTestKey(t)
 	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
 	r := &Request{TxID: "tx-1", ChainID: 31337, From: k.Address(), Nonce: 5, Type: DynamicFee, To: &to,
 		Value: big.NewInt(1), Gas: 21000, MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
