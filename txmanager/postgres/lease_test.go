@@ -498,6 +498,17 @@ func takeoverWaitsFor(t *testing.T, pool *pgxpool.Pool, sB *postgres.Store, k tx
 	}
 }
 
+// leaseHeldByA is the lease database with node a holding leaseKey(1) at
+// token 1 through s, and node b's store sB on a pool of its own: the start
+// of every test of a takeover racing a's writes.
+func leaseHeldByA(t *testing.T) (s, sB *postgres.Store, pool *pgxpool.Pool, k txmanager.SignerKey) {
+	t.Helper()
+	url, s, pool := leaseDB(t)
+	k = leaseKey(1)
+	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	return s, postgres.New(leasePool(t, url, 2, nil)), pool, k
+}
+
 // startTakeover starts node b's takeover of k in wg and returns once it
 // waits on a lock (the lease row a's transaction holds); its result comes
 // on the channel.
@@ -603,10 +614,7 @@ type acquired struct {
 // of deciding while a stale write may still commit. Renewals do not wait.
 func TestTakeoverWaitsForAFencedTransactionInFlight(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	s, sB, pool, k := leaseHeldByA(t)
 	fenceA := txmanager.Fence{Node: "a", Key: k, Token: 1}
 	// The cursor exists, so the write below is an update that no foreign
 	// key check locks for it: the fence alone must.
@@ -642,10 +650,7 @@ func TestTakeoverWaitsForAFencedTransactionInFlight(t *testing.T) {
 // takeover, re-reads the lease and touches nothing.
 func TestAFencedWriteWaitingOnATakeoverTouchesNothing(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	_, sB, pool, k := leaseHeldByA(t)
 	txA := staleWriteDuringTakeover(t, pool, sB, k, func(ctx context.Context, txA pgx.Tx) (int64, error) {
 		return fencedBump(ctx, txA, txmanager.Fence{Node: "a", Key: k, Token: 1})
 	})

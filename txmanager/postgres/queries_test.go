@@ -126,10 +126,7 @@ func withFence(f txmanager.Fence, args ...any) []any {
 // the lease changed hands a's move touches nothing.
 func TestTakeoverWaitsForAStoreMoveInFlight(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	s, sB, pool, k := leaseHeldByA(t)
 	fenceA := txmanager.Fence{Node: "a", Key: k, Token: 1}
 	to := leaseKey(2).Signer
 	var ids []uuid.UUID
@@ -175,10 +172,7 @@ func TestTakeoverWaitsForAStoreMoveInFlight(t *testing.T) {
 // touches nothing.
 func TestAStoreWriteWaitingOnATakeoverTouchesNothing(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	_, sB, pool, k := leaseHeldByA(t)
 	// The cursor exists, so the write is an update that no foreign key
 	// check locks the lease row for: the fence alone must.
 	leaseExec(t, pool, `INSERT INTO nonce_cursor VALUES ($1, $2, 0)`, int64(k.ChainID), k.Signer.Bytes())
