@@ -1,8 +1,10 @@
 package signer
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +47,30 @@ func NewKey(priv *ecdsa.PrivateKey) (*Key, error) {
 		return nil, errors.New("not a secp256k1 key")
 	}
 	return &Key{priv: priv, addr: crypto.PubkeyToAddress(priv.PublicKey)}, nil
+}
+
+// ParseHexKey parses a hex secp256k1 private key (0x prefix and
+// surrounding space allowed) and clears hexKey. Errors never quote the
+// input. Both key backends import keys through it, so an operator's typed
+// or pasted key is read, and wiped, the same way whichever holds it.
+func ParseHexKey(hexKey []byte) (*ecdsa.PrivateKey, error) {
+	defer clear(hexKey)
+	// Trimmed in place: a string copy could not be cleared.
+	h := bytes.TrimSpace(hexKey)
+	h = bytes.TrimPrefix(bytes.TrimPrefix(h, []byte("0x")), []byte("0X"))
+	if len(h) != 64 {
+		return nil, fmt.Errorf("a private key is 64 hex digits; got %d characters", len(h))
+	}
+	raw := make([]byte, 32)
+	defer clear(raw)
+	if _, err := hex.Decode(raw, h); err != nil {
+		return nil, errors.New("the private key is not hex")
+	}
+	priv, err := crypto.ToECDSA(raw)
+	if err != nil {
+		return nil, errors.New("not a valid secp256k1 private key")
+	}
+	return priv, nil
 }
 
 // Address is the key's Ethereum address.

@@ -1,8 +1,11 @@
 package signer
 
 import (
+	"bytes"
+	"encoding/hex"
 	"math/big"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,12 +64,9 @@ func TestDestroyedKeyCannotSign(t *testing.T) {
 	k.Destroy() // twice is harmless
 }
 
-// TestDestroyWhileSigning drops a key while requests sign with it, as a
-// Vault re-check does: each signature either completes with the whole key
-// (it recovers to the key's address) or is refused; none is made from a
-// half-zeroed scalar. Run with -race to see Destroy wait for signers.
-func TestDestroyWhileSigning(t *testing.T) {
-	t.Parallel()
+// newTestKey is a fresh random key.
+func newTestKey(t *testing.T) *Key {
+	t.Helper()
 	priv, err := crypto.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +75,16 @@ func TestDestroyWhileSigning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return k
+}
+
+// TestDestroyWhileSigning drops a key while requests sign with it, as a
+// Vault re-check does: each signature either completes with the whole key
+// (it recovers to the key's address) or is refused; none is made from a
+// half-zeroed scalar. Run with -race to see Destroy wait for signers.
+func TestDestroyWhileSigning(t *testing.T) {
+	t.Parallel()
+	k := newTestKey(t)
 	addr := k.Address()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -105,18 +115,7 @@ func TestDestroyWhileSigning(t *testing.T) {
 // transaction, and bytes that do not decode.
 func TestCheckSignatureRefusesWhatIsNotTheRequest(t *testing.T) {
 	t.Parallel()
-	newKey := func() *Key {
-		priv, err := crypto.GenerateKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := NewKey(priv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	k, other := newKey(), newKey()
+	k, other := newTestKey(t), newTestKey(t)
 	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
 	r := &Request{TxID: "tx-1", ChainID: 31337, From: k.Address(), Nonce: 5, Type: DynamicFee, To: &to,
 		Value: big.NewInt(1), Gas: 21000, MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(1e9)}
@@ -147,5 +146,28 @@ func TestCheckSignatureRefusesWhatIsNotTheRequest(t *testing.T) {
 		if err := checkSignature(raw, r); err == nil {
 			t.Errorf("%s: passed", name)
 		}
+	}
+}
+
+func TestParseHexKeyNeverQuotesInput(t *testing.T) {
+	t.Parallel()
+	const knownKey = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
+	for _, in := range []string{"", "zz", strings.Repeat("g", 64), "0x" + strings.Repeat("0", 64), knownKey + "00"} {
+		_, err := ParseHexKey([]byte(in))
+		if err == nil {
+			t.Errorf("%q parsed", in)
+			continue
+		}
+		if in != "" && strings.Contains(err.Error(), in) {
+			t.Errorf("error quotes its input: %v", err)
+		}
+	}
+	in := []byte("  0x" + knownKey + "\r\n")
+	priv, err := ParseHexKey(in)
+	if err != nil || hex.EncodeToString(crypto.FromECDSA(priv)) != knownKey {
+		t.Errorf("valid key: %v", err)
+	}
+	if !bytes.Equal(in, make([]byte, len(in))) {
+		t.Error("the input was not cleared")
 	}
 }

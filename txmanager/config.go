@@ -206,6 +206,16 @@ func ParseChains(raw []byte) (*Chains, error) {
 	}
 	var problems []error
 	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	// positive fills an unset (zero) count with its default and names a
+	// negative one.
+	positive := func(v *int, def int, field string) {
+		if *v == 0 {
+			*v = def
+		}
+		if *v < 0 {
+			add("%s: must be positive", field)
+		}
+	}
 	if len(c.Chains) == 0 {
 		add("chains: none configured")
 	}
@@ -247,8 +257,7 @@ func ParseChains(raw []byte) (*Chains, error) {
 			ch.StuckTimeout.Duration = DefaultStuckTimeout
 		}
 		if ch.DropChecks == nil {
-			yes := true
-			ch.DropChecks = &yes
+			ch.DropChecks = new(true)
 		}
 		if ch.DropCheckBlocks == 0 {
 			ch.DropCheckBlocks = DefaultDropCheckBlocks
@@ -256,12 +265,7 @@ func ParseChains(raw []byte) (*Chains, error) {
 		if ch.DropCheckBlocks < 2 {
 			add("%s.drop_check_blocks: %d is below 2 (a drop takes two unknown answers in a row)", at, ch.DropCheckBlocks)
 		}
-		if ch.MaxDrops == 0 {
-			ch.MaxDrops = DefaultMaxDrops
-		}
-		if ch.MaxDrops < 0 {
-			add("%s.max_drops: must be positive", at)
-		}
+		positive(&ch.MaxDrops, DefaultMaxDrops, at+".max_drops")
 		signers := map[common.Address]bool{}
 		for j := range ch.Signers {
 			s := &ch.Signers[j]
@@ -271,21 +275,10 @@ func ParseChains(raw []byte) (*Chains, error) {
 			}
 			signers[s.Address] = true
 			if s.ExternalUse == nil {
-				yes := true
-				s.ExternalUse = &yes
+				s.ExternalUse = new(true)
 			}
-			if s.InFlight == 0 {
-				s.InFlight = DefaultInFlight
-			}
-			if s.InFlight < 0 {
-				add("%s.in_flight: must be positive", sat)
-			}
-			if s.BumpAfterBlocks == 0 {
-				s.BumpAfterBlocks = DefaultBumpAfterBlocks
-			}
-			if s.BumpAfterBlocks < 0 {
-				add("%s.bump_after_blocks: must be positive", sat)
-			}
+			positive(&s.InFlight, DefaultInFlight, sat+".in_flight")
+			positive(&s.BumpAfterBlocks, DefaultBumpAfterBlocks, sat+".bump_after_blocks")
 			if s.BumpMarketPercent == 0 {
 				s.BumpMarketPercent = DefaultBumpMarketPercent
 			}

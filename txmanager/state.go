@@ -1,5 +1,7 @@
 package txmanager
 
+import "slices"
+
 // State is a transaction's state (SYSTEM.md section 3).
 type State string
 
@@ -43,14 +45,7 @@ func (s State) Signed() bool {
 }
 
 // Valid reports whether s is a state.
-func (s State) Valid() bool {
-	for _, x := range States {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
+func (s State) Valid() bool { return slices.Contains(States, s) }
 
 // SubState refines a state without changing it.
 type SubState string
@@ -70,17 +65,7 @@ const (
 var SubStates = []SubState{SubWaitingDependency, SubInsufficientFunds, SubIncluded, SubStale, SubStuck, SubReplaced}
 
 // Valid reports whether s is a sub-state (or none).
-func (s SubState) Valid() bool {
-	if s == SubNone {
-		return true
-	}
-	for _, x := range SubStates {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
+func (s SubState) Valid() bool { return s == SubNone || slices.Contains(SubStates, s) }
 
 // Route is how a transaction is to be broadcast.
 type Route string

@@ -245,6 +245,12 @@ func (a *API) visibleAdjustment(r *http.Request) (gateway.Adjustment, error) {
 
 func (a *API) getAdjustment(w http.ResponseWriter, r *http.Request) error {
 	adj, err := a.visibleAdjustment(r)
+	return writeAdjustment(w, adj, err)
+}
+
+// writeAdjustment ends the handlers of one adjustment: it answers adj, or
+// returns err for httpserver.Handle to answer.
+func writeAdjustment(w http.ResponseWriter, adj gateway.Adjustment, err error) error {
 	if err != nil {
 		return err
 	}
@@ -276,11 +282,7 @@ func (a *API) approveAdjustment(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		adj, err = a.settle(r.Context(), p, adj)
 	}
-	if err != nil {
-		return err
-	}
-	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
-	return nil
+	return writeAdjustment(w, adj, err)
 }
 
 // rejectAdjustment ends a pending adjustment unbooked.
@@ -290,12 +292,10 @@ func (a *API) rejectAdjustment(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		adj, err = a.cfg.Store.RejectAdjustment(r.Context(), p.tenant.ID, adj.ID, p.keyRef())
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		a.cfg.Log.Info("gateway: an operator rejected a ledger adjustment", adjustmentAttrs(&adj)...)
 	}
-	a.cfg.Log.Info("gateway: an operator rejected a ledger adjustment", adjustmentAttrs(&adj)...)
-	httpserver.WriteJSON(w, http.StatusOK, toAdjustment(&adj))
-	return nil
+	return writeAdjustment(w, adj, err)
 }
 
 // listAdjustments lists the adjustments of the wallets the key may use,
@@ -356,18 +356,11 @@ func adjustmentAttrs(adj *gateway.Adjustment) []any {
 // tenant: adjustment ids are per tenant, as transit ids are.
 func ledgerAdjustmentPrefix(tenant uuid.UUID) string { return tenant.String() + ":" }
 
-// adjustmentJSON is a LedgerAdjustment of gateway.yaml.
+// adjustmentJSON is a LedgerAdjustment of gateway.yaml: the request that
+// proposed it (whose fields encoding/json flattens into it, first), then
+// its state.
 type adjustmentJSON struct {
-	ID             string `json:"adjustment_id"`
-	ChainID        uint64 `json:"chain_id"`
-	Wallet         string `json:"wallet"`
-	Asset          string `json:"asset"`
-	Amount         string `json:"amount"`
-	CounterAccount struct {
-		Kind    string `json:"kind"`
-		Address string `json:"address"`
-	} `json:"counter_account"`
-	Reason        string     `json:"reason"`
+	adjustmentRequest
 	Status        string     `json:"status"`
 	NeedsApproval bool       `json:"needs_approval"`
 	Threshold     *string    `json:"threshold"`
@@ -401,8 +394,8 @@ func toAdjustment(adj *gateway.Adjustment) adjustmentJSON {
 		}
 		return &keyJSON{KeyID: k.ID, Name: k.Name}
 	}
-	out := adjustmentJSON{ID: adj.ID, ChainID: adj.ChainID, Wallet: strings.ToLower(adj.Wallet.Hex()), Asset: adj.Asset,
-		Amount: adj.Amount.String(), Reason: adj.Reason, Status: adj.Status, NeedsApproval: adj.NeedsApproval,
+	out := adjustmentJSON{adjustmentRequest: adjustmentRequest{ID: adj.ID, ChainID: adj.ChainID, Wallet: strings.ToLower(adj.Wallet.Hex()),
+		Asset: adj.Asset, Amount: adj.Amount.String(), Reason: adj.Reason}, Status: adj.Status, NeedsApproval: adj.NeedsApproval,
 		ProposedBy: *key(&adj.ProposedBy), ProposedAt: adj.ProposedAt.UTC(), ExpiresAt: utc(adj.ExpiresAt),
 		ApprovedBy: key(adj.ApprovedBy), ApprovedAt: utc(adj.ApprovedAt), RejectedBy: key(adj.RejectedBy), RejectedAt: utc(adj.RejectedAt),
 		JournalID: adj.JournalID, BookedAt: utc(adj.BookedAt)}

@@ -191,6 +191,20 @@ func need(scope gateway.Scope) func(http.Handler) http.Handler {
 	}
 }
 
+// configuredOnly guards the routes of an optional part of the gateway (the
+// ledger, the webhook engine): on a gateway that runs without it
+// (configured false) they answer 503 rather than panic on a nil client.
+func configuredOnly(configured bool, unavailable string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if configured {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpserver.Error(w, r, errs.E(errs.Unavailable, unavailable))
+		})
+	}
+}
+
 // writeRaw writes a JSON body already encoded (txmanager's answer, passed
 // on unchanged).
 func writeRaw(w http.ResponseWriter, status int, body []byte) {

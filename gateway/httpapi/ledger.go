@@ -41,8 +41,9 @@ func (p *principal) seesAccount(a remote.AccountRef) bool {
 // mountLedger adds the ledger's routes: the reads (scope ledger:read), and
 // the operator path of adjustments (scope admin, adjustments.go).
 func (a *API) mountLedger(r chi.Router) {
+	ledgerOnly := configuredOnly(a.cfg.Ledger != nil, "the ledger is not configured on this gateway")
 	r.Group(func(r chi.Router) {
-		r.Use(need(gateway.ScopeLedgerRead), a.requireLedger)
+		r.Use(need(gateway.ScopeLedgerRead), ledgerOnly)
 		r.Get("/accounts", httpserver.Handle(a.listLedgerAccounts))
 		r.Get("/accounts/{account_id}", httpserver.Handle(a.getLedgerAccount))
 		r.Get("/accounts/{account_id}/entries", httpserver.Handle(a.ledgerStatement))
@@ -51,23 +52,12 @@ func (a *API) mountLedger(r chi.Router) {
 		r.Get("/transits/{transit_id}", httpserver.Handle(a.getLedgerTransit))
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(need(gateway.ScopeAdmin), a.requireLedger)
+		r.Use(need(gateway.ScopeAdmin), ledgerOnly)
 		r.Post("/adjustments", httpserver.Handle(a.proposeAdjustment))
 		r.Get("/adjustments", httpserver.Handle(a.listAdjustments))
 		r.Get("/adjustments/{adjustment_id}", httpserver.Handle(a.getAdjustment))
 		r.Post("/adjustments/{adjustment_id}/approve", httpserver.Handle(a.approveAdjustment))
 		r.Post("/adjustments/{adjustment_id}/reject", httpserver.Handle(a.rejectAdjustment))
-	})
-}
-
-// requireLedger answers 503 on a gateway configured without a ledger.
-func (a *API) requireLedger(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.cfg.Ledger == nil {
-			httpserver.Error(w, r, errs.E(errs.Unavailable, "the ledger is not configured on this gateway"))
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }
 

@@ -21,7 +21,8 @@ import (
 type Webhooks = webhook.Service
 
 func (a *API) mountWebhooks(r chi.Router) {
-	r.Use(need(gateway.ScopeWebhooks), a.requireWebhooks)
+	// A gateway built without the engine answers 503.
+	r.Use(need(gateway.ScopeWebhooks), configuredOnly(a.cfg.Webhooks != nil, "webhooks are not configured on this gateway"))
 	r.Post("/", httpserver.Handle(a.createWebhook))
 	r.Get("/", httpserver.Handle(a.listWebhooks))
 	r.Get("/{webhook_id}", httpserver.Handle(a.getWebhook))
@@ -31,17 +32,6 @@ func (a *API) mountWebhooks(r chi.Router) {
 	r.Post("/{webhook_id}/test", httpserver.Handle(a.testWebhook))
 	r.Get("/{webhook_id}/deliveries", httpserver.Handle(a.listWebhookDeliveries))
 	r.Post("/{webhook_id}/replay", httpserver.Handle(a.replayWebhook))
-}
-
-// requireWebhooks answers 503 on a gateway built without the engine.
-func (a *API) requireWebhooks(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.cfg.Webhooks == nil {
-			httpserver.Error(w, r, errs.E(errs.Unavailable, "webhooks are not configured on this gateway"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // webhookParam reads the {webhook_id} of the path.

@@ -17,11 +17,7 @@ import (
 // alike in each.
 func TestQueries(t *testing.T) {
 	t.Parallel()
-	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries)
-	if t.Failed() {
-		return
-	}
-	pgtest.RequireRowCopies(t, described,
+	pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries,
 		pgtest.RowCopy{Canonical: "Keys", Start: 3},            // key_id, tenant_id, name: scanKey
 		pgtest.RowCopy{Canonical: "GetSubscription", Start: 3}, // subscription_id, tenant_id, url: scanSubscription
 		pgtest.RowCopy{Canonical: "DeliveryLog", Start: 3},     // delivery_id, subscription_id, event_seq: scanDelivery

@@ -15,6 +15,7 @@ import (
 
 	"github.com/txfence/txfence/gateway"
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/keyset"
 	"github.com/txfence/txfence/shared/pg"
 )
 
@@ -149,10 +150,11 @@ func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor stri
 	var afterAt *time.Time
 	var afterID *uuid.UUID
 	if cursor != "" {
-		at, id, err := decodeSubscriptionCursor(cursor)
-		if err != nil {
-			return nil, "", err
+		at, key, ok := keyset.Decode(cursor)
+		if !ok {
+			return nil, "", badCursor()
 		}
+		id := uuid.UUID(key)
 		afterAt, afterID = &at, &id
 	}
 	rows, err := s.pool.Query(ctx, qSubscriptions.SQL, tenant, afterAt, afterID, limit+1)
@@ -167,28 +169,13 @@ func (s *Store) Subscriptions(ctx context.Context, tenant uuid.UUID, cursor stri
 	if len(subs) > limit {
 		subs = subs[:limit]
 		last := subs[len(subs)-1]
-		next = encodeSubscriptionCursor(last.CreatedAt, last.ID)
+		next = keyset.Encode(last.CreatedAt, last.ID)
 	}
 	ptrs := make([]*gateway.Subscription, len(subs))
 	for i := range subs {
 		ptrs[i] = &subs[i]
 	}
 	return subs, next, s.attachSecrets(ctx, ptrs)
-}
-
-// A subscription cursor is the last row's (created_at, id), opaque to
-// clients.
-func encodeSubscriptionCursor(at time.Time, id uuid.UUID) string {
-	b := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
-	return base64.RawURLEncoding.EncodeToString(append(b, id[:]...))
-}
-
-func decodeSubscriptionCursor(c string) (time.Time, uuid.UUID, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) != 8+16 {
-		return time.Time{}, uuid.UUID{}, badCursor()
-	}
-	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), uuid.UUID(b[8:]), nil
 }
 
 func badCursor() error {

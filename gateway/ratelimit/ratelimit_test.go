@@ -27,6 +27,7 @@ import (
 
 	"github.com/txfence/txfence/gateway/ratelimit"
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/redistest"
 )
 
@@ -94,26 +95,12 @@ func prefix(t testing.TB) string {
 	return "txfence:rl:test:" + t.Name() + ":" + hex.EncodeToString(b[:]) + ":"
 }
 
-// syncBuffer collects log lines written from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// count returns how many logged records match level and, when alert is
-// true, carry alert=true.
-func (b *syncBuffer) count(t *testing.T, level string, alert bool) int {
+// countLogs returns how many logged records match level and, when alert
+// is true, carry alert=true.
+func countLogs(t *testing.T, logs *logtest.Buffer, level string, alert bool) int {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	n := 0
-	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace(logs.Bytes()), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
@@ -128,22 +115,16 @@ func (b *syncBuffer) count(t *testing.T, level string, alert bool) int {
 	return n
 }
 
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // rig is a Limiter with its logs and metrics at hand.
 type rig struct {
 	*ratelimit.Limiter
-	logs *syncBuffer
+	logs *logtest.Buffer
 	reg  *prometheus.Registry
 }
 
 func newRig(t testing.TB, rdb redis.UniversalClient, opts ratelimit.Options) *rig {
 	t.Helper()
-	r := &rig{logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	r := &rig{logs: &logtest.Buffer{}, reg: prometheus.NewRegistry()}
 	opts.Logger = slog.New(slog.NewJSONHandler(r.logs, nil))
 	opts.Registerer = r.reg
 	if opts.Prefix == "" {
@@ -464,13 +445,13 @@ func TestRedisOutage(t *testing.T) {
 
 			redistest.Stop(t, u)
 			tt.during(t, r, hammer(16, 5, allow))
-			if n := r.logs.count(t, "ERROR", true); n != 1 {
+			if n := countLogs(t, r.logs, "ERROR", true); n != 1 {
 				t.Errorf("%d alert lines for one outage of 80 requests, want 1; logs:\n%s", n, r.logs)
 			}
 			if up := r.redisUp(t); up != 0 {
 				t.Errorf("redis_up = %v during the outage, want 0", up)
 			}
-			if n := r.logs.count(t, "INFO", false); n != 0 {
+			if n := countLogs(t, r.logs, "INFO", false); n != 0 {
 				t.Errorf("%d info lines while Redis is still down, want 0", n)
 			}
 
@@ -489,10 +470,10 @@ func TestRedisOutage(t *testing.T) {
 			if n := redisKeys(t, rdb, "after"); n != 1 {
 				t.Errorf("%d keys for 'after' in the restarted Redis, want 1", n)
 			}
-			if n := r.logs.count(t, "INFO", false); n != 1 {
+			if n := countLogs(t, r.logs, "INFO", false); n != 1 {
 				t.Errorf("%d info lines after Redis came back, want 1; logs:\n%s", n, r.logs)
 			}
-			if n := r.logs.count(t, "ERROR", true); n != 1 {
+			if n := countLogs(t, r.logs, "ERROR", true); n != 1 {
 				t.Errorf("%d alert lines in all, want 1", n)
 			}
 			if up := r.redisUp(t); up != 1 {
@@ -614,7 +595,7 @@ func TestHungRedisFallsBack(t *testing.T) {
 	if err != nil || !d.Allowed || d.Source != ratelimit.SourceLocal || d.Remaining != 4 {
 		t.Fatalf("against a hung Redis: %+v, %v; want allowed by the local fallback, 4 remaining", d, err)
 	}
-	if n := r.logs.count(t, "ERROR", true); n != 1 {
+	if n := countLogs(t, r.logs, "ERROR", true); n != 1 {
 		t.Errorf("%d alert lines, want 1; logs:\n%s", n, r.logs)
 	}
 	if up := r.redisUp(t); up != 0 {
@@ -647,7 +628,7 @@ func TestCallerGivingUpIsNotAnOutage(t *testing.T) {
 		t.Errorf("Allow with a cancelled context: %v, want context.Canceled", err)
 	}
 
-	if n := r.logs.count(t, "ERROR", false); n != 0 {
+	if n := countLogs(t, r.logs, "ERROR", false); n != 0 {
 		t.Errorf("%d error lines, want none: the caller gave up, Redis did not fail; logs:\n%s", n, r.logs)
 	}
 	if up := r.redisUp(t); up != 1 {

@@ -43,16 +43,22 @@ type walletSet map[common.Address]bool
 
 func (w walletSet) BooksAt(_ uint64, a common.Address, _ uint64) bool { return w[a] }
 
+// nodeAndBooks starts a chain, its reader and empty books to book what the
+// reader reads.
+func nodeAndBooks(t *testing.T) (*anvil.Node, *postgres.Store, *chain.Reader) {
+	t.Helper()
+	node := chaintest.Anvil(t, anvil.Options{})
+	store := postgres.New(pgtest.Migrated(t, postgres.Migrations), slog.New(slog.DiscardHandler))
+	return node, store, chain.NewReader(node.RPC(), node.ChainID())
+}
+
 // A chain's transactions, read from the node and booked, leave every
 // wallet's books equal to its balance on chain, to the wei: transfers out
 // and between wallets, a reverted creation's fee, a creation, and token
 // logs in and out.
 func TestBookedTransactionsTieOutToTheChain(t *testing.T) {
 	t.Parallel()
-	node := chaintest.Anvil(t, anvil.Options{})
-	pool := pgtest.Migrated(t, postgres.Migrations)
-	store := postgres.New(pool, slog.New(slog.DiscardHandler))
-	reader := chain.NewReader(node.RPC(), node.ChainID())
+	node, store, reader := nodeAndBooks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -151,10 +157,7 @@ func TestBookedTransactionsTieOutToTheChain(t *testing.T) {
 // chain.
 func TestSettledIsPinnedToItsBlock(t *testing.T) {
 	t.Parallel()
-	node := chaintest.Anvil(t, anvil.Options{})
-	pool := pgtest.Migrated(t, postgres.Migrations)
-	store := postgres.New(pool, slog.New(slog.DiscardHandler))
-	reader := chain.NewReader(node.RPC(), node.ChainID())
+	node, store, reader := nodeAndBooks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a, stranger := node.Accounts()[0], node.Accounts()[1]

@@ -32,7 +32,6 @@ import (
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/prommetrics"
@@ -45,6 +44,9 @@ import (
 type Config struct {
 	daemon.Base
 	daemon.Database
+	// CrashSwitch's one step is "booked": right after a page of the feed
+	// is booked.
+	daemon.CrashSwitch
 	// TxManagerURL is txmanagerd's internal listener, whose event feed the
 	// ledger books (mutual TLS, as identity ledger).
 	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
@@ -74,11 +76,6 @@ type Config struct {
 	// running balance). Nodes serving one gateway share it; unset, each
 	// start makes a random one, and cursors do not outlive the process.
 	CursorKey config.Secret `env:"CURSOR_KEY"`
-	// TestCrashAfter is fault injection for the crash tests, in builds
-	// with the development switches only (package devswitch): "booked"
-	// kills the process with SIGKILL right after a page of the feed is
-	// booked.
-	TestCrashAfter string `env:"TEST_CRASH_AFTER" devswitch:"true"`
 }
 
 // Spec names ledgerd.
@@ -153,14 +150,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// every other chain. A ledgerd that has not halted the chain (after
 	// a restart on a mended endpoint) books the backlog first, in order.
 	c := &consumer.Consumer{Store: store, API: api, Readers: readers, Log: svc.Log, Halted: booked.isHalted}
-	switch cfg.TestCrashAfter {
-	case "":
-	case "booked":
-		if devswitch.Enabled { // a release build refused the setting at load
-			c.AfterBook = devswitch.Crash
-		}
-	default:
-		return fmt.Errorf("TEST_CRASH_AFTER=%q: the only step is \"booked\"", cfg.TestCrashAfter)
+	crash, err := cfg.Hook("booked")
+	if err != nil {
+		return err
+	}
+	if crash != nil {
+		c.AfterBook = func() { crash("booked") }
 	}
 
 	if k := cfg.CursorKey.Reveal(); k != "" && len(k) < 32 {

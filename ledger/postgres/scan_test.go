@@ -75,6 +75,18 @@ func opened(t *testing.T, s *postgres.Store) map[common.Address]*ledger.Block {
 	return out
 }
 
+// scanStarted is books with hot registered and chain's scan started at
+// blocks, the cursor at the last of them.
+func scanStarted(t *testing.T, blocks ...ledger.ScannedBlock) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	s, pool := books(t)
+	register(t, pool, hot)
+	if _, err := s.StartScan(context.Background(), chain, blocks); err != nil {
+		t.Fatal(err)
+	}
+	return s, pool
+}
+
 // A block is booked with the cursor's move, once: the same booking again,
 // from where the cursor was, is refused whole. The scanned blocks beyond
 // the window are forgotten.
@@ -126,13 +138,9 @@ func TestBookScanMovesTheCursorWithItsBlock(t *testing.T) {
 // no wallet is opened.
 func TestBookScanRefusesABlockWhoseKeyHoldsAnotherFact(t *testing.T) {
 	t.Parallel()
-	s, pool := books(t)
-	ctx := context.Background()
-	register(t, pool, hot)
 	b0, b1 := scanned(0, 'a'), scanned(1, 'a')
-	if _, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0}); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := scanStarted(t, b0)
+	ctx := context.Background()
 	if _, err := s.Post(ctx, deposit(1, b1, hot, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -153,13 +161,9 @@ func TestBookScanRefusesABlockWhoseKeyHoldsAnotherFact(t *testing.T) {
 // When the same blocks come back, their facts are booked anew.
 func TestRewindScanUndoesTheBlocksAfterTheForkAndTheyMayComeBack(t *testing.T) {
 	t.Parallel()
-	s, pool := books(t)
-	ctx := context.Background()
-	register(t, pool, hot)
 	b0, b1, b2 := scanned(0, 'a'), scanned(1, 'a'), scanned(2, 'a')
-	if _, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0}); err != nil {
-		t.Fatal(err)
-	}
+	s, pool := scanStarted(t, b0)
+	ctx := context.Background()
 	book := func(cursor, b ledger.ScannedBlock, opens []common.Address, journals ...*ledger.Journal) {
 		t.Helper()
 		if _, err := s.BookScan(ctx, &ledger.ScanBooking{ChainID: chain, Cursor: cursor.Block(), Block: &b, Opened: opens, Journals: journals,
@@ -231,13 +235,9 @@ func TestRewindScanUndoesTheBlocksAfterTheForkAndTheyMayComeBack(t *testing.T) {
 // when it has moved.
 func TestBookScanOpensWalletsAtTheCursor(t *testing.T) {
 	t.Parallel()
-	s, pool := books(t)
-	ctx := context.Background()
-	register(t, pool, hot)
 	b0, b1 := scanned(0, 'a'), scanned(1, 'a')
-	if _, err := s.StartScan(ctx, chain, []ledger.ScannedBlock{b0, b1}); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := scanStarted(t, b0, b1)
+	ctx := context.Background()
 	if w, err := s.UnopenedWallets(ctx, chain); err != nil || len(w) != 1 || w[0] != hot {
 		t.Fatalf("unopened %v %v, want the wallet", w, err)
 	}

@@ -600,6 +600,22 @@ func (r *rig) deposits(t *testing.T, n int) []*types.Receipt {
 	return out
 }
 
+// requireBookedOnce requires every deposit of paid booked, none twice,
+// and the books of every wallet to tie out with the chain: what two
+// scanners racing, or one taking over from another, must leave.
+func (r *rig) requireBookedOnce(t *testing.T, paid []*types.Receipt) {
+	t.Helper()
+	for _, rc := range paid {
+		if r.depositOf(t, rc) == nil {
+			t.Errorf("deposit %s not booked", rc.TxHash)
+		}
+	}
+	if n := r.countJournals(t, ledger.Deposit); n != len(paid) {
+		t.Errorf("%d deposits, want %d", n, len(paid))
+	}
+	r.requireTiesOut(t, r.walletAddrs()...)
+}
+
 // Two scanners of one chain racing book every block once: the cursor
 // refuses the one that lost.
 func TestTwoScannersBookEachBlockOnce(t *testing.T) {
@@ -633,15 +649,7 @@ func TestTwoScannersBookEachBlockOnce(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("the cursor refused %d blocks booked by the other scanner", refused.Load())
-	for _, rc := range paid {
-		if r.depositOf(t, rc) == nil {
-			t.Errorf("deposit %s not booked", rc.TxHash)
-		}
-	}
-	if n := r.countJournals(t, ledger.Deposit); n != len(paid) {
-		t.Errorf("%d deposits, want %d", n, len(paid))
-	}
-	r.requireTiesOut(t, r.walletAddrs()...)
+	r.requireBookedOnce(t, paid)
 }
 
 // A scanner stopped anywhere (its context cancelled mid-run) and another
@@ -671,15 +679,7 @@ func TestAStoppedScannerIsTakenOverWithoutLossOrRepeat(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	r.drainAfter(t, r.scanner(t), true)
-	for _, rc := range paid {
-		if r.depositOf(t, rc) == nil {
-			t.Errorf("deposit %s not booked", rc.TxHash)
-		}
-	}
-	if n := r.countJournals(t, ledger.Deposit); n != len(paid) {
-		t.Errorf("%d deposits, want %d", n, len(paid))
-	}
-	r.requireTiesOut(t, r.walletAddrs()...)
+	r.requireBookedOnce(t, paid)
 }
 
 // A wallet registered while the scanner runs is opened at the block the

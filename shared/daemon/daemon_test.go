@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/txfence/txfence/shared/daemon"
+	"github.com/txfence/txfence/shared/devswitch"
 )
 
 type noBase struct {
@@ -74,5 +75,29 @@ func TestTuneGC(t *testing.T) {
 		if now := debug.SetGCPercent(100); gogc == "" && now != daemon.DefaultGCPercent || gogc != "" && now != 100 {
 			t.Errorf("GOGC=%q: the runtime's target is %d after TuneGC", gogc, now)
 		}
+	}
+}
+
+// TestCrashSwitchHook: an unset switch arms nothing, and a step the
+// pipeline does not have fails the start rather than a crash test that
+// never crashes. A release build refused the setting at load, so there it
+// arms nothing either.
+func TestCrashSwitchHook(t *testing.T) {
+	t.Parallel()
+	if hook, err := (daemon.CrashSwitch{}).Hook("booked"); hook != nil || err != nil {
+		t.Errorf("unset: hook set %t, error %v; want neither", hook != nil, err)
+	}
+	hook, err := daemon.CrashSwitch{TestCrashAfter: "boked"}.Hook("booked")
+	if !devswitch.Enabled {
+		if hook != nil || err != nil {
+			t.Errorf("release build: hook set %t, error %v; want neither", hook != nil, err)
+		}
+		return
+	}
+	if want := `TEST_CRASH_AFTER="boked" is not one of [booked]`; err == nil || err.Error() != want {
+		t.Errorf("unknown step: error %v, want %s", err, want)
+	}
+	if hook, err := (daemon.CrashSwitch{TestCrashAfter: "booked"}).Hook("booked"); hook == nil || err != nil {
+		t.Errorf("known step: hook set %t, error %v; want a hook", hook != nil, err)
 	}
 }

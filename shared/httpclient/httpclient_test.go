@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/shared/tracing"
 	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
 // TestTraceAndRequestIDFollowTheCall sends a request with a traceparent and
@@ -29,7 +29,7 @@ func TestTraceAndRequestIDFollowTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logB syncBuffer
+	var logB logtest.Buffer
 	b := httpserver.New(httpserver.Options{Service: "txmanager", Logger: slog.New(slog.NewJSONHandler(&logB, nil)), TraceContext: tracing.Middleware("txmanager")})
 	b.Router.With(mtls.Allow("gateway")).Get("/inner", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
@@ -102,21 +102,4 @@ func TestNoProxyForServiceCalls(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }

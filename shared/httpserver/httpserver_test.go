@@ -2,7 +2,6 @@ package httpserver_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,29 +16,12 @@ import (
 
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newServer(t *testing.T, ready ...httpserver.Check) (*httpserver.Server, *syncBuffer) {
+func newServer(t *testing.T, ready ...httpserver.Check) (*httpserver.Server, *logtest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	s := httpserver.New(httpserver.Options{
 		Service: "test",
 		Logger:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -60,10 +60,7 @@ func (a *API) Mount(r chi.Router) {
 }
 
 func (a *API) sign(w http.ResponseWriter, r *http.Request) error {
-	if err := httpserver.CheckJSON(r); err != nil {
-		return err
-	}
-	req, err := DecodeSignRequest(http.MaxBytesReader(w, r.Body, maxBody), true)
+	req, err := readSignRequest(w, r, true)
 	if err != nil {
 		return err
 	}
@@ -80,10 +77,7 @@ func (a *API) signBatch(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Requests []signRequest `json:"requests"`
 	}
-	if err := httpserver.CheckJSON(r); err != nil {
-		return err
-	}
-	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
+	if err := readBody(w, r, &body); err != nil {
 		return err
 	}
 	if len(body.Requests) == 0 || len(body.Requests) > signer.MaxBatch {
@@ -112,10 +106,7 @@ func (a *API) signBatch(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) evaluate(w http.ResponseWriter, r *http.Request) error {
-	if err := httpserver.CheckJSON(r); err != nil {
-		return err
-	}
-	req, err := DecodeSignRequest(http.MaxBytesReader(w, r.Body, maxBody), false)
+	req, err := readSignRequest(w, r, false)
 	if err != nil {
 		return err
 	}
@@ -161,11 +152,8 @@ type approvalCheck struct {
 // checkApprovals answers whether each approval of the request, and its
 // rejection, would count; nothing is signed or recorded.
 func (a *API) checkApprovals(w http.ResponseWriter, r *http.Request) error {
-	if err := httpserver.CheckJSON(r); err != nil {
-		return err
-	}
 	var body checkRequest
-	if err := httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), &body); err != nil {
+	if err := readBody(w, r, &body); err != nil {
 		return err
 	}
 	req, err := body.Request.toRequest("/request", false)
@@ -251,6 +239,24 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) error {
 		"head":    map[string]any{"seq": head.Seq, "hash": head.Hash.Hex()},
 	})
 	return nil
+}
+
+// readBody decodes r's body, which must be JSON of at most maxBody bytes,
+// strictly into v.
+func readBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := httpserver.CheckJSON(r); err != nil {
+		return err
+	}
+	return httpserver.DecodeStrict(http.MaxBytesReader(w, r.Body, maxBody), v)
+}
+
+// readSignRequest is readBody for sign and evaluate, through
+// DecodeSignRequest: the decoder the fuzz test feeds is the one they use.
+func readSignRequest(w http.ResponseWriter, r *http.Request, needNonce bool) (*signer.Request, error) {
+	if err := httpserver.CheckJSON(r); err != nil {
+		return nil, err
+	}
+	return DecodeSignRequest(http.MaxBytesReader(w, r.Body, maxBody), needNonce)
 }
 
 // DecodeSignRequest reads one signing request (SignRequest in

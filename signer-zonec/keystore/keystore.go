@@ -280,32 +280,11 @@ func (b *Backend) Create(ctx context.Context) (signer.KeyInfo, error) {
 // space allowed) encrypted and describes it. It clears hexKey. An address
 // already in the keystore is ErrKeyExists.
 func (b *Backend) Import(ctx context.Context, hexKey []byte) (signer.KeyInfo, error) {
-	priv, err := parseHexKey(hexKey)
+	priv, err := signer.ParseHexKey(hexKey)
 	if err != nil {
 		return signer.KeyInfo{}, err
 	}
 	return b.store(priv)
-}
-
-// parseHexKey parses a hex secp256k1 private key and clears hexKey. Its
-// errors never quote the input.
-func parseHexKey(hexKey []byte) (*ecdsa.PrivateKey, error) {
-	defer clear(hexKey)
-	h := bytes.TrimSpace(hexKey)
-	h = bytes.TrimPrefix(bytes.TrimPrefix(h, []byte("0x")), []byte("0X"))
-	if len(h) != 64 {
-		return nil, fmt.Errorf("a private key is 64 hex digits; got %d characters", len(h))
-	}
-	raw := make([]byte, 32)
-	defer clear(raw)
-	if _, err := hex.Decode(raw, h); err != nil {
-		return nil, errors.New("the private key is not hex")
-	}
-	priv, err := crypto.ToECDSA(raw)
-	if err != nil {
-		return nil, errors.New("not a valid secp256k1 private key")
-	}
-	return priv, nil
 }
 
 // store writes priv to a new file named as geth names them

@@ -623,25 +623,31 @@ func (c *compiler) tokenRule(path string, rt rawTokenRule, tok *token) *tokenRul
 	}
 	tr.windows = c.windows(path+".windows", len(rt.Windows), func(i int) (string, string) { return rt.Windows[i].Duration, rt.Windows[i].MaxAmount }, "max_amount", "window", tokenUnits)
 	tr.recipients = c.addressSet(path+".recipients", rt.Recipients)
-	switch {
-	case rt.Spenders == nil:
-	case !tok.standard.approves:
-		c.add(path+".spenders", tok.standard.name+" has no approve: list setApprovalForAll's operators under operators")
-	case len(rt.Spenders) == 0:
-		c.add(path+".spenders", "an empty list; leave it out (without it, no approval is allowed)")
-	default:
-		tr.spenders = c.addressSet(path+".spenders", rt.Spenders)
-	}
-	switch {
-	case rt.Operators == nil:
-	case !tok.standard.operators:
-		c.add(path+".operators", tok.standard.name+" has no setApprovalForAll: list approve's spenders under spenders")
-	case len(rt.Operators) == 0:
-		c.add(path+".operators", "an empty list; leave it out (without it, setApprovalForAll(operator, true) is refused)")
-	default:
-		tr.operators = c.addressSet(path+".operators", rt.Operators)
-	}
+	tr.spenders = c.grantees(path+".spenders", rt.Spenders, tok.standard.approves,
+		tok.standard.name+" has no approve: list setApprovalForAll's operators under operators",
+		"an empty list; leave it out (without it, no approval is allowed)")
+	tr.operators = c.grantees(path+".operators", rt.Operators, tok.standard.operators,
+		tok.standard.name+" has no setApprovalForAll: list approve's spenders under spenders",
+		"an empty list; leave it out (without it, setApprovalForAll(operator, true) is refused)")
 	return tr
+}
+
+// grantees compiles a token rule's optional list of who the sender may
+// grant to (spenders, operators). Left out, it allows none; a list the
+// token's standard has no call for (unsupported) or an empty one is
+// refused, since either would read as a permission the rule does not give.
+func (c *compiler) grantees(path string, list []string, supported bool, unsupported, empty string) map[common.Address]bool {
+	switch {
+	case list == nil:
+		return nil
+	case !supported:
+		c.add(path, unsupported)
+	case len(list) == 0:
+		c.add(path, empty)
+	default:
+		return c.addressSet(path, list)
+	}
+	return nil
 }
 
 // tokensReachedAround refuses an allow rule's match that would reach a

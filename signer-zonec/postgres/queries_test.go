@@ -20,11 +20,7 @@ import (
 // it copies, column by column, name and type.
 func TestQueries(t *testing.T) {
 	t.Parallel()
-	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries)
-	if t.Failed() {
-		return
-	}
-	pgtest.RequireRowCopies(t, described,
+	pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries,
 		pgtest.RowCopy{Canonical: "Signed", Start: 4},      // chain_id, signer, nonce, tx_id: scanSigned
 		pgtest.RowCopy{Canonical: "AuditHead", Start: 2},   // seq, hash: readHead, and Append on the head it locks
 		pgtest.RowCopy{Canonical: "NonceStarts", Start: 4}, // chain_id, signer, nonce, set_at: scanNonceStart

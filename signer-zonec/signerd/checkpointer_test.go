@@ -1,7 +1,6 @@
 package signerd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +16,8 @@ import (
 	"github.com/txfence/txfence/signer-zonec/policy"
 	"github.com/txfence/txfence/signer-zonec/postgres"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
-
-// syncBuffer is a log destination the test reads while nothing writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestCheckpointerCatchesALogRewoundUnderIt: the tables' owner cuts the
 // log back under a running signerd, which signs other intents at the
@@ -92,9 +73,9 @@ func TestCheckpointerCatchesALogRewoundUnderIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "checkpoints.jsonl")
-	start := func() (*checkpointer, *syncBuffer) {
+	start := func() (*checkpointer, *logtest.Buffer) {
 		t.Helper()
-		var logs syncBuffer
+		var logs logtest.Buffer
 		c, err := newCheckpointer(CheckpointConfig{File: file, Interval: time.Hour, Records: 1000}, key, store, slog.New(slog.NewJSONHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"encoding/base64"
@@ -475,34 +474,11 @@ func (b *Backend) Create(ctx context.Context) (signer.KeyInfo, error) {
 // space allowed) and describes it. It clears hexKey. An address already
 // stored is ErrKeyExists: keys are never overwritten.
 func (b *Backend) Import(ctx context.Context, hexKey []byte) (signer.KeyInfo, error) {
-	priv, err := ParseHexKey(hexKey)
+	priv, err := signer.ParseHexKey(hexKey)
 	if err != nil {
 		return signer.KeyInfo{}, err
 	}
 	return b.store(ctx, priv)
-}
-
-// ParseHexKey parses a hex secp256k1 private key (0x prefix and
-// surrounding space allowed) and clears hexKey. Errors never quote the
-// input.
-func ParseHexKey(hexKey []byte) (*ecdsa.PrivateKey, error) {
-	defer clear(hexKey)
-	// Trimmed in place: a string copy could not be cleared.
-	h := bytes.TrimSpace(hexKey)
-	h = bytes.TrimPrefix(bytes.TrimPrefix(h, []byte("0x")), []byte("0X"))
-	if len(h) != 64 {
-		return nil, fmt.Errorf("a private key is 64 hex digits; got %d characters", len(h))
-	}
-	raw := make([]byte, 32)
-	defer clear(raw)
-	if _, err := hex.Decode(raw, h); err != nil {
-		return nil, errors.New("the private key is not hex")
-	}
-	priv, err := crypto.ToECDSA(raw)
-	if err != nil {
-		return nil, errors.New("not a valid secp256k1 private key")
-	}
-	return priv, nil
 }
 
 // store writes priv under its address, creating the secret only if none

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"log/slog"
@@ -581,22 +580,4 @@ func clientCert(t *testing.T) (caPEM []byte, certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile
-}
-
-func TestParseHexKeyNeverQuotesInput(t *testing.T) {
-	t.Parallel()
-	for _, in := range []string{"", "zz", strings.Repeat("g", 64), "0x" + strings.Repeat("0", 64), knownKey + "00"} {
-		_, err := vault.ParseHexKey([]byte(in))
-		if err == nil {
-			t.Errorf("%q parsed", in)
-			continue
-		}
-		if in != "" && strings.Contains(err.Error(), in) {
-			t.Errorf("error quotes its input: %v", err)
-		}
-	}
-	priv, err := vault.ParseHexKey([]byte("  0x" + knownKey + "\r\n"))
-	if err != nil || hex.EncodeToString(crypto.FromECDSA(priv)) != knownKey {
-		t.Errorf("valid key: %v", err)
-	}
 }

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 )
 
@@ -277,7 +277,7 @@ func TestFindHonoursEnv(t *testing.T) {
 
 func TestOutput(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf logtest.Buffer
 	n := startNode(t, Options{Output: &buf})
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
@@ -285,23 +285,6 @@ func TestOutput(t *testing.T) {
 	if !strings.Contains(buf.String(), "Listening on "+strings.TrimPrefix(n.URL(), "http://")) {
 		t.Errorf("Output lacks the listening line; got:\n%s", buf.String())
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A chain kept in a StateFile outlives its node: the next node on the same

@@ -20,9 +20,14 @@ import (
 // binary has initialized the store's package a query nobody asks for is
 // dead SQL.
 //
+// When every query prepared, it then checks rows, the rows the store's
+// scan functions read from several queries (RequireRowCopies): every
+// store's TestQueries checks both, and a query that did not prepare would
+// only fail the row checks again.
+//
 // It returns the server's description of each query (parameter types and
 // result columns), by name, for the store's own checks.
-func RequireQueries(t *testing.T, ms *pg.Migrations, qs *pg.Queries) map[string]*pgconn.StatementDescription {
+func RequireQueries(t *testing.T, ms *pg.Migrations, qs *pg.Queries, rows ...RowCopy) map[string]*pgconn.StatementDescription {
 	t.Helper()
 	ctx := context.Background()
 	pool := Migrated(t, ms)
@@ -32,11 +37,13 @@ func RequireQueries(t *testing.T, ms *pg.Migrations, qs *pg.Queries) map[string]
 	}
 	defer conn.Release()
 	out := map[string]*pgconn.StatementDescription{}
+	prepared := true
 	for _, q := range qs.All() {
 		// The unnamed statement: each Prepare replaces the one before.
 		sd, err := conn.Conn().PgConn().Prepare(ctx, "", q.SQL, nil)
 		if err != nil {
 			t.Errorf("query %s (%s) does not prepare on the migrated schema: %v", q.Name, q.Pos, err)
+			prepared = false
 			continue
 		}
 		out[q.Name] = sd
@@ -48,6 +55,9 @@ func RequireQueries(t *testing.T, ms *pg.Migrations, qs *pg.Queries) map[string]
 		q, _ := qs.Lookup(name)
 		t.Errorf("query %s (%s) is used by no code: delete it, or Use it", name, q.Pos)
 	}
+	if prepared {
+		RequireRowCopies(t, out, rows...)
+	}
 	return out
 }
 
@@ -56,7 +66,8 @@ func RequireQueries(t *testing.T, ms *pg.Migrations, qs *pg.Queries) map[string]
 type RowCopy struct {
 	Canonical string
 	// Start is how many of the row's leading column names mark where a
-	// copy of it begins among another query's columns.
+	// copy of it begins among another query's columns; 0 means all of
+	// them, for a row whose first columns are too common to mark it.
 	Start int
 	// Trailing allows a copy to return more columns after the row (read
 	// ahead of it); otherwise a copy ends where the row does.
@@ -82,7 +93,10 @@ func RequireRowCopies(t *testing.T, described map[string]*pgconn.StatementDescri
 			continue
 		}
 		want := canonical.Fields
-		start := min(row.Start, len(want))
+		start := len(want)
+		if row.Start > 0 {
+			start = min(row.Start, len(want))
+		}
 		var found []string
 		for name, d := range described {
 			if name == row.Canonical {

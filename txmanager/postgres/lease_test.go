@@ -484,12 +484,7 @@ func takeoverWaitsFor(t *testing.T, pool *pgxpool.Pool, sB *postgres.Store, k tx
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	done := make(chan acquired, 1)
-	wg.Go(func() {
-		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
-		done <- acquired{token, ok, err}
-	})
-	waitForLockWait(t, pool, "INSERT INTO signer_lease")
+	done := startTakeover(ctx, t, &wg, pool, sB, k)
 	select {
 	case r := <-done:
 		t.Fatalf("takeover decided while a fenced transaction was open: %+v", r)
@@ -501,6 +496,97 @@ func takeoverWaitsFor(t *testing.T, pool *pgxpool.Pool, sB *postgres.Store, k tx
 	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
 		t.Fatalf("takeover after the transaction ended = %+v; want token 2", r)
 	}
+}
+
+// leaseHeldByA is the lease database with node a holding leaseKey(1) at
+// token 1 through s, and node b's store sB on a pool of its own: the start
+// of every test of a takeover racing a's writes.
+func leaseHeldByA(t *testing.T) (s, sB *postgres.Store, pool *pgxpool.Pool, k txmanager.SignerKey) {
+	t.Helper()
+	url, s, pool := leaseDB(t)
+	k = leaseKey(1)
+	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	return s, postgres.New(leasePool(t, url, 2, nil)), pool, k
+}
+
+// startTakeover starts node b's takeover of k in wg and returns once it
+// waits on a lock (the lease row a's transaction holds); its result comes
+// on the channel.
+func startTakeover(ctx context.Context, t *testing.T, wg *sync.WaitGroup, pool *pgxpool.Pool, sB *postgres.Store, k txmanager.SignerKey) <-chan acquired {
+	t.Helper()
+	done := make(chan acquired, 1)
+	wg.Go(func() {
+		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
+		done <- acquired{token, ok, err}
+	})
+	waitForLockWait(t, pool, "INSERT INTO signer_lease")
+	return done
+}
+
+// staleWriteDuringTakeover races a stale owner's write against a
+// takeover, for the tests that check a write waiting on a takeover
+// touches nothing: a (token 1 on k) begins a transaction while its lease
+// is current, so its now() still sees the lease unexpired; the lease then
+// lapses and node b's takeover starts, paused before it commits by a
+// trigger waiting on a gate. a then writes with write, in its
+// transaction; the write must wait for the takeover, b must win with
+// token 2 once the gate opens, and the write must touch no row. a's
+// transaction is returned still open, for the caller's own checks.
+func staleWriteDuringTakeover(t *testing.T, pool *pgxpool.Pool, sB *postgres.Store, k txmanager.SignerKey, write func(context.Context, pgx.Tx) (int64, error)) pgx.Tx {
+	t.Helper()
+	leaseExec(t, pool, `
+		CREATE FUNCTION pause_takeover() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$;
+		CREATE TRIGGER pause_takeover BEFORE UPDATE ON signer_lease
+			FOR EACH ROW WHEN (NEW.owner_node = 'b') EXECUTE FUNCTION pause_takeover()`)
+
+	txA, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { txA.Rollback(context.Background()) })
+	if _, err := txA.Exec(t.Context(), `SELECT now()`); err != nil { // a's now() is fixed here, lease current
+		t.Fatal(err)
+	}
+	leaseExec(t, pool, `UPDATE signer_lease SET expires_at = clock_timestamp()`) // lapses after a's now()
+
+	gate, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Release()
+	if _, err := gate.Exec(t.Context(), `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
+	// On failure, stop both statements before unlocking and rolling back.
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	done := startTakeover(ctx, t, &wg, pool, sB, k)
+
+	wrote := make(chan int64, 1)
+	wg.Go(func() {
+		n, err := write(ctx, txA)
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- n
+	})
+	// The write waits for the takeover (a stale write that went ahead
+	// would land now, and fail the check below).
+	waitForLockWait(t, pool, "INSERT INTO nonce_cursor")
+	if _, err := gate.Exec(t.Context(), `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
+		t.Fatalf("takeover = %+v; want token 2", r)
+	}
+	if n := <-wrote; n != 0 {
+		t.Errorf("stale owner's write landed after the takeover: %d rows", n)
+	}
+	return txA
 }
 
 // fencedBump is a fenced write as the transaction code makes them: it
@@ -528,10 +614,7 @@ type acquired struct {
 // of deciding while a stale write may still commit. Renewals do not wait.
 func TestTakeoverWaitsForAFencedTransactionInFlight(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	s, sB, pool, k := leaseHeldByA(t)
 	fenceA := txmanager.Fence{Node: "a", Key: k, Token: 1}
 	// The cursor exists, so the write below is an update that no foreign
 	// key check locks for it: the fence alone must.
@@ -567,69 +650,10 @@ func TestTakeoverWaitsForAFencedTransactionInFlight(t *testing.T) {
 // takeover, re-reads the lease and touches nothing.
 func TestAFencedWriteWaitingOnATakeoverTouchesNothing(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
-	leaseExec(t, pool, `
-		CREATE FUNCTION pause_takeover() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$;
-		CREATE TRIGGER pause_takeover BEFORE UPDATE ON signer_lease
-			FOR EACH ROW WHEN (NEW.owner_node = 'b') EXECUTE FUNCTION pause_takeover()`)
-
-	// a's transaction starts while its lease is current: now() is fixed
-	// at this instant for the whole transaction.
-	txA, err := pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txA.Rollback(context.Background())
-	if _, err := txA.Exec(t.Context(), `SELECT now()`); err != nil {
-		t.Fatal(err)
-	}
-	leaseExec(t, pool, `UPDATE signer_lease SET expires_at = clock_timestamp()`) // lapses after a's now()
-
-	gate, err := pool.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Release()
-	if _, err := gate.Exec(t.Context(), `SELECT pg_advisory_lock(4242)`); err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
-	// On failure, stop both statements before unlocking and rolling back.
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	done := make(chan acquired, 1)
-	wg.Go(func() {
-		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
-		done <- acquired{token, ok, err}
+	_, sB, pool, k := leaseHeldByA(t)
+	txA := staleWriteDuringTakeover(t, pool, sB, k, func(ctx context.Context, txA pgx.Tx) (int64, error) {
+		return fencedBump(ctx, txA, txmanager.Fence{Node: "a", Key: k, Token: 1})
 	})
-	waitForLockWait(t, pool, "INSERT INTO signer_lease")
-
-	wrote := make(chan int64, 1)
-	wg.Go(func() {
-		n, err := fencedBump(ctx, txA, txmanager.Fence{Node: "a", Key: k, Token: 1})
-		if err != nil {
-			t.Error(err)
-		}
-		wrote <- n
-	})
-	// The write waits for the takeover (a stale write that went ahead
-	// would land now, and fail the check below).
-	waitForLockWait(t, pool, "INSERT INTO nonce_cursor")
-	if _, err := gate.Exec(t.Context(), `SELECT pg_advisory_unlock(4242)`); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
-		t.Fatalf("takeover = %+v; want token 2", r)
-	}
-	if n := <-wrote; n != 0 {
-		t.Errorf("stale owner's write landed after the takeover: %d rows", n)
-	}
 	if err := txA.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}

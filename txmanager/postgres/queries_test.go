@@ -6,7 +6,6 @@ import (
 	"math/big"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +29,11 @@ import (
 // copies, column by column, name and type.
 func TestQueries(t *testing.T) {
 	t.Parallel()
-	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries)
+	described := pgtest.RequireQueries(t, postgres.Migrations, postgres.Queries,
+		pgtest.RowCopy{Canonical: "GetTx", Start: 4},                        // tx_id, chain_id, signer, request_id: scanTx
+		pgtest.RowCopy{Canonical: "ActionByID", Start: 2},                   // action_id, tx_id: scanAction
+		pgtest.RowCopy{Canonical: "AcceptedLate", Start: 2, Trailing: true}, // e_id, e_attempt: sentRow, others read after it
+	)
 	if t.Failed() {
 		return
 	}
@@ -50,12 +53,6 @@ func TestQueries(t *testing.T) {
 		t.Error("no fenced query found")
 	}
 	requireFenceInitPlans(t, fencedNames, described)
-
-	pgtest.RequireRowCopies(t, described,
-		pgtest.RowCopy{Canonical: "GetTx", Start: 4},                        // tx_id, chain_id, signer, request_id: scanTx
-		pgtest.RowCopy{Canonical: "ActionByID", Start: 2},                   // action_id, tx_id: scanAction
-		pgtest.RowCopy{Canonical: "AcceptedLate", Start: 2, Trailing: true}, // e_id, e_attempt: sentRow, others read after it
-	)
 }
 
 // requireFenceInitPlans explains the generic plan of each fenced query and
@@ -129,10 +126,7 @@ func withFence(f txmanager.Fence, args ...any) []any {
 // the lease changed hands a's move touches nothing.
 func TestTakeoverWaitsForAStoreMoveInFlight(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	s, sB, pool, k := leaseHeldByA(t)
 	fenceA := txmanager.Fence{Node: "a", Key: k, Token: 1}
 	to := leaseKey(2).Signer
 	var ids []uuid.UUID
@@ -178,68 +172,15 @@ func TestTakeoverWaitsForAStoreMoveInFlight(t *testing.T) {
 // touches nothing.
 func TestAStoreWriteWaitingOnATakeoverTouchesNothing(t *testing.T) {
 	t.Parallel()
-	url, s, pool := leaseDB(t)
-	sB := postgres.New(leasePool(t, url, 2, nil))
-	k := leaseKey(1)
-	mustAcquire(t, s, "a", k, time.Hour, true, 1)
+	_, sB, pool, k := leaseHeldByA(t)
 	// The cursor exists, so the write is an update that no foreign key
 	// check locks the lease row for: the fence alone must.
 	leaseExec(t, pool, `INSERT INTO nonce_cursor VALUES ($1, $2, 0)`, int64(k.ChainID), k.Signer.Bytes())
-	leaseExec(t, pool, `
-		CREATE FUNCTION pause_takeover() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$;
-		CREATE TRIGGER pause_takeover BEFORE UPDATE ON signer_lease
-			FOR EACH ROW WHEN (NEW.owner_node = 'b') EXECUTE FUNCTION pause_takeover()`)
-
-	txA, err := pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txA.Rollback(context.Background())
-	if _, err := txA.Exec(t.Context(), `SELECT now()`); err != nil { // a's now() is fixed here, lease current
-		t.Fatal(err)
-	}
-	leaseExec(t, pool, `UPDATE signer_lease SET expires_at = clock_timestamp()`)
-
-	gate, err := pool.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Release()
-	if _, err := gate.Exec(t.Context(), `SELECT pg_advisory_lock(4242)`); err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	done := make(chan acquired, 1)
-	wg.Go(func() {
-		token, ok, err := sB.Acquire(ctx, "b", k, time.Hour)
-		done <- acquired{token, ok, err}
-	})
-	waitForLockWait(t, pool, "INSERT INTO signer_lease")
-
 	advance := lookup(t, "AdvanceNonceCursor")
-	wrote := make(chan int64, 1)
-	wg.Go(func() {
+	txA := staleWriteDuringTakeover(t, pool, sB, k, func(ctx context.Context, txA pgx.Tx) (int64, error) {
 		tag, err := txA.Exec(ctx, advance.SQL, withFence(txmanager.Fence{Node: "a", Key: k, Token: 1}, int64(7))...)
-		if err != nil {
-			t.Error(err)
-		}
-		wrote <- tag.RowsAffected()
+		return tag.RowsAffected(), err
 	})
-	waitForLockWait(t, pool, "INSERT INTO nonce_cursor")
-	if _, err := gate.Exec(t.Context(), `SELECT pg_advisory_unlock(4242)`); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-done; r.err != nil || !r.ok || r.token != 2 {
-		t.Fatalf("takeover = %+v; want token 2", r)
-	}
-	if n := <-wrote; n != 0 {
-		t.Errorf("stale owner's write landed after the takeover: %d rows", n)
-	}
 	if err := txA.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}

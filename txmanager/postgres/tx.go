@@ -3,14 +3,11 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
 	"strings"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -18,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/keyset"
 	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/txmanager"
 )
@@ -210,11 +208,11 @@ func (s *Store) List(ctx context.Context, f txmanager.TxFilter, cursor string, l
 		before = f.CreatedBefore
 	}
 	if cursor != "" {
-		at, id, err := decodeCursor(cursor)
-		if err != nil {
-			return nil, "", err
+		at, id, ok := keyset.Decode(cursor)
+		if !ok {
+			return nil, "", errs.E(errs.Invalid, "cursor: not a cursor this list issued")
 		}
-		cursorAt, cursorID = at, id
+		cursorAt, cursorID = at, uuid.UUID(id)
 	}
 	// Planned for its arguments at every call (the unnamed statement, its
 	// description cached), never by a generic plan kept for the prepared
@@ -234,24 +232,9 @@ func (s *Store) List(ctx context.Context, f txmanager.TxFilter, cursor string, l
 	if len(txs) > limit {
 		txs = txs[:limit]
 		last := txs[len(txs)-1]
-		next = encodeCursor(last.CreatedAt, last.ID)
+		next = keyset.Encode(last.CreatedAt, last.ID)
 	}
 	return txs, next, nil
-}
-
-// A cursor is the last row's (created_at, tx_id), opaque to clients.
-func encodeCursor(at time.Time, id uuid.UUID) string {
-	b := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
-	return base64.RawURLEncoding.EncodeToString(append(b, id[:]...))
-}
-
-func decodeCursor(c string) (time.Time, uuid.UUID, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) != 8+16 {
-		return time.Time{}, uuid.UUID{}, errs.E(errs.Invalid, "cursor: not a cursor this list issued")
-	}
-	id, _ := uuid.FromBytes(b[8:])
-	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), id, nil
 }
 
 // Cancel cancels a transaction that has no nonce yet. One with a nonce is

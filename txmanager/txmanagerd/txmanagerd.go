@@ -12,13 +12,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/txfence/txfence/shared/daemon"
-	"github.com/txfence/txfence/shared/devswitch"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/prommetrics"
 	"github.com/txfence/txfence/shared/tracing"
@@ -38,6 +36,9 @@ import (
 type Config struct {
 	daemon.Base
 	daemon.Database
+	// CrashSwitch's steps are the pipelines' (worker.Steps,
+	// follow.Steps).
+	daemon.CrashSwitch
 	// ChainsFile names the chains and signers this deployment manages
 	// (txmanager.Chains documents the format). Required to serve.
 	ChainsFile string `env:"CHAINS_FILE"`
@@ -62,11 +63,6 @@ type Config struct {
 	// FundsHold is how long a transaction the signer cannot pay for is held
 	// before it FAILS (insufficient_funds_timeout).
 	FundsHold time.Duration `env:"FUNDS_HOLD_TIMEOUT" default:"1h"`
-	// TestCrashAfter is fault injection for the crash tests, in builds
-	// with the development switches only (package devswitch): the process
-	// kills itself with SIGKILL right after the named pipeline step
-	// (worker.Steps, follow.Steps), as `kill -9` would.
-	TestCrashAfter string `env:"TEST_CRASH_AFTER" devswitch:"true"`
 }
 
 // Spec names txmanagerd.
@@ -84,7 +80,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.IdleInTransactionTimeout <= 0 || cfg.IdleInTransactionTimeout >= cfg.LeaseTTL {
 		return fmt.Errorf("DB_IDLE_IN_TX_TIMEOUT=%s must be positive and below LEASE_TTL=%s: a takeover waits for the old owner's open transaction", cfg.IdleInTransactionTimeout, cfg.LeaseTTL)
 	}
-	crash, err := crashAfter(cfg.TestCrashAfter)
+	crash, err := crashAfter(cfg.CrashSwitch)
 	if err != nil {
 		return err
 	}
@@ -222,12 +218,9 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 	}, nil
 }
 
-// crashAfter makes the fault-injection hook of TEST_CRASH_AFTER: nil when
-// unset.
-func crashAfter(step string) (func(string), error) {
-	if step == "" || !devswitch.Enabled {
-		return nil, nil // a release build refused the setting at load
-	}
+// crashAfter makes the fault-injection hook of TEST_CRASH_AFTER, over
+// both pipelines' steps: nil when unset.
+func crashAfter(cfg daemon.CrashSwitch) (func(string), error) {
 	var steps []string
 	for _, s := range worker.Steps {
 		steps = append(steps, string(s))
@@ -235,14 +228,7 @@ func crashAfter(step string) (func(string), error) {
 	for _, s := range follow.Steps {
 		steps = append(steps, string(s))
 	}
-	if !slices.Contains(steps, step) {
-		return nil, fmt.Errorf("TEST_CRASH_AFTER=%q is not one of %v", step, steps)
-	}
-	return func(s string) {
-		if s == step {
-			devswitch.Crash()
-		}
-	}, nil
+	return cfg.Hook(steps...)
 }
 
 // crashHook adapts the crash hook to a pipeline's step type (nil stays
