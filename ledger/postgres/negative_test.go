@@ -7,7 +7,7 @@ import (
 
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
 // A fact that takes a wallet below zero is booked all the same, and is an
@@ -16,7 +16,7 @@ import (
 func TestABookingThatTakesAWalletBelowZeroIsBookedAndAlerted(t *testing.T) {
 	t.Parallel()
 	_, pool := books(t)
-	logs := &servicetest.Logs{}
+	logs := &logtest.Buffer{}
 	s := postgres.New(pool, slog.New(slog.NewJSONHandler(logs, nil)))
 	ctx := context.Background()
 	run := func(journals ...*ledger.Journal) {

@@ -26,8 +26,8 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/pgtest"
-	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -40,7 +40,7 @@ type rig struct {
 	store *postgres.Store
 	pool  *pgxpool.Pool
 	chain uint64
-	logs  *servicetest.Logs
+	logs  *logtest.Buffer
 	rec   *reconcile.Reconciler
 	// wallet is a dev account the ledger books, sending with its key;
 	// outsider is a dev account it does not.
@@ -52,7 +52,7 @@ func newRig(t *testing.T) *rig {
 	t.Parallel()
 	node := chaintest.Anvil(t, anvil.Options{})
 	store, pool := ledgertest.Store(t)
-	logs := &servicetest.Logs{}
+	logs := &logtest.Buffer{}
 	r := &rig{node: node, store: store, pool: pool, chain: node.ChainID(), logs: logs,
 		wallet: node.Accounts()[1], outsider: node.Accounts()[2]}
 	r.rec = r.reconciler(store)

@@ -13,8 +13,8 @@ import (
 	"github.com/txfence/txfence/ledger"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/transit"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/pgtest"
-	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -40,7 +40,7 @@ func TestRunAlertsOnceAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sink := &servicetest.Logs{}
+	sink := &logtest.Buffer{}
 	watch := &transit.Watch{Store: store, Age: time.Minute, Every: time.Millisecond, Log: slog.New(slog.NewJSONHandler(sink, nil)),
 		Now: func() time.Time { return time.Now().Add(time.Hour) }}
 	runCtx, cancel := context.WithCancel(ctx)

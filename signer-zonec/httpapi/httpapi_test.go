@@ -28,6 +28,7 @@ import (
 	signer "github.com/txfence/txfence/signer-zonec"
 	"github.com/txfence/txfence/signer-zonec/httpapi"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 )
@@ -40,7 +41,7 @@ type api struct {
 	url  string
 	pki  string
 	pool *pgxpool.Pool
-	logs *servicetest.Logs
+	logs *logtest.Buffer
 }
 
 func start(t *testing.T) *api { return startWith(t, "") }
@@ -49,7 +50,7 @@ func start(t *testing.T) *api { return startWith(t, "") }
 // policy when empty).
 func startWith(t *testing.T, policyFile string) *api {
 	t.Helper()
-	logs := &servicetest.Logs{}
+	logs := &logtest.Buffer{}
 	pki := servicetest.PKI(t)
 	srv := signertest.StartServer(t, signertest.ServerOptions{
 		PKI:        pki,

@@ -4,7 +4,10 @@ package logtest
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"sync"
+	"testing"
 )
 
 // Buffer is a log sink (or a process's output) that many goroutines may
@@ -34,4 +37,31 @@ func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
+}
+
+// Records are the JSON records logged so far for which match holds,
+// decoded; a line that is not JSON fails the test.
+func (b *Buffer) Records(t testing.TB, match func(map[string]any) bool) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if match(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// Alerts are the records logged as alerts ("alert": true, what every
+// service adds to a record an operator must act on) so far.
+func (b *Buffer) Alerts(t testing.TB) []map[string]any {
+	t.Helper()
+	return b.Records(t, func(rec map[string]any) bool { return rec["alert"] == true })
 }

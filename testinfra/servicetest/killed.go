@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
 // Killed is a service process a test expects to die by SIGKILL: its own
@@ -15,7 +17,7 @@ import (
 // does. If it is still alive when the test ends, it is killed then.
 type Killed struct {
 	cmd    *exec.Cmd
-	out    *Logs
+	out    *logtest.Buffer
 	exited chan struct{} // closed once err is set
 	err    error
 }
@@ -29,7 +31,7 @@ func StartKilled(t testing.TB, bin string, env map[string]string) *Killed {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &Killed{cmd: cmd, out: &Logs{}, exited: make(chan struct{})}
+	p := &Killed{cmd: cmd, out: &logtest.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/devswitch"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
 var builds sync.Map // package path and build flags -> *buildResult
@@ -83,7 +84,7 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{Service: Service{urls: map[string]string{}, done: make(chan error, 1), logs: &Logs{}}, cmd: cmd}
+	p := &Process{Service: Service{urls: map[string]string{}, done: make(chan error, 1), logs: &logtest.Buffer{}}, cmd: cmd}
 	cmd.Stderr = p.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

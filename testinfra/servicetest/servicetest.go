@@ -21,6 +21,7 @@ import (
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/mtls"
 	"github.com/txfence/txfence/testinfra/devcert"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
 // Identities are the service identities a test PKI issues certificates for.
@@ -84,7 +85,7 @@ type Service struct {
 	mu   sync.Mutex // guards urls
 	urls map[string]string
 	done chan error
-	logs *Logs
+	logs *logtest.Buffer
 }
 
 // URL is the base URL of the named listener ("internal", "public", "ops").
@@ -104,7 +105,7 @@ func Start(t testing.TB, run daemon.RunFunc, args []string, env map[string]strin
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	s := &Service{urls: map[string]string{}, done: make(chan error, 1), logs: &Logs{}}
+	s := &Service{urls: map[string]string{}, done: make(chan error, 1), logs: &logtest.Buffer{}}
 	go func() {
 		err := run(ctx, args, func(k string) string { return env[k] }, pw)
 		_ = pw.Close()
@@ -163,7 +164,7 @@ func RunOnce(t testing.TB, run daemon.RunFunc, args []string, env map[string]str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out Logs
+	var out logtest.Buffer
 	err := run(ctx, args, func(k string) string { return env[k] }, &out)
 	return out.String(), err
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
@@ -42,14 +43,14 @@ type chainsRig struct {
 	store *postgres.Store
 	pool  *pgxpool.Pool
 	c     *consumer.Consumer
-	logs  *servicetest.Logs
+	logs  *logtest.Buffer
 	// opened are the wallets' balances at genesis, by chain.
 	opened map[uint64]map[common.Address]*big.Int
 }
 
 func newChainsRig(t *testing.T) *chainsRig {
 	t.Helper()
-	r := &chainsRig{a: chaintest.Anvil(t, anvil.Options{}), b: chaintest.Anvil(t, anvil.Options{ChainID: 31338}), logs: &servicetest.Logs{},
+	r := &chainsRig{a: chaintest.Anvil(t, anvil.Options{}), b: chaintest.Anvil(t, anvil.Options{ChainID: 31338}), logs: &logtest.Buffer{},
 		opened: map[uint64]map[common.Address]*big.Int{}}
 	r.endA = ledgertest.NewEndpoint(t, r.a.URL())
 	endA, err := rpc.Dial(r.endA.URL)

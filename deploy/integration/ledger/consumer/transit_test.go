@@ -26,6 +26,7 @@ import (
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/txmanagertest"
@@ -63,7 +64,7 @@ type transitRig struct {
 	store  *postgres.Store
 	pool   *pgxpool.Pool
 	c      *consumer.Consumer
-	logs   *servicetest.Logs
+	logs   *logtest.Buffer
 }
 
 // alertsOf are the alerts logged that carry transit id.
@@ -80,7 +81,7 @@ func (r *transitRig) alertsOf(t *testing.T, id string) []map[string]any {
 
 func newTransitRig(t *testing.T) *transitRig {
 	t.Helper()
-	r := &transitRig{bridge: common.HexToAddress("0x00000000000000000000000000000000b81d9e00"), logs: &servicetest.Logs{}}
+	r := &transitRig{bridge: common.HexToAddress("0x00000000000000000000000000000000b81d9e00"), logs: &logtest.Buffer{}}
 	r.a.node = chaintest.Anvil(t, anvil.Options{ChainID: chainA})
 	r.b.node = chaintest.Anvil(t, anvil.Options{ChainID: chainB})
 	if r.a.node.ChainID() == r.b.node.ChainID() {
@@ -541,7 +542,7 @@ func TestTransitIDsArePerNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	store, _ := ledgertest.Store(t)
-	logs := &servicetest.Logs{}
+	logs := &logtest.Buffer{}
 	c := &consumer.Consumer{Store: store, API: api, Log: slog.New(slog.NewJSONHandler(logs, nil)), Wait: 50 * time.Millisecond}
 	a, b := common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"), common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
 	create := func(from common.Address, requestID, ns string, dependsOn *uuid.UUID) uuid.UUID {

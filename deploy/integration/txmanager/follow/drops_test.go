@@ -17,7 +17,7 @@ import (
 
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/testinfra/servicetest"
+	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/follow"
 )
@@ -127,7 +127,7 @@ func TestDroppedAgainAndAgainIsLeftToAnOperator(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			r := newRig(t, 2)
-			var logs servicetest.Logs
+			var logs logtest.Buffer
 			metrics, err := follow.NewMetrics(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
