@@ -21,6 +21,7 @@ import (
 
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txctl"
 	"github.com/txfence/txfence/txmanager"
@@ -48,29 +49,7 @@ func pendingApproval(t *testing.T, g *gatewaystack.Gateway, id string) {
 // them.
 func approverPolicy(t *testing.T, approvers map[string]ed25519.PublicKey) string {
 	t.Helper()
-	keys := map[string]string{}
-	var ids []string
-	for id, pub := range approvers {
-		keys[id] = base64.StdEncoding.EncodeToString(pub)
-		ids = append(ids, id)
-	}
-	doc, err := json.Marshal(map[string]any{
-		"version": "txctl-approvals-1", "chains": []int{31337}, "approvers": keys,
-		"rules": []any{map[string]any{
-			"id": "approved-payments", "effect": "allow", "match": map[string]any{"from": []string{signerA}},
-			"limits": map[string]any{"max_fee_per_gas": "1000000000000", "max_gas": 30000000,
-				"fee_windows": []any{map[string]string{"duration": "24h", "max_fee": "1000000000000000000"}}},
-			"approval": map[string]any{"threshold": 1, "approvers": ids, "max_ttl": "24h"},
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(path, doc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return signertest.ApprovalPolicy{RuleID: "approved-payments", From: signerA, MaxGas: 30_000_000, MaxTTL: "24h", Approvers: approvers}.Write(t)
 }
 
 // writeApproverKey writes a key file as 'signerctl approver new' does and

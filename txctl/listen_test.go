@@ -16,6 +16,7 @@ import (
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway/webhook"
 	"github.com/txfence/txfence/openapi/gatewayapi"
+	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txctl"
 )
 
@@ -67,10 +68,10 @@ func signed(t *testing.T, id string, at time.Time, body string, secrets ...strin
 }
 
 // send makes one request with headers (name, value pairs) and returns
-// the answer's status and body: gatewaystack's Do, sent to url.
+// the answer's status and body.
 func send(t *testing.T, method, url string, headers []string, body string) (int, string) {
 	t.Helper()
-	resp, b := (&gatewaystack.Gateway{URL: url}).Do(t, "", method, "", body, headers...)
+	resp, b := servicetest.Do(t, http.DefaultClient, method, url, body, headers...)
 	return resp.StatusCode, string(b)
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"strings"
@@ -85,19 +84,7 @@ func (r *reconciling) scannedTo(t *testing.T) uint64 {
 
 func (a *api) send(t *testing.T, as, method, path, contentType, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := servicetest.Client(t, a.pki, as, "ledger").Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := servicetest.Do(t, servicetest.Client(t, a.pki, as, "ledger"), method, a.url+path, body, "Content-Type", contentType)
 	return resp.StatusCode, b
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"strings"
@@ -66,20 +65,7 @@ func publicOnly(t *testing.T) func(*anvil.Node, *mevrouter.Metrics) *mevrouter.R
 
 func (a *api) do(t *testing.T, as, method, path, contentType, body string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := servicetest.Client(t, a.pki, as, "mevrouter").Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return servicetest.Do(t, servicetest.Client(t, a.pki, as, "mevrouter"), method, a.url+path, body, "Content-Type", contentType)
 }
 
 // signed signs a transfer with the first dev account's key at nonce, by

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -242,16 +239,9 @@ func approvalJSON(a signer.Approval) string {
 // for a new one, which then lets it through.
 func TestAFeeBumpAboveTheApprovalsCeilingNeedsNewApprovals(t *testing.T) {
 	t.Parallel()
-	seed := sha256.Sum256([]byte("txfence httpapi test approver alice"))
-	alice := ed25519.NewKeyFromSeed(seed[:])
-	policyFile := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(policyFile, []byte(`{"version": "approvals-1", "chains": [31337],
-		"approvers": {"alice": "`+base64.StdEncoding.EncodeToString(alice.Public().(ed25519.PublicKey))+`"},
-		"rules": [{"id": "approved-transfers", "effect": "allow", "match": {"from": ["`+signertest.DevAddress(0).Hex()+`"]},
-			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
-			"approval": {"threshold": 1, "approvers": ["alice"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	alice := signertest.ApproverKey("alice")
+	policyFile := signertest.ApprovalPolicy{RuleID: "approved-transfers", From: signertest.DevAddress(0).Hex(),
+		Approvers: map[string]ed25519.PublicKey{"alice": alice.Public().(ed25519.PublicKey)}}.Write(t)
 	a := startWith(t, policyFile)
 	to := signertest.DevAddress(1)
 	intent := &signer.Request{TxID: "tx-1", ChainID: 31337, From: signertest.DevAddress(0), Type: signer.DynamicFee, To: &to, Value: big.NewInt(1)}

@@ -19,7 +19,8 @@ func Decode[T any](t testing.TB, b []byte) T {
 }
 
 // Do sends method to url through c with body (as JSON, when not empty)
-// and headers given as name, value pairs, and returns the answer with its
+// and headers given as name, value pairs (an empty value removes the
+// header, such as the JSON content type), and returns the answer with its
 // body read.
 func Do(t testing.TB, c *http.Client, method, url, body string, headers ...string) (*http.Response, []byte) {
 	t.Helper()
@@ -31,7 +32,11 @@ func Do(t testing.TB, c *http.Client, method, url, body string, headers ...strin
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
 	}
 	resp, err := c.Do(req)
 	if err != nil {

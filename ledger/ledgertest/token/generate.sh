@@ -12,17 +12,11 @@ set -euo pipefail
 
 SOLC_VERSION=0.8.30
 
-usage() {
-	echo "usage: $0 [--check]" >&2
-	exit 2
-}
-
 check=false
-case $# in
-0) ;;
-1) [[ $1 == --check ]] || usage; check=true ;;
-*) usage ;;
-esac
+if (($#)); then
+	[[ $# == 1 && $1 == --check ]] || { echo "usage: $0 [--check]" >&2; exit 2; }
+	check=true
+fi
 
 dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)

@@ -32,6 +32,7 @@ import (
 	"github.com/txfence/txfence/gateway/console"
 	"github.com/txfence/txfence/ledger"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
@@ -347,15 +348,8 @@ func approverKeyFile(t *testing.T, id string, seed []byte, pub ed25519.PublicKey
 // approvals with before it keeps them.
 func approverPolicy(t *testing.T, id string, pub ed25519.PublicKey) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(path, []byte(`{"version": "console-approvals-1", "chains": [31337],
-		"approvers": {"`+id+`": "`+base64.StdEncoding.EncodeToString(pub)+`"},
-		"rules": [{"id": "large-withdrawals", "effect": "allow", "match": {"from": ["`+gatewaystack.SignerA+`"]},
-			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 30000000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
-			"approval": {"threshold": 1, "approvers": ["`+id+`"], "max_ttl": "24h"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return signertest.ApprovalPolicy{RuleID: "large-withdrawals", From: gatewaystack.SignerA, MaxGas: 30_000_000, MaxTTL: "24h",
+		Approvers: map[string]ed25519.PublicKey{id: pub}}.Write(t)
 }
 
 // anvilKey is anvil's first well-known development key, SignerA's.

@@ -3,13 +3,10 @@ package httpapi_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,16 +35,9 @@ import (
 func TestAnApprovalBelowTheFeeCapDoesNotCount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	seed := sha256.Sum256([]byte("txfence gateway test approver alice"))
-	alice := ed25519.NewKeyFromSeed(seed[:])
-	policyFile := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(policyFile, []byte(`{"version": "approvals-1", "chains": [31337],
-		"approvers": {"alice": "`+base64.StdEncoding.EncodeToString(alice.Public().(ed25519.PublicKey))+`"},
-		"rules": [{"id": "approved-payments", "effect": "allow", "match": {"from": ["`+signerA+`"]},
-			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
-			"approval": {"threshold": 1, "approvers": ["alice"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	alice := signertest.ApproverKey("alice")
+	policyFile := signertest.ApprovalPolicy{RuleID: "approved-payments", From: signerA,
+		Approvers: map[string]ed25519.PublicKey{"alice": alice.Public().(ed25519.PublicKey)}}.Write(t)
 	// txmanager checks each approval with a signerd of this policy when it
 	// is submitted; the test asks another for the verdicts.
 	g := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: policyFile})

@@ -3,13 +3,10 @@ package httpapi_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"github.com/txfence/txfence/deploy/integration/gatewaystack"
 	"github.com/txfence/txfence/gateway"
 	signer "github.com/txfence/txfence/signer-zonec"
+	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/txmanager"
 )
 
@@ -271,21 +269,9 @@ func TestApprovalsAndOperatorActions(t *testing.T) {
 	t.Parallel()
 	// Approvers alice and bob, each a key of their own; signerd, which
 	// txmanager asks, knows their public keys from the policy.
-	keys := map[string]ed25519.PrivateKey{}
-	pubs := map[string]string{}
-	for _, id := range []string{"alice", "bob"} {
-		seed := sha256.Sum256([]byte("txfence gateway tx test approver " + id))
-		keys[id] = ed25519.NewKeyFromSeed(seed[:])
-		pubs[id] = base64.StdEncoding.EncodeToString(keys[id].Public().(ed25519.PublicKey))
-	}
-	policyFile := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(policyFile, []byte(`{"version": "approvals-1", "chains": [31337],
-		"approvers": {"alice": "`+pubs["alice"]+`", "bob": "`+pubs["bob"]+`"},
-		"rules": [{"id": "large-transfers", "effect": "allow", "match": {"from": ["`+signerA+`"]},
-			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
-			"approval": {"threshold": 2, "approvers": ["alice", "bob"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keys := map[string]ed25519.PrivateKey{"alice": signertest.ApproverKey("alice"), "bob": signertest.ApproverKey("bob")}
+	policyFile := signertest.ApprovalPolicy{RuleID: "large-transfers", From: signerA, Threshold: 2, Approvers: map[string]ed25519.PublicKey{
+		"alice": keys["alice"].Public().(ed25519.PublicKey), "bob": keys["bob"].Public().(ed25519.PublicKey)}}.Write(t)
 	r := gatewaystack.Start(t, gatewaystack.Options{SignerPolicy: policyFile})
 	ctx := context.Background()
 	waiting := r.Create(t, r.Acme, signerA, "big-payment")

@@ -7,14 +7,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -59,25 +56,18 @@ type txJSON struct {
 
 func approvalPolicy(t *testing.T, keys map[string]ed25519.PrivateKey) string {
 	t.Helper()
-	pub := func(id string) string {
-		return base64.StdEncoding.EncodeToString(keys[id].Public().(ed25519.PublicKey))
+	approvers := map[string]ed25519.PublicKey{}
+	for _, id := range []string{"alice", "bob", "carol"} {
+		approvers[id] = keys[id].Public().(ed25519.PublicKey)
 	}
-	path := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(path, []byte(`{"version": "approvals-1", "chains": [31337],
-		"approvers": {"alice": "`+pub("alice")+`", "bob": "`+pub("bob")+`", "carol": "`+pub("carol")+`"},
-		"rules": [{"id": "approved-payments", "effect": "allow", "match": {"from": ["`+txmanagertest.Signer+`"]},
-			"limits": {"max_fee_per_gas": "1000000000000", "max_gas": 21000, "fee_windows": [{"duration": "24h", "max_fee": "1000000000000000000"}]},
-			"approval": {"threshold": 1, "approvers": ["alice", "bob"], "max_ttl": "2h"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return signertest.ApprovalPolicy{RuleID: "approved-payments", From: txmanagertest.Signer, Approvers: approvers,
+		RuleApprovers: []string{"alice", "bob"}}.Write(t)
 }
 
 func approverKeys(ids ...string) map[string]ed25519.PrivateKey {
 	out := map[string]ed25519.PrivateKey{}
 	for _, id := range ids {
-		seed := sha256.Sum256([]byte("txfence txmanager httpapi test approver " + id))
-		out[id] = ed25519.NewKeyFromSeed(seed[:])
+		out[id] = signertest.ApproverKey(id)
 	}
 	return out
 }
