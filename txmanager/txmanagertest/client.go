@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
@@ -58,4 +59,15 @@ func (s *Server) AwaitingApproval(t testing.TB, requestID string) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// API is a generated client of the server, calling as the client
+// identity as ("ledger" reads the feed).
+func (s *Server) API(t testing.TB, as string) *txmanagerapi.ClientWithResponses {
+	t.Helper()
+	api, err := txmanagerapi.NewClientWithResponses(s.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, s.PKI, as, "txmanager")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
 }

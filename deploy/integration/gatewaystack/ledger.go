@@ -18,8 +18,6 @@ import (
 	"github.com/txfence/txfence/ledger/httpapi"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	ledgerpg "github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/openapi/txmanagerapi"
-	"github.com/txfence/txfence/testinfra/servicetest"
 )
 
 // Ledger is the ledger's read API as ledgerd serves it (mutual TLS, the
@@ -85,10 +83,7 @@ func (l *Ledger) Transfer(t testing.TB, key, from, to string, value, fee int64, 
 // tests, so no chain is read.
 func (r *Gateway) Consume(t testing.TB) {
 	t.Helper()
-	api, err := txmanagerapi.NewClientWithResponses(r.TxM.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, r.PKI, "ledger", "txmanager")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := r.TxM.API(t, "ledger")
 	c := &consumer.Consumer{Store: r.Ledger.Store, API: api, Log: slog.New(slog.DiscardHandler), Wait: 50 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

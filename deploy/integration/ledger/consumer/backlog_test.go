@@ -23,7 +23,6 @@ import (
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/logtest"
@@ -60,10 +59,7 @@ func newChainsRig(t *testing.T) *chainsRig {
 	t.Cleanup(endA.Close)
 	pki := servicetest.PKI(t)
 	r.txm = txmanagertest.Serve(t, pki, txmanagertest.Options{})
-	api, err := txmanagerapi.NewClientWithResponses(r.txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := r.txm.API(t, "ledger")
 	r.store, r.pool = ledgertest.Store(t)
 	r.c = &consumer.Consumer{Store: r.store, API: api, Log: slog.New(slog.NewJSONHandler(r.logs, nil)), Wait: 200 * time.Millisecond,
 		Readers: map[uint64]*chain.Reader{r.a.ChainID(): chain.NewReader(endA, r.a.ChainID()), r.b.ChainID(): chain.NewReader(r.b.RPC(), r.b.ChainID())}}

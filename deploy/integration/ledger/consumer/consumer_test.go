@@ -18,7 +18,6 @@ import (
 	"github.com/txfence/txfence/ledger/consumer"
 	"github.com/txfence/txfence/ledger/ledgertest"
 	"github.com/txfence/txfence/ledger/postgres"
-	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
@@ -48,10 +47,7 @@ func newRigOn(t testing.TB, opts anvil.Options) *rig {
 	node := chaintest.Anvil(t, opts)
 	pki := servicetest.PKI(t)
 	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
-	api, err := txmanagerapi.NewClientWithResponses(txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := txm.API(t, "ledger")
 	store, pool := ledgertest.Store(t)
 	r := &rig{node: node, txm: txm, store: store, pool: pool, start: map[common.Address]*big.Int{},
 		c: &consumer.Consumer{Store: store, API: api, Readers: map[uint64]*chain.Reader{node.ChainID(): chain.NewReader(node.RPC(), node.ChainID())},

@@ -22,7 +22,6 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest/token"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/transit"
-	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
@@ -95,10 +94,7 @@ func newTransitRig(t *testing.T) *transitRig {
 
 	pki := servicetest.PKI(t)
 	r.txm = txmanagertest.Serve(t, pki, txmanagertest.Options{})
-	api, err := txmanagerapi.NewClientWithResponses(r.txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := r.txm.API(t, "ledger")
 	r.store, r.pool = ledgertest.Store(t)
 	log := slog.New(slog.NewJSONHandler(r.logs, nil))
 	r.c = &consumer.Consumer{Store: r.store, API: api, Log: log, Wait: time.Second, Readers: map[uint64]*chain.Reader{
@@ -537,10 +533,7 @@ func TestTransitIDsArePerNamespace(t *testing.T) {
 	ctx := context.Background()
 	pki := servicetest.PKI(t)
 	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{})
-	api, err := txmanagerapi.NewClientWithResponses(txm.URL, txmanagerapi.WithHTTPClient(servicetest.Client(t, pki, "ledger", "txmanager")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := txm.API(t, "ledger")
 	store, _ := ledgertest.Store(t)
 	logs := &logtest.Buffer{}
 	c := &consumer.Consumer{Store: store, API: api, Log: slog.New(slog.NewJSONHandler(logs, nil)), Wait: 50 * time.Millisecond}
