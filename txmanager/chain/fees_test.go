@@ -1,6 +1,7 @@
 package chain_test
 
 import (
+	"context"
 	"math/big"
 	"strings"
 	"testing"
@@ -173,22 +174,25 @@ func TestFees(t *testing.T) {
 func settledGasPrice(t *testing.T, node *anvil.Node, nextBaseFee *big.Int) *big.Int {
 	t.Helper()
 	ctx := testContext(t)
-	tip, err := node.Client().SuggestGasTipCap(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := new(big.Int).Add(nextBaseFee, tip)
+	// anvil works its suggestions out from a fee history it updates after
+	// each block, on its own: read the tip again each time, and say both
+	// when they never agree.
+	var price, tip *big.Int
 	for {
-		price, err := node.Client().SuggestGasPrice(ctx)
-		switch {
-		case err != nil:
+		var err error
+		if tip, err = node.Client().SuggestGasTipCap(ctx); err != nil {
 			t.Fatal(err)
-		case price.Cmp(want) == 0:
+		}
+		if price, err = node.Client().SuggestGasPrice(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if price.Cmp(new(big.Int).Add(nextBaseFee, tip)) == 0 {
 			return price
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("eth_gasPrice still %s, want the next base fee %s plus the tip %s", price, nextBaseFee, tip)
+			history, err := node.Client().FeeHistory(context.Background(), 3, nil, []float64{50})
+			t.Fatalf("eth_gasPrice still %s, want the next base fee %s plus the tip %s; fee history %+v (%v)", price, nextBaseFee, tip, history, err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
