@@ -5,6 +5,11 @@
 // relay refusals are classified (package nodeerr) so that txmanager acts
 // on a category, not on one client's wording. Nothing is durable: private
 // sends are watched in memory.
+//
+// This package is the routing domain only: the Router decides and
+// dispatches, and reaches the world through the small interfaces below.
+// The public fan-out is package public, the private relays and their
+// inclusion watcher package relay, the Prometheus metrics package metrics.
 package mevrouter
 
 import (
@@ -23,12 +28,42 @@ const MaxBatch = 256
 // Router is the broadcaster of one chain.
 type Router struct {
 	ChainID *big.Int
-	Public  *Public
+	Public  PublicRoute
 	// Private is nil when no relay is configured: private and auto
 	// requests that resolve to private are then refused.
-	Private *Private
+	Private PrivateRoute
 	Auto    *AutoRule
-	Metrics *Metrics
+	Metrics BroadcastCounter
+}
+
+// PublicRoute sends transactions to public mempools (package public).
+type PublicRoute interface {
+	// Send sends the raw transactions, whose hashes are given, and answers
+	// for each one.
+	Send(ctx context.Context, raws [][]byte, hashes []common.Hash) []Sent
+}
+
+// PrivateRoute sends transactions through private relays, never to a
+// public mempool, and follows them until inclusion or expiry (package
+// relay).
+type PrivateRoute interface {
+	// Prepare checks a request before anything is sent and resolves it:
+	// the relays it names exist (none named means all), and its max block
+	// lies ahead (zero means the route's default distance from the
+	// current block).
+	Prepare(ctx context.Context, req PrivateRequest) (PrivateRequest, error)
+	// Send sends the transactions as a prepared request says.
+	Send(ctx context.Context, raws [][]byte, hashes []common.Hash, req PrivateRequest) []Sent
+	// Status reports a send this process made.
+	Status(hash common.Hash) (Status, bool)
+	// Cancel asks the relays to drop a pending send.
+	Cancel(ctx context.Context, hash common.Hash) (Status, error)
+}
+
+// BroadcastCounter counts broadcast transactions by the route taken and
+// the result: accepted, or the error category of the answer.
+type BroadcastCounter interface {
+	Broadcast(route Route, result string)
 }
 
 // Request is one broadcast: transactions and how to send them.
@@ -68,13 +103,12 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 			public = append(public, i)
 		}
 	}
-	var relays []*Relay
-	var maxBlock uint64
+	var prepared PrivateRequest
 	if len(private) > 0 {
 		if r.Private == nil {
 			return nil, errs.Errorf(errs.Invalid, "%d transaction(s) need the private route but no private relay is configured (%s)", len(private), results[private[0]].Reason)
 		}
-		if relays, maxBlock, err = r.Private.Prepare(ctx, req.Private); err != nil {
+		if prepared, err = r.Private.Prepare(ctx, req.Private); err != nil {
 			return nil, err
 		}
 	}
@@ -85,9 +119,9 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 		}
 	}
 	if len(private) > 0 {
-		sent := r.Private.Send(ctx, pick(req.Raw, private), pickHashes(results, private), relays, maxBlock, req.Private)
+		sent := r.Private.Send(ctx, pick(req.Raw, private), pickHashes(results, private), prepared)
 		for j, i := range private {
-			results[i].Sent, results[i].MaxBlock = sent[j], maxBlock
+			results[i].Sent, results[i].MaxBlock = sent[j], prepared.MaxBlock
 		}
 	}
 	for _, res := range results {
@@ -95,7 +129,7 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 		if !res.Accepted {
 			outcome = string(res.Err.Category)
 		}
-		r.Metrics.broadcasts.WithLabelValues(string(res.Route), outcome).Inc()
+		r.Metrics.Broadcast(res.Route, outcome)
 	}
 	return results, nil
 }

@@ -184,7 +184,7 @@ func hashParam(r *http.Request) (common.Hash, error) {
 
 // privateSend reads the {hash} parameter and finds the private route,
 // answering the problem itself when either is missing.
-func (a *API) privateSend(w http.ResponseWriter, r *http.Request) (*mevrouter.Private, common.Hash, bool) {
+func (a *API) privateSend(w http.ResponseWriter, r *http.Request) (mevrouter.PrivateRoute, common.Hash, bool) {
 	hash, err := hashParam(r)
 	if err == nil && a.Router.Private == nil {
 		err = errs.E(errs.NotFound, "no private relay is configured, so there are no private sends")

@@ -26,6 +26,9 @@ import (
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/httpapi"
+	"github.com/txfence/txfence/mev-router/metrics"
+	"github.com/txfence/txfence/mev-router/public"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/prommetrics"
@@ -40,7 +43,7 @@ type Config struct {
 	// another chain at start.
 	ChainID uint64 `env:"CHAIN_ID" required:"true"`
 	// PublicRPC lists the public RPC endpoints, name=url,name=url.
-	PublicRPC mevrouter.Endpoints `env:"PUBLIC_RPC" required:"true"`
+	PublicRPC public.Endpoints `env:"PUBLIC_RPC" required:"true"`
 	// PublicNoBatch names the endpoints that take no JSON-RPC batches.
 	PublicNoBatch []string      `env:"PUBLIC_NO_BATCH"`
 	SendTimeout   time.Duration `env:"SEND_TIMEOUT" default:"5s"`
@@ -51,7 +54,7 @@ type Config struct {
 
 	// Relays lists the private relays and builders, name=url,name=url;
 	// none disables the private route.
-	Relays mevrouter.Endpoints `env:"RELAYS"`
+	Relays public.Endpoints `env:"RELAYS"`
 	// RelayKinds gives each relay's protocol, name=kind: protect (the
 	// default), mev-share or bundle.
 	RelayKinds []string `env:"RELAY_KINDS"`
@@ -91,12 +94,12 @@ func (c Config) Validate() error {
 	return errors.Join(problems...)
 }
 
-func (c Config) relayKinds() (map[string]mevrouter.RelayKind, error) {
-	kinds := map[string]mevrouter.RelayKind{}
+func (c Config) relayKinds() (map[string]relay.Kind, error) {
+	kinds := map[string]relay.Kind{}
 	for _, item := range c.RelayKinds {
 		name, kind, ok := strings.Cut(item, "=")
-		k := mevrouter.RelayKind(kind)
-		if !ok || (k != mevrouter.RelayProtect && k != mevrouter.RelayMEVShare && k != mevrouter.RelayBundle) {
+		k := relay.Kind(kind)
+		if !ok || !slices.Contains(relay.Kinds, k) {
 			return nil, fmt.Errorf("RELAY_KINDS: %q: want name=protect, name=mev-share or name=bundle", item)
 		}
 		if !slices.Contains(c.Relays.Names(), name) {
@@ -147,30 +150,30 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer svc.Close()
 
-	metrics := mevrouter.NewMetrics(exported.Registry)
+	m := metrics.New(exported.Registry)
 	// Endpoints and relays are outside txfence: a plain client, which
 	// carries none of our trace or request ids to them.
 	client := &http.Client{Timeout: 2 * cfg.SendTimeout, Transport: &http.Transport{
 		Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
 	}}
-	public, err := mevrouter.NewPublic(cfg.PublicRPC, mevrouter.PublicOptions{
+	fanout, err := public.New(cfg.PublicRPC, public.Options{
 		Timeout: cfg.SendTimeout, NoBatch: cfg.PublicNoBatch, HTTP: client, Log: svc.Log,
 		BreakerThreshold: cfg.BreakerThreshold, BreakerCooldown: cfg.BreakerCooldown,
-	}, metrics)
+	}, m)
 	if err != nil {
 		return err
 	}
-	defer public.Close()
+	defer fanout.Close()
 	chainID := new(big.Int).SetUint64(cfg.ChainID)
 	if err := checkChains(ctx, cfg, svc); err != nil {
 		return err
 	}
 	auto, _ := cfg.autoRule() // checked by Validate
-	router := &mevrouter.Router{ChainID: chainID, Public: public, Auto: auto, Metrics: metrics}
-	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "public_rpc", Fn: public.Ready})
+	router := &mevrouter.Router{ChainID: chainID, Public: fanout, Auto: auto, Metrics: m}
+	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "public_rpc", Fn: fanout.Ready})
 
 	if len(cfg.Relays) > 0 {
-		private, node, err := openPrivate(cfg, client, public, metrics, svc)
+		private, node, err := openPrivate(cfg, client, fanout, m, svc)
 		if err != nil {
 			return err
 		}
@@ -181,7 +184,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		go private.Run(watchCtx)
 	}
 	(&httpapi.API{Router: router}).Mount(svc.HTTP.Router)
-	svc.Log.Info("routes ready", "chain_id", cfg.ChainID, "public", public.Names(), "relays", cfg.Relays.Names())
+	svc.Log.Info("routes ready", "chain_id", cfg.ChainID, "public", fanout.Names(), "relays", cfg.Relays.Names())
 	return svc.Serve(ctx)
 }
 
@@ -210,19 +213,19 @@ func checkChains(ctx context.Context, cfg Config, svc *daemon.Service) error {
 }
 
 // openPrivate sets up the relays and the watcher's node.
-func openPrivate(cfg Config, client *http.Client, public *mevrouter.Public, metrics *mevrouter.Metrics, svc *daemon.Service) (*mevrouter.Private, *rpc.Client, error) {
+func openPrivate(cfg Config, client *http.Client, fallback *public.Fanout, m *metrics.Metrics, svc *daemon.Service) (*relay.Private, *rpc.Client, error) {
 	key, err := readRelayKey(cfg.RelayKeyFile)
 	if err != nil {
 		return nil, nil, err
 	}
 	kinds, _ := cfg.relayKinds() // checked by Validate
-	var relays []*mevrouter.Relay
+	var relays []*relay.Relay
 	for _, e := range cfg.Relays {
 		kind := kinds[e.Name]
 		if kind == "" {
-			kind = mevrouter.RelayProtect
+			kind = relay.Protect
 		}
-		relays = append(relays, &mevrouter.Relay{Name: e.Name, Kind: kind, Client: &flashbots.Client{URL: e.URL, AuthKey: key, HTTP: client}})
+		relays = append(relays, &relay.Relay{Name: e.Name, Kind: kind, Client: &flashbots.Client{URL: e.URL, AuthKey: key, HTTP: client}})
 	}
 	watch := cfg.WatchRPC
 	if watch == "" {
@@ -232,9 +235,9 @@ func openPrivate(cfg Config, client *http.Client, public *mevrouter.Public, metr
 	if err != nil {
 		return nil, nil, fmt.Errorf("WATCH_RPC: %w", err)
 	}
-	private, err := mevrouter.NewPrivate(relays, node, public, mevrouter.PrivateOptions{
+	private, err := relay.New(relays, node, fallback, relay.Options{
 		Blocks: cfg.PrivateBlocks, Timeout: cfg.SendTimeout, PollInterval: cfg.PollInterval, Log: svc.Log,
-	}, metrics)
+	}, m)
 	if err != nil {
 		node.Close()
 		return nil, nil, err

@@ -1,10 +1,18 @@
-package mevrouter
+// Package metrics is the router's Prometheus metrics: per endpoint (public
+// RPC endpoints and private relays alike, labelled by configured name),
+// per route and per private outcome. The routing packages count through
+// its methods and never see a Prometheus type.
+package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
 
-// Metrics are the router's Prometheus metrics: per endpoint (public RPC
-// endpoints and private relays alike, labelled by configured name) and per
-// route.
+	"github.com/prometheus/client_golang/prometheus"
+
+	mevrouter "github.com/txfence/txfence/mev-router"
+)
+
+// Metrics are the router's Prometheus metrics.
 type Metrics struct {
 	sends       *prometheus.CounterVec
 	batchSplits *prometheus.CounterVec
@@ -14,8 +22,10 @@ type Metrics struct {
 	private     *prometheus.CounterVec
 }
 
-// NewMetrics registers the metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+var _ mevrouter.BroadcastCounter = (*Metrics)(nil)
+
+// New registers the metrics with reg.
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "txfence_mevrouter_endpoint_sends_total",
@@ -45,4 +55,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.sends, m.batchSplits, m.latency, m.endpointUp, m.broadcasts, m.private)
 	return m
+}
+
+// EndpointSends counts n transactions sent to one endpoint or relay by
+// route, with their result: accepted, an error category, or skipped.
+func (m *Metrics) EndpointSends(endpoint string, route mevrouter.Route, result string, n int) {
+	m.sends.WithLabelValues(endpoint, string(route), result).Add(float64(n))
+}
+
+// EndpointLatency records the time one endpoint or relay took to answer
+// one send.
+func (m *Metrics) EndpointLatency(endpoint string, route mevrouter.Route, d time.Duration) {
+	m.latency.WithLabelValues(endpoint, string(route)).Observe(d.Seconds())
+}
+
+// EndpointUp records whether an endpoint's circuit breaker is closed.
+func (m *Metrics) EndpointUp(endpoint string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.endpointUp.WithLabelValues(endpoint).Set(v)
+}
+
+// BatchSplit counts a batch an endpoint answered as a whole.
+func (m *Metrics) BatchSplit(endpoint string) {
+	m.batchSplits.WithLabelValues(endpoint).Inc()
+}
+
+// Broadcast counts one transaction broadcast by route taken and result.
+func (m *Metrics) Broadcast(route mevrouter.Route, result string) {
+	m.broadcasts.WithLabelValues(string(route), result).Inc()
+}
+
+// PrivateOutcome counts a private send reaching a state (or fell_back,
+// late_included).
+func (m *Metrics) PrivateOutcome(state string) {
+	m.private.WithLabelValues(state).Inc()
 }
