@@ -85,8 +85,16 @@ type Result struct {
 // them, the public ones in one fan-out and the private ones to the relays.
 // A malformed batch is refused whole (errs.Invalid) before anything is sent.
 func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
-	txs, err := r.decode(req.Raw)
+	txs, err := decode(req.Raw)
 	if err != nil {
+		return nil, err
+	}
+	return r.broadcast(ctx, req, txs)
+}
+
+// broadcast is Broadcast once the transactions are decoded.
+func (r *Router) broadcast(ctx context.Context, req Request, txs []*types.Transaction) ([]Result, error) {
+	if err := r.check(txs); err != nil {
 		return nil, err
 	}
 	if req.Route == "" {
@@ -108,6 +116,7 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 		if r.Private == nil {
 			return nil, errs.Errorf(errs.Invalid, "%d transaction(s) need the private route but no private relay is configured (%s)", len(private), results[private[0]].Reason)
 		}
+		var err error
 		if prepared, err = r.Private.Prepare(ctx, req.Private); err != nil {
 			return nil, err
 		}
@@ -134,9 +143,9 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 	return results, nil
 }
 
-// decode parses and checks every raw transaction: well-formed, of our
-// chain, replay-protected, and with a recoverable sender.
-func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
+// decode parses every raw transaction and checks what needs no chain:
+// well-formed, replay-protected, no duplicates, not too many.
+func decode(raws [][]byte) ([]*types.Transaction, error) {
 	if len(raws) == 0 {
 		return nil, errs.E(errs.Invalid, "no transactions to broadcast")
 	}
@@ -144,21 +153,14 @@ func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
 		return nil, errs.Errorf(errs.Invalid, "%d transactions in one broadcast; at most %d", len(raws), MaxBatch)
 	}
 	txs := make([]*types.Transaction, len(raws))
-	signer := types.LatestSignerForChainID(r.ChainID)
 	seen := map[common.Hash]int{}
 	for i, raw := range raws {
 		tx := new(types.Transaction)
 		if err := tx.UnmarshalBinary(raw); err != nil {
 			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: not a signed transaction (EIP-2718 binary): %v", i, err)
 		}
-		switch {
-		case !tx.Protected():
+		if !tx.Protected() {
 			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: a legacy transaction without EIP-155 replay protection is refused: it would be valid on every chain", i)
-		case tx.ChainId().Cmp(r.ChainID) != 0:
-			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: chain id %s, but this mevrouterd broadcasts on chain %s", i, tx.ChainId(), r.ChainID)
-		}
-		if _, err := types.Sender(signer, tx); err != nil {
-			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: the sender cannot be recovered: %v", i, err)
 		}
 		if j, dup := seen[tx.Hash()]; dup {
 			return nil, errs.Errorf(errs.Invalid, "transactions[%d] is transactions[%d] again (%s)", i, j, tx.Hash().Hex())
@@ -167,6 +169,21 @@ func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
 		txs[i] = tx
 	}
 	return txs, nil
+}
+
+// check checks the decoded transactions against the router's chain: of
+// our chain, with a recoverable sender.
+func (r *Router) check(txs []*types.Transaction) error {
+	signer := types.LatestSignerForChainID(r.ChainID)
+	for i, tx := range txs {
+		if tx.ChainId().Cmp(r.ChainID) != 0 {
+			return errs.Errorf(errs.Invalid, "transactions[%d]: chain id %s, but this mevrouterd broadcasts on chain %s", i, tx.ChainId(), r.ChainID)
+		}
+		if _, err := types.Sender(signer, tx); err != nil {
+			return errs.Errorf(errs.Invalid, "transactions[%d]: the sender cannot be recovered: %v", i, err)
+		}
+	}
+	return nil
 }
 
 func pick(raws [][]byte, idx []int) [][]byte {

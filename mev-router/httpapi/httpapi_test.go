@@ -37,26 +37,30 @@ type api struct {
 	node *anvil.Node
 }
 
-func start(t *testing.T, router func(node *anvil.Node, m *metrics.Metrics) *mevrouter.Router) *api {
+func start(t *testing.T, router func(node *anvil.Node, m *metrics.Chain) *mevrouter.Router) *api {
 	t.Helper()
 	node := chaintest.Anvil(t, anvil.Options{})
 	exported := prommetrics.New("mevrouter")
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter", Metrics: exported})
-	return serve(t, srv, router(node, metrics.New(exported.Registry)), node)
+	return serve(t, srv, router(node, metrics.New(exported.Registry).Chain(node.ChainID())), node)
 }
 
 // serve mounts router's API on srv behind mutual TLS and the spec check.
 func serve(t *testing.T, srv *httpserver.Server, router *mevrouter.Router, node *anvil.Node) *api {
 	t.Helper()
-	(&httpapi.API{Router: router}).Mount(srv.Router)
+	routers, err := mevrouter.NewRouters(router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&httpapi.API{Routers: routers}).Mount(srv.Router)
 	pki := servicetest.PKI(t)
 	ts := servicetest.ServeMTLS(t, pki, "mevrouter", openapitest.Conform(t, openapi.MEVRouter, srv))
 	return &api{url: ts.URL, pki: pki, node: node}
 }
 
 // publicOnly is a router with anvil as its one public endpoint and no relay.
-func publicOnly(t *testing.T) func(*anvil.Node, *metrics.Metrics) *mevrouter.Router {
-	return func(node *anvil.Node, m *metrics.Metrics) *mevrouter.Router {
+func publicOnly(t *testing.T) func(*anvil.Node, *metrics.Chain) *mevrouter.Router {
+	return func(node *anvil.Node, m *metrics.Chain) *mevrouter.Router {
 		fanout, err := public.New(public.Endpoints{{Name: "anvil", URL: node.URL()}}, public.Options{}, m)
 		if err != nil {
 			t.Fatal(err)

@@ -1,10 +1,12 @@
 // Package metrics is the router's Prometheus metrics: per endpoint (public
 // RPC endpoints and private relays alike, labelled by configured name),
-// per route and per private outcome. The routing packages count through
-// its methods and never see a Prometheus type.
+// per route and per private outcome, each labelled with its chain id. The
+// routing packages count through one chain's view (Chain) and never see a
+// Prometheus type.
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +14,7 @@ import (
 	mevrouter "github.com/txfence/txfence/mev-router"
 )
 
-// Metrics are the router's Prometheus metrics.
+// Metrics are the router's Prometheus metrics, for every chain.
 type Metrics struct {
 	sends       *prometheus.CounterVec
 	batchSplits *prometheus.CounterVec
@@ -22,7 +24,19 @@ type Metrics struct {
 	private     *prometheus.CounterVec
 }
 
-var _ mevrouter.BroadcastCounter = (*Metrics)(nil)
+// Chain counts for one chain: every sample it records carries the chain's
+// id in the chain_id label.
+type Chain struct {
+	m     *Metrics
+	chain string
+}
+
+var _ mevrouter.BroadcastCounter = (*Chain)(nil)
+
+// Chain is the view of the metrics that counts for chainID.
+func (m *Metrics) Chain(chainID uint64) *Chain {
+	return &Chain{m: m, chain: strconv.FormatUint(chainID, 10)}
+}
 
 // New registers the metrics with reg.
 func New(reg prometheus.Registerer) *Metrics {
@@ -30,28 +44,28 @@ func New(reg prometheus.Registerer) *Metrics {
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "txfence_mevrouter_endpoint_sends_total",
 			Help: "Transactions sent to one endpoint or relay, by route and result: accepted, an error category (see openapi/mevrouter.yaml ErrorCategory), or skipped (circuit breaker open).",
-		}, []string{"endpoint", "route", "result"}),
+		}, []string{"chain_id", "endpoint", "route", "result"}),
 		batchSplits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "txfence_mevrouter_endpoint_batch_splits_total",
 			Help: "JSON-RPC batches a public endpoint answered as a whole (one error object, an HTTP 4xx, calls missing from the answer, errors about the batch) rather than per transaction; their transactions were sent again in smaller batches.",
-		}, []string{"endpoint"}),
+		}, []string{"chain_id", "endpoint"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "txfence_mevrouter_endpoint_latency_seconds",
 			Help:    "Time for one endpoint or relay to answer one send (a batch is one send), by route.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"endpoint", "route"}),
+		}, []string{"chain_id", "endpoint", "route"}),
 		endpointUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "txfence_mevrouter_endpoint_up",
 			Help: "1 while the endpoint's circuit breaker is closed (in use), 0 while it is open (skipped after repeated transient failures).",
-		}, []string{"endpoint"}),
+		}, []string{"chain_id", "endpoint"}),
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "txfence_mevrouter_broadcasts_total",
 			Help: "Transactions broadcast, by route taken and result (accepted, or the error category of the answer).",
-		}, []string{"route", "result"}),
+		}, []string{"chain_id", "route", "result"}),
 		private: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "txfence_mevrouter_private_outcomes_total",
 			Help: "Private sends reaching a state: included, expired, cancelled, failed, fell_back (sent publicly after expiry), late_included (included after expiry, cancel or failure).",
-		}, []string{"state"}),
+		}, []string{"chain_id", "state"}),
 	}
 	reg.MustRegister(m.sends, m.batchSplits, m.latency, m.endpointUp, m.broadcasts, m.private)
 	return m
@@ -59,37 +73,37 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // EndpointSends counts n transactions sent to one endpoint or relay by
 // route, with their result: accepted, an error category, or skipped.
-func (m *Metrics) EndpointSends(endpoint string, route mevrouter.Route, result string, n int) {
-	m.sends.WithLabelValues(endpoint, string(route), result).Add(float64(n))
+func (c *Chain) EndpointSends(endpoint string, route mevrouter.Route, result string, n int) {
+	c.m.sends.WithLabelValues(c.chain, endpoint, string(route), result).Add(float64(n))
 }
 
 // EndpointLatency records the time one endpoint or relay took to answer
 // one send.
-func (m *Metrics) EndpointLatency(endpoint string, route mevrouter.Route, d time.Duration) {
-	m.latency.WithLabelValues(endpoint, string(route)).Observe(d.Seconds())
+func (c *Chain) EndpointLatency(endpoint string, route mevrouter.Route, d time.Duration) {
+	c.m.latency.WithLabelValues(c.chain, endpoint, string(route)).Observe(d.Seconds())
 }
 
 // EndpointUp records whether an endpoint's circuit breaker is closed.
-func (m *Metrics) EndpointUp(endpoint string, up bool) {
+func (c *Chain) EndpointUp(endpoint string, up bool) {
 	v := 0.0
 	if up {
 		v = 1
 	}
-	m.endpointUp.WithLabelValues(endpoint).Set(v)
+	c.m.endpointUp.WithLabelValues(c.chain, endpoint).Set(v)
 }
 
 // BatchSplit counts a batch an endpoint answered as a whole.
-func (m *Metrics) BatchSplit(endpoint string) {
-	m.batchSplits.WithLabelValues(endpoint).Inc()
+func (c *Chain) BatchSplit(endpoint string) {
+	c.m.batchSplits.WithLabelValues(c.chain, endpoint).Inc()
 }
 
 // Broadcast counts one transaction broadcast by route taken and result.
-func (m *Metrics) Broadcast(route mevrouter.Route, result string) {
-	m.broadcasts.WithLabelValues(string(route), result).Inc()
+func (c *Chain) Broadcast(route mevrouter.Route, result string) {
+	c.m.broadcasts.WithLabelValues(c.chain, string(route), result).Inc()
 }
 
 // PrivateOutcome counts a private send reaching a state (or fell_back,
 // late_included).
-func (m *Metrics) PrivateOutcome(state string) {
-	m.private.WithLabelValues(state).Inc()
+func (c *Chain) PrivateOutcome(state string) {
+	c.m.private.WithLabelValues(c.chain, state).Inc()
 }

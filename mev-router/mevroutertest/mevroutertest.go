@@ -61,7 +61,7 @@ func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
 	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
+	m := metrics.New(reg).Chain(node.ChainID())
 	fanout, err := public.New(public.Endpoints{{Name: "anvil", URL: node.URL()}}, public.Options{}, m)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,11 @@ func New(t testing.TB, opts Options) *Stack {
 func (s *Stack) Serve(t testing.TB, pki string, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
-	(&httpapi.API{Router: s.Router}).Mount(srv.Router)
+	routers, err := mevrouter.NewRouters(s.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&httpapi.API{Routers: routers}).Mount(srv.Router)
 	var h http.Handler = srv
 	if wrap != nil {
 		h = wrap(h)

@@ -129,7 +129,7 @@ func publicTo(t *testing.T, url string, breakerThreshold int) (*public.Fanout, *
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	fanout, err := public.New(public.Endpoints{{Name: "front", URL: url}},
-		public.Options{Timeout: 30 * time.Second, BreakerThreshold: breakerThreshold, BreakerCooldown: time.Hour}, metrics.New(reg))
+		public.Options{Timeout: 30 * time.Second, BreakerThreshold: breakerThreshold, BreakerCooldown: time.Hour}, metrics.New(reg).Chain(31337))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ type Options struct {
 type Fanout struct {
 	endpoints []*publicEndpoint
 	timeout   time.Duration
-	metrics   *metrics.Metrics
+	metrics   *metrics.Chain
 	log       *slog.Logger
 }
 
@@ -63,7 +63,7 @@ type publicEndpoint struct {
 }
 
 // New connects to the endpoints (HTTP connections are made lazily).
-func New(endpoints Endpoints, opts Options, m *metrics.Metrics) (*Fanout, error) {
+func New(endpoints Endpoints, opts Options, m *metrics.Chain) (*Fanout, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no public RPC endpoint configured")
 	}

@@ -109,7 +109,7 @@ func TestOneDownOneSlowTheSendStillAnswersAtOnce(t *testing.T) {
 		{Name: "anvil", URL: node.URL()},
 	}
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
+	m := metrics.New(reg).Chain(node.ChainID())
 	fanout, err := public.New(endpoints, public.Options{Timeout: 30 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Hour}, m)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestOneDownOneSlowTheSendStillAnswersAtOnce(t *testing.T) {
 	router := &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: fanout, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
 
 	labels := func(endpoint, result string) map[string]string {
-		return map[string]string{"endpoint": endpoint, "route": "public", "result": result}
+		return map[string]string{"chain_id": "31337", "endpoint": endpoint, "route": "public", "result": result}
 	}
 	for round := range 3 {
 		raws, txs := signedTransfers(t, node, 2)
@@ -183,7 +183,7 @@ func TestEveryEndpointRefusingGivesTheMostTellingCategory(t *testing.T) {
 	}
 	chaintest.WaitReceipt(t, node, txs[0].Hash())
 	fanout, err := public.New(public.Endpoints{{Name: "down", URL: closedURL(t)}, {Name: "anvil", URL: node.URL()}},
-		public.Options{Timeout: 10 * time.Second}, metrics.New(prometheus.NewRegistry()))
+		public.Options{Timeout: 10 * time.Second}, metrics.New(prometheus.NewRegistry()).Chain(node.ChainID()))
 	if err != nil {
 		t.Fatal(err)
 	}

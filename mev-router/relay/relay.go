@@ -78,7 +78,7 @@ type Private struct {
 	// fallback is the public route for expired sends that allow it.
 	fallback mevrouter.PublicRoute
 	opts     Options
-	metrics  *metrics.Metrics
+	metrics  *metrics.Chain
 	log      *slog.Logger
 
 	mu    sync.Mutex
@@ -110,7 +110,7 @@ var _ mevrouter.PrivateRoute = (*Private)(nil)
 // New makes the private route; node is our own node, used to learn the
 // current block and to watch for inclusion; fallback is the public route
 // for expired sends whose request allows it (nil: none).
-func New(relays []*Relay, node *rpc.Client, fallback mevrouter.PublicRoute, opts Options, m *metrics.Metrics) (*Private, error) {
+func New(relays []*Relay, node *rpc.Client, fallback mevrouter.PublicRoute, opts Options, m *metrics.Chain) (*Private, error) {
 	if len(relays) == 0 {
 		return nil, errors.New("no private relay configured")
 	}

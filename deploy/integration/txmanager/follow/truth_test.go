@@ -200,7 +200,7 @@ func TestANodeThatRefusesASendAndMinesItAnyway(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	fanout, err := public.New(public.Endpoints{{Name: "liar", URL: front.URL}}, public.Options{NoBatch: []string{"liar"}},
-		metrics.New(prometheus.NewRegistry()))
+		metrics.New(prometheus.NewRegistry()).Chain(stack.Node.ChainID()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 		front := httptest.NewServer(opts.PublicNode)
 		t.Cleanup(front.Close)
 		fanout, err := public.New(public.Endpoints{{Name: "front", URL: front.URL}}, public.Options{},
-			metrics.New(prometheus.NewRegistry()))
+			metrics.New(prometheus.NewRegistry()).Chain(stack.Node.ChainID()))
 		if err != nil {
 			t.Fatal(err)
 		}
