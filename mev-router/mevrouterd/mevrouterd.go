@@ -265,8 +265,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return svc.Serve(ctx)
 }
 
-// publicReady fails when every public endpoint of some chain is failing:
-// nothing can be sent on that chain.
+// publicReady fails when nothing can be sent on any chain: every public
+// endpoint of every chain is failing. One chain whose endpoints are all
+// failing does not make the process unready: every mevrouterd shares the
+// same endpoints, so taking them out of service would stop the other
+// chains too and help none; txfence_mevrouter_endpoint_up{chain_id}
+// shows such a chain.
 func publicReady(ctx context.Context, chains []Chain, fanouts []*public.Fanout) error {
 	if len(fanouts) == 1 {
 		return fanouts[0].Ready(ctx)
@@ -276,6 +280,9 @@ func publicReady(ctx context.Context, chains []Chain, fanouts []*public.Fanout) 
 		if err := f.Ready(ctx); err != nil {
 			problems = append(problems, fmt.Errorf("chain %d: %w", chains[i].ChainID, err))
 		}
+	}
+	if len(problems) < len(fanouts) {
+		return nil
 	}
 	return errors.Join(problems...)
 }
