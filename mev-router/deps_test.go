@@ -2,6 +2,7 @@ package mevrouter_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,39 @@ func TestMevrouterdLinksNoAGPLOrDevelopmentCode(t *testing.T) {
 			if pkg == banned || strings.HasPrefix(pkg, banned+"/") {
 				t.Errorf("mevrouterd links %s", pkg)
 			}
+		}
+	}
+}
+
+// rootMayImport is all the root package, the routing domain, may import
+// beside the standard library: go-ethereum's types (no RPC client), the
+// error categories and the error kinds. Adapters (the public fan-out, the
+// relays, Prometheus, HTTP) live in their own packages and import the
+// root, never the other way round.
+var rootMayImport = []string{
+	"github.com/ethereum/go-ethereum/common",
+	"github.com/ethereum/go-ethereum/core/types",
+	"github.com/ethereum/go-ethereum/crypto",
+	"github.com/txfence/txfence/mev-router/nodeerr",
+	"github.com/txfence/txfence/shared/errs",
+}
+
+// rootMustNotImport are standard packages that mean an adapter.
+var rootMustNotImport = []string{"net", "net/http", "database/sql", "os/exec"}
+
+func TestRootImportsNoAdapter(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-f", `{{range .Imports}}{{.}} {{end}}`, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		std := !strings.Contains(strings.SplitN(pkg, "/", 2)[0], ".")
+		switch {
+		case std && !slices.Contains(rootMustNotImport, pkg):
+		case slices.Contains(rootMayImport, pkg):
+		default:
+			t.Errorf("the root package imports %s: move what needs it to an adapter package (public, relay, metrics, httpapi)", pkg)
 		}
 	}
 }

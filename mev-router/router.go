@@ -5,6 +5,11 @@
 // relay refusals are classified (package nodeerr) so that txmanager acts
 // on a category, not on one client's wording. Nothing is durable: private
 // sends are watched in memory.
+//
+// This package is the routing domain only: the Router decides and
+// dispatches, and reaches the world through the small interfaces below.
+// The public fan-out is package public, the private relays and their
+// inclusion watcher package relay, the Prometheus metrics package metrics.
 package mevrouter
 
 import (
@@ -23,12 +28,42 @@ const MaxBatch = 256
 // Router is the broadcaster of one chain.
 type Router struct {
 	ChainID *big.Int
-	Public  *Public
+	Public  PublicRoute
 	// Private is nil when no relay is configured: private and auto
 	// requests that resolve to private are then refused.
-	Private *Private
+	Private PrivateRoute
 	Auto    *AutoRule
-	Metrics *Metrics
+	Metrics BroadcastCounter
+}
+
+// PublicRoute sends transactions to public mempools (package public).
+type PublicRoute interface {
+	// Send sends the raw transactions, whose hashes are given, and answers
+	// for each one.
+	Send(ctx context.Context, raws [][]byte, hashes []common.Hash) []Sent
+}
+
+// PrivateRoute sends transactions through private relays, never to a
+// public mempool, and follows them until inclusion or expiry (package
+// relay).
+type PrivateRoute interface {
+	// Prepare checks a request before anything is sent and resolves it:
+	// the relays it names exist (none named means all), and its max block
+	// lies ahead (zero means the route's default distance from the
+	// current block).
+	Prepare(ctx context.Context, req PrivateRequest) (PrivateRequest, error)
+	// Send sends the transactions as a prepared request says.
+	Send(ctx context.Context, raws [][]byte, hashes []common.Hash, req PrivateRequest) []Sent
+	// Status reports a send this process made.
+	Status(hash common.Hash) (Status, bool)
+	// Cancel asks the relays to drop a pending send.
+	Cancel(ctx context.Context, hash common.Hash) (Status, error)
+}
+
+// BroadcastCounter counts broadcast transactions by the route taken and
+// the result: accepted, or the error category of the answer.
+type BroadcastCounter interface {
+	Broadcast(route Route, result string)
 }
 
 // Request is one broadcast: transactions and how to send them.
@@ -50,8 +85,16 @@ type Result struct {
 // them, the public ones in one fan-out and the private ones to the relays.
 // A malformed batch is refused whole (errs.Invalid) before anything is sent.
 func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
-	txs, err := r.decode(req.Raw)
+	txs, err := decode(req.Raw)
 	if err != nil {
+		return nil, err
+	}
+	return r.broadcast(ctx, req, txs)
+}
+
+// broadcast is Broadcast once the transactions are decoded.
+func (r *Router) broadcast(ctx context.Context, req Request, txs []*types.Transaction) ([]Result, error) {
+	if err := r.check(txs); err != nil {
 		return nil, err
 	}
 	if req.Route == "" {
@@ -68,13 +111,13 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 			public = append(public, i)
 		}
 	}
-	var relays []*Relay
-	var maxBlock uint64
+	var prepared PrivateRequest
 	if len(private) > 0 {
 		if r.Private == nil {
 			return nil, errs.Errorf(errs.Invalid, "%d transaction(s) need the private route but no private relay is configured (%s)", len(private), results[private[0]].Reason)
 		}
-		if relays, maxBlock, err = r.Private.Prepare(ctx, req.Private); err != nil {
+		var err error
+		if prepared, err = r.Private.Prepare(ctx, req.Private); err != nil {
 			return nil, err
 		}
 	}
@@ -85,9 +128,9 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 		}
 	}
 	if len(private) > 0 {
-		sent := r.Private.Send(ctx, pick(req.Raw, private), pickHashes(results, private), relays, maxBlock, req.Private)
+		sent := r.Private.Send(ctx, pick(req.Raw, private), pickHashes(results, private), prepared)
 		for j, i := range private {
-			results[i].Sent, results[i].MaxBlock = sent[j], maxBlock
+			results[i].Sent, results[i].MaxBlock = sent[j], prepared.MaxBlock
 		}
 	}
 	for _, res := range results {
@@ -95,14 +138,14 @@ func (r *Router) Broadcast(ctx context.Context, req Request) ([]Result, error) {
 		if !res.Accepted {
 			outcome = string(res.Err.Category)
 		}
-		r.Metrics.broadcasts.WithLabelValues(string(res.Route), outcome).Inc()
+		r.Metrics.Broadcast(res.Route, outcome)
 	}
 	return results, nil
 }
 
-// decode parses and checks every raw transaction: well-formed, of our
-// chain, replay-protected, and with a recoverable sender.
-func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
+// decode parses every raw transaction and checks what needs no chain:
+// well-formed, replay-protected, no duplicates, not too many.
+func decode(raws [][]byte) ([]*types.Transaction, error) {
 	if len(raws) == 0 {
 		return nil, errs.E(errs.Invalid, "no transactions to broadcast")
 	}
@@ -110,21 +153,14 @@ func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
 		return nil, errs.Errorf(errs.Invalid, "%d transactions in one broadcast; at most %d", len(raws), MaxBatch)
 	}
 	txs := make([]*types.Transaction, len(raws))
-	signer := types.LatestSignerForChainID(r.ChainID)
 	seen := map[common.Hash]int{}
 	for i, raw := range raws {
 		tx := new(types.Transaction)
 		if err := tx.UnmarshalBinary(raw); err != nil {
 			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: not a signed transaction (EIP-2718 binary): %v", i, err)
 		}
-		switch {
-		case !tx.Protected():
+		if !tx.Protected() {
 			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: a legacy transaction without EIP-155 replay protection is refused: it would be valid on every chain", i)
-		case tx.ChainId().Cmp(r.ChainID) != 0:
-			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: chain id %s, but this mevrouterd broadcasts on chain %s", i, tx.ChainId(), r.ChainID)
-		}
-		if _, err := types.Sender(signer, tx); err != nil {
-			return nil, errs.Errorf(errs.Invalid, "transactions[%d]: the sender cannot be recovered: %v", i, err)
 		}
 		if j, dup := seen[tx.Hash()]; dup {
 			return nil, errs.Errorf(errs.Invalid, "transactions[%d] is transactions[%d] again (%s)", i, j, tx.Hash().Hex())
@@ -133,6 +169,21 @@ func (r *Router) decode(raws [][]byte) ([]*types.Transaction, error) {
 		txs[i] = tx
 	}
 	return txs, nil
+}
+
+// check checks the decoded transactions against the router's chain: of
+// our chain, with a recoverable sender.
+func (r *Router) check(txs []*types.Transaction) error {
+	signer := types.LatestSignerForChainID(r.ChainID)
+	for i, tx := range txs {
+		if tx.ChainId().Cmp(r.ChainID) != 0 {
+			return errs.Errorf(errs.Invalid, "transactions[%d]: chain id %s, but this mevrouterd broadcasts on chain %s", i, tx.ChainId(), r.ChainID)
+		}
+		if _, err := types.Sender(signer, tx); err != nil {
+			return errs.Errorf(errs.Invalid, "transactions[%d]: the sender cannot be recovered: %v", i, err)
+		}
+	}
+	return nil
 }
 
 func pick(raws [][]byte, idx []int) [][]byte {

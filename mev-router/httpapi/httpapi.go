@@ -27,9 +27,9 @@ const Caller = "txmanager"
 // size geth's pool accepts), hex-encoded, and the options.
 const maxBody = 256*2*128<<10 + 64<<10
 
-// API serves the broadcast routes.
+// API serves the broadcast routes of every chain the routers serve.
 type API struct {
-	Router *mevrouter.Router
+	Routers *mevrouter.Routers
 }
 
 // Mount adds the routes to r, behind the txmanager-only allowlist.
@@ -131,7 +131,7 @@ func (a *API) broadcast(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	results, err := a.Router.Broadcast(r.Context(), req)
+	results, err := a.Routers.Broadcast(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -182,26 +182,26 @@ func hashParam(r *http.Request) (common.Hash, error) {
 	return common.BytesToHash(b), nil
 }
 
-// privateSend reads the {hash} parameter and finds the private route,
-// answering the problem itself when either is missing.
-func (a *API) privateSend(w http.ResponseWriter, r *http.Request) (*mevrouter.Private, common.Hash, bool) {
+// privateSend reads the {hash} parameter, answering the problem itself
+// when it is bad or when no chain has a private route.
+func (a *API) privateSend(w http.ResponseWriter, r *http.Request) (common.Hash, bool) {
 	hash, err := hashParam(r)
-	if err == nil && a.Router.Private == nil {
+	if err == nil && !a.Routers.HasPrivate() {
 		err = errs.E(errs.NotFound, "no private relay is configured, so there are no private sends")
 	}
 	if err != nil {
 		httpserver.Error(w, r, err)
-		return nil, hash, false
+		return hash, false
 	}
-	return a.Router.Private, hash, true
+	return hash, true
 }
 
 func (a *API) privateStatus(w http.ResponseWriter, r *http.Request) error {
-	p, hash, ok := a.privateSend(w, r)
+	hash, ok := a.privateSend(w, r)
 	if !ok {
 		return nil
 	}
-	st, found := p.Status(hash)
+	st, found := a.Routers.PrivateStatus(hash)
 	if !found {
 		return errs.Errorf(errs.NotFound, "no private send of %s by this mevrouterd (since its last start)", hash.Hex())
 	}
@@ -210,11 +210,11 @@ func (a *API) privateStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) cancelPrivate(w http.ResponseWriter, r *http.Request) error {
-	p, hash, ok := a.privateSend(w, r)
+	hash, ok := a.privateSend(w, r)
 	if !ok {
 		return nil
 	}
-	st, err := p.Cancel(r.Context(), hash)
+	st, err := a.Routers.CancelPrivate(r.Context(), hash)
 	if err != nil {
 		return err
 	}

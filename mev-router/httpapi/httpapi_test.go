@@ -16,7 +16,10 @@ import (
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/httpapi"
+	"github.com/txfence/txfence/mev-router/metrics"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/public"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/httpserver"
@@ -34,32 +37,36 @@ type api struct {
 	node *anvil.Node
 }
 
-func start(t *testing.T, router func(node *anvil.Node, m *mevrouter.Metrics) *mevrouter.Router) *api {
+func start(t *testing.T, router func(node *anvil.Node, m *metrics.Chain) *mevrouter.Router) *api {
 	t.Helper()
 	node := chaintest.Anvil(t, anvil.Options{})
 	exported := prommetrics.New("mevrouter")
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter", Metrics: exported})
-	return serve(t, srv, router(node, mevrouter.NewMetrics(exported.Registry)), node)
+	return serve(t, srv, router(node, metrics.New(exported.Registry).Chain(node.ChainID())), node)
 }
 
 // serve mounts router's API on srv behind mutual TLS and the spec check.
 func serve(t *testing.T, srv *httpserver.Server, router *mevrouter.Router, node *anvil.Node) *api {
 	t.Helper()
-	(&httpapi.API{Router: router}).Mount(srv.Router)
+	routers, err := mevrouter.NewRouters(router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&httpapi.API{Routers: routers}).Mount(srv.Router)
 	pki := servicetest.PKI(t)
 	ts := servicetest.ServeMTLS(t, pki, "mevrouter", openapitest.Conform(t, openapi.MEVRouter, srv))
 	return &api{url: ts.URL, pki: pki, node: node}
 }
 
 // publicOnly is a router with anvil as its one public endpoint and no relay.
-func publicOnly(t *testing.T) func(*anvil.Node, *mevrouter.Metrics) *mevrouter.Router {
-	return func(node *anvil.Node, m *mevrouter.Metrics) *mevrouter.Router {
-		public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "anvil", URL: node.URL()}}, mevrouter.PublicOptions{}, m)
+func publicOnly(t *testing.T) func(*anvil.Node, *metrics.Chain) *mevrouter.Router {
+	return func(node *anvil.Node, m *metrics.Chain) *mevrouter.Router {
+		fanout, err := public.New(public.Endpoints{{Name: "anvil", URL: node.URL()}}, public.Options{}, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(public.Close)
-		return &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: public, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
+		t.Cleanup(fanout.Close)
+		return &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: fanout, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
 	}
 }
 
@@ -235,7 +242,7 @@ func TestBadInputGetsAProblemDocument(t *testing.T) {
 // pending, cancelled, still watched; another one included.
 func TestPrivateStatusAndCancel(t *testing.T) {
 	t.Parallel()
-	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
 	pki := servicetest.PKI(t)
 	a := &api{url: s.Serve(t, pki, func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.MEVRouter, h) }), pki: pki, node: s.Node}
 

@@ -26,6 +26,9 @@ import (
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/httpapi"
+	"github.com/txfence/txfence/mev-router/metrics"
+	"github.com/txfence/txfence/mev-router/public"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/prommetrics"
@@ -33,14 +36,20 @@ import (
 )
 
 // Config is mevrouterd's configuration, from TXFENCE_MEVROUTER_* variables.
+// One chain is configured by CHAIN_ID and the per-chain variables
+// (PUBLIC_RPC, PUBLIC_NO_BATCH, RELAYS, RELAY_KINDS, WATCH_RPC); any number
+// of chains by CHAINS_FILE instead. The rest holds for every chain.
 type Config struct {
 	daemon.Base
-	// ChainID is the one chain this mevrouterd broadcasts on; transactions
-	// of another chain are refused, and so is an endpoint that reports
-	// another chain at start.
-	ChainID uint64 `env:"CHAIN_ID" required:"true"`
+	// ChainsFile is a JSON file of every chain served (ChainsFile); it
+	// excludes CHAIN_ID and the other per-chain variables.
+	ChainsFile string `env:"CHAINS_FILE"`
+	// ChainID is the one chain broadcast on when there is no CHAINS_FILE;
+	// transactions of another chain are refused, and so is an endpoint
+	// that reports another chain at start.
+	ChainID uint64 `env:"CHAIN_ID"`
 	// PublicRPC lists the public RPC endpoints, name=url,name=url.
-	PublicRPC mevrouter.Endpoints `env:"PUBLIC_RPC" required:"true"`
+	PublicRPC public.Endpoints `env:"PUBLIC_RPC"`
 	// PublicNoBatch names the endpoints that take no JSON-RPC batches.
 	PublicNoBatch []string      `env:"PUBLIC_NO_BATCH"`
 	SendTimeout   time.Duration `env:"SEND_TIMEOUT" default:"5s"`
@@ -51,17 +60,19 @@ type Config struct {
 
 	// Relays lists the private relays and builders, name=url,name=url;
 	// none disables the private route.
-	Relays mevrouter.Endpoints `env:"RELAYS"`
+	Relays public.Endpoints `env:"RELAYS"`
 	// RelayKinds gives each relay's protocol, name=kind: protect (the
 	// default), mev-share or bundle.
 	RelayKinds []string `env:"RELAY_KINDS"`
 	// RelayKeyFile holds the hex secp256k1 key that signs relay requests
-	// (X-Flashbots-Signature). It is an identity towards the relays only:
-	// never a key that signs transactions.
+	// (X-Flashbots-Signature) on every chain. It is an identity towards the
+	// relays only: never a key that signs transactions.
 	RelayKeyFile string `env:"RELAY_KEY_FILE"`
 	// WatchRPC is our own node, watched for private inclusions; default the
 	// first public endpoint.
-	WatchRPC      string        `env:"WATCH_RPC"`
+	WatchRPC string `env:"WATCH_RPC"`
+	// PrivateBlocks is the default distance of a private send's max block;
+	// a chain of CHAINS_FILE may set its own.
 	PrivateBlocks uint64        `env:"PRIVATE_BLOCKS" default:"25"`
 	PollInterval  time.Duration `env:"PRIVATE_POLL_INTERVAL" default:"1s"`
 
@@ -73,17 +84,23 @@ type Config struct {
 	AutoValueWei  string   `env:"AUTO_PRIVATE_VALUE_WEI"`
 }
 
-// Validate checks the route settings.
+// Validate checks the chains and the route settings.
 func (c Config) Validate() error {
 	var problems []error
-	if c.ChainID == 0 {
-		problems = append(problems, errors.New("CHAIN_ID must be set"))
-	}
-	if len(c.Relays) > 0 && c.RelayKeyFile == "" {
-		problems = append(problems, errors.New("RELAYS needs RELAY_KEY_FILE: relays identify senders by the signature header"))
-	}
-	if _, err := c.relayKinds(); err != nil {
+	chains, err := c.chains()
+	if err != nil {
 		problems = append(problems, err)
+	}
+	if c.RelayKeyFile == "" {
+		for _, ch := range chains {
+			if len(ch.Relays) > 0 {
+				what := "RELAYS"
+				if c.ChainsFile != "" {
+					what = fmt.Sprintf("CHAINS_FILE: chain %d has relays, and", ch.ChainID)
+				}
+				problems = append(problems, fmt.Errorf("%s needs RELAY_KEY_FILE: relays identify senders by the signature header", what))
+			}
+		}
 	}
 	if _, err := c.autoRule(); err != nil {
 		problems = append(problems, err)
@@ -91,12 +108,65 @@ func (c Config) Validate() error {
 	return errors.Join(problems...)
 }
 
-func (c Config) relayKinds() (map[string]mevrouter.RelayKind, error) {
-	kinds := map[string]mevrouter.RelayKind{}
+// chains are the chains to serve: those of CHAINS_FILE, or the one of
+// CHAIN_ID and the per-chain variables.
+func (c Config) chains() ([]Chain, error) {
+	if c.ChainsFile == "" {
+		return c.envChain()
+	}
+	var problems []error
+	if c.ChainID != 0 {
+		problems = append(problems, errors.New("CHAINS_FILE and CHAIN_ID are both set: configure one chain by CHAIN_ID and PUBLIC_RPC, or every chain in CHAINS_FILE"))
+	}
+	for name, set := range map[string]bool{
+		"PUBLIC_RPC": len(c.PublicRPC) > 0, "PUBLIC_NO_BATCH": len(c.PublicNoBatch) > 0, "RELAYS": len(c.Relays) > 0,
+		"RELAY_KINDS": len(c.RelayKinds) > 0, "WATCH_RPC": c.WatchRPC != "",
+	} {
+		if set {
+			problems = append(problems, fmt.Errorf("%s is set with CHAINS_FILE: with a chains file it is set per chain, in the file", name))
+		}
+	}
+	slices.SortFunc(problems, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	data, err := os.ReadFile(c.ChainsFile)
+	if err != nil {
+		return nil, errors.Join(append(problems, fmt.Errorf("CHAINS_FILE: %w", err))...)
+	}
+	f, err := ParseChainsFile(data)
+	if err != nil {
+		return nil, errors.Join(append(problems, fmt.Errorf("CHAINS_FILE %s: %w", c.ChainsFile, err))...)
+	}
+	return f.Chains, errors.Join(problems...)
+}
+
+// envChain is the one chain of CHAIN_ID and the per-chain variables.
+func (c Config) envChain() ([]Chain, error) {
+	var problems []error
+	if c.ChainID == 0 {
+		problems = append(problems, errors.New(Spec.EnvPrefix+"CHAIN_ID is required (or CHAINS_FILE, for many chains)"))
+	}
+	if len(c.PublicRPC) == 0 {
+		problems = append(problems, errors.New(Spec.EnvPrefix+"PUBLIC_RPC is required"))
+	}
+	kinds, err := c.relayKinds()
+	if err != nil {
+		problems = append(problems, err)
+	}
+	ch := Chain{ChainID: c.ChainID, WatchRPC: c.WatchRPC}
+	for _, e := range c.PublicRPC {
+		ch.PublicRPC = append(ch.PublicRPC, PublicEndpoint{Name: e.Name, URL: e.URL, NoBatch: slices.Contains(c.PublicNoBatch, e.Name)})
+	}
+	for _, e := range c.Relays {
+		ch.Relays = append(ch.Relays, Relay{Name: e.Name, URL: e.URL, Kind: kinds[e.Name]})
+	}
+	return []Chain{ch}, errors.Join(problems...)
+}
+
+func (c Config) relayKinds() (map[string]relay.Kind, error) {
+	kinds := map[string]relay.Kind{}
 	for _, item := range c.RelayKinds {
 		name, kind, ok := strings.Cut(item, "=")
-		k := mevrouter.RelayKind(kind)
-		if !ok || (k != mevrouter.RelayProtect && k != mevrouter.RelayMEVShare && k != mevrouter.RelayBundle) {
+		k := relay.Kind(kind)
+		if !ok || !slices.Contains(relay.Kinds, k) {
 			return nil, fmt.Errorf("RELAY_KINDS: %q: want name=protect, name=mev-share or name=bundle", item)
 		}
 		if !slices.Contains(c.Relays.Names(), name) {
@@ -147,94 +217,160 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer svc.Close()
 
-	metrics := mevrouter.NewMetrics(exported.Registry)
+	chains, err := cfg.chains() // checked by Validate; the file is read once more
+	if err != nil {
+		return err
+	}
+	var key *ecdsa.PrivateKey
+	if slices.ContainsFunc(chains, func(c Chain) bool { return len(c.Relays) > 0 }) {
+		if key, err = readRelayKey(cfg.RelayKeyFile); err != nil {
+			return err
+		}
+	}
+	m := metrics.New(exported.Registry)
 	// Endpoints and relays are outside txfence: a plain client, which
 	// carries none of our trace or request ids to them.
 	client := &http.Client{Timeout: 2 * cfg.SendTimeout, Transport: &http.Transport{
 		Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
 	}}
-	public, err := mevrouter.NewPublic(cfg.PublicRPC, mevrouter.PublicOptions{
-		Timeout: cfg.SendTimeout, NoBatch: cfg.PublicNoBatch, HTTP: client, Log: svc.Log,
-		BreakerThreshold: cfg.BreakerThreshold, BreakerCooldown: cfg.BreakerCooldown,
-	}, metrics)
-	if err != nil {
-		return err
-	}
-	defer public.Close()
-	chainID := new(big.Int).SetUint64(cfg.ChainID)
-	if err := checkChains(ctx, cfg, svc); err != nil {
-		return err
-	}
 	auto, _ := cfg.autoRule() // checked by Validate
-	router := &mevrouter.Router{ChainID: chainID, Public: public, Auto: auto, Metrics: metrics}
-	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "public_rpc", Fn: public.Ready})
-
-	if len(cfg.Relays) > 0 {
-		private, node, err := openPrivate(cfg, client, public, metrics, svc)
+	var routers []*mevrouter.Router
+	var fanouts []*public.Fanout
+	var watchers []*relay.Private
+	for _, ch := range chains {
+		router, fanout, closeChain, err := openChain(ctx, cfg, ch, key, client, auto, m.Chain(ch.ChainID), svc)
 		if err != nil {
 			return err
 		}
-		defer node.Close()
-		router.Private = private
-		watchCtx, stopWatch := context.WithCancel(ctx)
-		defer stopWatch()
-		go private.Run(watchCtx)
+		defer closeChain()
+		if p, ok := router.Private.(*relay.Private); ok {
+			watchers = append(watchers, p)
+		}
+		routers, fanouts = append(routers, router), append(fanouts, fanout)
 	}
-	(&httpapi.API{Router: router}).Mount(svc.HTTP.Router)
-	svc.Log.Info("routes ready", "chain_id", cfg.ChainID, "public", public.Names(), "relays", cfg.Relays.Names())
+	all, err := mevrouter.NewRouters(routers...)
+	if err != nil {
+		return err
+	}
+	// The watchers stop before their nodes close (defers run in reverse).
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	for _, p := range watchers {
+		go p.Run(watchCtx)
+	}
+	svc.HTTP.AddReadyCheck(httpserver.Check{Name: "public_rpc", Fn: func(ctx context.Context) error {
+		return publicReady(ctx, chains, fanouts)
+	}})
+	(&httpapi.API{Routers: all}).Mount(svc.HTTP.Router)
 	return svc.Serve(ctx)
 }
 
-// checkChains asks every public endpoint for its chain id: one that answers
-// with another chain is a configuration error that would send our
-// transactions nowhere; one that does not answer is only logged.
-func checkChains(ctx context.Context, cfg Config, svc *daemon.Service) error {
-	for _, e := range cfg.PublicRPC {
-		cctx, cancel := context.WithTimeout(ctx, cfg.SendTimeout)
+// publicReady fails when nothing can be sent on any chain: every public
+// endpoint of every chain is failing. One chain whose endpoints are all
+// failing does not make the process unready: every mevrouterd shares the
+// same endpoints, so taking them out of service would stop the other
+// chains too and help none; txfence_mevrouter_endpoint_up{chain_id}
+// shows such a chain.
+func publicReady(ctx context.Context, chains []Chain, fanouts []*public.Fanout) error {
+	if len(fanouts) == 1 {
+		return fanouts[0].Ready(ctx)
+	}
+	var problems []error
+	for i, f := range fanouts {
+		if err := f.Ready(ctx); err != nil {
+			problems = append(problems, fmt.Errorf("chain %d: %w", chains[i].ChainID, err))
+		}
+	}
+	if len(problems) < len(fanouts) {
+		return nil
+	}
+	return errors.Join(problems...)
+}
+
+// openChain sets up one chain's routes: the public endpoints, checked for
+// their chain id, and the relays with their watched node when the chain
+// has relays. closeChain releases what it opened.
+func openChain(ctx context.Context, cfg Config, ch Chain, key *ecdsa.PrivateKey, client *http.Client, auto *mevrouter.AutoRule, m *metrics.Chain, svc *daemon.Service) (router *mevrouter.Router, fanout *public.Fanout, closeChain func(), err error) {
+	endpoints, noBatch := ch.endpoints()
+	fanout, err = public.New(endpoints, public.Options{
+		Timeout: cfg.SendTimeout, NoBatch: noBatch, HTTP: client, Log: svc.Log,
+		BreakerThreshold: cfg.BreakerThreshold, BreakerCooldown: cfg.BreakerCooldown,
+	}, m)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("chain %d: %w", ch.ChainID, err)
+	}
+	closeChain = fanout.Close
+	wanted := fmt.Sprintf("CHAIN_ID=%d", ch.ChainID)
+	if cfg.ChainsFile != "" {
+		wanted = fmt.Sprintf("chain %d of CHAINS_FILE", ch.ChainID)
+	}
+	if err := checkChains(ctx, ch.ChainID, wanted, endpoints, cfg.SendTimeout, svc); err != nil {
+		closeChain()
+		return nil, nil, nil, err
+	}
+	router = &mevrouter.Router{ChainID: new(big.Int).SetUint64(ch.ChainID), Public: fanout, Auto: auto, Metrics: m}
+	if len(ch.Relays) > 0 {
+		private, node, err := openPrivate(cfg, ch, key, client, fanout, m, svc)
+		if err != nil {
+			closeChain()
+			return nil, nil, nil, fmt.Errorf("chain %d: %w", ch.ChainID, err)
+		}
+		router.Private = private
+		closeChain = func() { node.Close(); fanout.Close() }
+	}
+	svc.Log.Info("routes ready", "chain_id", ch.ChainID, "public", fanout.Names(), "relays", ch.relayNames())
+	return router, fanout, closeChain, nil
+}
+
+// checkChains asks every public endpoint of a chain for its chain id: one
+// that answers with another chain is a configuration error that would
+// send our transactions nowhere; one that does not answer is only logged.
+func checkChains(ctx context.Context, chainID uint64, wanted string, endpoints public.Endpoints, timeout time.Duration, svc *daemon.Service) error {
+	for _, e := range endpoints {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
 		c, err := rpc.DialContext(cctx, e.URL)
 		if err == nil {
 			var id hexutil.Big
 			err = c.CallContext(cctx, &id, "eth_chainId")
 			c.Close()
-			if err == nil && id.ToInt().Uint64() != cfg.ChainID {
+			if err == nil && id.ToInt().Uint64() != chainID {
 				cancel()
-				return fmt.Errorf("public endpoint %s is on chain %s, not CHAIN_ID=%d", e.Name, id.ToInt(), cfg.ChainID)
+				return fmt.Errorf("public endpoint %s is on chain %s, not %s", e.Name, id.ToInt(), wanted)
 			}
 		}
 		cancel()
 		if err != nil {
-			svc.Log.Warn("public endpoint not answering at start; its breaker will keep it out until it does", "endpoint", e.Name, "err", err)
+			svc.Log.Warn("public endpoint not answering at start; its breaker will keep it out until it does", "chain_id", chainID, "endpoint", e.Name, "err", err)
 		}
 	}
 	return nil
 }
 
-// openPrivate sets up the relays and the watcher's node.
-func openPrivate(cfg Config, client *http.Client, public *mevrouter.Public, metrics *mevrouter.Metrics, svc *daemon.Service) (*mevrouter.Private, *rpc.Client, error) {
-	key, err := readRelayKey(cfg.RelayKeyFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	kinds, _ := cfg.relayKinds() // checked by Validate
-	var relays []*mevrouter.Relay
-	for _, e := range cfg.Relays {
-		kind := kinds[e.Name]
+// openPrivate sets up a chain's relays and the watcher's node.
+func openPrivate(cfg Config, ch Chain, key *ecdsa.PrivateKey, client *http.Client, fallback *public.Fanout, m *metrics.Chain, svc *daemon.Service) (*relay.Private, *rpc.Client, error) {
+	var relays []*relay.Relay
+	for _, r := range ch.Relays {
+		kind := r.Kind
 		if kind == "" {
-			kind = mevrouter.RelayProtect
+			kind = relay.Protect
 		}
-		relays = append(relays, &mevrouter.Relay{Name: e.Name, Kind: kind, Client: &flashbots.Client{URL: e.URL, AuthKey: key, HTTP: client}})
+		relays = append(relays, &relay.Relay{Name: r.Name, Kind: kind, Client: &flashbots.Client{URL: r.URL, AuthKey: key, HTTP: client}})
 	}
-	watch := cfg.WatchRPC
+	watch := ch.WatchRPC
 	if watch == "" {
-		watch = cfg.PublicRPC[0].URL
+		watch = ch.PublicRPC[0].URL
 	}
 	node, err := rpc.DialOptions(context.Background(), watch, rpc.WithHTTPClient(client))
 	if err != nil {
 		return nil, nil, fmt.Errorf("WATCH_RPC: %w", err)
 	}
-	private, err := mevrouter.NewPrivate(relays, node, public, mevrouter.PrivateOptions{
-		Blocks: cfg.PrivateBlocks, Timeout: cfg.SendTimeout, PollInterval: cfg.PollInterval, Log: svc.Log,
-	}, metrics)
+	blocks := ch.PrivateBlocks
+	if blocks == 0 {
+		blocks = cfg.PrivateBlocks
+	}
+	private, err := relay.New(relays, node, fallback, relay.Options{
+		Blocks: blocks, Timeout: cfg.SendTimeout, PollInterval: cfg.PollInterval, Log: svc.Log.With("chain_id", ch.ChainID),
+	}, m)
 	if err != nil {
 		node.Close()
 		return nil, nil, err

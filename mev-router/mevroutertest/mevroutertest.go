@@ -15,11 +15,15 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/devrelay"
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/httpapi"
+	"github.com/txfence/txfence/mev-router/metrics"
+	"github.com/txfence/txfence/mev-router/public"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
@@ -30,7 +34,7 @@ import (
 type Options struct {
 	// Kinds are the relays, one of each kind, named after it; none gives
 	// a router without a private route.
-	Kinds []mevrouter.RelayKind
+	Kinds []relay.Kind
 	// AllowedSigners, when set, are the only relay-auth addresses the
 	// relay admits.
 	AllowedSigners []common.Address
@@ -47,8 +51,8 @@ type Stack struct {
 	Relay    *devrelay.Relay
 	RelayURL string
 	Router   *mevrouter.Router
-	Public   *mevrouter.Public
-	Private  *mevrouter.Private
+	Public   *public.Fanout
+	Private  *relay.Private
 	Registry *prometheus.Registry
 }
 
@@ -57,26 +61,26 @@ func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
 	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
 	reg := prometheus.NewRegistry()
-	m := mevrouter.NewMetrics(reg)
-	public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "anvil", URL: node.URL()}}, mevrouter.PublicOptions{}, m)
+	m := metrics.New(reg).Chain(node.ChainID())
+	fanout, err := public.New(public.Endpoints{{Name: "anvil", URL: node.URL()}}, public.Options{}, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(public.Close)
-	s := &Stack{Node: node, Public: public, Registry: reg,
-		Router: &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: public, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}}
+	t.Cleanup(fanout.Close)
+	s := &Stack{Node: node, Public: fanout, Registry: reg,
+		Router: &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: fanout, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}}
 	if len(opts.Kinds) == 0 {
 		return s
 	}
 
-	relay, err := devrelay.New(devrelay.Options{NodeURL: node.URL(), ChainID: node.ChainID(), AllowedSigners: opts.AllowedSigners})
+	dev, err := devrelay.New(devrelay.Options{NodeURL: node.URL(), ChainID: node.ChainID(), AllowedSigners: opts.AllowedSigners})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(relay.Close)
-	var handler http.Handler = relay
+	t.Cleanup(dev.Close)
+	var handler http.Handler = dev
 	if opts.RelayFront != nil {
-		handler = opts.RelayFront(relay)
+		handler = opts.RelayFront(dev)
 	}
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
@@ -84,15 +88,15 @@ func New(t testing.TB, opts Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var relays []*mevrouter.Relay
+	var relays []*relay.Relay
 	for _, k := range opts.Kinds {
-		relays = append(relays, &mevrouter.Relay{Name: string(k), Kind: k, Client: &flashbots.Client{URL: srv.URL, AuthKey: authKey}})
+		relays = append(relays, &relay.Relay{Name: string(k), Kind: k, Client: &flashbots.Client{URL: srv.URL, AuthKey: authKey}})
 	}
-	private, err := mevrouter.NewPrivate(relays, node.RPC(), public, mevrouter.PrivateOptions{Blocks: opts.Blocks}, m)
+	private, err := relay.New(relays, node.RPC(), fanout, relay.Options{Blocks: opts.Blocks}, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Relay, s.RelayURL, s.Private, s.Router.Private = relay, srv.URL, private, private
+	s.Relay, s.RelayURL, s.Private, s.Router.Private = dev, srv.URL, private, private
 	return s
 }
 
@@ -102,7 +106,11 @@ func New(t testing.TB, opts Options) *Stack {
 func (s *Stack) Serve(t testing.TB, pki string, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
-	(&httpapi.API{Router: s.Router}).Mount(srv.Router)
+	routers, err := mevrouter.NewRouters(s.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&httpapi.API{Routers: routers}).Mount(srv.Router)
 	var h http.Handler = srv
 	if wrap != nil {
 		h = wrap(h)
@@ -182,4 +190,41 @@ func (s *Stack) Transfers(t testing.TB, i, n int) ([][]byte, []common.Hash) {
 		raws, hashes = append(raws, raw), append(hashes, tx.Hash())
 	}
 	return raws, hashes
+}
+
+// Counter reads one sample of a counter or gauge from reg: the first whose
+// labels include labels; zero when there is none.
+func Counter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }

@@ -161,8 +161,9 @@ func (e PrivateState) Valid() bool {
 
 // BroadcastRequest defines model for BroadcastRequest.
 type BroadcastRequest struct {
-	// Builders Private sends: the names of the configured relays to send to.
-	// Default: all of them. An unknown name is `invalid`.
+	// Builders Private sends: the names of the relays configured for the
+	// transactions' chain to send to. Default: all of them. An
+	// unknown name is `invalid`.
 	Builders *[]string `json:"builders,omitempty"`
 
 	// Fallback What to do when a private send expires unincluded: `none` (the
@@ -178,8 +179,9 @@ type BroadcastRequest struct {
 	Hints *[]Hint `json:"hints,omitempty"`
 
 	// MaxBlock Private sends: the last block a relay may include the
-	// transaction in. Default: the current block plus the configured
-	// number of blocks (`PRIVATE_BLOCKS`, 25).
+	// transaction in. Default: the current block plus the chain's
+	// configured number of blocks (`private_blocks` in the chains
+	// file, else `PRIVATE_BLOCKS`, 25).
 	MaxBlock *externalRef0.BlockNumber `json:"max_block,omitempty"`
 
 	// Route How a transaction is to be broadcast, as requested: `public` sends to
@@ -433,9 +435,12 @@ type ClientInterface interface {
 
 	// BroadcastWithBody Send signed raw transactions by a route
 	//
-	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-	// configured chain, sent by one route with one set of options. The
-	// answers come in request order. Only txmanager may call it (mutual
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+	// chain that this mevrouterd serves, sent by that chain's routes, by
+	// one route with one set of options. A batch that mixes chains is
+	// refused (`400`, naming which transactions are of which chain), and
+	// so is a chain not configured (`400`, naming it and the chains
+	// served). The answers come in request order. Only txmanager may call it (mutual
 	// TLS identity `txmanager`).
 	//
 	// Takes any type of body and a specified content type.
@@ -445,9 +450,12 @@ type ClientInterface interface {
 
 	// Broadcast Send signed raw transactions by a route
 	//
-	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-	// configured chain, sent by one route with one set of options. The
-	// answers come in request order. Only txmanager may call it (mutual
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+	// chain that this mevrouterd serves, sent by that chain's routes, by
+	// one route with one set of options. A batch that mixes chains is
+	// refused (`400`, naming which transactions are of which chain), and
+	// so is a chain not configured (`400`, naming it and the chains
+	// served). The answers come in request order. Only txmanager may call it (mutual
 	// TLS identity `txmanager`).
 	//
 	// Takes a body of the `application/json` content type.
@@ -457,8 +465,10 @@ type ClientInterface interface {
 
 	// GetPrivateStatus Where a private send stands
 	//
-	// The status of a transaction this mevrouterd process sent privately.
-	// `404` for a hash it did not send (or sent before a restart). Only
+	// The status of a transaction this mevrouterd process sent privately,
+	// on whichever chain it serves: a transaction hash covers its chain
+	// id, so the hash alone finds it. `404` for a hash it did not send (or
+	// sent before a restart). Only
 	// txmanager may call it (mutual TLS identity `txmanager`).
 	//
 	// Corresponds with GET /v1/private/{hash} (the `GetPrivateStatus` operationId).
@@ -538,9 +548,12 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 
 // BroadcastWithBody Send signed raw transactions by a route
 //
-// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-// configured chain, sent by one route with one set of options. The
-// answers come in request order. Only txmanager may call it (mutual
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+// chain that this mevrouterd serves, sent by that chain's routes, by
+// one route with one set of options. A batch that mixes chains is
+// refused (`400`, naming which transactions are of which chain), and
+// so is a chain not configured (`400`, naming it and the chains
+// served). The answers come in request order. Only txmanager may call it (mutual
 // TLS identity `txmanager`).
 //
 // Takes any type of body and a specified content type.
@@ -560,9 +573,12 @@ func (c *Client) BroadcastWithBody(ctx context.Context, contentType string, body
 
 // Broadcast Send signed raw transactions by a route
 //
-// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-// configured chain, sent by one route with one set of options. The
-// answers come in request order. Only txmanager may call it (mutual
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+// chain that this mevrouterd serves, sent by that chain's routes, by
+// one route with one set of options. A batch that mixes chains is
+// refused (`400`, naming which transactions are of which chain), and
+// so is a chain not configured (`400`, naming it and the chains
+// served). The answers come in request order. Only txmanager may call it (mutual
 // TLS identity `txmanager`).
 //
 // Takes a body of the `application/json` content type.
@@ -582,8 +598,10 @@ func (c *Client) Broadcast(ctx context.Context, body BroadcastJSONRequestBody, r
 
 // GetPrivateStatus Where a private send stands
 //
-// The status of a transaction this mevrouterd process sent privately.
-// `404` for a hash it did not send (or sent before a restart). Only
+// The status of a transaction this mevrouterd process sent privately,
+// on whichever chain it serves: a transaction hash covers its chain
+// id, so the hash alone finds it. `404` for a hash it did not send (or
+// sent before a restart). Only
 // txmanager may call it (mutual TLS identity `txmanager`).
 //
 // Corresponds with GET /v1/private/{hash} (the `GetPrivateStatus` operationId).
@@ -891,9 +909,12 @@ type ClientWithResponsesInterface interface {
 
 	// BroadcastWithBodyWithResponse Send signed raw transactions by a route
 	//
-	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-	// configured chain, sent by one route with one set of options. The
-	// answers come in request order. Only txmanager may call it (mutual
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+	// chain that this mevrouterd serves, sent by that chain's routes, by
+	// one route with one set of options. A batch that mixes chains is
+	// refused (`400`, naming which transactions are of which chain), and
+	// so is a chain not configured (`400`, naming it and the chains
+	// served). The answers come in request order. Only txmanager may call it (mutual
 	// TLS identity `txmanager`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -903,9 +924,12 @@ type ClientWithResponsesInterface interface {
 
 	// BroadcastWithResponse Send signed raw transactions by a route
 	//
-	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-	// configured chain, sent by one route with one set of options. The
-	// answers come in request order. Only txmanager may call it (mutual
+	// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+	// chain that this mevrouterd serves, sent by that chain's routes, by
+	// one route with one set of options. A batch that mixes chains is
+	// refused (`400`, naming which transactions are of which chain), and
+	// so is a chain not configured (`400`, naming it and the chains
+	// served). The answers come in request order. Only txmanager may call it (mutual
 	// TLS identity `txmanager`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -915,8 +939,10 @@ type ClientWithResponsesInterface interface {
 
 	// GetPrivateStatusWithResponse Where a private send stands
 	//
-	// The status of a transaction this mevrouterd process sent privately.
-	// `404` for a hash it did not send (or sent before a restart). Only
+	// The status of a transaction this mevrouterd process sent privately,
+	// on whichever chain it serves: a transaction hash covers its chain
+	// id, so the hash alone finds it. `404` for a hash it did not send (or
+	// sent before a restart). Only
 	// txmanager may call it (mutual TLS identity `txmanager`).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1289,9 +1315,12 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 
 // BroadcastWithBodyWithResponse Send signed raw transactions by a route
 //
-// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-// configured chain, sent by one route with one set of options. The
-// answers come in request order. Only txmanager may call it (mutual
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+// chain that this mevrouterd serves, sent by that chain's routes, by
+// one route with one set of options. A batch that mixes chains is
+// refused (`400`, naming which transactions are of which chain), and
+// so is a chain not configured (`400`, naming it and the chains
+// served). The answers come in request order. Only txmanager may call it (mutual
 // TLS identity `txmanager`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -1307,9 +1336,12 @@ func (c *ClientWithResponses) BroadcastWithBodyWithResponse(ctx context.Context,
 
 // BroadcastWithResponse Send signed raw transactions by a route
 //
-// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of the
-// configured chain, sent by one route with one set of options. The
-// answers come in request order. Only txmanager may call it (mutual
+// Up to 256 signed raw transactions (EIP-2718 binary, hex), all of one
+// chain that this mevrouterd serves, sent by that chain's routes, by
+// one route with one set of options. A batch that mixes chains is
+// refused (`400`, naming which transactions are of which chain), and
+// so is a chain not configured (`400`, naming it and the chains
+// served). The answers come in request order. Only txmanager may call it (mutual
 // TLS identity `txmanager`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -1325,8 +1357,10 @@ func (c *ClientWithResponses) BroadcastWithResponse(ctx context.Context, body Br
 
 // GetPrivateStatusWithResponse Where a private send stands
 //
-// The status of a transaction this mevrouterd process sent privately.
-// `404` for a hash it did not send (or sent before a restart). Only
+// The status of a transaction this mevrouterd process sent privately,
+// on whichever chain it serves: a transaction hash covers its chain
+// id, so the hash alone finds it. `404` for a hash it did not send (or
+// sent before a restart). Only
 // txmanager may call it (mutual TLS identity `txmanager`).
 //
 // Returns a wrapper object for the known response body format(s).

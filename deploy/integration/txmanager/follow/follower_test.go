@@ -23,8 +23,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -159,7 +159,7 @@ func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 	}
 	ctx := context.Background()
 	pool := pgtest.Migrated(t, postgres.Migrations)
-	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
 	pki := servicetest.PKI(t)
 	router, err := remote.NewRouter(stack.Serve(t, pki, nil), servicetest.Client(t, pki, "txmanager", "mevrouter"))
 	if err != nil {

@@ -19,8 +19,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/metrics"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/public"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -198,13 +199,13 @@ func TestANodeThatRefusesASendAndMinesItAnyway(t *testing.T) {
 		return node.RPC().CallContext(ctx, nil, "anvil_setCode", reverter, hexutil.Bytes(common.FromHex("60006000fd")))
 	}))
 	t.Cleanup(front.Close)
-	public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "liar", URL: front.URL}}, mevrouter.PublicOptions{NoBatch: []string{"liar"}},
-		mevrouter.NewMetrics(prometheus.NewRegistry()))
+	fanout, err := public.New(public.Endpoints{{Name: "liar", URL: front.URL}}, public.Options{NoBatch: []string{"liar"}},
+		metrics.New(prometheus.NewRegistry()).Chain(stack.Node.ChainID()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(public.Close)
-	stack.Public, stack.Router.Public = public, public
+	t.Cleanup(fanout.Close)
+	stack.Public, stack.Router.Public = fanout, fanout
 	pki := servicetest.PKI(t)
 	router, err := remote.NewRouter(stack.Serve(t, pki, nil), servicetest.Client(t, pki, "txmanager", "mevrouter"))
 	if err != nil {

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/openapi"
 	"github.com/txfence/txfence/openapi/openapitest"
 	"github.com/txfence/txfence/shared/errs"
@@ -18,7 +18,7 @@ import (
 // development relay, and a client of it as txmanager.
 func mevrouterd(t *testing.T) (*remote.Router, *mevroutertest.Stack) {
 	t.Helper()
-	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
 	pki := servicetest.PKI(t)
 	url := s.Serve(t, pki, func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.MEVRouter, h) })
 	c, err := remote.NewRouter(url, servicetest.Client(t, pki, "txmanager", "mevrouter"))

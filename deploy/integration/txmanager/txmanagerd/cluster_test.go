@@ -16,8 +16,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
@@ -40,7 +40,7 @@ type cluster struct {
 func newCluster(t testing.TB, extra map[string]string) *cluster {
 	t.Helper()
 	c := &cluster{pki: servicetest.PKI(t), from: signertest.DevAddress(0), db: pgtest.URL(t)}
-	c.stack = mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	c.stack = mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
 	routerURL := c.stack.Serve(t, c.pki, nil)
 	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: c.pki})
 	chains := filepath.Join(t.TempDir(), "chains.json")

@@ -16,8 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/metrics"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/public"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/chaintest"
@@ -85,17 +87,17 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	if _, err := postgres.Migrations.Up(context.Background(), pool, nil); err != nil {
 		t.Fatal(err)
 	}
-	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}})
+	stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
 	if opts.PublicNode != nil {
 		front := httptest.NewServer(opts.PublicNode)
 		t.Cleanup(front.Close)
-		public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "front", URL: front.URL}}, mevrouter.PublicOptions{},
-			mevrouter.NewMetrics(prometheus.NewRegistry()))
+		fanout, err := public.New(public.Endpoints{{Name: "front", URL: front.URL}}, public.Options{},
+			metrics.New(prometheus.NewRegistry()).Chain(stack.Node.ChainID()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(public.Close)
-		stack.Router.Public = public // before the router is served
+		t.Cleanup(fanout.Close)
+		stack.Router.Public = fanout // before the router is served
 	}
 	pki := servicetest.PKI(t)
 	routerClient, err := remote.NewRouter(stack.Serve(t, pki, nil), servicetest.Client(t, pki, "txmanager", "mevrouter"))

@@ -1,4 +1,7 @@
-package mevrouter
+// Package public is the public route: every transaction goes to every
+// configured RPC endpoint at once, in JSON-RPC batches where an endpoint
+// takes them, each endpoint behind its own circuit breaker.
+package public
 
 import (
 	"context"
@@ -16,11 +19,13 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/metrics"
 	"github.com/txfence/txfence/mev-router/nodeerr"
 )
 
-// PublicOptions tunes the public route.
-type PublicOptions struct {
+// Options tunes the public route.
+type Options struct {
 	// Timeout bounds one endpoint's answer to one send.
 	Timeout time.Duration
 	// NoBatch lists endpoints that take one eth_sendRawTransaction per HTTP
@@ -36,17 +41,19 @@ type PublicOptions struct {
 	Now  func() time.Time
 }
 
-// Public sends transactions to every public RPC endpoint at once. The first
+// Fanout sends transactions to every public RPC endpoint at once. The first
 // acceptance of each transaction answers; the sends to the other endpoints
 // go on in the background, bounded by Timeout, so the transaction spreads
 // through every mempool we know. An endpoint that is down costs its
 // timeout once, then its breaker keeps it out of the way.
-type Public struct {
+type Fanout struct {
 	endpoints []*publicEndpoint
 	timeout   time.Duration
-	metrics   *Metrics
+	metrics   *metrics.Chain
 	log       *slog.Logger
 }
+
+var _ mevrouter.PublicRoute = (*Fanout)(nil)
 
 type publicEndpoint struct {
 	Endpoint
@@ -55,8 +62,8 @@ type publicEndpoint struct {
 	breaker *breaker
 }
 
-// NewPublic connects to the endpoints (HTTP connections are made lazily).
-func NewPublic(endpoints Endpoints, opts PublicOptions, m *Metrics) (*Public, error) {
+// New connects to the endpoints (HTTP connections are made lazily).
+func New(endpoints Endpoints, opts Options, m *metrics.Chain) (*Fanout, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no public RPC endpoint configured")
 	}
@@ -79,7 +86,7 @@ func NewPublic(endpoints Endpoints, opts PublicOptions, m *Metrics) (*Public, er
 	for _, n := range opts.NoBatch {
 		noBatch[n] = true
 	}
-	p := &Public{timeout: opts.Timeout, metrics: m, log: opts.Log}
+	p := &Fanout{timeout: opts.Timeout, metrics: m, log: opts.Log}
 	for _, e := range endpoints {
 		dialOpts := []rpc.ClientOption{}
 		if opts.HTTP != nil {
@@ -94,20 +101,20 @@ func NewPublic(endpoints Endpoints, opts PublicOptions, m *Metrics) (*Public, er
 			Endpoint: e, client: c, batch: !noBatch[e.Name],
 			breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
 		})
-		m.endpointUp.WithLabelValues(e.Name).Set(1)
+		m.EndpointUp(e.Name, true)
 	}
 	return p, nil
 }
 
 // Close closes the endpoints' clients.
-func (p *Public) Close() {
+func (p *Fanout) Close() {
 	for _, e := range p.endpoints {
 		e.client.Close()
 	}
 }
 
 // Names lists the endpoints.
-func (p *Public) Names() []string {
+func (p *Fanout) Names() []string {
 	names := make([]string, len(p.endpoints))
 	for i, e := range p.endpoints {
 		names[i] = e.Name
@@ -116,33 +123,13 @@ func (p *Public) Names() []string {
 }
 
 // Ready fails when every endpoint's breaker is open: nothing can be sent.
-func (p *Public) Ready(context.Context) error {
+func (p *Fanout) Ready(context.Context) error {
 	for _, e := range p.endpoints {
 		if e.breaker.closed() {
 			return nil
 		}
 	}
 	return errors.New("every public RPC endpoint is failing (circuit breakers open)")
-}
-
-// Sent is the public route's answer for one transaction.
-type Sent struct {
-	Hash       common.Hash
-	Accepted   bool
-	AcceptedBy []string
-	// Err is the most telling refusal when no endpoint accepted.
-	Err *SendError
-}
-
-// SendError is a refusal, classified.
-type SendError struct {
-	Category nodeerr.Category
-	Message  string
-	Endpoint string
-}
-
-func (e *SendError) Error() string {
-	return fmt.Sprintf("%s: %s (%s)", e.Endpoint, e.Message, e.Category)
 }
 
 // endpointAnswer is one endpoint's answers to one Send, per transaction.
@@ -154,23 +141,23 @@ type endpointAnswer struct {
 // Send sends the raw transactions (hashes given) to every endpoint whose
 // breaker allows it and returns once each transaction is accepted by some
 // endpoint, or every endpoint has answered, or ctx ends.
-func (p *Public) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) []Sent {
+func (p *Fanout) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) []mevrouter.Sent {
 	answers := make(chan endpointAnswer, len(p.endpoints)) // never blocks a late sender
 	launched := 0
 	for _, e := range p.endpoints {
 		if !e.breaker.allow() {
-			p.metrics.sends.WithLabelValues(e.Name, "public", "skipped").Add(float64(len(raws)))
+			p.metrics.EndpointSends(e.Name, mevrouter.RoutePublic, "skipped", len(raws))
 			continue
 		}
 		launched++
 		go func() { answers <- p.sendTo(ctx, e, raws, hashes) }()
 	}
 
-	out := make([]Sent, len(raws))
+	out := make([]mevrouter.Sent, len(raws))
 	for i := range out {
 		out[i].Hash = hashes[i]
 	}
-	firstErr := make([]*SendError, len(raws))
+	firstErr := make([]*mevrouter.SendError, len(raws))
 	waiting := len(raws)
 	for answered := 0; answered < launched && waiting > 0; answered++ {
 		var a endpointAnswer
@@ -190,7 +177,7 @@ func (p *Public) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) 
 				out[i].AcceptedBy = append(out[i].AcceptedBy, a.endpoint)
 				continue
 			}
-			firstErr[i] = moreTelling(firstErr[i], &SendError{Category: cat, Message: err.Error(), Endpoint: a.endpoint})
+			firstErr[i] = mevrouter.MoreTelling(firstErr[i], &mevrouter.SendError{Category: cat, Message: err.Error(), Endpoint: a.endpoint})
 		}
 	}
 	for i := range out {
@@ -201,27 +188,18 @@ func (p *Public) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) 
 		case firstErr[i] != nil:
 			out[i].Err = firstErr[i]
 		case launched == 0:
-			out[i].Err = &SendError{Category: nodeerr.Transient, Message: "every public RPC endpoint is failing (circuit breakers open)"}
+			out[i].Err = &mevrouter.SendError{Category: nodeerr.Transient, Message: "every public RPC endpoint is failing (circuit breakers open)"}
 		default:
-			out[i].Err = &SendError{Category: nodeerr.Transient, Message: "no public endpoint answered in time: " + context.Cause(ctx).Error()}
+			out[i].Err = &mevrouter.SendError{Category: nodeerr.Transient, Message: "no public endpoint answered in time: " + context.Cause(ctx).Error()}
 		}
 	}
 	return out
 }
 
-// moreTelling keeps the refusal that says most: a node's own verdict beats
-// a timeout or a connection error, and the first verdict beats later ones.
-func moreTelling(have, next *SendError) *SendError {
-	if have == nil || (have.Category == nodeerr.Transient && next.Category != nodeerr.Transient) {
-		return next
-	}
-	return have
-}
-
 // sendTo sends the transactions to one endpoint, in JSON-RPC batches where
 // it takes batches, and records metrics and breaker health. It runs past
 // the caller's return, so it has its own deadline.
-func (p *Public) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, hashes []common.Hash) endpointAnswer {
+func (p *Fanout) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, hashes []common.Hash) endpointAnswer {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
 	defer cancel()
 	start := time.Now()
@@ -235,7 +213,7 @@ func (p *Public) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, h
 	} else {
 		p.sendEach(ctx, e, raws, all, errs)
 	}
-	p.metrics.latency.WithLabelValues(e.Name, "public").Observe(time.Since(start).Seconds())
+	p.metrics.EndpointLatency(e.Name, mevrouter.RoutePublic, time.Since(start))
 
 	// The endpoint is healthy when it judged a transaction, whatever it
 	// said. A batch it answered only as a whole, a rate limit included,
@@ -252,21 +230,17 @@ func (p *Public) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, h
 		} else {
 			p.log.Warn("public endpoint failed", "endpoint", e.Name, "tx_hash", hashes[i], "err", err)
 		}
-		p.metrics.sends.WithLabelValues(e.Name, "public", result).Inc()
+		p.metrics.EndpointSends(e.Name, mevrouter.RoutePublic, result, 1)
 	}
 	e.breaker.record(healthy)
-	up := 0.0
-	if e.breaker.closed() {
-		up = 1
-	}
-	p.metrics.endpointUp.WithLabelValues(e.Name).Set(up)
+	p.metrics.EndpointUp(e.Name, e.breaker.closed())
 	return endpointAnswer{endpoint: e.Name, errs: errs}
 }
 
 // sendEach sends the transactions idx one call each, and records each
 // answer in errs. A single call's answer is about its transaction. Once
 // the endpoint's time is up, the ones not yet sent get the same failure.
-func (p *Public) sendEach(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
+func (p *Fanout) sendEach(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
 	for n, i := range idx {
 		var h common.Hash
 		errs[i] = e.client.CallContext(ctx, &h, "eth_sendRawTransaction", hexutil.Bytes(raws[i]))
@@ -293,7 +267,7 @@ func (p *Public) sendEach(ctx context.Context, e *publicEndpoint, raws [][]byte,
 // us (401, 403, ...) or does not answer at all gets no smaller batches:
 // more requests at once would not help, and its circuit breaker counts
 // the failure.
-func (p *Public) sendBatch(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
+func (p *Fanout) sendBatch(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
 	if len(idx) == 1 {
 		p.sendEach(ctx, e, raws, idx, errs)
 		return
@@ -340,7 +314,7 @@ func (p *Public) sendBatch(ctx context.Context, e *publicEndpoint, raws [][]byte
 	if len(again) == 0 {
 		return
 	}
-	p.metrics.batchSplits.WithLabelValues(e.Name).Inc()
+	p.metrics.BatchSplit(e.Name)
 	p.log.Warn("public endpoint answered a batch as a whole: sending its transactions again in smaller batches",
 		"endpoint", e.Name, "batch", len(idx), "unanswered", len(again), "err", why)
 	if ctx.Err() != nil {

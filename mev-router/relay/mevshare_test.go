@@ -1,4 +1,4 @@
-package mevrouter_test
+package relay_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	mevrouter "github.com/txfence/txfence/mev-router"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
+	"github.com/txfence/txfence/mev-router/relay"
 )
 
 // TestEveryBundleTheRouterEmitsIsValidMevShare checks each mev_sendBundle
@@ -48,7 +49,7 @@ func TestEveryBundleTheRouterEmitsIsValidMevShare(t *testing.T) {
 			relay.ServeHTTP(w, r)
 		})
 	}
-	s = mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayMEVShare}, RelayFront: front})
+	s = mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.MEVShare}, RelayFront: front})
 	for i, hints := range [][]string{nil, {"hash"}, {"calldata", "logs", "function_selector", "contract_address", "tx_hash", "hash"}} {
 		raws, _ := s.Transfers(t, i, 2)
 		res, err := s.Router.Broadcast(mevroutertest.Context(t), mevrouter.Request{Raw: raws, Route: mevrouter.RoutePrivate,

@@ -1,4 +1,4 @@
-package mevrouter
+package public
 
 import (
 	"errors"
@@ -46,16 +46,16 @@ func (es *Endpoints) UnmarshalText(text []byte) error {
 		if !named || strings.Contains(name, "://") {
 			name, raw = "", item
 		}
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
+		if CheckURL(raw) != nil {
 			problems = append(problems, fmt.Errorf("%q: want name=http(s)://host[/path]", redact(item)))
 			continue
 		}
 		if name == "" {
+			u, _ := url.Parse(raw)
 			name = u.Hostname()
 		}
-		if !namePattern.MatchString(name) {
-			problems = append(problems, fmt.Errorf("%q: a name is 1 to 64 letters, digits, '.', '_' or '-'", name))
+		if err := CheckName(name); err != nil {
+			problems = append(problems, err)
 			continue
 		}
 		if seen[name] {
@@ -69,6 +69,25 @@ func (es *Endpoints) UnmarshalText(text []byte) error {
 		return err
 	}
 	*es = out
+	return nil
+}
+
+// CheckName checks an endpoint's or a relay's name: it labels metrics and
+// answers, so it is short and plain.
+func CheckName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%q: a name is 1 to 64 letters, digits, '.', '_' or '-'", name)
+	}
+	return nil
+}
+
+// CheckURL checks an endpoint's or a relay's URL: http(s) or ws(s), with a
+// host. Its error never quotes the URL, which may carry an API key.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
+		return fmt.Errorf("%q: want http(s)://host[/path] or ws(s)://host[/path]", redact(raw))
+	}
 	return nil
 }
 

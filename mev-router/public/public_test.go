@@ -1,4 +1,4 @@
-package mevrouter_test
+package public_test
 
 import (
 	"context"
@@ -16,10 +16,12 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/metrics"
+	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/nodeerr"
+	"github.com/txfence/txfence/mev-router/public"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 )
@@ -92,42 +94,6 @@ func signedTransfersFrom(t *testing.T, node *anvil.Node, i, n int) ([][]byte, []
 	return raws, txs
 }
 
-// counter reads one sample of a counter or gauge from reg.
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // TestOneDownOneSlowTheSendStillAnswersAtOnce: with three public endpoints,
 // one refusing connections and one holding every request, a broadcast is
 // answered by the healthy one while the slow one still holds the request;
@@ -137,22 +103,22 @@ func TestOneDownOneSlowTheSendStillAnswersAtOnce(t *testing.T) {
 	t.Parallel()
 	node := chaintest.Anvil(t, anvil.Options{})
 	release := make(chan struct{})
-	endpoints := mevrouter.Endpoints{
+	endpoints := public.Endpoints{
 		{Name: "down", URL: closedURL(t)},
 		{Name: "slow", URL: heldProxy(t, node.URL(), release)},
 		{Name: "anvil", URL: node.URL()},
 	}
 	reg := prometheus.NewRegistry()
-	m := mevrouter.NewMetrics(reg)
-	public, err := mevrouter.NewPublic(endpoints, mevrouter.PublicOptions{Timeout: 30 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Hour}, m)
+	m := metrics.New(reg).Chain(node.ChainID())
+	fanout, err := public.New(endpoints, public.Options{Timeout: 30 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Hour}, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(public.Close)
-	router := &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: public, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
+	t.Cleanup(fanout.Close)
+	router := &mevrouter.Router{ChainID: new(big.Int).SetUint64(node.ChainID()), Public: fanout, Auto: mevrouter.NewAutoRule(nil, nil, nil), Metrics: m}
 
 	labels := func(endpoint, result string) map[string]string {
-		return map[string]string{"endpoint": endpoint, "route": "public", "result": result}
+		return map[string]string{"chain_id": "31337", "endpoint": endpoint, "route": "public", "result": result}
 	}
 	for round := range 3 {
 		raws, txs := signedTransfers(t, node, 2)
@@ -174,28 +140,28 @@ func TestOneDownOneSlowTheSendStillAnswersAtOnce(t *testing.T) {
 			// the breaker's count is known.
 			want := float64(2 * (round + 1))
 			eventually(t, func() bool {
-				return counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", string(nodeerr.Transient))) == want
+				return mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", string(nodeerr.Transient))) == want
 			})
 		}
 	}
 	close(release) // the slow endpoint answers now: already known, or nonce too low
 
-	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("anvil", "accepted")); got != 6 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("anvil", "accepted")); got != 6 {
 		t.Errorf("anvil accepted %v sends, want 6", got)
 	}
-	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", string(nodeerr.Transient))); got != 4 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", string(nodeerr.Transient))); got != 4 {
 		t.Errorf("down: %v transient failures, want 4 (two rounds of two, then its breaker opened)", got)
 	}
-	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", "skipped")); got != 2 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", labels("down", "skipped")); got != 2 {
 		t.Errorf("down: %v skipped sends, want 2", got)
 	}
-	if got := counter(t, reg, "txfence_mevrouter_endpoint_up", map[string]string{"endpoint": "down"}); got != 0 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_up", map[string]string{"endpoint": "down"}); got != 0 {
 		t.Errorf("down is up=%v, want 0", got)
 	}
-	if got := counter(t, reg, "txfence_mevrouter_broadcasts_total", map[string]string{"route": "public", "result": "accepted"}); got != 6 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_broadcasts_total", map[string]string{"route": "public", "result": "accepted"}); got != 6 {
 		t.Errorf("%v broadcasts accepted, want 6", got)
 	}
-	if err := public.Ready(ctx(t)); err != nil {
+	if err := fanout.Ready(ctx(t)); err != nil {
 		t.Errorf("ready with two endpoints up: %v", err)
 	}
 }
@@ -216,13 +182,13 @@ func TestEveryEndpointRefusingGivesTheMostTellingCategory(t *testing.T) {
 		t.Fatal(err)
 	}
 	chaintest.WaitReceipt(t, node, txs[0].Hash())
-	public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "down", URL: closedURL(t)}, {Name: "anvil", URL: node.URL()}},
-		mevrouter.PublicOptions{Timeout: 10 * time.Second}, mevrouter.NewMetrics(prometheus.NewRegistry()))
+	fanout, err := public.New(public.Endpoints{{Name: "down", URL: closedURL(t)}, {Name: "anvil", URL: node.URL()}},
+		public.Options{Timeout: 10 * time.Second}, metrics.New(prometheus.NewRegistry()).Chain(node.ChainID()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(public.Close)
-	sent := public.Send(ctx(t), raws, []common.Hash{txs[0].Hash()})[0]
+	t.Cleanup(fanout.Close)
+	sent := fanout.Send(ctx(t), raws, []common.Hash{txs[0].Hash()})[0]
 	if sent.Accepted || sent.Err == nil || sent.Err.Category != nodeerr.NonceTooLow || sent.Err.Endpoint != "anvil" {
 		t.Fatalf("resend of a mined tx: %+v (%v); want nonce_too_low from anvil", sent, sent.Err)
 	}

@@ -1,4 +1,4 @@
-package mevrouter_test
+package public_test
 
 import (
 	"strings"
@@ -6,17 +6,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/public"
 )
 
 func TestEndpointsFromConfiguration(t *testing.T) {
 	t.Parallel()
-	var es mevrouter.Endpoints
+	var es public.Endpoints
 	err := es.UnmarshalText([]byte(" infura=https://mainnet.example/v3/SECRETKEY , http://10.0.0.5:8545 ,ws=wss://node.example/ws"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := mevrouter.Endpoints{
+	want := public.Endpoints{
 		{Name: "infura", URL: "https://mainnet.example/v3/SECRETKEY"},
 		{Name: "10.0.0.5", URL: "http://10.0.0.5:8545"},
 		{Name: "ws", URL: "wss://node.example/ws"},
@@ -30,7 +30,7 @@ func TestEndpointsFromConfiguration(t *testing.T) {
 	}
 
 	for _, bad := range []string{"a=ftp://x", "a=http://x,a=http://y", "bad name=http://x", "x=notaurl", "=http://"} {
-		var es mevrouter.Endpoints
+		var es public.Endpoints
 		err := es.UnmarshalText([]byte(bad))
 		if err == nil {
 			t.Errorf("%q accepted", bad)

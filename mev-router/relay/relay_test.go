@@ -1,4 +1,4 @@
-package mevrouter_test
+package relay_test
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	"github.com/txfence/txfence/mev-router/flashbots"
 	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/nodeerr"
+	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/chaintest"
 )
@@ -19,10 +20,10 @@ import (
 // watcher on our own node.
 func TestPrivateNeverReachesThePublicPool(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []mevrouter.RelayKind{mevrouter.RelayProtect, mevrouter.RelayMEVShare, mevrouter.RelayBundle} {
+	for _, kind := range []relay.Kind{relay.Protect, relay.MEVShare, relay.Bundle} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{kind}, Blocks: 5})
+			s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{kind}, Blocks: 5})
 			raws, hashes := s.Transfers(t, 0, 1)
 			hash := hashes[0]
 			res, err := s.Router.Broadcast(mevroutertest.Context(t), mevrouter.Request{Raw: raws, Route: mevrouter.RoutePrivate})
@@ -67,7 +68,7 @@ func TestPrivateNeverReachesThePublicPool(t *testing.T) {
 // and is mined, turning up included; the other stays out of every pool.
 func TestExpiryFallsBackToPublicOnlyWhenAllowed(t *testing.T) {
 	t.Parallel()
-	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}, Blocks: 5})
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}, Blocks: 5})
 	maxBlock := s.Head(t) + 2
 	send := func(account int, fallback mevrouter.Fallback) common.Hash {
 		raws, hashes := s.Transfers(t, account, 1)
@@ -113,14 +114,14 @@ func TestExpiryFallsBackToPublicOnlyWhenAllowed(t *testing.T) {
 	if relaySt, err := (&flashbots.Client{URL: s.RelayURL}).TxStatus(mevroutertest.Context(t), without); err != nil || relaySt.Status != flashbots.StateFailed {
 		t.Errorf("the relay reports %+v (%v) for the expired send, want FAILED", relaySt, err)
 	}
-	if got := counter(t, s.Registry, "txfence_mevrouter_private_outcomes_total", map[string]string{"state": "fell_back"}); got != 1 {
+	if got := mevroutertest.Counter(t, s.Registry, "txfence_mevrouter_private_outcomes_total", map[string]string{"state": "fell_back"}); got != 1 {
 		t.Errorf("fell_back counted %v times, want 1", got)
 	}
 }
 
 func TestCancelKeepsItOutOfTheBlock(t *testing.T) {
 	t.Parallel()
-	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}, Blocks: 5})
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}, Blocks: 5})
 	raws, hashes := s.Transfers(t, 0, 1)
 	hash := hashes[0]
 	if _, err := s.Router.Broadcast(mevroutertest.Context(t), mevrouter.Request{Raw: raws, Route: mevrouter.RoutePrivate}); err != nil {
@@ -143,7 +144,7 @@ func TestCancelKeepsItOutOfTheBlock(t *testing.T) {
 
 func TestCancelOfAnIncludedSendIsAConflict(t *testing.T) {
 	t.Parallel()
-	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}, Blocks: 5})
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}, Blocks: 5})
 	raws, hashes := s.Transfers(t, 0, 1)
 	if _, err := s.Router.Broadcast(mevroutertest.Context(t), mevrouter.Request{Raw: raws, Route: mevrouter.RoutePrivate}); err != nil {
 		t.Fatal(err)
@@ -161,13 +162,13 @@ func TestCancelOfAnIncludedSendIsAConflict(t *testing.T) {
 // signers only; its refusal is reported, and the send is failed, not lost.
 func TestARelayRefusingOurSignatureFailsTheSend(t *testing.T) {
 	t.Parallel()
-	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []mevrouter.RelayKind{mevrouter.RelayProtect}, AllowedSigners: []common.Address{common.HexToAddress("0x0000000000000000000000000000000000000001")}})
+	s := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}, AllowedSigners: []common.Address{common.HexToAddress("0x0000000000000000000000000000000000000001")}})
 	raws, hashes := s.Transfers(t, 0, 1)
 	res, err := s.Router.Broadcast(mevroutertest.Context(t), mevrouter.Request{Raw: raws, Route: mevrouter.RoutePrivate})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Accepted || res[0].Err == nil || res[0].Err.Endpoint != string(mevrouter.RelayProtect) {
+	if res[0].Accepted || res[0].Err == nil || res[0].Err.Endpoint != string(relay.Protect) {
 		t.Fatalf("refused send answered %+v (%v)", res[0], res[0].Err)
 	}
 	if res[0].Err.Category != nodeerr.Transient {

@@ -1,4 +1,4 @@
-package mevrouter_test
+package public_test
 
 import (
 	"bytes"
@@ -18,8 +18,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	mevrouter "github.com/txfence/txfence/mev-router"
+	"github.com/txfence/txfence/mev-router/metrics"
+	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/nodeerr"
+	"github.com/txfence/txfence/mev-router/public"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 )
@@ -123,16 +125,16 @@ func serveFront(t *testing.T, f *batchFront) string {
 }
 
 // publicTo is a public route whose one endpoint, "front", is url.
-func publicTo(t *testing.T, url string, breakerThreshold int) (*mevrouter.Public, *prometheus.Registry) {
+func publicTo(t *testing.T, url string, breakerThreshold int) (*public.Fanout, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	public, err := mevrouter.NewPublic(mevrouter.Endpoints{{Name: "front", URL: url}},
-		mevrouter.PublicOptions{Timeout: 30 * time.Second, BreakerThreshold: breakerThreshold, BreakerCooldown: time.Hour}, mevrouter.NewMetrics(reg))
+	fanout, err := public.New(public.Endpoints{{Name: "front", URL: url}},
+		public.Options{Timeout: 30 * time.Second, BreakerThreshold: breakerThreshold, BreakerCooldown: time.Hour}, metrics.New(reg).Chain(31337))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(public.Close)
-	return public, reg
+	t.Cleanup(fanout.Close)
+	return fanout, reg
 }
 
 func hashesOf(txs []*types.Transaction) []common.Hash {
@@ -174,9 +176,9 @@ func TestABatchAnsweredAsAWholeIsSentAgainUntilEachTransactionIsAnswered(t *test
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.front.node = node.URL()
-			public, _ := publicTo(t, serveFront(t, tt.front), 3)
+			fanout, _ := publicTo(t, serveFront(t, tt.front), 3)
 			raws, txs := signedTransfersFrom(t, node, i, 4)
-			sent := public.Send(ctx(t), raws, hashesOf(txs))
+			sent := fanout.Send(ctx(t), raws, hashesOf(txs))
 			for j, s := range sent {
 				if !s.Accepted || strings.Join(s.AcceptedBy, ",") != "front" {
 					t.Errorf("tx %d: %+v (err %v); want accepted by front", j, s, s.Err)
@@ -208,14 +210,14 @@ func TestABatchAboveTheNodesBodyLimitIsSentInHalves(t *testing.T) {
 	t.Parallel()
 	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
 	raws, txs := largeTransfers(t, node, 4)
-	public, reg := publicTo(t, node.URL(), 3)
-	sent := public.Send(ctx(t), raws, hashesOf(txs))
+	fanout, reg := publicTo(t, node.URL(), 3)
+	sent := fanout.Send(ctx(t), raws, hashesOf(txs))
 	for j, s := range sent {
 		if !s.Accepted {
 			t.Errorf("tx %d: not accepted: %v", j, s.Err)
 		}
 	}
-	if got := counter(t, reg, "txfence_mevrouter_endpoint_batch_splits_total", map[string]string{"endpoint": "front"}); got < 1 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_batch_splits_total", map[string]string{"endpoint": "front"}); got < 1 {
 		t.Errorf("%v batches split, want at least 1", got)
 	}
 }
@@ -242,8 +244,8 @@ func TestAnEndpointThatHangsUpOnALargeBodyGetsSmallerBatches(t *testing.T) {
 		(&batchFront{node: node.URL()}).ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	public, _ := publicTo(t, front.URL, 10)
-	sent := public.Send(ctx(t), raws, hashesOf(txs))
+	fanout, _ := publicTo(t, front.URL, 10)
+	sent := fanout.Send(ctx(t), raws, hashesOf(txs))
 	for j, s := range sent {
 		if !s.Accepted {
 			t.Errorf("tx %d: not accepted: %v", j, s.Err)
@@ -288,9 +290,9 @@ func TestAnEndpointThatNeverAnswersATransactionGivesNoVerdict(t *testing.T) {
 	front := &batchFront{node: node.URL(), always: true, whole: func([]json.RawMessage) (int, string, bool) {
 		return http.StatusOK, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}}`, true
 	}}
-	public, _ := publicTo(t, serveFront(t, front), 3)
+	fanout, _ := publicTo(t, serveFront(t, front), 3)
 	raws, txs := signedTransfers(t, node, 4)
-	sent := public.Send(ctx(t), raws, hashesOf(txs))
+	sent := fanout.Send(ctx(t), raws, hashesOf(txs))
 	var got []nodeerr.Category
 	for _, s := range sent {
 		if s.Accepted || s.Err == nil {
@@ -324,9 +326,9 @@ func TestABatchLevelRateLimitIsEndpointTrouble(t *testing.T) {
 	front := &batchFront{node: node.URL(), whole: func([]json.RawMessage) (int, string, bool) {
 		return http.StatusTooManyRequests, `{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"nonce too low"}}`, true
 	}}
-	public, reg := publicTo(t, serveFront(t, front), 1)
+	fanout, reg := publicTo(t, serveFront(t, front), 1)
 	raws, txs := signedTransfers(t, node, 4)
-	for j, s := range public.Send(ctx(t), raws, hashesOf(txs)) {
+	for j, s := range fanout.Send(ctx(t), raws, hashesOf(txs)) {
 		if s.Accepted || s.Err == nil || s.Err.Category != nodeerr.Transient {
 			t.Errorf("tx %d: %+v (err %v); want transient", j, s, s.Err)
 		}
@@ -334,10 +336,10 @@ func TestABatchLevelRateLimitIsEndpointTrouble(t *testing.T) {
 	if sizes, _ := front.seen(); !cmp.Equal(sizes, []int{4}) {
 		t.Errorf("the front was sent batches of %v; want the one batch of 4", sizes)
 	}
-	if err := public.Ready(ctx(t)); err == nil {
+	if err := fanout.Ready(ctx(t)); err == nil {
 		t.Error("ready after a rate-limited batch with a breaker threshold of 1; want its breaker open")
 	}
-	if got := counter(t, reg, "txfence_mevrouter_endpoint_sends_total", map[string]string{"endpoint": "front", "result": string(nodeerr.Transient)}); got != 4 {
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", map[string]string{"endpoint": "front", "result": string(nodeerr.Transient)}); got != 4 {
 		t.Errorf("%v transient sends recorded, want 4", got)
 	}
 }

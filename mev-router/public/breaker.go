@@ -1,4 +1,4 @@
-package mevrouter
+package public
 
 import (
 	"sync"
