@@ -66,16 +66,7 @@ func inPool(t *testing.T, node *anvil.Node, hash common.Hash) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, byNonce := range []map[common.Address]map[uint64]anvil.PoolTx{pool.Pending, pool.Queued} {
-		for _, txs := range byNonce {
-			for _, tx := range txs {
-				if tx.Hash == hash {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return pool.Contains(hash)
 }
 
 func mined(t *testing.T, node *anvil.Node, hash common.Hash) bool {

@@ -133,16 +133,7 @@ func (s *Stack) InPool(t testing.TB, hash common.Hash) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, byNonce := range []map[common.Address]map[uint64]anvil.PoolTx{pool.Pending, pool.Queued} {
-		for _, txs := range byNonce {
-			for _, tx := range txs {
-				if tx.Hash == hash {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return pool.Contains(hash)
 }
 
 // Status polls the watcher once and returns the send's status.
