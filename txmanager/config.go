@@ -101,6 +101,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes "30s", what UnmarshalJSON reads.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
 // SignerConfig is one signer's settings.
 type SignerConfig struct {
 	Address              common.Address `json:"address"`
@@ -157,6 +160,9 @@ func (w *Wei) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// MarshalJSON writes "123", what UnmarshalJSON reads.
+func (w Wei) MarshalJSON() ([]byte, error) { return json.Marshal(w.String()) }
 
 // Default signer settings.
 const (

@@ -1,6 +1,8 @@
 package txmanager_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -57,4 +59,27 @@ func TestParseChainsDropSettings(t *testing.T) {
 			t.Errorf("error %v does not name %q", err, want)
 		}
 	}
+}
+
+// FuzzParseChains: any chains file is read or refused without a panic,
+// and a file read, written out again, reads back to the same chains.
+func FuzzParseChains(f *testing.F) {
+	f.Add(`{"chains": [{"chain_id": 1, "rpc": ["http://127.0.0.1:8545"], "signers": [{"address": "0x00000000000000000000000000000000000000aa"}]}]}`)
+	f.Add(`{"chains": [{"chain_id": 10, "rpc": ["http://a", "http://b"], "confirmations": 5, "resubmit_interval": "10s",
+		"signers": [{"address": "0x00000000000000000000000000000000000000bb", "max_fee_per_gas": "100000000000", "fee_bumps": true, "cancels": true}]}]}`)
+	f.Add(`{"chains": []}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		c, err := txmanager.ParseChains([]byte(in))
+		if err != nil {
+			return
+		}
+		out, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := txmanager.ParseChains(out)
+		if err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("%s read as %+v, written as %s, read back as %+v (%v)", in, c, out, again, err)
+		}
+	})
 }
