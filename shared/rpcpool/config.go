@@ -89,19 +89,14 @@ func (e *Endpoint) check() error {
 	case e.Credits != nil && (e.Credits.Units <= 0 || e.Credits.Period <= 0 || e.Credits.Default < 0):
 		return fmt.Errorf("endpoint %s: credits need positive units and period", e.Name)
 	}
-	for method, cost := range e.Credits.costs() {
-		if cost < 0 {
-			return fmt.Errorf("endpoint %s: credits.cost.%s may not be negative", e.Name, method)
+	if e.Credits != nil {
+		for method, cost := range e.Credits.Cost {
+			if cost < 0 {
+				return fmt.Errorf("endpoint %s: credits.cost.%s may not be negative", e.Name, method)
+			}
 		}
 	}
 	return nil
-}
-
-func (c *Credits) costs() map[string]int64 {
-	if c == nil {
-		return nil
-	}
-	return c.Cost
 }
 
 // label names an endpoint in an error without its URL's path or query,

@@ -262,7 +262,7 @@ func (p *Pool) Pick(method string, minHead uint64) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("%w: chain %d, %s (head %d): %v", ErrNoEndpoint, p.chainID, method, minHead, why)
 	}
 	chosen := smoothWeighted(candidates)
-	p.spend(chosen, method, now)
+	p.spend(chosen, method)
 	return chosen.Endpoint, nil
 }
 
@@ -300,7 +300,7 @@ func (p *Pool) refill(m *member, now time.Time) {
 	}
 }
 
-func (p *Pool) spend(m *member, method string, now time.Time) {
+func (p *Pool) spend(m *member, method string) {
 	if m.RPS > 0 {
 		m.tokens--
 	}

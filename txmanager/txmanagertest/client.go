@@ -2,7 +2,6 @@ package txmanagertest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -40,13 +39,9 @@ func (s *Server) Create(t testing.TB, requestID string) string {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	var tx struct {
+	return servicetest.Decode[struct {
 		TxID string `json:"tx_id"`
-	}
-	if err := json.Unmarshal(b, &tx); err != nil {
-		t.Fatalf("create: %v: %s", err, b)
-	}
-	return tx.TxID
+	}](t, b).TxID
 }
 
 // AwaitingApproval creates a transfer and parks it as the owner's worker
