@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/shared/rpcpool"
 )
 
 // Chains is the chains and signers a deployment manages, from the file
@@ -18,7 +20,9 @@ import (
 //
 //	{"chains": [{
 //	  "chain_id": 31337,
-//	  "rpc": ["http://127.0.0.1:8545"],     read endpoints: simulation, fees, balances, receipts
+//	  "rpc": ["http://127.0.0.1:8545"],     read endpoints (a pool): simulation, fees, balances, receipts; each a URL or
+//	                                         {"name", "url", "weight", "rps", "credits": {"units", "period", "cost", "default"}}
+//	  "rpc_pool": {"max_lag": 3, "timeout": "10s", "probe_every": "2s"},   optional: the pool's health rules
 //	  "legacy": false,                       true: gas_price pricing instead of EIP-1559
 //	  "confirmations": 3,                    depth at which a receipt is final
 //	  "finality": "depth",                   depth (default) or finalized: final once the node's finalized block covers it
@@ -47,10 +51,14 @@ type Chains struct {
 
 // Chain is one chain's settings.
 type Chain struct {
-	ID            uint64   `json:"chain_id"`
-	RPC           []string `json:"rpc"`
-	Legacy        bool     `json:"legacy"`
-	Confirmations uint64   `json:"confirmations"`
+	ID uint64 `json:"chain_id"`
+	// RPC is the chain's read endpoints, a provider pool (package
+	// rpcpool): each read goes to a healthy endpoint at the head it needs,
+	// within its budget; sends go through mevrouterd, not here.
+	RPC           []rpcpool.Endpoint `json:"rpc"`
+	RPCPool       RPCPool            `json:"rpc_pool"`
+	Legacy        bool               `json:"legacy"`
+	Confirmations uint64             `json:"confirmations"`
 	// Finality is FinalityDepth (final at Confirmations) or
 	// FinalityFinalized (final once the node's "finalized" block is at
 	// or above the receipt's; confirmations are still reported).
@@ -82,6 +90,44 @@ type Chain struct {
 	// it polls the RPC endpoint beside it all the same.
 	NewHeads string         `json:"new_heads"`
 	Signers  []SignerConfig `json:"signers"`
+}
+
+// RPCPool tunes a chain's provider pool; zero values take the defaults.
+type RPCPool struct {
+	// MaxLag is how many blocks behind the best head an endpoint may be
+	// and still serve reads that need no particular head (default 3).
+	MaxLag uint64 `json:"max_lag"`
+	// Timeout bounds one call to one endpoint before the next is tried
+	// (default 10s).
+	Timeout Duration `json:"timeout"`
+	// ProbeEvery is how often every endpoint is asked for its head and
+	// chain id (default 2s).
+	ProbeEvery Duration `json:"probe_every"`
+	// Cooldown is how long an endpoint whose recent calls mostly failed
+	// is left out before a health check may bring it back (default 10s).
+	Cooldown Duration `json:"cooldown"`
+}
+
+// Default pool settings (see RPCPool).
+const (
+	DefaultRPCMaxLag     = 3
+	DefaultRPCTimeout    = 10 * time.Second
+	DefaultRPCProbeEvery = 2 * time.Second
+	DefaultRPCCooldown   = 10 * time.Second
+)
+
+func (p *RPCPool) defaults() {
+	if p.MaxLag == 0 {
+		p.MaxLag = DefaultRPCMaxLag
+	}
+	for _, d := range []struct {
+		v   *Duration
+		def time.Duration
+	}{{&p.Timeout, DefaultRPCTimeout}, {&p.ProbeEvery, DefaultRPCProbeEvery}, {&p.Cooldown, DefaultRPCCooldown}} {
+		if d.v.Duration == 0 {
+			d.v.Duration = d.def
+		}
+	}
 }
 
 // Duration is a duration written as a string ("30s", "10m").
@@ -236,10 +282,16 @@ func ParseChains(raw []byte) (*Chains, error) {
 		if len(ch.RPC) == 0 {
 			add("%s.rpc: at least one read endpoint", at)
 		}
-		for j, u := range ch.RPC {
-			if p, err := url.Parse(u); err != nil || p.Host == "" {
-				add("%s.rpc[%d]: not a URL", at, j)
+		ch.RPCPool.defaults()
+		names := map[string]bool{}
+		for j, e := range ch.RPC {
+			if p, err := url.Parse(e.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") {
+				add("%s.rpc[%d]: read endpoints are http(s) URLs (a WebSocket endpoint goes in new_heads)", at, j)
 			}
+			if names[e.Name] {
+				add("%s.rpc[%d]: endpoint name %q used twice: give each a name", at, j, e.Name)
+			}
+			names[e.Name] = true
 		}
 		if ch.NewHeads != "" {
 			if p, err := url.Parse(ch.NewHeads); err != nil || p.Host == "" || (p.Scheme != "ws" && p.Scheme != "wss") {

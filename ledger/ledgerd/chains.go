@@ -13,22 +13,24 @@ import (
 )
 
 // ChainRPCs are the ledger's own chain endpoints by chain id, from
-// "31337=http://127.0.0.1:8545,1=https://…". The ledger reads receipts and
-// balances from these, not from txmanager's nodes: it checks what it books.
-type ChainRPCs map[uint64]string
+// "31337=http://127.0.0.1:8545,1=https://…,1=https://…": a chain named
+// several times has several endpoints, a provider pool (package rpcpool).
+// The ledger reads receipts and balances from these, not from
+// txmanager's nodes: it checks what it books.
+type ChainRPCs map[uint64][]string
 
 // UnmarshalText parses id=url pairs, naming every bad one.
 func (c *ChainRPCs) UnmarshalText(text []byte) error {
 	out := ChainRPCs{}
 	err := parseChainPairs(text, "URL", redact, func(chainID uint64, raw string) error {
 		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
-			return fmt.Errorf("chain %d: %q is not an http(s) or ws(s) URL", chainID, redact(raw))
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Errorf("chain %d: %q is not an http(s) URL", chainID, redact(raw))
 		}
-		if _, dup := out[chainID]; dup {
-			return fmt.Errorf("chain %d: given twice", chainID)
+		if slices.Contains(out[chainID], raw) {
+			return fmt.Errorf("chain %d: %s given twice", chainID, redact(raw))
 		}
-		out[chainID] = raw
+		out[chainID] = append(out[chainID], raw)
 		return nil
 	})
 	if err == nil && len(out) == 0 {
@@ -71,9 +73,11 @@ func shown(s string) string { return s }
 // String shows the endpoints without their paths and queries, where
 // providers put API keys.
 func (c ChainRPCs) String() string {
-	parts := make([]string, 0, len(c))
+	var parts []string
 	for _, id := range slices.Sorted(maps.Keys(c)) {
-		parts = append(parts, fmt.Sprintf("%d=%s", id, redact(c[id])))
+		for _, u := range c[id] {
+			parts = append(parts, fmt.Sprintf("%d=%s", id, redact(u)))
+		}
 	}
 	return strings.Join(parts, ",")
 }

@@ -35,6 +35,9 @@ import (
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/prommetrics"
+	"github.com/txfence/txfence/shared/rpcpool"
+	"github.com/txfence/txfence/shared/rpcpool/poolmetrics"
+	"github.com/txfence/txfence/shared/rpcpool/rpchttp"
 	"github.com/txfence/txfence/shared/tracing"
 )
 
@@ -50,7 +53,7 @@ type Config struct {
 	// TxManagerURL is txmanagerd's internal listener, whose event feed the
 	// ledger books (mutual TLS, as identity ledger).
 	TxManagerURL string `env:"TXMANAGER_URL" required:"true"`
-	// ChainRPC is the ledger's own endpoint of each chain it books.
+	// ChainRPC is the ledger's own endpoints of each chain it books.
 	ChainRPC ChainRPCs `env:"CHAIN_RPC" required:"true"`
 	// Tokens are the ERC-20 contracts opened and reconciled for every
 	// wallet of a chain.
@@ -118,13 +121,24 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	readers := map[uint64]*chain.Reader{}
 	clients := map[uint64]*rpc.Client{}
-	for id, u := range cfg.ChainRPC {
-		client, err := rpc.DialContext(ctx, u)
+	pools := map[uint64]*rpchttp.Pooled{}
+	endpoints := &poolmetrics.Collector{}
+	for id, urls := range cfg.ChainRPC {
+		pooled, err := rpchttp.Open(ctx, id, rpcpool.URLs(urls...), rpchttp.Config{Log: svc.Log})
 		if err != nil {
-			return fmt.Errorf("chain %d endpoint: %w", id, err)
+			return fmt.Errorf("chain %d endpoints: %w", id, err)
+		}
+		defer pooled.Close()
+		client, err := rpc.DialOptions(ctx, rpchttp.PoolURL, rpc.WithHTTPClient(pooled.HTTPClient()))
+		if err != nil {
+			return fmt.Errorf("chain %d endpoints: %w", id, err)
 		}
 		defer client.Close()
-		readers[id], clients[id] = chain.NewReader(client, id), client
+		readers[id], clients[id], pools[id] = chain.NewReader(client, id), client, pooled
+		endpoints.Add(pooled.Pool)
+	}
+	if err := exported.Registry.Register(endpoints); err != nil {
+		return err
 	}
 	// No chain's endpoint is a readiness check: one chain's endpoint down
 	// would take ledgerd, its API and every other chain out of service,
@@ -192,7 +206,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			sc.Start = &from
 		}
 		g.Go(func() error {
-			bookChain(booked, id, client, sc, reconcilers.by[id], svc.Log.With("chain_id", id))
+			bookChain(booked, id, client, pools[id].AnotherChain, sc, reconcilers.by[id], svc.Log.With("chain_id", id))
 			return nil
 		})
 	}
@@ -202,15 +216,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 // bookChain books one chain until ledgerd stops, or the chain halts: it
-// checks that the endpoint serves the chain (retrying while it cannot be
-// asked), then scans and reconciles it. A scanner that stops halts the
+// checks that the endpoints serve the chain (retrying while none can be
+// asked; halting when every one serves another chain, as anotherChain
+// tells), then scans and reconciles it. A scanner that stops halts the
 // chain, and nothing else.
-func bookChain(booked *chains, id uint64, client *rpc.Client, sc *scanner.Scanner, rec *reconcile.Reconciler, log *slog.Logger) {
+func bookChain(booked *chains, id uint64, client *rpc.Client, anotherChain func() error, sc *scanner.Scanner, rec *reconcile.Reconciler, log *slog.Logger) {
 	ctx := booked.context(id)
 	// retry.Run repeats a step until it fails for good: a check that
 	// passes ends it that way too.
 	errChecked := errors.New("the endpoint serves the chain")
 	err := retry.Run(ctx, log, "checking the chain endpoint", func(ctx context.Context) error {
+		if wrong := anotherChain(); wrong != nil {
+			return retry.Stop(fmt.Errorf("%w: %w", scanner.ErrWrongChain, wrong))
+		}
 		err := scanner.CheckChain(ctx, client, id)
 		switch {
 		case err == nil:

@@ -110,3 +110,15 @@ func (e *Endpoint) label() string {
 	}
 	return "(unnamed)"
 }
+
+// URLs is the endpoints a chains file listing bare URLs gives: each
+// named after its host, weight 1, no budget. A URL no pool can use is
+// left for New to refuse.
+func URLs(urls ...string) []Endpoint {
+	out := make([]Endpoint, len(urls))
+	for i, u := range urls {
+		out[i] = Endpoint{URL: u}
+		_ = out[i].check()
+	}
+	return out
+}

@@ -5,7 +5,9 @@
 // the rules are tested as tables, without a network.
 //
 // The rules:
-//   - An endpoint that reported another chain id is out for good.
+//   - An endpoint takes calls only once it reported the pool's chain id
+//     (the prober asks); one that reported another chain id is out until
+//     it reports ours.
 //   - An endpoint that answered 429 is out until its Retry-After has
 //     passed (or the pool's back-off, growing while it keeps refusing).
 //   - An endpoint whose recent calls mostly failed is out for a cool-down.
@@ -19,10 +21,13 @@
 package rpcpool
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -51,6 +56,17 @@ type Credits struct {
 	Period  time.Duration
 	Cost    map[string]int64
 	Default int64
+}
+
+func (c *Credits) costOf(methods []string) int64 {
+	if len(methods) == 0 {
+		return c.cost("")
+	}
+	var n int64
+	for _, m := range methods {
+		n += c.cost(m)
+	}
+	return n
 }
 
 func (c *Credits) cost(method string) int64 {
@@ -119,18 +135,53 @@ const (
 	RateLimited
 )
 
-// Result is what a caller reports after a call: its outcome, how long it
-// took and, for a 429, the Retry-After the endpoint asked for (0 when it
-// gave none).
+// Result is what a caller reports after a call: its outcome, the class
+// of an error for metrics ("timeout", "connection", "http_5xx", …; ""
+// is taken as the outcome's name), how long it took and, for a 429, the
+// Retry-After the endpoint asked for (0 when it gave none).
 type Result struct {
 	Outcome    Outcome
+	Class      string
 	Latency    time.Duration
 	RetryAfter time.Duration
+}
+
+func (r Result) class() string {
+	if r.Class != "" {
+		return r.Class
+	}
+	switch r.Outcome {
+	case OK:
+		return "ok"
+	case RateLimited:
+		return "rate_limited"
+	}
+	return "failed"
+}
+
+// Call is what Pick chooses an endpoint for: the JSON-RPC methods of one
+// request (several for a batch, each spending budget), the head the node
+// must be at or above (0: any), the endpoint the caller pins it to (""
+// for any) and the endpoints already tried for it, which it skips.
+type Call struct {
+	Methods  []string
+	MinHead  uint64
+	Endpoint string
+	Tried    []string
+	// Probe marks the pool's own health check: it goes to the endpoint it
+	// names even while that one is cooling down, on probation or on the
+	// wrong chain, since its answer is how the endpoint gets back in.
+	Probe bool
 }
 
 // ErrNoEndpoint is returned by Pick when no endpoint may take the call
 // now; the error says why for each.
 var ErrNoEndpoint = errors.New("no RPC endpoint can take the call")
+
+// ErrBehind is returned with ErrNoEndpoint when some endpoint would have
+// taken the call but for its head, as last reported, being below the
+// call's MinHead: a fresh look at the heads may find one that has it.
+var ErrBehind = errors.New("no endpoint is known to be at the head asked for")
 
 // Pool is one chain's endpoints. It is safe for concurrent use.
 type Pool struct {
@@ -148,6 +199,10 @@ type member struct {
 
 	head       uint64
 	wrongChain uint64 // the chain id it reported, when not ours
+	// verified is set once the endpoint reported our chain id: until
+	// then it takes no caller's call, since what it answers may be about
+	// another chain.
+	verified bool
 
 	// tokens is the request bucket (RPS), refilled at last.
 	tokens float64
@@ -159,12 +214,17 @@ type member struct {
 
 	recent    []bool // the last Window outcomes, true for a failure
 	coolUntil time.Time
+	// probation is set when an endpoint was cooled down: once the
+	// cool-down is over it takes no caller's call until a call (the
+	// prober's) has succeeded, so callers do not wait on a node that is
+	// still hanging.
+	probation bool
 
 	limitedUntil time.Time
 	backoff      time.Duration
 
-	latency time.Duration // exponentially weighted
-	calls   map[Outcome]int64
+	latency time.Duration    // exponentially weighted
+	calls   map[string]int64 // by Result class
 }
 
 // New is the pool of chain chainID's endpoints.
@@ -191,7 +251,7 @@ func New(chainID uint64, endpoints []Endpoint, opts Options) (*Pool, error) {
 			e.Weight = 1
 		}
 		now := opts.Now()
-		p.members = append(p.members, &member{Endpoint: e, tokens: e.RPS, last: now, periodStart: now, calls: map[Outcome]int64{}})
+		p.members = append(p.members, &member{Endpoint: e, tokens: e.RPS, last: now, periodStart: now, calls: map[string]int64{}})
 	}
 	return p, nil
 }
@@ -207,7 +267,8 @@ func (p *Pool) ObserveChainID(name string, chainID uint64) {
 	defer p.mu.Unlock()
 	if m := p.find(name); m != nil {
 		m.wrongChain = 0
-		if chainID != p.chainID {
+		m.verified = chainID == p.chainID
+		if !m.verified {
 			m.wrongChain = chainID
 		}
 	}
@@ -232,21 +293,31 @@ func (p *Pool) BestHead() uint64 {
 	return p.bestHead
 }
 
-// Pick chooses the endpoint for one call of method that needs the node to
-// be at minHead or above (0: any head), and takes its budget. The caller
+// Endpoints is the pool's endpoints, in configuration order.
+func (p *Pool) Endpoints() []Endpoint {
+	out := make([]Endpoint, len(p.members))
+	for i, m := range p.members {
+		out[i] = m.Endpoint
+	}
+	return out
+}
+
+// Pick chooses the endpoint for c and takes its budget. The caller
 // reports the call's result with Done.
-func (p *Pool) Pick(method string, minHead uint64) (Endpoint, error) {
+func (p *Pool) Pick(c Call) (Endpoint, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.opts.Now()
 	var fresh, lagging []*member
 	var why []string
+	behind := false
 	for _, m := range p.members {
-		if reason := p.excluded(m, method, minHead, now); reason != "" {
+		if reason, belowHead := p.excluded(m, c, now); reason != "" {
 			why = append(why, m.Name+": "+reason)
+			behind = behind || belowHead
 			continue
 		}
-		if p.bestHead > m.head+p.opts.MaxLag {
+		if p.bestHead > m.head+p.opts.MaxLag && c.Endpoint == "" {
 			lagging = append(lagging, m)
 			continue
 		}
@@ -255,37 +326,62 @@ func (p *Pool) Pick(method string, minHead uint64) (Endpoint, error) {
 	candidates := fresh
 	if len(candidates) == 0 {
 		// Only lagging nodes: better than none for a read whose head they
-		// have (minHead is checked above), and the caller asked for no more.
+		// have (MinHead is checked above), and the caller asked for no more.
 		candidates = lagging
 	}
 	if len(candidates) == 0 {
-		return Endpoint{}, fmt.Errorf("%w: chain %d, %s (head %d): %v", ErrNoEndpoint, p.chainID, method, minHead, why)
+		err := fmt.Errorf("%w: chain %d, %s (head %d): %s", ErrNoEndpoint, p.chainID, describeMethods(c.Methods), c.MinHead, strings.Join(why, "; "))
+		if behind {
+			err = fmt.Errorf("%w (%w)", err, ErrBehind)
+		}
+		return Endpoint{}, err
 	}
 	chosen := smoothWeighted(candidates)
-	p.spend(chosen, method)
+	p.spend(chosen, c.Methods)
 	return chosen.Endpoint, nil
 }
 
-// excluded says why m may not take the call now ("" when it may).
-func (p *Pool) excluded(m *member, method string, minHead uint64, now time.Time) string {
+func describeMethods(methods []string) string {
+	switch len(methods) {
+	case 0:
+		return "(no method)"
+	case 1:
+		return methods[0]
+	}
+	return fmt.Sprintf("batch of %d (%s, …)", len(methods), methods[0])
+}
+
+// excluded says why m may not take c now ("" when it may), and whether
+// the reason is only its head being below c.MinHead.
+func (p *Pool) excluded(m *member, c Call, now time.Time) (reason string, belowHead bool) {
 	switch {
-	case m.wrongChain != 0:
-		return fmt.Sprintf("on chain %d, not %d", m.wrongChain, p.chainID)
+	case c.Endpoint != "" && m.Name != c.Endpoint:
+		return "not the endpoint asked for", false
+	case slices.Contains(c.Tried, m.Name):
+		return "tried already", false
 	case now.Before(m.limitedUntil):
-		return fmt.Sprintf("rate limited for %v more", m.limitedUntil.Sub(now).Round(time.Millisecond))
+		return fmt.Sprintf("rate limited for %v more", m.limitedUntil.Sub(now).Round(time.Millisecond)), false
+	case c.Probe:
+	case m.wrongChain != 0:
+		return fmt.Sprintf("on chain %d, not %d", m.wrongChain, p.chainID), false
+	case !m.verified:
+		return "chain id not confirmed yet", false
 	case now.Before(m.coolUntil):
-		return "failing; cooling down"
-	case minHead > 0 && m.head < minHead:
-		return fmt.Sprintf("at head %d, below %d", m.head, minHead)
+		return "failing; cooling down", false
+	case m.probation:
+		return "failing; waiting for a health check to succeed", false
 	}
 	p.refill(m, now)
 	if m.RPS > 0 && m.tokens < 1 {
-		return "request budget spent for this second"
+		return "request budget spent for this second", false
 	}
-	if c := m.Credits; c != nil && m.spent+c.cost(method) > c.Units {
-		return fmt.Sprintf("credits spent until %s", m.periodStart.Add(c.Period).Format(time.RFC3339))
+	if cr := m.Credits; cr != nil && m.spent+cr.costOf(c.Methods) > cr.Units {
+		return fmt.Sprintf("credits spent until %s", m.periodStart.Add(cr.Period).Format(time.RFC3339)), false
 	}
-	return ""
+	if !c.Probe && c.MinHead > 0 && m.head < c.MinHead {
+		return fmt.Sprintf("at head %d, below %d", m.head, c.MinHead), true
+	}
+	return "", false
 }
 
 func (p *Pool) refill(m *member, now time.Time) {
@@ -300,12 +396,15 @@ func (p *Pool) refill(m *member, now time.Time) {
 	}
 }
 
-func (p *Pool) spend(m *member, method string) {
+// spend takes a request's budget: a token per call (a batch of n is n
+// requests to a provider, and may overdraw the bucket, which the
+// following seconds pay back) and the calls' credits.
+func (p *Pool) spend(m *member, methods []string) {
 	if m.RPS > 0 {
-		m.tokens--
+		m.tokens -= float64(max(len(methods), 1))
 	}
 	if m.Credits != nil {
-		m.spent += m.Credits.cost(method)
+		m.spent += m.Credits.costOf(methods)
 	}
 }
 
@@ -335,7 +434,7 @@ func (p *Pool) Done(name string, r Result) {
 		return
 	}
 	now := p.opts.Now()
-	m.calls[r.Outcome]++
+	m.calls[r.class()]++
 	if r.Latency > 0 {
 		if m.latency == 0 {
 			m.latency = r.Latency
@@ -354,6 +453,7 @@ func (p *Pool) Done(name string, r Result) {
 		return // a refusal says nothing about the node's health
 	case OK:
 		m.backoff = 0
+		m.probation = false
 	}
 	m.recent = append(m.recent, r.Outcome == Failed)
 	if len(m.recent) > p.opts.Window {
@@ -361,6 +461,7 @@ func (p *Pool) Done(name string, r Result) {
 	}
 	if failures := countTrue(m.recent); len(m.recent) >= min(p.opts.Window, 4) && float64(failures) >= p.opts.ErrorRate*float64(len(m.recent)) {
 		m.coolUntil = now.Add(p.opts.Cooldown)
+		m.probation = true
 		m.recent = m.recent[:0] // after the cool-down, it starts afresh
 	}
 }
@@ -388,13 +489,17 @@ type Health struct {
 	Name string
 	// Usable is false while the endpoint may take no call at all: on the
 	// wrong chain, rate limited or cooling down.
-	Usable     bool
-	Reason     string
-	Head       uint64
-	Lag        uint64 // behind the best head
-	Latency    time.Duration
-	Calls      map[Outcome]int64
-	CreditLeft int64 // -1 without a credit budget
+	Usable  bool
+	Reason  string
+	Head    uint64
+	Lag     uint64 // behind the best head
+	Latency time.Duration
+	// Calls counts the calls made, by Result class.
+	Calls map[string]int64
+	// CreditLeft is the credit units left in the period, -1 without a
+	// credit budget; RequestsLeft the request tokens left now, -1
+	// without a request budget.
+	CreditLeft, RequestsLeft float64
 }
 
 // Health is every endpoint's state now, in configuration order.
@@ -404,28 +509,58 @@ func (p *Pool) Health() []Health {
 	now := p.opts.Now()
 	out := make([]Health, 0, len(p.members))
 	for _, m := range p.members {
-		h := Health{Name: m.Name, Head: m.head, Latency: m.latency, Calls: map[Outcome]int64{}, CreditLeft: -1}
-		for k, v := range m.calls {
-			h.Calls[k] = v
-		}
+		h := Health{Name: m.Name, Head: m.head, Latency: m.latency, Calls: maps.Clone(m.calls), CreditLeft: -1, RequestsLeft: -1}
 		if p.bestHead > m.head {
 			h.Lag = p.bestHead - m.head
 		}
 		switch {
 		case m.wrongChain != 0:
 			h.Reason = fmt.Sprintf("on chain %d", m.wrongChain)
+		case !m.verified:
+			h.Reason = "chain id not confirmed yet"
 		case now.Before(m.limitedUntil):
 			h.Reason = "rate limited"
-		case now.Before(m.coolUntil):
+		case now.Before(m.coolUntil), m.probation:
 			h.Reason = "failing"
 		default:
 			h.Usable = true
 		}
 		p.refill(m, now)
 		if m.Credits != nil {
-			h.CreditLeft = m.Credits.Units - m.spent
+			h.CreditLeft = float64(m.Credits.Units - m.spent)
+		}
+		if m.RPS > 0 {
+			h.RequestsLeft = max(m.tokens, 0)
 		}
 		out = append(out, h)
 	}
 	return out
+}
+
+type ctxKey int
+
+const (
+	headKey ctxKey = iota
+	endpointKey
+)
+
+// AtHead returns ctx asking that the calls made with it go only to an
+// endpoint at head or above: a read about a block the caller has seen
+// must not go to a node that has not, whose "not found" would be a lie.
+func AtHead(ctx context.Context, head uint64) context.Context {
+	return context.WithValue(ctx, headKey, head)
+}
+
+// On returns ctx pinning the calls made with it to endpoint name, for a
+// question every endpoint must answer for itself (is this transaction in
+// your pool?).
+func On(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, endpointKey, name)
+}
+
+// CallOf is the Call ctx asks for with methods: its AtHead and On.
+func CallOf(ctx context.Context, methods []string) Call {
+	head, _ := ctx.Value(headKey).(uint64)
+	name, _ := ctx.Value(endpointKey).(string)
+	return Call{Methods: methods, MinHead: head, Endpoint: name}
 }

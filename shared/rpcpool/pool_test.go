@@ -1,6 +1,7 @@
 package rpcpool_test
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -37,7 +38,7 @@ func ep(name string) rpcpool.Endpoint { return rpcpool.Endpoint{Name: name, URL:
 func picks(p *rpcpool.Pool, n int, method string, minHead uint64) map[string]int {
 	out := map[string]int{}
 	for range n {
-		e, err := p.Pick(method, minHead)
+		e, err := p.Pick(rpcpool.Call{Methods: []string{method}, MinHead: minHead})
 		if err != nil {
 			out["-"]++
 			continue
@@ -82,13 +83,13 @@ func TestEndpointsLeaveAndReturn(t *testing.T) {
 		{name: "429 without Retry-After: the pool's back-off",
 			do:  func(p *rpcpool.Pool) { p.Done("a", rpcpool.Result{Outcome: rpcpool.RateLimited}) },
 			now: map[string]int{"b": 10}, wait: 1100 * time.Millisecond, after: map[string]int{"a": 5, "b": 5}},
-		{name: "mostly failing: out for the cool-down",
+		{name: "mostly failing: out for the cool-down, then until a health check succeeds",
 			do: func(p *rpcpool.Pool) {
 				for range 4 {
 					p.Done("a", rpcpool.Result{Outcome: rpcpool.Failed})
 				}
 			},
-			now: map[string]int{"b": 10}, wait: 11 * time.Second, after: map[string]int{"a": 5, "b": 5}},
+			now: map[string]int{"b": 10}, wait: 11 * time.Second, after: map[string]int{"b": 10}},
 		{name: "a failure among answers keeps it in",
 			do: func(p *rpcpool.Pool) {
 				for _, o := range []rpcpool.Outcome{rpcpool.OK, rpcpool.Failed, rpcpool.OK, rpcpool.OK, rpcpool.OK} {
@@ -117,7 +118,7 @@ func TestEndpointsLeaveAndReturn(t *testing.T) {
 				t.Errorf("after %v: %v, want %v", tc.wait, got, tc.after)
 			}
 			if tc.wantNoneErr != "" {
-				_, err := p.Pick("eth_getTransactionReceipt", tc.minHead)
+				_, err := p.Pick(rpcpool.Call{Methods: []string{"eth_getTransactionReceipt"}, MinHead: tc.minHead})
 				if !errors.Is(err, rpcpool.ErrNoEndpoint) || !strings.Contains(err.Error(), tc.wantNoneErr) {
 					t.Errorf("refusal %v, want ErrNoEndpoint saying %q", err, tc.wantNoneErr)
 				}
@@ -145,7 +146,7 @@ func TestBackoffGrowsWhileRefusedAndResetsOnAnAnswer(t *testing.T) {
 		t.Helper()
 		var d time.Duration
 		for ; d < 10*time.Minute; d += 100 * time.Millisecond {
-			if _, err := p.Pick("eth_call", 0); err == nil {
+			if _, err := p.Pick(rpcpool.Call{Methods: []string{"eth_call"}}); err == nil {
 				return d
 			}
 			c.advance(100 * time.Millisecond)
@@ -189,7 +190,7 @@ func TestBudgets(t *testing.T) {
 	}
 	for _, h := range p.Health() {
 		if h.Name == "paid" && h.CreditLeft != 25 {
-			t.Errorf("paid has %d credits left, want 25", h.CreditLeft)
+			t.Errorf("paid has %v credits left, want 25", h.CreditLeft)
 		}
 	}
 }
@@ -203,7 +204,7 @@ func TestHealthReports(t *testing.T) {
 	p.Done("a", rpcpool.Result{Outcome: rpcpool.OK, Latency: 80 * time.Millisecond})
 	p.Done("a", rpcpool.Result{Outcome: rpcpool.RateLimited, RetryAfter: time.Second})
 	hs := p.Health()
-	if a := hs[0]; a.Usable || a.Reason != "rate limited" || a.Latency != 80*time.Millisecond || a.Calls[rpcpool.OK] != 1 || a.Calls[rpcpool.RateLimited] != 1 {
+	if a := hs[0]; a.Usable || a.Reason != "rate limited" || a.Latency != 80*time.Millisecond || a.Calls["ok"] != 1 || a.Calls["rate_limited"] != 1 {
 		t.Errorf("a: %+v", a)
 	}
 	if b := hs[1]; !b.Usable || b.Lag != 3 || b.Head != 97 || b.CreditLeft != -1 {
@@ -211,6 +212,88 @@ func TestHealthReports(t *testing.T) {
 	}
 	if c := hs[2]; c.Usable || c.Reason != "on chain 10" {
 		t.Errorf("c: %+v", c)
+	}
+}
+
+func TestAProbeBringsAFailedEndpointBack(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	p := newPool(t, c, ep("a"), ep("b"))
+	for range 4 {
+		p.Done("a", rpcpool.Result{Outcome: rpcpool.Failed, Class: "timeout"})
+	}
+	probe := rpcpool.Call{Methods: []string{"eth_blockNumber"}, Endpoint: "a", Probe: true}
+	if e, err := p.Pick(probe); err != nil || e.Name != "a" {
+		t.Fatalf("a probe while cooling down: %v %v, want endpoint a", e.Name, err)
+	}
+	c.advance(11 * time.Second)
+	if got := picks(p, 4, "eth_call", 0); got["b"] != 4 {
+		t.Errorf("after the cool-down, before a probe succeeded: %v, want b only", got)
+	}
+	p.Done("a", rpcpool.Result{Outcome: rpcpool.OK})
+	if got := picks(p, 4, "eth_call", 0); got["a"] != 2 || got["b"] != 2 {
+		t.Errorf("after a probe succeeded: %v, want a and b", got)
+	}
+	if h := p.Health()[0]; h.Calls["timeout"] != 4 || h.Calls["ok"] != 1 {
+		t.Errorf("calls by class %v, want 4 timeout and 1 ok", h.Calls)
+	}
+}
+
+func TestPinnedAndRetriedCalls(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	p := newPool(t, c, ep("a"), ep("b"), ep("c"))
+	for range 3 {
+		if e, err := p.Pick(rpcpool.Call{Methods: []string{"eth_getTransactionByHash"}, Endpoint: "c"}); err != nil || e.Name != "c" {
+			t.Fatalf("pinned to c: %v %v", e.Name, err)
+		}
+	}
+	if e, err := p.Pick(rpcpool.Call{Methods: []string{"eth_call"}, Tried: []string{"a", "b"}}); err != nil || e.Name != "c" {
+		t.Errorf("a and b tried: %v %v, want c", e.Name, err)
+	}
+	_, err := p.Pick(rpcpool.Call{Methods: []string{"eth_call"}, Tried: []string{"a", "b", "c"}})
+	if !errors.Is(err, rpcpool.ErrNoEndpoint) || !strings.Contains(err.Error(), "c: tried already") {
+		t.Errorf("all tried: %v, want ErrNoEndpoint naming each", err)
+	}
+	p.ObserveChainID("b", 5)
+	if _, err := p.Pick(rpcpool.Call{Methods: []string{"eth_call"}, Endpoint: "b"}); err == nil {
+		t.Error("a call pinned to an endpoint on the wrong chain was not refused")
+	}
+}
+
+func TestABatchSpendsABudgetPerCall(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	e := ep("a")
+	e.RPS = 10
+	e.Credits = &rpcpool.Credits{Units: 1000, Period: time.Hour, Default: 10, Cost: map[string]int64{"eth_getLogs": 75}}
+	p := newPool(t, c, e)
+	batch := rpcpool.Call{Methods: slices.Repeat([]string{"eth_getTransactionReceipt"}, 30)}
+	if _, err := p.Pick(batch); err != nil {
+		t.Fatalf("a batch of 30 on a full bucket of 10: %v (it may overdraw)", err)
+	}
+	if _, err := p.Pick(rpcpool.Call{Methods: []string{"eth_call"}}); err == nil {
+		t.Error("a call right after an overdrawing batch was not refused")
+	}
+	c.advance(2 * time.Second) // 20 tokens back: the bucket is still 0 (-20 + 20)
+	if _, err := p.Pick(rpcpool.Call{Methods: []string{"eth_call"}}); err == nil {
+		t.Error("the overdraft was not paid back before the next call")
+	}
+	c.advance(200 * time.Millisecond)
+	if _, err := p.Pick(rpcpool.Call{Methods: []string{"eth_getLogs"}}); err != nil {
+		t.Errorf("after the overdraft was paid back: %v", err)
+	}
+	if h := p.Health()[0]; h.CreditLeft != 1000-300-75 {
+		t.Errorf("credits left %v, want %d", h.CreditLeft, 1000-300-75)
+	}
+}
+
+func TestContextCarriesTheCall(t *testing.T) {
+	t.Parallel()
+	ctx := rpcpool.On(rpcpool.AtHead(context.Background(), 42), "b")
+	got := rpcpool.CallOf(ctx, []string{"eth_call"})
+	if got.MinHead != 42 || got.Endpoint != "b" || !slices.Equal(got.Methods, []string{"eth_call"}) {
+		t.Errorf("CallOf = %+v", got)
 	}
 }
 

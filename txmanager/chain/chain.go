@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"sync/atomic"
 
@@ -26,13 +27,19 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/txfence/txfence/shared/rpcpool"
+	"github.com/txfence/txfence/shared/rpcpool/rpchttp"
 	"github.com/txfence/txfence/txmanager"
 )
 
-// Reader reads one chain through its first configured RPC endpoint. It
-// is safe for concurrent use by every signer worker of the chain.
+// Reader reads one chain through the chain's provider pool (package
+// rpcpool): each call goes to a healthy endpoint within its budget, and a
+// read whose "not found" would mean something goes only to an endpoint
+// at the head it needs. It is safe for concurrent use by every signer
+// worker of the chain.
 type Reader struct {
 	chainID uint64
+	pooled  *rpchttp.Pooled
 	rpc     *rpc.Client
 	eth     *ethclient.Client
 
@@ -43,36 +50,56 @@ type Reader struct {
 	latestOnly atomic.Bool
 }
 
-// Dial connects to chain.RPC[0] and checks that it serves chain.ID: a
-// reader on the wrong chain would simulate against someone else's state
-// and report nonces that mean nothing here, so it is refused.
-func Dial(ctx context.Context, chain txmanager.Chain) (*Reader, error) {
+// Dial opens chain's pool (chain.RPC) and probes every endpoint: an
+// endpoint on another chain is left out (it would simulate against
+// someone else's state and report nonces that mean nothing here), and
+// Dial fails when every endpoint is on another chain. An endpoint down
+// at the start joins once a probe finds it up on the right chain. log, when set, is told
+// when an endpoint leaves or rejoins the pool.
+func Dial(ctx context.Context, chain txmanager.Chain, log *slog.Logger) (*Reader, error) {
 	if len(chain.RPC) == 0 {
 		return nil, fmt.Errorf("dial chain %d: no RPC endpoint configured", chain.ID)
 	}
-	url := chain.RPC[0]
-	c, err := rpc.DialContext(ctx, url)
+	pooled, err := rpchttp.Open(ctx, chain.ID, chain.RPC, rpchttp.Config{
+		Pool:    rpcpool.Options{MaxLag: chain.RPCPool.MaxLag, Cooldown: chain.RPCPool.Cooldown.Duration},
+		Timeout: chain.RPCPool.Timeout.Duration, ProbeEvery: chain.RPCPool.ProbeEvery.Duration, Log: log,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dial chain %d at %s: %w", chain.ID, url, err)
+		return nil, fmt.Errorf("dial chain %d: %w", chain.ID, err)
 	}
-	eth := ethclient.NewClient(c)
-	id, err := eth.ChainID(ctx)
+	if err := pooled.AnotherChain(); err != nil {
+		pooled.Close()
+		return nil, fmt.Errorf("dial chain %d: %w", chain.ID, err)
+	}
+	c, err := rpc.DialOptions(ctx, rpchttp.PoolURL, rpc.WithHTTPClient(pooled.HTTPClient()))
 	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("dial chain %d at %s: eth_chainId: %w", chain.ID, url, err)
+		pooled.Close()
+		return nil, fmt.Errorf("dial chain %d: %w", chain.ID, err)
 	}
-	if !id.IsUint64() || id.Uint64() != chain.ID {
-		c.Close()
-		return nil, fmt.Errorf("dial chain %d at %s: the node serves chain %s", chain.ID, url, id)
-	}
-	return &Reader{chainID: chain.ID, rpc: c, eth: eth}, nil
+	return &Reader{chainID: chain.ID, pooled: pooled, rpc: c, eth: ethclient.NewClient(c)}, nil
 }
 
-// RPC is the reader's connection, shared with the chain follower.
+// RPC is the reader's connection through the pool, shared with the chain
+// follower.
 func (r *Reader) RPC() *rpc.Client { return r.rpc }
 
-// Close closes the connection. Calls in flight fail.
-func (r *Reader) Close() { r.rpc.Close() }
+// Pool is the chain's provider pool, for metrics and for calls pinned to
+// a head (rpcpool.AtHead) or to an endpoint (rpcpool.On).
+func (r *Reader) Pool() *rpcpool.Pool { return r.pooled.Pool }
+
+// Close closes the connection and stops the pool's health probes. Calls
+// in flight fail.
+func (r *Reader) Close() {
+	r.rpc.Close()
+	r.pooled.Close()
+}
+
+// atBestHead asks that ctx's calls go to an endpoint at the best head any
+// endpoint reported: for a read whose "not found" is taken as "not
+// mined", which a lagging endpoint must never answer.
+func (r *Reader) atBestHead(ctx context.Context) context.Context {
+	return rpcpool.AtHead(ctx, r.pooled.Pool.BestHead())
+}
 
 // ChainID is the chain the reader serves, checked at Dial.
 func (r *Reader) ChainID() uint64 { return r.chainID }
@@ -125,27 +152,32 @@ type Funds struct {
 	MinedNonce uint64
 }
 
-// MinedFunds reads addr's balance and mined nonce at the latest block.
+// MinedFunds reads addr's balance and mined nonce at the latest block,
+// both pinned to that block's hash (EIP-1898) on an endpoint at its
+// height, so that the three answers describe one block even when they
+// come from different endpoints.
 func (r *Reader) MinedFunds(ctx context.Context, addr common.Address) (Funds, error) {
 	var f Funds
-	var err error
-	if f.Block, err = r.eth.BlockNumber(ctx); err != nil {
-		return f, fmt.Errorf("funds of %s on chain %d: eth_blockNumber: %w", addr.Hex(), r.chainID, err)
+	head, err := r.eth.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return f, fmt.Errorf("funds of %s on chain %d: latest block: %w", addr.Hex(), r.chainID, err)
 	}
-	at := new(big.Int).SetUint64(f.Block)
-	if f.Balance, err = r.eth.BalanceAt(ctx, addr, at); err != nil {
+	f.Block = head.Number.Uint64()
+	ctx = rpcpool.AtHead(ctx, f.Block)
+	if f.Balance, err = r.eth.BalanceAtHash(ctx, addr, head.Hash()); err != nil {
 		return f, fmt.Errorf("funds of %s on chain %d: %w", addr.Hex(), r.chainID, err)
 	}
-	if f.MinedNonce, err = r.eth.NonceAt(ctx, addr, at); err != nil {
+	if f.MinedNonce, err = r.eth.NonceAtHash(ctx, addr, head.Hash()); err != nil {
 		return f, fmt.Errorf("funds of %s on chain %d: %w", addr.Hex(), r.chainID, err)
 	}
 	return f, nil
 }
 
-// Mined tells whether the node has a receipt for the transaction hash (in
-// its view of the canonical chain, at any depth).
+// Mined tells whether the chain has a receipt for the transaction hash
+// (in its canonical chain, at any depth), asked of an endpoint at the
+// best head seen: "not found" from one behind it would be a lie.
 func (r *Reader) Mined(ctx context.Context, hash common.Hash) (bool, error) {
-	_, err := r.eth.TransactionReceipt(ctx, hash)
+	_, err := r.eth.TransactionReceipt(r.atBestHead(ctx), hash)
 	switch {
 	case errors.Is(err, ethereum.NotFound):
 		return false, nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/txfence/txfence/shared/rpcpool"
 )
 
 // MinedTx is one transaction of a signer found in a canonical block.
@@ -30,6 +32,7 @@ type MinedTx struct {
 // is an error, never an empty answer.
 func (r *Reader) MinedBetween(ctx context.Context, addr common.Address, from, to, head uint64) ([]MinedTx, error) {
 	signer := types.LatestSignerForChainID(new(big.Int).SetUint64(r.chainID))
+	ctx = rpcpool.AtHead(ctx, head) // an endpoint behind head knows none of it
 	var out []MinedTx
 	low := uint64(0)
 	for k := from; k < to; {
@@ -82,7 +85,7 @@ func (r *Reader) Head(ctx context.Context) (uint64, error) {
 // NonceAt is addr's next nonce after block: every nonce below it was
 // consumed in that block or before.
 func (r *Reader) NonceAt(ctx context.Context, addr common.Address, block uint64) (uint64, error) {
-	n, err := r.eth.NonceAt(ctx, addr, new(big.Int).SetUint64(block))
+	n, err := r.eth.NonceAt(rpcpool.AtHead(ctx, block), addr, new(big.Int).SetUint64(block))
 	if err != nil {
 		return 0, fmt.Errorf("nonce of %s at block %d on chain %d: %w", addr.Hex(), block, r.chainID, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/txmanager"
@@ -368,7 +369,7 @@ func TestDial(t *testing.T) {
 	node := chaintest.Anvil(t, anvil.Options{ChainID: 1001})
 	ctx := testContext(t)
 
-	r, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: []string{node.URL(), "http://127.0.0.1:1"}})
+	r, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: rpcpool.URLs(node.URL(), "http://127.0.0.1:1")}, nil)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
@@ -377,17 +378,25 @@ func TestDial(t *testing.T) {
 		t.Errorf("ChainID %d, want 1001", r.ChainID())
 	}
 
-	if r, err := chain.Dial(ctx, txmanager.Chain{ID: 31337, RPC: []string{node.URL()}}); err == nil {
+	if r, err := chain.Dial(ctx, txmanager.Chain{ID: 31337, RPC: rpcpool.URLs(node.URL())}, nil); err == nil {
 		r.Close()
 		t.Errorf("Dial for chain 31337 of a node serving 1001 succeeded")
-	} else if !strings.Contains(err.Error(), "serves chain 1001") {
+	} else if !strings.Contains(err.Error(), "serves another chain") || !strings.Contains(err.Error(), "on chain 1001") {
 		t.Errorf("Dial for the wrong chain: %v; want it to name the chain served", err)
 	}
-	if _, err := chain.Dial(ctx, txmanager.Chain{ID: 1001}); err == nil {
+	if _, err := chain.Dial(ctx, txmanager.Chain{ID: 1001}, nil); err == nil {
 		t.Errorf("Dial without an RPC endpoint succeeded")
 	}
-	if _, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: []string{closedURL(t)}}); err == nil {
-		t.Errorf("Dial of an unreachable endpoint succeeded")
+	// An endpoint down at the start is no reason to stop a daemon serving
+	// other chains: the reader starts, and its reads fail until a probe
+	// finds the endpoint up and on the right chain.
+	down, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: rpcpool.URLs(closedURL(t))}, nil)
+	if err != nil {
+		t.Fatalf("Dial of an unreachable endpoint: %v", err)
+	}
+	defer down.Close()
+	if _, err := down.Head(ctx); err == nil || !strings.Contains(err.Error(), "chain id not confirmed yet") {
+		t.Errorf("a read with no endpoint up: %v, want an error saying why", err)
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/txmanager"
 )
 
@@ -24,8 +24,8 @@ import (
 // attempt is known (eth_getTransactionByHash: pooled or mined): one
 // batched request per block for every recent send of every signer of the
 // chain, through the endpoint it reads blocks from. Only the hashes that
-// endpoint did not know, the rare path, are asked of the chain's other
-// endpoints (Chain.RPC[1:]). An attempt unknown to every endpoint at two
+// endpoint did not know, the rare path, are asked of each of the chain's
+// endpoints in the pool, pinned to it (rpcpool.On). An attempt unknown to every endpoint at two
 // lookups in a row (two different blocks: a lagging endpoint's "not found"
 // is never a verdict on its own) is dropped: a tx.attempt event of kind
 // dropped, and a resend at once, until the attempt was dropped max_drops
@@ -183,11 +183,12 @@ func (fl *Follower) lookForDrops(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// lookUp asks the endpoints which of hashes they know: the first (the
-// follower's RPC) for all of them, in one batched request; each other
-// endpoint only for those no endpoint asked before knew. An error from the
-// first is the lookup's; an endpoint after it that fails leaves its hashes
-// without a verdict.
+// lookUp asks the endpoints which of hashes they know: the pool's pick
+// for all of them, in one batched request; then each endpoint of the
+// chain in turn, pinned to it, only for those no endpoint asked before
+// knew. An error from the first is the lookup's. An endpoint out of the
+// pool (down, rate limited, on another chain) is not asked; one that
+// fails leaves its hashes without a verdict.
 func (fl *Follower) lookUp(ctx context.Context, hashes []common.Hash) (map[common.Hash]verdict, error) {
 	first, err := fl.cfg.RPC.KnownTransactions(ctx, hashes)
 	if err != nil {
@@ -195,18 +196,22 @@ func (fl *Follower) lookUp(ctx context.Context, hashes []common.Hash) (map[commo
 	}
 	out := make(map[common.Hash]verdict, len(hashes))
 	unknownSoFar := judge(out, hashes, first)
-	for i, other := range fl.otherEndpoints(ctx) {
+	if len(fl.cfg.Chain.RPC) < 2 {
+		return out, nil // the pool's pick was the only endpoint
+	}
+	for _, e := range fl.cfg.Chain.RPC {
 		if len(unknownSoFar) == 0 {
 			break
 		}
-		var answers map[common.Hash]bool
-		err := errors.New("not connected")
-		if other != nil {
-			answers, err = other.KnownTransactions(ctx, unknownSoFar)
+		// Any endpoint's pool may know the transaction, whatever its head:
+		// asking one behind the follower only makes a drop rarer.
+		answers, err := fl.cfg.RPC.KnownTransactions(rpcpool.On(rpcpool.AtHead(ctx, 0), e.Name), unknownSoFar)
+		if errors.Is(err, rpcpool.ErrNoEndpoint) {
+			continue
 		}
 		if err != nil {
 			fl.cfg.Log.Warn("an endpoint did not answer the lookup of recent sends: no drop is concluded for them this block",
-				"endpoint", fmt.Sprintf("rpc[%d]", i+1), "transactions", len(unknownSoFar), "err", err)
+				"endpoint", e.Name, "transactions", len(unknownSoFar), "err", err)
 			for _, h := range unknownSoFar {
 				out[h] = noAnswer
 			}
@@ -275,43 +280,4 @@ func (fl *Follower) dropped(ctx context.Context, f txmanager.Fence, id uuid.UUID
 	}
 	v.txs[id] = t
 	return nil
-}
-
-// otherEndpoints are the chain's read endpoints after the first
-// (Chain.RPC[1:]; the follower reads through the first), connected at
-// first need: most steps never ask them. One that cannot be connected to
-// is nil, and tried again at the next need. Their URLs are never logged:
-// a provider's carries its key.
-func (fl *Follower) otherEndpoints(ctx context.Context) []*RPC {
-	urls := fl.cfg.Chain.RPC
-	if len(urls) < 2 {
-		return nil
-	}
-	if fl.others == nil {
-		fl.others = make([]*RPC, len(urls)-1)
-	}
-	for i, u := range urls[1:] {
-		if fl.others[i] != nil {
-			continue
-		}
-		dial, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, err := rpc.DialContext(dial, u)
-		cancel()
-		if err != nil {
-			fl.cfg.Log.Warn("cannot connect to a read endpoint for drop lookups", "endpoint", fmt.Sprintf("rpc[%d]", i+1), "err", err)
-			continue
-		}
-		fl.others[i] = &RPC{Client: c, Counted: fl.cfg.RPC.Counted}
-	}
-	return fl.others
-}
-
-// closeOthers closes the connections otherEndpoints made.
-func (fl *Follower) closeOthers() {
-	for i, o := range fl.others {
-		if o != nil {
-			o.Client.Close()
-			fl.others[i] = nil
-		}
-	}
 }

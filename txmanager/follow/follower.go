@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/remote"
@@ -130,13 +131,11 @@ type Follower struct {
 	// waiting is stored with it (Tracked.WaitingSince).
 	refused map[txmanager.SignerKey]map[attemptKey]bool
 	// probes are, per signer, the recent sends being looked up for silent
-	// drops, by attempt hash (drops.go); others the chain's other read
-	// endpoints, asked only about what the first does not know.
+	// drops, by attempt hash (drops.go).
 	probes map[txmanager.SignerKey]map[common.Hash]*probe
 	// probedFrom is, per signer, when its lease's probes began: a send
 	// made before then is one the lease found, whenever the feed brings it.
 	probedFrom map[txmanager.SignerKey]time.Time
-	others     []*RPC
 }
 
 // signerView is one signer's tracked transactions under one lease, as of
@@ -181,7 +180,6 @@ func New(cfg Config) *Follower {
 // long each time, up to maxBackoff, and back to PollEvery once a step
 // succeeds.
 func (fl *Follower) Run(ctx context.Context) {
-	defer fl.closeOthers()
 	wake := make(chan struct{}, 1)
 	if url := fl.cfg.Chain.NewHeads; url != "" {
 		go fl.subscribeHeads(ctx, url, wake)
@@ -210,7 +208,14 @@ const maxBackoff = 30 * time.Second
 // receipts re-open their transactions, new blocks are matched against
 // every tracked attempt, confirmations are counted and final ones end,
 // and the recent sends are looked up for silent drops (drops.go).
+//
+// Every read of a step goes to an endpoint at the head the follower has
+// seen (rpcpool.AtHead): a receipt "not found" on an endpoint behind it,
+// or a head below it, would be that endpoint's lag, not the chain's word.
 func (fl *Follower) Step(ctx context.Context) error {
+	if seen, ok := fl.window.Head(); ok {
+		ctx = rpcpool.AtHead(ctx, seen.Number)
+	}
 	ch, err := fl.window.Update(ctx, fl.cfg.RPC)
 	deep := errors.Is(err, ErrDeepReorg)
 	if err != nil && !deep {
@@ -223,6 +228,7 @@ func (fl *Follower) Step(ctx context.Context) error {
 		fl.cfg.Blocks.WithLabelValues(strconv.FormatUint(fl.cfg.Chain.ID, 10)).Add(float64(len(ch.Added)))
 	}
 	head, _ := fl.window.Head()
+	ctx = rpcpool.AtHead(ctx, head.Number)
 	if deep {
 		fl.cfg.Log.Error("the chain changed deeper than the follower's window: checking every receipt again", "head", head.Number, "alert", true)
 	}

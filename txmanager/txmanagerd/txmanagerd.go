@@ -19,6 +19,7 @@ import (
 	"github.com/txfence/txfence/shared/daemon"
 	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/prommetrics"
+	"github.com/txfence/txfence/shared/rpcpool/poolmetrics"
 	"github.com/txfence/txfence/shared/tracing"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/chain"
@@ -132,13 +133,19 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 			r.Close()
 		}
 	}
+	endpoints := &poolmetrics.Collector{}
 	for _, ch := range chains.Chains {
-		r, err := chain.Dial(ctx, ch)
+		r, err := chain.Dial(ctx, ch, svc.Log)
 		if err != nil {
 			closeReaders()
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
 		}
 		readers[ch.ID] = r
+		endpoints.Add(r.Pool())
+	}
+	if err := exported.Registry.Register(endpoints); err != nil {
+		closeReaders()
+		return nil, err
 	}
 	client := func(identity string) *http.Client {
 		return httpclient.New(svc.TLS.ClientConfig(identity), httpclient.Options{Timeout: 30 * time.Second})
@@ -214,6 +221,7 @@ func startWork(ctx context.Context, cfg Config, chains *txmanager.Chains, store 
 	return func() {
 		stop()
 		<-done
+		exported.Registry.Unregister(endpoints)
 		closeReaders()
 	}, nil
 }

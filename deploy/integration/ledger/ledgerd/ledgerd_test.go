@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,16 +52,17 @@ func TestRunServesHealthOverMTLS(t *testing.T) {
 func TestChainRPCs(t *testing.T) {
 	t.Parallel()
 	var c ledgerd.ChainRPCs
-	if err := c.UnmarshalText([]byte(" 31337=http://127.0.0.1:8545, 1=https://eth.example/v3/secret-key ")); err != nil {
+	if err := c.UnmarshalText([]byte(" 31337=http://127.0.0.1:8545, 1=https://eth.example/v3/secret-key,1=https://other.example/k/secret2 ")); err != nil {
 		t.Fatal(err)
 	}
-	if len(c) != 2 || c[31337] != "http://127.0.0.1:8545" || c[1] != "https://eth.example/v3/secret-key" {
-		t.Errorf("parsed %v", map[uint64]string(c))
+	if len(c) != 2 || !slices.Equal(c[31337], []string{"http://127.0.0.1:8545"}) ||
+		!slices.Equal(c[1], []string{"https://eth.example/v3/secret-key", "https://other.example/k/secret2"}) {
+		t.Errorf("parsed %v", map[uint64][]string(c))
 	}
-	if s := c.String(); strings.Contains(s, "secret") || s != "1=https://eth.example/…,31337=http://127.0.0.1:8545" {
+	if s := c.String(); strings.Contains(s, "secret") || s != "1=https://eth.example/…,1=https://other.example/…,31337=http://127.0.0.1:8545" {
 		t.Errorf("shown as %q: want hosts only", s)
 	}
-	for _, bad := range []string{"", "http://127.0.0.1:8545", "0=http://x", "x=http://y", "5=ftp://host", "5=http://a,5=http://b", "7=https://host/key?k=secret,8="} {
+	for _, bad := range []string{"", "http://127.0.0.1:8545", "0=http://x", "x=http://y", "5=ftp://host", "5=ws://host", "5=http://a,5=http://a", "7=https://host/key?k=secret,8="} {
 		var c ledgerd.ChainRPCs
 		err := c.UnmarshalText([]byte(bad))
 		if err == nil {

@@ -15,10 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
 )
 
@@ -204,9 +206,10 @@ func TestDroppedAgainAndAgainIsLeftToAnOperator(t *testing.T) {
 }
 
 // TestAnEndpointThatDoesNotKnowIsNoDrop: "not found" from one endpoint is
-// never a drop on its own. The follower reads through the chain's first
-// endpoint and asks the others (here a second anvil) only for the hashes
-// the first did not know; a transaction known to either, or unknown at
+// never a drop on its own. The follower reads through the chain's pool
+// (the first endpoint: the second, an anvil that mines nothing, lags) and
+// asks each endpoint (here also a second anvil) only for the hashes the
+// first answer did not know; a transaction known to either, or unknown at
 // one block at a time, is never dropped. The transaction waits past a
 // nonce gap: pooled and never mined, it is looked up at every block of its
 // window.
@@ -238,7 +241,19 @@ func TestAnEndpointThatDoesNotKnowIsNoDrop(t *testing.T) {
 			r := newRig(t, 2)
 			other := chaintest.Anvil(t, anvil.Options{NoMining: true})
 			otherLog := newRPCLog(t, other.URL())
-			r.cfg.Chain.RPC = []string{r.node.URL(), otherLog.url}
+			// The other anvil mines nothing and serves another history under
+			// the same chain id: more than max_lag blocks behind, it takes
+			// only the lookups pinned to it, never the follower's reads.
+			if err := r.node.Mine(context.Background(), txmanager.DefaultRPCMaxLag+2); err != nil {
+				t.Fatal(err)
+			}
+			r.cfg.Chain.RPC = rpcpool.URLs(r.log.url, otherLog.url)
+			reader, err := chain.Dial(context.Background(), r.cfg.Chain, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(reader.Close)
+			r.cfg.RPC = &follow.RPC{Client: reader.RPC(), Counted: r.cfg.RPC.Counted}
 			r.fl = follow.New(r.cfg)
 			r.step(t)
 			id, tx := r.broadcast(t, "waits", func(nonce uint64) *types.Transaction {

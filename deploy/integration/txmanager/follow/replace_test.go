@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/signer-zonec/signertest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager"
@@ -58,8 +59,8 @@ func newSigningRig(t *testing.T, chainCfg txmanager.Chain, settings txmanager.Si
 		settings.BumpMarketPercent = txmanager.DefaultBumpMarketPercent
 	}
 	r.cfg.Chain.Signers = []txmanager.SignerConfig{settings}
-	r.cfg.Chain.RPC = []string{r.node.URL()}
-	reader, err := chain.Dial(context.Background(), r.cfg.Chain)
+	r.cfg.Chain.RPC = rpcpool.URLs(r.node.URL())
+	reader, err := chain.Dial(context.Background(), r.cfg.Chain, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

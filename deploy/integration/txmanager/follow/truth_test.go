@@ -222,7 +222,7 @@ func TestANodeThatRefusesASendAndMinesItAnyway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := chain.Dial(ctx, chains.Chains[0])
+	reader, err := chain.Dial(ctx, chains.Chains[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/relay"
 	"github.com/txfence/txfence/signer-zonec/signertest"
+	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/txmanager/txmanagerd"
@@ -39,13 +40,21 @@ type cluster struct {
 // newCluster sets a cluster up; extra settings go to every node.
 func newCluster(t testing.TB, extra map[string]string) *cluster {
 	t.Helper()
+	return newClusterWith(t, extra, func(node *anvil.Node) string { return fmt.Sprintf(`"rpc": [%q]`, node.URL()) })
+}
+
+// newClusterWith sets a cluster up whose chain's read endpoints are
+// those rpc gives (the chains file's "rpc" member, and any other member of
+// the chain, as JSON) for the stack's node.
+func newClusterWith(t testing.TB, extra map[string]string, rpc func(node *anvil.Node) string) *cluster {
+	t.Helper()
 	c := &cluster{pki: servicetest.PKI(t), from: signertest.DevAddress(0), db: pgtest.URL(t)}
 	c.stack = mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
 	routerURL := c.stack.Serve(t, c.pki, nil)
 	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: c.pki})
 	chains := filepath.Join(t.TempDir(), "chains.json")
-	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q],
-		"signers": [{"address": %q, "in_flight": 2000}]}]}`, c.stack.Node.ChainID(), c.stack.Node.URL(), c.from.Hex())), 0o600); err != nil {
+	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, %s,
+		"signers": [{"address": %q, "in_flight": 2000}]}]}`, c.stack.Node.ChainID(), rpc(c.stack.Node), c.from.Hex())), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.env = func(node string) map[string]string {
@@ -80,24 +89,44 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 	t.Parallel()
 	const total = 1000
 	c := newCluster(t, nil)
-	pki, stack, from, db := c.pki, c.stack, c.from, c.db
 	var urls []string
 	var nodes []*servicetest.Process
 	for i := range 3 {
 		nodes = append(nodes, c.node(t, fmt.Sprintf("node-%d", i)))
 		urls = append(urls, nodes[i].URL("internal"))
 	}
-	client := servicetest.Client(t, pki, "gateway", "txmanager")
+	c.create(t, urls, 0, total)
+	c.mineUntilConfirmed(t, total, func() {
+		for i, n := range nodes {
+			t.Logf("node-%d:\n%s", i, n.Logs())
+		}
+	}, nil)
+	c.requireEachNonceOnce(t, total)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var owners int
+	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT owner_node) FROM signer_lease WHERE expires_at > now()`).Scan(&owners); err != nil || owners != 1 {
+		t.Errorf("%d owners of the one signer (%v)", owners, err)
+	}
+}
 
-	// 1,000 creates, 20 at a time, spread over the three nodes.
+// create makes transfers from to to-1 (their request ids) of the signer
+// through the nodes at urls, 20 at a time, spread over them.
+func (c *cluster) create(t testing.TB, urls []string, from, to int) {
+	t.Helper()
+	client := servicetest.Client(t, c.pki, "gateway", "txmanager")
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 20 {
 		wg.Go(func() {
 			for i := range work {
 				body := fmt.Sprintf(`{"chain_id": %d, "from": %q, "request_id": "c-%d", "to": "0x0000000000000000000000000000000000000b0b",
-					"value": "1", "route": "public"}`, stack.Node.ChainID(), from.Hex(), i)
-				resp, err := client.Post(urls[i%3]+"/internal/v1/tx", "application/json", strings.NewReader(body))
+					"value": "1", "route": "public"}`, c.stack.Node.ChainID(), c.from.Hex(), i)
+				resp, err := client.Post(urls[i%len(urls)]+"/internal/v1/tx", "application/json", strings.NewReader(body))
 				if err != nil {
 					t.Error(err)
 					continue
@@ -109,69 +138,84 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 			}
 		})
 	}
-	for i := range total {
+	for i := from; i < to; i++ {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
+}
 
-	// Mine as the pipeline goes, until every transaction is broadcast and
-	// then, by the owner's chain follower, CONFIRMED (3 blocks deep).
+// mineUntilConfirmed mines a block at a time as the pipeline goes, until
+// total transactions are CONFIRMED; during, when set, is told the count
+// confirmed after each block. The pipeline is judged by whether it moves,
+// not by how fast: on a busy machine a thousand transactions take
+// minutes, but a minute with nothing newly broadcast or confirmed means it
+// is stuck, and the test fails after logs.
+func (c *cluster) mineUntilConfirmed(t testing.TB, total int, logs func(), during func(confirmed int)) {
+	t.Helper()
 	ctx := context.Background()
-	db2, err := pgx.Connect(ctx, db)
+	conn, err := pgx.Connect(ctx, c.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db2.Close(ctx)
-	// The pipeline is judged by whether it moves, not by how fast: on a
-	// busy machine a thousand transactions take minutes, but a minute with
-	// nothing newly broadcast or confirmed means it is stuck.
+	defer conn.Close(ctx)
 	const stalled = time.Minute
 	lastMove, lastSent, lastConfirmed := time.Now(), -1, -1
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var confirmed, sent int
-		if err := db2.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'CONFIRMED'), count(*) FILTER (WHERE state IN ('BROADCASTED', 'CONFIRMED'))
+		if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'CONFIRMED'), count(*) FILTER (WHERE state IN ('BROADCASTED', 'CONFIRMED'))
 			FROM tx`).Scan(&confirmed, &sent); err != nil {
 			t.Fatal(err)
 		}
 		if confirmed == total {
-			break
+			return
 		}
 		if sent != lastSent || confirmed != lastConfirmed {
 			lastMove, lastSent, lastConfirmed = time.Now(), sent, confirmed
 		}
-		if err := stack.Node.Mine(ctx, 1); err != nil {
+		if err := c.stack.Node.Mine(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
+		if during != nil {
+			during(confirmed)
+		}
 		if time.Since(lastMove) > stalled {
-			for i, n := range nodes {
-				t.Logf("node-%d:\n%s", i, n.Logs())
-			}
+			logs()
 			t.Fatalf("%d of %d broadcast and %d confirmed, and nothing moved for %s", sent, total, confirmed, stalled)
 		}
 		<-tick.C
 	}
+}
 
-	var count, distinct, owners int
-	var lo, hi int64
-	if err := db2.QueryRow(ctx, `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx`).Scan(&count, &distinct, &lo, &hi); err != nil {
+// requireEachNonceOnce checks the end of a run of total transactions:
+// each has its own nonce, from 0 to total-1; anvil's mined nonce of the
+// signer is total; and every transaction mined from the signer is one of
+// ours, each once.
+func (c *cluster) requireEachNonceOnce(t testing.TB, total int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.db)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if count != total || distinct != total || lo != 0 || hi != total-1 {
+	defer conn.Close(ctx)
+	var count, distinct int
+	var lo, hi int64
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx`).Scan(&count, &distinct, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if count != total || distinct != total || lo != 0 || hi != int64(total-1) {
 		t.Errorf("%d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", count, distinct, lo, hi, total, total, total-1)
 	}
-	if err := db2.QueryRow(ctx, `SELECT count(DISTINCT owner_node) FROM signer_lease WHERE expires_at > now()`).Scan(&owners); err != nil || owners != 1 {
-		t.Errorf("%d owners of the one signer (%v)", owners, err)
-	}
-	mined, err := stack.Node.Client().NonceAt(ctx, from, nil)
-	if err != nil || mined != total {
+	node := c.stack.Node
+	mined, err := node.Client().NonceAt(ctx, c.from, nil)
+	if err != nil || mined != uint64(total) {
 		t.Errorf("anvil's mined nonce %d (%v), want %d", mined, err, total)
 	}
-	// Every transaction in the chain's blocks from the signer is ours.
 	ours := map[common.Hash]bool{}
-	rows, err := db2.Query(ctx, `SELECT hash FROM attempt`)
+	rows, err := conn.Query(ctx, `SELECT hash FROM attempt`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,13 +227,13 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 		ours[common.BytesToHash(h)] = true
 	}
 	rows.Close()
-	head, err := stack.Node.BlockNumber(ctx)
+	head, err := node.BlockNumber(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	minedOurs := 0
 	for n := uint64(1); n <= head; n++ {
-		block, err := stack.Node.Client().BlockByNumber(ctx, new(big.Int).SetUint64(n))
+		block, err := node.Client().BlockByNumber(ctx, new(big.Int).SetUint64(n))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -122,7 +122,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := chain.Dial(context.Background(), chains.Chains[0])
+	reader, err := chain.Dial(context.Background(), chains.Chains[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
