@@ -52,6 +52,11 @@ type Fees struct {
 //
 // Legacy (eth_gasPrice): the gas price, capped by the max fee caps (a
 // legacy gas price is both what is offered and the most that is paid).
+//
+// A chain with a minimum tip (polygon-pos: signer.ChainMinPriorityFeePerGas)
+// raises the market's tip, or legacy gas price, to it before the caps
+// apply: its nodes refuse less. Caps under the minimum are refused when
+// the chains file is loaded and when an intent is created.
 func (r *Reader) Fees(ctx context.Context, signer txmanager.SignerConfig, in *txmanager.Intent, legacy bool) (Fees, error) {
 	if in != nil {
 		if err := r.checkChain(in); err != nil {
@@ -102,12 +107,13 @@ func (m Market) Fees(signer txmanager.SignerConfig, in *txmanager.Intent) Fees {
 	// The fee ceiling an approval must cover (txmanager.SignerConfig.FeeCeiling).
 	feeCap := signer.FeeCeiling(in)
 	tipCap := lower(intentTip, weiInt(signer.MaxPriorityFeePerGas))
+	least := weiInt(signer.ChainMinPriorityFeePerGas)
 
 	if m.legacy {
-		price, capped := capAt(m.gasPrice, feeCap)
+		price, capped := capAt(atLeast(m.gasPrice, least), feeCap)
 		return Fees{GasPrice: price, Capped: capped}
 	}
-	tip, tipCapped := capAt(m.tip, tipCap)
+	tip, tipCapped := capAt(atLeast(m.tip, least), tipCap)
 	maxFee := new(big.Int).Mul(m.baseFee, big.NewInt(baseFeeHeadroomTimes))
 	maxFee.Add(maxFee, tip)
 	maxFee, feeCapped := capAt(maxFee, feeCap)
@@ -172,6 +178,15 @@ func Cost(gasLimit uint64, f Fees, value *big.Int) *big.Int {
 		cost.Add(cost, value)
 	}
 	return cost
+}
+
+// atLeast is v raised to least, an optional minimum (nil: none); either
+// is returned as is, not copied.
+func atLeast(v, least *big.Int) *big.Int {
+	if least == nil {
+		return v
+	}
+	return greater(v, least)
 }
 
 // lower is the lower of two optional caps; nil means no cap.

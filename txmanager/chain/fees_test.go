@@ -139,6 +139,30 @@ func TestFees(t *testing.T) {
 			intent: &txmanager.Intent{ChainID: node.ChainID(), MaxFeePerGas: gwei(4)},
 			want:   chain.Fees{GasPrice: gwei(4), Capped: true},
 		},
+		// A chain with a minimum tip (polygon-pos): the market's 2 gwei
+		// tip is raised to it, and the max fee with it.
+		{
+			name:   "the tip raised to the chain's minimum",
+			signer: withMinimumTip(txmanager.SignerConfig{}, gwei(5)),
+			want:   chain.Fees{MaxFeePerGas: gwei(19), MaxPriorityFeePerGas: gwei(5), BaseFee: gwei(7)},
+		},
+		{
+			name:   "a market above the chain's minimum",
+			signer: withMinimumTip(txmanager.SignerConfig{}, gwei(1)),
+			want:   chain.Fees{MaxFeePerGas: gwei(16), MaxPriorityFeePerGas: gwei(2), BaseFee: gwei(7)},
+		},
+		{
+			name:   "the chain's minimum under the signer's caps",
+			signer: withMinimumTip(signerCaps(gwei(100), gwei(10)), gwei(5)),
+			intent: &txmanager.Intent{ChainID: node.ChainID(), MaxPriorityFeePerGas: gwei(6)},
+			want:   chain.Fees{MaxFeePerGas: gwei(19), MaxPriorityFeePerGas: gwei(5), BaseFee: gwei(7)},
+		},
+		{
+			name:   "legacy: the gas price raised to the chain's minimum",
+			legacy: true,
+			signer: withMinimumTip(txmanager.SignerConfig{}, new(big.Int).Add(gasPrice, gwei(1))),
+			want:   chain.Fees{GasPrice: new(big.Int).Add(gasPrice, gwei(1))},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +189,13 @@ func TestFees(t *testing.T) {
 	if signer.MaxFeePerGas.Cmp(gwei(10)) != 0 || signer.MaxPriorityFeePerGas.Cmp(gwei(1)) != 0 {
 		t.Errorf("the signer's caps changed to %s and %s", &signer.MaxFeePerGas.Int, &signer.MaxPriorityFeePerGas.Int)
 	}
+}
+
+// withMinimumTip is s on a chain whose minimum tip is least, as
+// ParseChains copies a polygon-pos chain's min_priority_fee_per_gas.
+func withMinimumTip(s txmanager.SignerConfig, least *big.Int) txmanager.SignerConfig {
+	s.ChainMinPriorityFeePerGas = wei(least)
+	return s
 }
 
 // settledGasPrice waits for anvil's eth_gasPrice to be the next base fee
