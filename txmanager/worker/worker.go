@@ -485,7 +485,7 @@ func (w *worker) intake(ctx context.Context) error {
 		if !ready {
 			continue
 		}
-		sim, err := r.Simulate(ctx, &t.Intent, w.GasMultiplier)
+		sim, err := r.Simulate(ctx, &t.Intent, chain.GasRules{Multiplier: w.GasMultiplier, EstimateFloor: ch.FloorsAtEstimate()})
 		switch {
 		case errors.Is(err, chain.ErrInsufficientFunds):
 			if err := w.holdForFunds(ctx, t, "the node refused the simulation: insufficient funds"); err != nil {
