@@ -162,10 +162,12 @@ func (r *Reader) market(ctx context.Context) (baseFee, tip *big.Int, err error) 
 }
 
 // Cost is the most a transaction can take from its sender's balance:
-// value + gasLimit × (MaxFeePerGas, or GasPrice on a legacy chain). The
-// worker sums it over everything pending of a signer for the balance
-// check. A nil value counts as 0, and so do fees with neither price set.
-func Cost(gasLimit uint64, f Fees, value *big.Int) *big.Int {
+// value + gasLimit × (MaxFeePerGas, or GasPrice on a legacy chain) +
+// l1Fee, the L1 data fee a rollup charges on top of gas (Reader.L1Fee;
+// nil on a chain without one). The worker sums it over everything pending
+// of a signer for the balance check. A nil value counts as 0, and so do
+// fees with neither price set.
+func Cost(gasLimit uint64, f Fees, value, l1Fee *big.Int) *big.Int {
 	price := f.MaxFeePerGas
 	if price == nil {
 		price = f.GasPrice
@@ -174,8 +176,10 @@ func Cost(gasLimit uint64, f Fees, value *big.Int) *big.Int {
 	if price != nil {
 		cost.Mul(new(big.Int).SetUint64(gasLimit), price)
 	}
-	if value != nil {
-		cost.Add(cost, value)
+	for _, v := range []*big.Int{value, l1Fee} {
+		if v != nil {
+			cost.Add(cost, v)
+		}
 	}
 	return cost
 }

@@ -260,14 +260,17 @@ func TestCost(t *testing.T) {
 		gas   uint64
 		fees  chain.Fees
 		value *big.Int
+		l1Fee *big.Int
 		want  *big.Int
 	}{
-		{"EIP-1559: the max fee, not the tip", 21000, chain.Fees{MaxFeePerGas: gwei(16), MaxPriorityFeePerGas: gwei(2)}, chaintest.Ether,
+		{"EIP-1559: the max fee, not the tip", 21000, chain.Fees{MaxFeePerGas: gwei(16), MaxPriorityFeePerGas: gwei(2)}, chaintest.Ether, nil,
 			new(big.Int).Add(chaintest.Ether, new(big.Int).Mul(big.NewInt(21000), gwei(16)))},
-		{"legacy", 50000, chain.Fees{GasPrice: gwei(3)}, big.NewInt(7), new(big.Int).Add(big.NewInt(7), new(big.Int).Mul(big.NewInt(50000), gwei(3)))},
-		{"nil value", 21000, chain.Fees{GasPrice: big.NewInt(1)}, nil, big.NewInt(21000)},
-		{"no fees", 21000, chain.Fees{}, big.NewInt(5), big.NewInt(5)},
-		{"beyond uint64", 1 << 40, chain.Fees{MaxFeePerGas: new(big.Int).Lsh(big.NewInt(1), 60)}, nil, new(big.Int).Lsh(big.NewInt(1), 100)},
+		{"legacy", 50000, chain.Fees{GasPrice: gwei(3)}, big.NewInt(7), nil, new(big.Int).Add(big.NewInt(7), new(big.Int).Mul(big.NewInt(50000), gwei(3)))},
+		{"nil value", 21000, chain.Fees{GasPrice: big.NewInt(1)}, nil, nil, big.NewInt(21000)},
+		{"no fees", 21000, chain.Fees{}, big.NewInt(5), nil, big.NewInt(5)},
+		{"beyond uint64", 1 << 40, chain.Fees{MaxFeePerGas: new(big.Int).Lsh(big.NewInt(1), 60)}, nil, nil, new(big.Int).Lsh(big.NewInt(1), 100)},
+		{"an L1 data fee on top", 21000, chain.Fees{MaxFeePerGas: big.NewInt(2)}, big.NewInt(5), big.NewInt(1000), big.NewInt(42000 + 5 + 1000)},
+		{"an L1 data fee alone", 21000, chain.Fees{}, nil, big.NewInt(1000), big.NewInt(1000)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -276,7 +279,7 @@ func TestCost(t *testing.T) {
 			if tt.value != nil {
 				valueBefore = new(big.Int).Set(tt.value)
 			}
-			if got := chain.Cost(tt.gas, tt.fees, tt.value); got.Cmp(tt.want) != 0 {
+			if got := chain.Cost(tt.gas, tt.fees, tt.value, tt.l1Fee); got.Cmp(tt.want) != 0 {
 				t.Errorf("Cost = %s, want %s", got, tt.want)
 			}
 			if tt.value != nil && tt.value.Cmp(valueBefore) != 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -318,7 +317,7 @@ func TestSimulateInsufficientFunds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cost := chain.Cost(sim.GasLimit, fees, in.Value); cost.Cmp(bal) <= 0 {
+	if cost := chain.Cost(sim.GasLimit, fees, in.Value, nil); cost.Cmp(bal) <= 0 {
 		t.Errorf("Cost %s within the balance %s: the gas is not counted", cost, bal)
 	}
 
@@ -468,7 +467,7 @@ func TestDial(t *testing.T) {
 	if _, err := chain.Dial(ctx, txmanager.Chain{ID: 1001}); err == nil {
 		t.Errorf("Dial without an RPC endpoint succeeded")
 	}
-	if _, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: []string{closedURL(t)}}); err == nil {
+	if _, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: []string{chaintest.ClosedURL(t)}}); err == nil {
 		t.Errorf("Dial of an unreachable endpoint succeeded")
 	}
 }
@@ -503,15 +502,4 @@ func TestNodeGone(t *testing.T) {
 	if _, err := r.MinedNonce(ctx, from); err == nil {
 		t.Errorf("MinedNonce against a stopped node: no error")
 	}
-}
-
-// closedURL is an HTTP URL on a loopback port nothing listens on.
-func closedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }
