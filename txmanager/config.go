@@ -32,6 +32,13 @@ import (
 //	  "drop_check_blocks": 4,                each send is looked up at this many blocks after it; unknown at two in a row: dropped, resent
 //	  "max_drops": 3,                        an attempt dropped this many times: sub-state stuck, reason dropped_by_node, alert
 //	  "new_heads": "ws://127.0.0.1:8545",    optional: a newHeads subscription wakes the follower on each block
+//	  "profile": "ethereum",                 fee rules of the kind of chain: ethereum (default), op-stack, arbitrum, polygon-pos, custom;
+//	                                         each rule below defaults from the profile and may be set explicitly (custom: only what is set)
+//	  "l1_data_fee": false,                  the L1 data fee counts in a transaction's cost (op-stack: true)
+//	  "l1_fee_oracle": "0x4200…000F",        whose getL1Fee(bytes) prices it (default: the OP Stack GasPriceOracle predeploy)
+//	  "l1_fee_margin_percent": 50,           added to the oracle's answer: the fee may rise before inclusion (default 50)
+//	  "estimate_floor": false,               the gas limit is never below eth_estimateGas, even for an intent's own gas (arbitrum: true)
+//	  "min_priority_fee_per_gas": null,      the least tip (or legacy gas price) offered, bumps included (polygon-pos: "25000000000")
 //	  "signers": [{
 //	    "address": "0x…",
 //	    "external_use": true,                the key may also be used outside txfence
@@ -88,8 +95,42 @@ type Chain struct {
 	// NewHeads, when set, is a WebSocket endpoint (ws:// or wss://) whose
 	// eth_subscribe("newHeads") wakes the chain follower on every block;
 	// it polls the RPC endpoint beside it all the same.
-	NewHeads string         `json:"new_heads"`
-	Signers  []SignerConfig `json:"signers"`
+	NewHeads string `json:"new_heads"`
+
+	// Profile names the kind of chain whose fee rules apply (ProfileEthereum,
+	// the default, ProfileOPStack, ProfileArbitrum, ProfilePolygonPoS or
+	// ProfileCustom). A profile only gives the rules below their defaults:
+	// each may be set explicitly, and on a custom chain only what is set
+	// applies. ParseChains fills every rule in.
+	Profile string `json:"profile"`
+	// L1DataFee (op-stack) counts a rollup's L1 data fee in what a
+	// transaction costs: the fee an OP Stack chain charges on top of gas
+	// for posting the transaction's bytes to L1, which eth_estimateGas
+	// does not include and which the sender's balance must cover all the
+	// same. The worker adds it to the cost it checks the balance against
+	// and to what it keeps for the open transactions.
+	L1DataFee *bool `json:"l1_data_fee"`
+	// L1FeeOracle is the contract whose getL1Fee(bytes) prices the L1 data
+	// fee of an unsigned RLP-encoded transaction: the OP Stack's
+	// GasPriceOracle predeploy (OPGasPriceOracle) unless set.
+	L1FeeOracle *common.Address `json:"l1_fee_oracle"`
+	// L1FeeMarginPercent is added to the oracle's answer: the fee is
+	// charged at inclusion at the L1 prices of then, which may have risen
+	// (DefaultL1FeeMarginPercent).
+	L1FeeMarginPercent *int `json:"l1_fee_margin_percent"`
+	// EstimateFloor (arbitrum) makes the node's gas estimate the floor of
+	// every gas limit: an intent that gives its own gas is estimated too,
+	// and fails simulation if it gave less. On Arbitrum eth_estimateGas
+	// includes the L1 (poster) component in gas units, so a gas limit
+	// under the estimate cannot pay for the transaction's own bytes.
+	EstimateFloor *bool `json:"estimate_floor"`
+	// MinPriorityFeePerGas (polygon-pos) is the least tip a transaction
+	// offers, and the least gas price of a legacy one, new and bumped
+	// alike: nodes refuse less. A signer's caps below it are refused at
+	// load. nil: no minimum.
+	MinPriorityFeePerGas *Wei `json:"min_priority_fee_per_gas"`
+
+	Signers []SignerConfig `json:"signers"`
 }
 
 // RPCPool tunes a chain's provider pool; zero values take the defaults.
@@ -129,6 +170,54 @@ func (p *RPCPool) defaults() {
 		}
 	}
 }
+
+// Chain profiles (Chain.Profile).
+const (
+	ProfileEthereum   = "ethereum"
+	ProfileOPStack    = "op-stack"
+	ProfileArbitrum   = "arbitrum"
+	ProfilePolygonPoS = "polygon-pos"
+	ProfileCustom     = "custom"
+)
+
+// OPGasPriceOracle is the OP Stack's GasPriceOracle predeploy, the same
+// address on every OP Stack chain (OP Mainnet, Base, ...).
+var OPGasPriceOracle = common.HexToAddress("0x420000000000000000000000000000000000000F")
+
+// DefaultL1FeeMarginPercent covers three L1 blocks of the steepest rise
+// of the L1 base fee (12.5% a block: 1.125³ ≈ 1.42) between the estimate
+// and inclusion; the blob base fee rises at most as fast.
+const DefaultL1FeeMarginPercent = 50
+
+// PolygonMinPriorityFeePerGas is Polygon PoS's minimum tip, 25 gwei, from
+// the Polygon Improvement Proposals: PIP-35 (2024, "MinGas Increase")
+// fixed it in bor's txpool.pricelimit and miner.gasprice (30 gwei was the
+// figure asked before), and PIP-59 (a draft of February 2025) still names
+// 25 gwei as the floor enforced on the priority fee. A pool refuses a
+// transaction offering less. PIP-59 would move the floor into the base
+// fee: once that is live, set min_priority_fee_per_gas on the chain to
+// what the network then asks.
+var PolygonMinPriorityFeePerGas = big.NewInt(25_000_000_000)
+
+// ChargesL1Fee reports whether a transaction's L1 data fee counts in its
+// cost (L1DataFee), and the oracle and margin to price it with.
+func (c *Chain) ChargesL1Fee() (oracle common.Address, marginPercent int, ok bool) {
+	if c.L1DataFee == nil || !*c.L1DataFee {
+		return common.Address{}, 0, false
+	}
+	oracle, marginPercent = OPGasPriceOracle, DefaultL1FeeMarginPercent
+	if c.L1FeeOracle != nil {
+		oracle = *c.L1FeeOracle
+	}
+	if c.L1FeeMarginPercent != nil {
+		marginPercent = *c.L1FeeMarginPercent
+	}
+	return oracle, marginPercent, true
+}
+
+// FloorsAtEstimate reports whether the node's gas estimate is the floor
+// of every gas limit (EstimateFloor).
+func (c *Chain) FloorsAtEstimate() bool { return c.EstimateFloor != nil && *c.EstimateFloor }
 
 // Duration is a duration written as a string ("30s", "10m").
 type Duration struct{ time.Duration }
@@ -171,6 +260,11 @@ type SignerConfig struct {
 	// 0-value transfer to the signer itself); signerd's policy must allow
 	// it as well.
 	Cancels bool `json:"cancels"`
+	// ChainMinPriorityFeePerGas is the chain's MinPriorityFeePerGas, copied
+	// here by ParseChains (it is not read from the file): whatever prices a
+	// transaction or a bump has the signer's settings at hand, the chain
+	// follower's automatic bumps included, and so keeps the minimum.
+	ChainMinPriorityFeePerGas *Wei `json:"-"`
 }
 
 // FeeCeiling is the highest fee cap per gas (max_fee_per_gas, or the gas
@@ -209,6 +303,14 @@ func (w *Wei) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON writes "123", what UnmarshalJSON reads.
 func (w Wei) MarshalJSON() ([]byte, error) { return json.Marshal(w.String()) }
+
+// big is the amount, nil for a nil one.
+func (w *Wei) big() *big.Int {
+	if w == nil {
+		return nil
+	}
+	return &w.Int
+}
 
 // Default signer settings.
 const (
@@ -324,6 +426,7 @@ func ParseChains(raw []byte) (*Chains, error) {
 			add("%s.drop_check_blocks: %d is below 2 (a drop takes two unknown answers in a row)", at, ch.DropCheckBlocks)
 		}
 		positive(&ch.MaxDrops, DefaultMaxDrops, at+".max_drops")
+		problems = append(problems, ch.feeRules(at)...)
 		signers := map[common.Address]bool{}
 		for j := range ch.Signers {
 			s := &ch.Signers[j]
@@ -350,12 +453,67 @@ func ParseChains(raw []byte) (*Chains, error) {
 			default:
 				add("%s.gap_policy: %q is not halt or fill", sat, s.GapPolicy)
 			}
+			s.ChainMinPriorityFeePerGas = ch.MinPriorityFeePerGas
+			// A cap under the minimum prices every transaction of the
+			// signer out of the pool: refused here, not found out one stuck
+			// transaction at a time.
+			for _, c := range capsUnderMinimum(ch.MinPriorityFeePerGas, s.MaxPriorityFeePerGas.big(), s.MaxFeePerGas.big()) {
+				add("%s.%s is below the chain's min_priority_fee_per_gas %s", sat, c, ch.MinPriorityFeePerGas)
+			}
 		}
 	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, fmt.Errorf("chains file:\n%w", err)
 	}
 	return &c, nil
+}
+
+// feeRules fills the chain's fee rules in from its profile where the file
+// does not set them, and names what is wrong with them (at is the chain's
+// path in the file).
+func (ch *Chain) feeRules(at string) []error {
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	var l1, floor bool
+	var least *big.Int
+	switch ch.Profile {
+	case "":
+		ch.Profile = ProfileEthereum
+	case ProfileEthereum, ProfileCustom:
+	case ProfileOPStack:
+		l1 = true
+	case ProfileArbitrum:
+		floor = true
+	case ProfilePolygonPoS:
+		least = PolygonMinPriorityFeePerGas
+	default:
+		add("%s.profile: %q is not %s, %s, %s, %s or %s", at, ch.Profile,
+			ProfileEthereum, ProfileOPStack, ProfileArbitrum, ProfilePolygonPoS, ProfileCustom)
+	}
+	if ch.L1DataFee == nil {
+		ch.L1DataFee = &l1
+	}
+	if *ch.L1DataFee {
+		if ch.L1FeeOracle == nil {
+			ch.L1FeeOracle = new(OPGasPriceOracle)
+		}
+		if ch.L1FeeMarginPercent == nil {
+			ch.L1FeeMarginPercent = new(DefaultL1FeeMarginPercent)
+		}
+		if *ch.L1FeeMarginPercent < 0 {
+			add("%s.l1_fee_margin_percent: %d is negative", at, *ch.L1FeeMarginPercent)
+		}
+	} else if ch.L1FeeOracle != nil || ch.L1FeeMarginPercent != nil {
+		add("%s: l1_fee_oracle and l1_fee_margin_percent are set but l1_data_fee is off", at)
+	}
+	if ch.EstimateFloor == nil {
+		ch.EstimateFloor = &floor
+	}
+	if ch.MinPriorityFeePerGas == nil && least != nil {
+		ch.MinPriorityFeePerGas = &Wei{}
+		ch.MinPriorityFeePerGas.Set(least)
+	}
+	return problems
 }
 
 // Chain returns the chain with id.
@@ -396,11 +554,37 @@ func (c *Chains) Signers() []SignerKey {
 // CheckIntent refuses an intent for a chain or signer this deployment does
 // not manage.
 func (c *Chains) CheckIntent(in *Intent) error {
-	if _, ok := c.Chain(in.ChainID); !ok {
+	ch, ok := c.Chain(in.ChainID)
+	if !ok {
 		return fmt.Errorf("chain_id: %d is not a configured chain", in.ChainID)
 	}
 	if _, ok := c.Signer(SignerKey{ChainID: in.ChainID, Signer: in.From}); !ok {
 		return fmt.Errorf("from: %s is not a signer configured on chain %d", in.From.Hex(), in.ChainID)
 	}
-	return nil
+	// Fee caps under the chain's minimum tip could never be sent: refused
+	// now rather than left to wait for ever.
+	var problems []error
+	for _, c := range capsUnderMinimum(ch.MinPriorityFeePerGas, in.MaxPriorityFeePerGas, in.MaxFeePerGas) {
+		problems = append(problems, fmt.Errorf("%s is below chain %d's minimum priority fee of %s wei", c, in.ChainID, ch.MinPriorityFeePerGas))
+	}
+	return errors.Join(problems...)
+}
+
+// capsUnderMinimum describes each of the fee caps under least, the
+// chain's minimum tip (nil: none), as "max_fee_per_gas: 1000"; a nil cap
+// is not set. A max fee under the minimum tip cannot pay it either.
+func capsUnderMinimum(least *Wei, maxPriorityFee, maxFee *big.Int) []string {
+	if least == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range []struct {
+		name string
+		v    *big.Int
+	}{{"max_priority_fee_per_gas", maxPriorityFee}, {"max_fee_per_gas", maxFee}} {
+		if c.v != nil && c.v.Cmp(&least.Int) < 0 {
+			out = append(out, fmt.Sprintf("%s: %s", c.name, c.v))
+		}
+	}
+	return out
 }

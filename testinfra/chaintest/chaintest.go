@@ -12,6 +12,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"math/big"
+	"net"
 	"testing"
 	"time"
 
@@ -175,4 +176,17 @@ func WaitReceipt(t testing.TB, node *anvil.Node, hash common.Hash) *types.Receip
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// ClosedURL is an HTTP URL on a loopback port nothing listens on: a node,
+// or a service, that is gone.
+func ClosedURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
 }

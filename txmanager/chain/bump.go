@@ -12,7 +12,8 @@ import (
 const BumpPercent = 10
 
 // Bump prices the replacement of an attempt signed with prev: each fee
-// field up at least BumpPercent and at least to this market's price, never
+// field up at least BumpPercent and at least to this market's price (the
+// tip, or legacy gas price, at least the chain's minimum), never
 // above the caps (the signer's, and the intent's when in is set), and the
 // max fee (or gas price) never above marketPercent % of the market's. The
 // tip has no relative cap of its own (a quiet market's tip says little);
@@ -28,7 +29,9 @@ func (m Market) Bump(prev txmanager.Fees, signer txmanager.SignerConfig, in *txm
 	// The fee ceiling an approval must cover (txmanager.SignerConfig.FeeCeiling).
 	feeCap := signer.FeeCeiling(in)
 	tipCap := lower(intentTip, weiInt(signer.MaxPriorityFeePerGas))
-	market := m.Fees(txmanager.SignerConfig{}, nil) // the uncapped market price
+	// The uncapped market price, raised to the chain's minimum tip: a bump
+	// is at least what a new transaction would offer.
+	market := m.Fees(txmanager.SignerConfig{ChainMinPriorityFeePerGas: signer.ChainMinPriorityFeePerGas}, nil)
 	if m.legacy || prev.GasPrice != nil {
 		if !m.legacy || prev.GasPrice == nil {
 			return txmanager.Fees{}, fmt.Errorf("the attempt's fees (%s) do not fit the chain's fee market", describe(prev))

@@ -60,6 +60,21 @@ func TestBump(t *testing.T) {
 			want: txmanager.Fees{GasPrice: gwei(33)},
 		},
 		{
+			// Polygon PoS: the market's 1 gwei tip is below the chain's
+			// 25 gwei minimum, and so is prev + 10%.
+			name: "the tip raised to the chain's minimum", market: chain.MarketAt(gwei(20), gwei(1)), prev: fees(100, 10), percent: 300,
+			signer: txmanager.SignerConfig{ChainMinPriorityFeePerGas: wei(gwei(25))}, want: fees(110, 25),
+		},
+		{
+			// The max fee follows: 2 × 20 + 25 = 65 gwei is the market now.
+			name: "the minimum raises the market's max fee", market: chain.MarketAt(gwei(20), gwei(1)), prev: fees(40, 2), percent: 300,
+			signer: txmanager.SignerConfig{ChainMinPriorityFeePerGas: wei(gwei(25))}, want: fees(65, 25),
+		},
+		{
+			name: "legacy: the gas price raised to the chain's minimum", market: chain.LegacyMarketAt(gwei(20)), prev: txmanager.Fees{GasPrice: gwei(21)},
+			percent: 300, signer: txmanager.SignerConfig{ChainMinPriorityFeePerGas: wei(gwei(25))}, want: txmanager.Fees{GasPrice: gwei(25)},
+		},
+		{
 			name: "odd amounts round up", market: chain.MarketAt(big.NewInt(1), big.NewInt(1)), prev: txmanager.Fees{MaxFeePerGas: big.NewInt(101), MaxPriorityFeePerGas: big.NewInt(11)},
 			percent: 1000, want: txmanager.Fees{MaxFeePerGas: big.NewInt(112), MaxPriorityFeePerGas: big.NewInt(13)},
 		},

@@ -52,6 +52,11 @@ type Fees struct {
 //
 // Legacy (eth_gasPrice): the gas price, capped by the max fee caps (a
 // legacy gas price is both what is offered and the most that is paid).
+//
+// A chain with a minimum tip (polygon-pos: signer.ChainMinPriorityFeePerGas)
+// raises the market's tip, or legacy gas price, to it before the caps
+// apply: its nodes refuse less. Caps under the minimum are refused when
+// the chains file is loaded and when an intent is created.
 func (r *Reader) Fees(ctx context.Context, signer txmanager.SignerConfig, in *txmanager.Intent, legacy bool) (Fees, error) {
 	if in != nil {
 		if err := r.checkChain(in); err != nil {
@@ -102,12 +107,13 @@ func (m Market) Fees(signer txmanager.SignerConfig, in *txmanager.Intent) Fees {
 	// The fee ceiling an approval must cover (txmanager.SignerConfig.FeeCeiling).
 	feeCap := signer.FeeCeiling(in)
 	tipCap := lower(intentTip, weiInt(signer.MaxPriorityFeePerGas))
+	least := weiInt(signer.ChainMinPriorityFeePerGas)
 
 	if m.legacy {
-		price, capped := capAt(m.gasPrice, feeCap)
+		price, capped := capAt(atLeast(m.gasPrice, least), feeCap)
 		return Fees{GasPrice: price, Capped: capped}
 	}
-	tip, tipCapped := capAt(m.tip, tipCap)
+	tip, tipCapped := capAt(atLeast(m.tip, least), tipCap)
 	maxFee := new(big.Int).Mul(m.baseFee, big.NewInt(baseFeeHeadroomTimes))
 	maxFee.Add(maxFee, tip)
 	maxFee, feeCapped := capAt(maxFee, feeCap)
@@ -156,10 +162,12 @@ func (r *Reader) market(ctx context.Context) (baseFee, tip *big.Int, err error) 
 }
 
 // Cost is the most a transaction can take from its sender's balance:
-// value + gasLimit × (MaxFeePerGas, or GasPrice on a legacy chain). The
-// worker sums it over everything pending of a signer for the balance
-// check. A nil value counts as 0, and so do fees with neither price set.
-func Cost(gasLimit uint64, f Fees, value *big.Int) *big.Int {
+// value + gasLimit × (MaxFeePerGas, or GasPrice on a legacy chain) +
+// l1Fee, the L1 data fee a rollup charges on top of gas (Reader.L1Fee;
+// nil on a chain without one). The worker sums it over everything pending
+// of a signer for the balance check. A nil value counts as 0, and so do
+// fees with neither price set.
+func Cost(gasLimit uint64, f Fees, value, l1Fee *big.Int) *big.Int {
 	price := f.MaxFeePerGas
 	if price == nil {
 		price = f.GasPrice
@@ -168,10 +176,21 @@ func Cost(gasLimit uint64, f Fees, value *big.Int) *big.Int {
 	if price != nil {
 		cost.Mul(new(big.Int).SetUint64(gasLimit), price)
 	}
-	if value != nil {
-		cost.Add(cost, value)
+	for _, v := range []*big.Int{value, l1Fee} {
+		if v != nil {
+			cost.Add(cost, v)
+		}
 	}
 	return cost
+}
+
+// atLeast is v raised to least, an optional minimum (nil: none); either
+// is returned as is, not copied.
+func atLeast(v, least *big.Int) *big.Int {
+	if least == nil {
+		return v
+	}
+	return greater(v, least)
 }
 
 // lower is the lower of two optional caps; nil means no cap.

@@ -139,6 +139,30 @@ func TestFees(t *testing.T) {
 			intent: &txmanager.Intent{ChainID: node.ChainID(), MaxFeePerGas: gwei(4)},
 			want:   chain.Fees{GasPrice: gwei(4), Capped: true},
 		},
+		// A chain with a minimum tip (polygon-pos): the market's 2 gwei
+		// tip is raised to it, and the max fee with it.
+		{
+			name:   "the tip raised to the chain's minimum",
+			signer: withMinimumTip(txmanager.SignerConfig{}, gwei(5)),
+			want:   chain.Fees{MaxFeePerGas: gwei(19), MaxPriorityFeePerGas: gwei(5), BaseFee: gwei(7)},
+		},
+		{
+			name:   "a market above the chain's minimum",
+			signer: withMinimumTip(txmanager.SignerConfig{}, gwei(1)),
+			want:   chain.Fees{MaxFeePerGas: gwei(16), MaxPriorityFeePerGas: gwei(2), BaseFee: gwei(7)},
+		},
+		{
+			name:   "the chain's minimum under the signer's caps",
+			signer: withMinimumTip(signerCaps(gwei(100), gwei(10)), gwei(5)),
+			intent: &txmanager.Intent{ChainID: node.ChainID(), MaxPriorityFeePerGas: gwei(6)},
+			want:   chain.Fees{MaxFeePerGas: gwei(19), MaxPriorityFeePerGas: gwei(5), BaseFee: gwei(7)},
+		},
+		{
+			name:   "legacy: the gas price raised to the chain's minimum",
+			legacy: true,
+			signer: withMinimumTip(txmanager.SignerConfig{}, new(big.Int).Add(gasPrice, gwei(1))),
+			want:   chain.Fees{GasPrice: new(big.Int).Add(gasPrice, gwei(1))},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +189,13 @@ func TestFees(t *testing.T) {
 	if signer.MaxFeePerGas.Cmp(gwei(10)) != 0 || signer.MaxPriorityFeePerGas.Cmp(gwei(1)) != 0 {
 		t.Errorf("the signer's caps changed to %s and %s", &signer.MaxFeePerGas.Int, &signer.MaxPriorityFeePerGas.Int)
 	}
+}
+
+// withMinimumTip is s on a chain whose minimum tip is least, as
+// ParseChains copies a polygon-pos chain's min_priority_fee_per_gas.
+func withMinimumTip(s txmanager.SignerConfig, least *big.Int) txmanager.SignerConfig {
+	s.ChainMinPriorityFeePerGas = wei(least)
+	return s
 }
 
 // settledGasPrice waits for anvil's eth_gasPrice to be the next base fee
@@ -229,14 +260,17 @@ func TestCost(t *testing.T) {
 		gas   uint64
 		fees  chain.Fees
 		value *big.Int
+		l1Fee *big.Int
 		want  *big.Int
 	}{
-		{"EIP-1559: the max fee, not the tip", 21000, chain.Fees{MaxFeePerGas: gwei(16), MaxPriorityFeePerGas: gwei(2)}, chaintest.Ether,
+		{"EIP-1559: the max fee, not the tip", 21000, chain.Fees{MaxFeePerGas: gwei(16), MaxPriorityFeePerGas: gwei(2)}, chaintest.Ether, nil,
 			new(big.Int).Add(chaintest.Ether, new(big.Int).Mul(big.NewInt(21000), gwei(16)))},
-		{"legacy", 50000, chain.Fees{GasPrice: gwei(3)}, big.NewInt(7), new(big.Int).Add(big.NewInt(7), new(big.Int).Mul(big.NewInt(50000), gwei(3)))},
-		{"nil value", 21000, chain.Fees{GasPrice: big.NewInt(1)}, nil, big.NewInt(21000)},
-		{"no fees", 21000, chain.Fees{}, big.NewInt(5), big.NewInt(5)},
-		{"beyond uint64", 1 << 40, chain.Fees{MaxFeePerGas: new(big.Int).Lsh(big.NewInt(1), 60)}, nil, new(big.Int).Lsh(big.NewInt(1), 100)},
+		{"legacy", 50000, chain.Fees{GasPrice: gwei(3)}, big.NewInt(7), nil, new(big.Int).Add(big.NewInt(7), new(big.Int).Mul(big.NewInt(50000), gwei(3)))},
+		{"nil value", 21000, chain.Fees{GasPrice: big.NewInt(1)}, nil, nil, big.NewInt(21000)},
+		{"no fees", 21000, chain.Fees{}, big.NewInt(5), nil, big.NewInt(5)},
+		{"beyond uint64", 1 << 40, chain.Fees{MaxFeePerGas: new(big.Int).Lsh(big.NewInt(1), 60)}, nil, nil, new(big.Int).Lsh(big.NewInt(1), 100)},
+		{"an L1 data fee on top", 21000, chain.Fees{MaxFeePerGas: big.NewInt(2)}, big.NewInt(5), big.NewInt(1000), big.NewInt(42000 + 5 + 1000)},
+		{"an L1 data fee alone", 21000, chain.Fees{}, nil, big.NewInt(1000), big.NewInt(1000)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,7 +279,7 @@ func TestCost(t *testing.T) {
 			if tt.value != nil {
 				valueBefore = new(big.Int).Set(tt.value)
 			}
-			if got := chain.Cost(tt.gas, tt.fees, tt.value); got.Cmp(tt.want) != 0 {
+			if got := chain.Cost(tt.gas, tt.fees, tt.value, tt.l1Fee); got.Cmp(tt.want) != 0 {
 				t.Errorf("Cost = %s, want %s", got, tt.want)
 			}
 			if tt.value != nil && tt.value.Cmp(valueBefore) != 0 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/params"
 
@@ -150,6 +151,15 @@ type proxy struct {
 	mu      sync.Mutex
 	calls   map[string]int
 	refused int
+	l1Gas   uint64
+}
+
+// addToEstimates makes the proxy add gas to every eth_estimateGas answer,
+// as an Arbitrum node adds the L1 poster component to the execution's.
+func (p *proxy) addToEstimates(gas uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.l1Gas = gas
 }
 
 func newProxy(t *testing.T, target string, refusePending bool) *proxy {
@@ -186,8 +196,23 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	p.calls[req.Method]++
+	l1Gas := p.l1Gas
 	p.mu.Unlock()
-	chaintest.Forward(r.Context(), w, p.target, body)
+	if req.Method != "eth_estimateGas" || l1Gas == 0 {
+		chaintest.Forward(r.Context(), w, p.target, body)
+		return
+	}
+	rec := httptest.NewRecorder()
+	chaintest.Forward(r.Context(), rec, p.target, body)
+	var answer struct {
+		Result *hexutil.Uint64 `json:"result"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || answer.Result == nil {
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		return
+	}
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":"%s"}`, req.ID, *answer.Result+hexutil.Uint64(l1Gas))
 }
 
 // counts returns the forwarded calls by method and the refused ones.

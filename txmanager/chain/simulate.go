@@ -27,14 +27,39 @@ const DefaultGasMultiplier = 1.2
 // insufficient_funds until the balance allows it or the hold times out.
 var ErrInsufficientFunds = errors.New("insufficient funds")
 
+// GasRules are how Simulate sizes a gas limit: a chain's rules and the
+// deployment's headroom.
+type GasRules struct {
+	// Multiplier scales the node's estimate; 0 means DefaultGasMultiplier.
+	// It is read as the decimal it prints as, so 1.1 × 21000 is 23100, not
+	// 23101.
+	Multiplier float64
+	// EstimateFloor (txmanager.Chain.FloorsAtEstimate, the arbitrum
+	// profile) estimates an intent that gives its own gas too, and fails
+	// it (Reverted) if it gave less than the estimate. Arbitrum's
+	// eth_estimateGas includes the L1 (poster) component in L2 gas units
+	// (NodeInterface.gasEstimateComponents splits it out): the cost of
+	// posting the transaction's bytes to L1 is charged as gas, so a gas
+	// limit under the estimate does not cover the transaction's own bytes
+	// and the node refuses it (intrinsic gas too low), however little it
+	// executes.
+	EstimateFloor bool
+}
+
 // Simulation is the outcome of simulating an intent.
 type Simulation struct {
 	// GasLimit is the gas limit to sign with: the intent's own Gas, else
 	// the estimate times the multiplier, rounded up and capped at the
-	// block gas limit. It is 0 when Reverted.
+	// block gas limit. It is never below Estimate: an estimate above the
+	// block gas limit is a Reverted simulation, not a smaller limit. On
+	// Arbitrum the headers' gas limit is an artificial 2^50 (the L1
+	// component has no block limit; execution alone is held to 32
+	// million a block by the sequencer), so the cap never takes the L1
+	// component off. It is 0 when Reverted.
 	GasLimit uint64
 	// Estimate is the node's eth_estimateGas answer, 0 when the intent
-	// gave its own gas limit (nothing was estimated) or when Reverted.
+	// gave its own gas limit (nothing was estimated, unless the rules'
+	// EstimateFloor asks for it) or when Reverted.
 	Estimate uint64
 	// Reverted reports that the transaction would fail: it reverted
 	// (RevertData holds what it reverted with, empty if nothing), or
@@ -51,24 +76,23 @@ type Simulation struct {
 
 // Simulate runs the intent as a call from in.From at the pending state
 // (at the latest block on a node without one): eth_call, then, unless
-// in.Gas is set, eth_estimateGas. The call carries no fees, so it tests
+// in.Gas is set (and rules.EstimateFloor is not), eth_estimateGas. The call carries no fees, so it tests
 // what the transaction does, not whether the signer can pay for gas: the
 // worker checks that against Cost over everything pending. A value the
 // sender cannot pay is ErrInsufficientFunds.
 //
-// gasMultiplier scales the estimate; 0 means DefaultGasMultiplier. It is
-// read as the decimal it prints as, so 1.1 × 21000 is 23100, not 23101.
+// rules size the gas limit (see GasRules).
 //
 // A revert or halt is not an error: it is Simulation{Reverted: true}. A
 // failure to get an answer (transport, timeout, 5xx, a node's internal
 // error or any answer not known to be about the transaction) is an
 // error, and the worker retries. So is an intent for another chain,
 // which is a routing bug.
-func (r *Reader) Simulate(ctx context.Context, in *txmanager.Intent, gasMultiplier float64) (Simulation, error) {
+func (r *Reader) Simulate(ctx context.Context, in *txmanager.Intent, rules GasRules) (Simulation, error) {
 	if err := r.checkChain(in); err != nil {
 		return Simulation{}, err
 	}
-	mult, err := multiplier(gasMultiplier)
+	mult, err := multiplier(rules.Multiplier)
 	if err != nil {
 		return Simulation{}, err
 	}
@@ -98,12 +122,14 @@ func (r *Reader) Simulate(ctx context.Context, in *txmanager.Intent, gasMultipli
 		return fail("eth_call", err)
 	}
 	var sim Simulation
-	if in.Gas == nil {
-		est, err := r.eth.EstimateGasAtBlock(ctx, msg, tag)
-		if err != nil {
+	if in.Gas == nil || rules.EstimateFloor {
+		// Estimated without the intent's gas: the node's own answer, not
+		// whether the given gas suffices.
+		est := msg
+		est.Gas = 0
+		if sim.Estimate, err = r.eth.EstimateGasAtBlock(ctx, est, tag); err != nil {
 			return fail("eth_estimateGas", err)
 		}
-		sim.Estimate = est
 	}
 	// The latest block's gas limit, whatever state was simulated: every
 	// node has that header (some answer null for a pending one), and the
@@ -117,6 +143,10 @@ func (r *Reader) Simulate(ctx context.Context, in *txmanager.Intent, gasMultipli
 	if in.Gas != nil {
 		if *in.Gas > limit {
 			return Simulation{Reverted: true, Reason: fmt.Sprintf("gas limit %d exceeds the block gas limit %d", *in.Gas, limit)}, nil
+		}
+		if *in.Gas < sim.Estimate {
+			return Simulation{Reverted: true, Reason: fmt.Sprintf(
+				"gas limit %d is below the node's estimate of %d, which on this chain includes the L1 data component", *in.Gas, sim.Estimate)}, nil
 		}
 		sim.GasLimit = *in.Gas
 		return sim, nil

@@ -3,9 +3,9 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +60,7 @@ func TestSimulateTransfer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := r.Simulate(testContext(t), in, tt.multiplier)
+			got, err := r.Simulate(testContext(t), in, chain.GasRules{Multiplier: tt.multiplier})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,13 +71,13 @@ func TestSimulateTransfer(t *testing.T) {
 	}
 
 	for _, m := range []float64{0.5, -1, math.NaN(), math.Inf(1)} {
-		if _, err := r.Simulate(testContext(t), in, m); err == nil {
+		if _, err := r.Simulate(testContext(t), in, chain.GasRules{Multiplier: m}); err == nil {
 			t.Errorf("Simulate with gas multiplier %v: no error", m)
 		}
 	}
 	other := *in
 	other.ChainID = 1
-	if sim, err := r.Simulate(testContext(t), &other, 0); err == nil {
+	if sim, err := r.Simulate(testContext(t), &other, chain.GasRules{}); err == nil {
 		t.Errorf("Simulate of an intent for chain 1 on chain %d = %+v, want an error", node.ChainID(), sim)
 	}
 	if fees, err := r.Fees(testContext(t), txmanager.SignerConfig{}, &other, false); err == nil {
@@ -129,7 +129,7 @@ func TestSimulateReverts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			in := &txmanager.Intent{ChainID: node.ChainID(), From: from, To: tt.to, Value: new(big.Int), Data: tt.data, Gas: tt.gas}
-			got, err := r.Simulate(testContext(t), in, 0)
+			got, err := r.Simulate(testContext(t), in, chain.GasRules{})
 			if err != nil {
 				t.Fatalf("Simulate: %v; a revert is not an error", err)
 			}
@@ -159,7 +159,7 @@ func TestSimulateEstimates(t *testing.T) {
 	if est <= 21000 {
 		t.Fatalf("the storing contract estimates %d gas: it should cost more than a transfer", est)
 	}
-	got, err := r.Simulate(ctx, call, 1.5)
+	got, err := r.Simulate(ctx, call, chain.GasRules{Multiplier: 1.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestSimulateEstimates(t *testing.T) {
 	}
 
 	creation := &txmanager.Intent{ChainID: node.ChainID(), From: from, Value: new(big.Int), Data: initCode(storesOne)}
-	got, err = r.Simulate(ctx, creation, 0)
+	got, err = r.Simulate(ctx, creation, chain.GasRules{})
 	if err != nil || got.Reverted || got.Estimate <= 21000 || got.GasLimit < got.Estimate {
 		t.Errorf("Simulate of a contract creation = %+v, %v; want it to succeed with an estimate", got, err)
 	}
@@ -176,7 +176,7 @@ func TestSimulateEstimates(t *testing.T) {
 	before, _ := p.counts()
 	given := *call
 	given.Gas = ptr[uint64](100_000)
-	got, err = r.Simulate(ctx, &given, 0)
+	got, err = r.Simulate(ctx, &given, chain.GasRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,87 @@ func TestSimulateEstimates(t *testing.T) {
 	}
 	if after["eth_call"] != before["eth_call"]+1 {
 		t.Errorf("eth_call called %d times with the gas given, want 1", after["eth_call"]-before["eth_call"])
+	}
+}
+
+// TestSimulateEstimateFloor: on a chain whose estimate is the floor of
+// the gas limit (the arbitrum profile), the gas limit is never below the
+// node's estimate. Arbitrum's eth_estimateGas adds the L1 poster
+// component to the execution's gas; a proxy in front of anvil adds one
+// the same way. Without a gas of its own the multiplier only adds to the
+// estimate, and the block gas limit only trims that headroom; an intent's
+// own gas is estimated too, kept when it covers the estimate and failed
+// (no nonce spent) when it only covers the execution.
+func TestSimulateEstimateFloor(t *testing.T) {
+	t.Parallel()
+	const l1Gas = 30_000
+	node := chaintest.Anvil(t, anvil.Options{})
+	stores := deploy(t, node, storesOne)
+	p := newProxy(t, node.URL(), false)
+	p.addToEstimates(l1Gas)
+	r := dial(t, p.URL, node.ChainID())
+	ctx := testContext(t)
+	call := &txmanager.Intent{ChainID: node.ChainID(), From: node.Accounts()[1].Address, To: &stores, Value: new(big.Int)}
+	execution, err := node.Client().EstimateGas(ctx, ethereum.CallMsg{From: call.From, To: &stores})
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := execution + l1Gas
+	floor := chain.GasRules{EstimateFloor: true}
+
+	got, err := r.Simulate(ctx, call, floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(chain.Simulation{Estimate: est, GasLimit: (est*6 + 4) / 5}, got); diff != "" {
+		t.Errorf("Simulate without a gas of its own (-want +got):\n%s", diff)
+	}
+
+	for _, tt := range []struct {
+		name string
+		gas  uint64
+		want chain.Simulation
+	}{
+		{"above the estimate: kept", est + 1000, chain.Simulation{Estimate: est, GasLimit: est + 1000}},
+		{"at the estimate: kept", est, chain.Simulation{Estimate: est, GasLimit: est}},
+		{"enough for the execution, not for the L1 component: failed", execution + 1000, chain.Simulation{Reverted: true,
+			Reason: fmt.Sprintf("gas limit %d is below the node's estimate of %d, which on this chain includes the L1 data component", execution+1000, est)}},
+	} {
+		before, _ := p.counts()
+		given := *call
+		given.Gas = &tt.gas
+		got, err := r.Simulate(ctx, &given, floor)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: Simulate (-want +got):\n%s", tt.name, diff)
+		}
+		if after, _ := p.counts(); after["eth_estimateGas"] != before["eth_estimateGas"]+1 {
+			t.Errorf("%s: eth_estimateGas called %d times, want 1", tt.name, after["eth_estimateGas"]-before["eth_estimateGas"])
+		}
+	}
+	// Without the rule, the same gas is the intent's to choose.
+	given := *call
+	given.Gas = ptr(execution + 1000)
+	if got, err := r.Simulate(ctx, &given, chain.GasRules{}); err != nil || !cmp.Equal(got, chain.Simulation{GasLimit: execution + 1000}) {
+		t.Errorf("Simulate without the rule = %+v, %v; want the given gas", got, err)
+	}
+
+	// A block gas limit between the estimate and the estimate × 1.2 trims
+	// the headroom, never the estimate.
+	if err := node.RPC().CallContext(ctx, nil, "anvil_setBlockGasLimit", hexutil.Uint64(est+100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Mine(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	got, err = r.Simulate(ctx, call, floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(chain.Simulation{Estimate: est, GasLimit: est + 100}, got); diff != "" {
+		t.Errorf("Simulate under a block gas limit of the estimate + 100 (-want +got):\n%s", diff)
 	}
 }
 
@@ -212,7 +293,7 @@ func TestSimulateInsufficientFunds(t *testing.T) {
 
 	for name, to := range map[string]common.Address{"to an account": stranger, "to a contract": contract} {
 		in := &txmanager.Intent{ChainID: node.ChainID(), From: poor, To: &to, Value: big.NewInt(1001)}
-		sim, err := r.Simulate(ctx, in, 0)
+		sim, err := r.Simulate(ctx, in, chain.GasRules{})
 		if !errors.Is(err, chain.ErrInsufficientFunds) {
 			t.Errorf("%s: Simulate of 1001 wei from a balance of 1000 = %+v, %v; want ErrInsufficientFunds", name, sim, err)
 		}
@@ -225,7 +306,7 @@ func TestSimulateInsufficientFunds(t *testing.T) {
 	// simulates, and it is the worker's balance check, against Cost with
 	// the fees, that holds the transaction.
 	in := &txmanager.Intent{ChainID: node.ChainID(), From: poor, To: &stranger, Value: big.NewInt(1000)}
-	sim, err := r.Simulate(ctx, in, 0)
+	sim, err := r.Simulate(ctx, in, chain.GasRules{})
 	if err != nil || sim.Reverted {
 		t.Fatalf("Simulate of the whole balance = %+v, %v; want success", sim, err)
 	}
@@ -237,7 +318,7 @@ func TestSimulateInsufficientFunds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cost := chain.Cost(sim.GasLimit, fees, in.Value); cost.Cmp(bal) <= 0 {
+	if cost := chain.Cost(sim.GasLimit, fees, in.Value, nil); cost.Cmp(bal) <= 0 {
 		t.Errorf("Cost %s within the balance %s: the gas is not counted", cost, bal)
 	}
 
@@ -253,7 +334,7 @@ func TestSimulateInsufficientFunds(t *testing.T) {
 	}
 	chaintest.SendTransfer(t, node, rich.Key, stranger, chaintest.Ether)
 	in = &txmanager.Intent{ChainID: node.ChainID(), From: rich.Address, To: &stranger, Value: full}
-	if sim, err := r.Simulate(ctx, in, 0); !errors.Is(err, chain.ErrInsufficientFunds) {
+	if sim, err := r.Simulate(ctx, in, chain.GasRules{}); !errors.Is(err, chain.ErrInsufficientFunds) {
 		t.Errorf("Simulate of the whole mined balance with a transfer pending = %+v, %v; want ErrInsufficientFunds", sim, err)
 	}
 }
@@ -270,7 +351,7 @@ func TestSimulatePendingRefused(t *testing.T) {
 	ctx := testContext(t)
 	from := node.Accounts()[1].Address
 
-	sim, err := r.Simulate(ctx, &txmanager.Intent{ChainID: node.ChainID(), From: from, To: &stranger, Value: chaintest.Ether}, 0)
+	sim, err := r.Simulate(ctx, &txmanager.Intent{ChainID: node.ChainID(), From: from, To: &stranger, Value: chaintest.Ether}, chain.GasRules{})
 	if want := (chain.Simulation{Estimate: 21000, GasLimit: 25200}); err != nil || sim.Reverted || sim.GasLimit != want.GasLimit {
 		t.Fatalf("Simulate = %+v, %v; want %+v", sim, err, want)
 	}
@@ -278,7 +359,7 @@ func TestSimulatePendingRefused(t *testing.T) {
 	if refused != 1 {
 		t.Errorf("%d requests at pending refused, want 1 (then latest only)", refused)
 	}
-	sim, err = r.Simulate(ctx, &txmanager.Intent{ChainID: node.ChainID(), From: from, To: &errorC, Value: new(big.Int)}, 0)
+	sim, err = r.Simulate(ctx, &txmanager.Intent{ChainID: node.ChainID(), From: from, To: &errorC, Value: new(big.Int)}, chain.GasRules{})
 	if err != nil || !sim.Reverted || sim.Reason != "nope" {
 		t.Errorf("Simulate of a revert = %+v, %v; want reverted with nope", sim, err)
 	}
@@ -344,7 +425,7 @@ func TestSimulateNodeFailures(t *testing.T) {
 				defer cancel()
 			}
 			in := &txmanager.Intent{ChainID: anvil.DefaultChainID, From: stranger, To: &stranger, Value: new(big.Int)}
-			got, err := r.Simulate(ctx, in, 0)
+			got, err := r.Simulate(ctx, in, chain.GasRules{})
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("Simulate = %+v, nil; want an error", got)
@@ -390,7 +471,7 @@ func TestDial(t *testing.T) {
 	// An endpoint down at the start is no reason to stop a daemon serving
 	// other chains: the reader starts, and its reads fail until a probe
 	// finds the endpoint up and on the right chain.
-	down, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: rpcpool.URLs(closedURL(t))}, nil)
+	down, err := chain.Dial(ctx, txmanager.Chain{ID: 1001, RPC: rpcpool.URLs(chaintest.ClosedURL(t))}, nil)
 	if err != nil {
 		t.Fatalf("Dial of an unreachable endpoint: %v", err)
 	}
@@ -413,7 +494,7 @@ func TestNodeGone(t *testing.T) {
 	}
 	ctx := testContext(t)
 	for _, to := range []common.Address{stranger, errorC} {
-		sim, err := r.Simulate(ctx, &txmanager.Intent{ChainID: node.ChainID(), From: from, To: &to, Value: new(big.Int)}, 0)
+		sim, err := r.Simulate(ctx, &txmanager.Intent{ChainID: node.ChainID(), From: from, To: &to, Value: new(big.Int)}, chain.GasRules{})
 		if err == nil || sim.Reverted || errors.Is(err, chain.ErrInsufficientFunds) {
 			t.Errorf("Simulate against a stopped node = %+v, %v; want a plain error", sim, err)
 		}
@@ -430,15 +511,4 @@ func TestNodeGone(t *testing.T) {
 	if _, err := r.MinedNonce(ctx, from); err == nil {
 		t.Errorf("MinedNonce against a stopped node: no error")
 	}
-}
-
-// closedURL is an HTTP URL on a loopback port nothing listens on.
-func closedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }

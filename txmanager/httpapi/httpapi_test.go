@@ -381,3 +381,27 @@ func TestTxCarriesItsChainsType(t *testing.T) {
 		}
 	}
 }
+
+// TestFeeCapsUnderTheChainsMinimumTip: on a polygon-pos chain an intent
+// whose own fee caps are under the chain's minimum tip (25 gwei) could
+// never be sent: it is refused at creation with a problem naming the
+// field, and one at the minimum is accepted.
+func TestFeeCapsUnderTheChainsMinimumTip(t *testing.T) {
+	t.Parallel()
+	pki := servicetest.PKI(t)
+	srv := txmanagertest.Serve(t, pki, txmanagertest.Options{
+		Chains: `{"chains": [{"chain_id": 31337, "rpc": ["http://127.0.0.1:8545"], "profile": "polygon-pos", "signers": ` + oneSigner + `}]}`,
+		Wrap:   func(h http.Handler) http.Handler { return openapitest.Conform(t, openapi.TxManager, h) },
+	})
+	a := &api{srv}
+	body := func(id, tip string) string {
+		return fmt.Sprintf(`{"chain_id": 31337, "from": %q, "request_id": %q, "to": %q, "value": "1", "max_priority_fee_per_gas": %q}`, signer, id, bob, tip)
+	}
+	code, b := a.Do(t, "gateway", "POST", "/internal/v1/tx", body("under", "24000000000"))
+	if code != http.StatusBadRequest || !strings.Contains(string(b), "max_priority_fee_per_gas: 24000000000 is below chain 31337's minimum priority fee") {
+		t.Errorf("a tip cap under the minimum: %d %s; want a 400 problem naming it", code, b)
+	}
+	if code, b := a.Do(t, "gateway", "POST", "/internal/v1/tx", body("at", "25000000000")); code != http.StatusCreated {
+		t.Errorf("a tip cap at the minimum: %d %s; want 201", code, b)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -180,6 +181,9 @@ type worker struct {
 	// held for funds and of refused broadcasts.
 	fundsRetryAt map[uuid.UUID]time.Time
 	sendRetry    map[uuid.UUID]*backoff
+	// l1Fees are the L1 data fees of the signer's open transactions as
+	// priced here, on a chain that charges them (openL1Fees).
+	l1Fees map[uuid.UUID]*big.Int
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -485,7 +489,7 @@ func (w *worker) intake(ctx context.Context) error {
 		if !ready {
 			continue
 		}
-		sim, err := r.Simulate(ctx, &t.Intent, w.GasMultiplier)
+		sim, err := r.Simulate(ctx, &t.Intent, chain.GasRules{Multiplier: w.GasMultiplier, EstimateFloor: ch.FloorsAtEstimate()})
 		switch {
 		case errors.Is(err, chain.ErrInsufficientFunds):
 			if err := w.holdForFunds(ctx, t, "the node refused the simulation: insufficient funds"); err != nil {
@@ -505,15 +509,22 @@ func (w *worker) intake(ctx context.Context) error {
 			return err
 		}
 		fees := market.Fees(cfg, &t.Intent)
+		l1Fee, err := w.l1Fee(ctx, r, &ch, &t.Intent, sim.GasLimit, fees)
+		if err != nil {
+			return fmt.Errorf("L1 data fee of %s: %w", t.ID, err)
+		}
 		if budget == nil {
-			if budget, err = w.readBudget(ctx, r, fees); err != nil {
+			if budget, err = w.readBudget(ctx, r, &ch, cfg, market, fees); err != nil {
 				return err
 			}
 		}
-		cost := chain.Cost(sim.GasLimit, fees, t.Value)
+		cost := chain.Cost(sim.GasLimit, fees, t.Value, l1Fee)
 		if !budget.fits(cost) {
-			if err := w.holdForFunds(ctx, t, fmt.Sprintf("balance %s at block %d < %s pending + %s for this transaction",
-				budget.balance, budget.block, budget.pending, cost)); err != nil {
+			why := fmt.Sprintf("balance %s at block %d < %s pending + %s for this transaction", budget.balance, budget.block, budget.pending, cost)
+			if l1Fee != nil {
+				why += fmt.Sprintf(" (its L1 data fee %s included)", l1Fee)
+			}
+			if err := w.holdForFunds(ctx, t, why); err != nil {
 				return err
 			}
 			continue
@@ -536,6 +547,7 @@ func (w *worker) intake(ctx context.Context) error {
 		}
 		if err == nil && d.Verdict != remote.Deny {
 			budget.spend(cost)
+			w.keepL1Fee(t.ID, l1Fee)
 		}
 		delete(w.fundsRetryAt, t.ID)
 	}
@@ -602,20 +614,93 @@ type fundsBudget struct {
 	balance, pending *big.Int
 }
 
-func (w *worker) readBudget(ctx context.Context, r *chain.Reader, market chain.Fees) (*fundsBudget, error) {
+// readBudget reads the signer's funds and what its open transactions may
+// still cost: Store.PendingCost, plus their L1 data fees on a chain that
+// charges them. market prices them (fees is its price for the
+// transaction at hand, the market's cap for open ones not yet signed).
+func (w *worker) readBudget(ctx context.Context, r *chain.Reader, ch *txmanager.Chain, cfg txmanager.SignerConfig, market *chain.Market,
+	fees chain.Fees) (*fundsBudget, error) {
 	funds, err := r.MinedFunds(ctx, w.fence.Key.Signer)
 	if err != nil {
 		return nil, err
 	}
-	price := market.MaxFeePerGas
-	if price == nil {
-		price = market.GasPrice
-	}
-	pending, err := w.Store.PendingCost(ctx, w.fence.Key, funds.MinedNonce, price)
+	pending, err := w.Store.PendingCost(ctx, w.fence.Key, funds.MinedNonce, feeCap(fees))
 	if err != nil {
 		return nil, err
 	}
-	return &fundsBudget{block: funds.Block, balance: funds.Balance, pending: pending}, nil
+	l1Fees, err := w.openL1Fees(ctx, r, ch, cfg, market, funds.MinedNonce)
+	if err != nil {
+		return nil, err
+	}
+	return &fundsBudget{block: funds.Block, balance: funds.Balance, pending: pending.Add(pending, l1Fees)}, nil
+}
+
+// l1Fee is the L1 data fee of in signed with gasLimit and fees on a chain
+// that charges one (chain.Reader.L1Fee, with the chain's oracle and
+// margin), nil on any other.
+func (w *worker) l1Fee(ctx context.Context, r *chain.Reader, ch *txmanager.Chain, in *txmanager.Intent, gasLimit uint64, fees chain.Fees) (*big.Int, error) {
+	oracle, margin, ok := ch.ChargesL1Fee()
+	if !ok {
+		return nil, nil
+	}
+	return r.L1Fee(ctx, oracle, in, gasLimit, fees, margin)
+}
+
+// pendingStates are the states of the transactions Store.PendingCost
+// counts (those at a nonce below the chain's mined nonce aside).
+var pendingStates = []txmanager.State{txmanager.StateSimulated, txmanager.StatePendingApproval, txmanager.StateAllocated,
+	txmanager.StateSigned, txmanager.StateBroadcasted}
+
+// openL1Fees is what the L1 data fees of the signer's open transactions
+// may still take, which Store.PendingCost leaves out: 0 on a chain that
+// charges none. Each is the fee read when the transaction passed intake
+// here (keepL1Fee), or, for one this worker has not priced (its intake
+// ran on another node or before a restart), read now at its signing fees
+// or the market's; kept while the transaction is open. The margin on
+// each covers the L1 prices rising meanwhile.
+func (w *worker) openL1Fees(ctx context.Context, r *chain.Reader, ch *txmanager.Chain, cfg txmanager.SignerConfig, market *chain.Market,
+	minedNonce uint64) (*big.Int, error) {
+	total := new(big.Int)
+	if _, _, ok := ch.ChargesL1Fee(); !ok {
+		return total, nil
+	}
+	open, err := w.Store.Open(ctx, w.fence.Key, pendingStates, math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	kept := make(map[uuid.UUID]*big.Int, len(open))
+	for i := range open {
+		t := &open[i]
+		if (t.Nonce != nil && *t.Nonce < minedNonce) || t.GasLimit == nil {
+			continue // mined: paid for in the balance
+		}
+		fee := w.l1Fees[t.ID]
+		if fee == nil {
+			fees := market.Fees(cfg, &t.Intent)
+			if f := t.SigningFees; f != nil {
+				fees = chain.Fees{MaxFeePerGas: f.MaxFeePerGas, MaxPriorityFeePerGas: f.MaxPriorityFeePerGas, GasPrice: f.GasPrice}
+			}
+			if fee, err = w.l1Fee(ctx, r, ch, &t.Intent, *t.GasLimit, fees); err != nil {
+				return nil, fmt.Errorf("L1 data fee of open %s: %w", t.ID, err)
+			}
+		}
+		kept[t.ID] = fee
+		total.Add(total, fee)
+	}
+	w.l1Fees = kept
+	return total, nil
+}
+
+// keepL1Fee remembers the L1 data fee of a transaction that passed intake
+// (nil: its chain charges none) for openL1Fees.
+func (w *worker) keepL1Fee(id uuid.UUID, fee *big.Int) {
+	if fee == nil {
+		return
+	}
+	if w.l1Fees == nil {
+		w.l1Fees = map[uuid.UUID]*big.Int{}
+	}
+	w.l1Fees[id] = fee
 }
 
 func (b *fundsBudget) fits(cost *big.Int) bool {
