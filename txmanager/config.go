@@ -82,7 +82,8 @@ type Chain struct {
 	// each of the DropCheckBlocks blocks after a send, the chain follower
 	// asks whether the attempt is known (one batched
 	// eth_getTransactionByHash per block for every recent send, through
-	// rpc[0]; rpc[1:] only for the hashes rpc[0] did not know); unknown to
+	// the pool; then each endpoint, pinned, only for the hashes no answer
+	// so far knew); unknown to
 	// every endpoint at two blocks in a row, it is dropped (a tx.attempt
 	// event of kind dropped) and resent at once, and once it was dropped
 	// MaxDrops times it is left stuck (reason dropped_by_node) with an
