@@ -68,6 +68,11 @@ type Config struct {
 	BasePort  int    `env:"BASE_PORT" default:"7441"`
 	AnvilPort int    `env:"ANVIL_PORT" default:"8545"`
 	ChainID   uint64 `env:"CHAIN_ID" default:"31337"`
+	// SecondAnvilPort and SecondChainID are the stack's second chain, an
+	// anvil of another chain id that builds a block every BlockTime: one
+	// deployment serves both.
+	SecondAnvilPort int    `env:"SECOND_ANVIL_PORT" default:"8547"`
+	SecondChainID   uint64 `env:"SECOND_CHAIN_ID" default:"31338"`
 	// OwnPostgresPort is where a cluster of our own listens when needed.
 	OwnPostgresPort int `env:"OWN_POSTGRES_PORT" default:"55432"`
 	OwnRedisPort    int `env:"OWN_REDIS_PORT" default:"56379"`
@@ -76,7 +81,7 @@ type Config struct {
 	RelayAddr string        `env:"RELAY_ADDR" default:"127.0.0.1:8546"`
 	BlockTime time.Duration `env:"BLOCK_TIME" default:"1s"`
 	// SignerPolicyFile is the policy signerd loads. The default allows
-	// anvil's dev accounts on chain 31337 only.
+	// anvil's dev accounts on chains 31337 and 31338 only.
 	SignerPolicyFile string `env:"SIGNER_POLICY_FILE" default:"signer-zonec/testdata/policy/development.json"`
 }
 
@@ -160,11 +165,15 @@ type stack struct {
 	// mevrouterd's key for it.
 	relayURL     string
 	relayKeyFile string
-	// chainsFile tells txmanagerd which chain and signers it manages.
+	// chainsFile tells txmanagerd which chains and signers it manages;
+	// routesFile tells mevrouterd each chain's public endpoints and relays.
 	chainsFile string
+	routesFile string
 	adminURL   string
 	redisURL   string
-	chain      *anvil.Node
+	// chain is the first chain, with the development relay; second the
+	// second, public sends only.
+	chain, second *anvil.Node
 	// earlier are the service databases that existed before this run;
 	// ownCluster says PostgreSQL is the cluster devstack runs itself.
 	earlier    map[string]bool
@@ -209,10 +218,10 @@ func (s *stack) start(ctx context.Context) error {
 		{"PostgreSQL", s.ensurePostgres},
 		{"earlier runs", s.findEarlierRuns},
 		{"Redis", s.ensureRedis},
-		{"anvil", s.startAnvil},
+		{"anvil", s.startAnvils},
 		{"development relay", s.startRelay},
 		{"signer keys", s.signerKeys},
-		{"chains file", s.writeChainsFile},
+		{"chains files", s.writeChainsFiles},
 		{"signer database", s.signerDatabase},
 		{"migrations", s.migrate},
 		{"admin key", s.adminKey},
@@ -321,30 +330,46 @@ func (s *stack) ensureRedis(ctx context.Context) error {
 	return redistest.Ping(s.redisURL)
 }
 
-// anvilState is the file that keeps anvil's chain between runs.
-func (s *stack) anvilState() string { return filepath.Join(s.cfg.StateDir, "anvil-state.json") }
+// anvilStates are the files that keep the anvils' chains between runs.
+func (s *stack) anvilStates() []string {
+	return []string{filepath.Join(s.cfg.StateDir, "anvil-state.json"), filepath.Join(s.cfg.StateDir, "anvil-second-state.json")}
+}
 
-func (s *stack) startAnvil(ctx context.Context) error {
+// startAnvils starts the stack's two chains. The first anvil mines only
+// when the development relay builds a block, as a chain with a builder
+// would: private transactions go into blocks without passing through
+// anvil's pool. The second builds a block every BlockTime on its own
+// (public sends only). Each chain is kept in the state directory across
+// runs (--state: loaded at start, written when anvil stops), like the
+// databases: a fresh chain under a database that remembers nonces would
+// leave every signer waiting on a nonce gap.
+func (s *stack) startAnvils(ctx context.Context) error {
+	if s.cfg.SecondChainID == s.cfg.ChainID {
+		return fmt.Errorf("%sSECOND_CHAIN_ID is %d, the first chain's id too: give it another", EnvPrefix, s.cfg.ChainID)
+	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	// anvil mines only when the development relay builds a block, as a
-	// chain with a builder would: private transactions go into blocks
-	// without passing through anvil's pool. Its chain is kept in the
-	// state directory across runs (--state: loaded at start, written when
-	// anvil stops), like the databases: a fresh chain under a database
-	// that remembers nonces would leave every signer waiting on a nonce
-	// gap.
-	node, err := anvil.Start(startCtx, anvil.Options{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, NoMining: true, Output: s.out.writer("anvil"),
-		StateFile: s.anvilState()})
-	if err != nil {
-		return err
-	}
-	s.chain = node
-	s.cleanups = append(s.cleanups, func() {
-		if err := node.Stop(); err != nil {
-			s.log.Error("stop anvil", "err", err)
+	states := s.anvilStates()
+	for i, opts := range []anvil.Options{
+		{Port: s.cfg.AnvilPort, ChainID: s.cfg.ChainID, NoMining: true, Output: s.out.writer("anvil"), StateFile: states[0]},
+		{Port: s.cfg.SecondAnvilPort, ChainID: s.cfg.SecondChainID, BlockTime: s.cfg.BlockTime, Output: s.out.writer("anvil-" + strconv.FormatUint(s.cfg.SecondChainID, 10)),
+			StateFile: states[1]},
+	} {
+		node, err := anvil.Start(startCtx, opts)
+		if err != nil {
+			return fmt.Errorf("chain %d: %w", opts.ChainID, err)
 		}
-	})
+		if i == 0 {
+			s.chain = node
+		} else {
+			s.second = node
+		}
+		s.cleanups = append(s.cleanups, func() {
+			if err := node.Stop(); err != nil {
+				s.log.Error("stop anvil", "chain_id", opts.ChainID, "err", err)
+			}
+		})
+	}
 	return nil
 }
 
@@ -355,8 +380,19 @@ func (s *stack) startAnvil(ctx context.Context) error {
 // as forked below its books). That happens when anvil-state.json is
 // deleted, or was never written (devstack killed with SIGKILL).
 func (s *stack) requireChainOfDatabases() error {
-	if _, err := os.Stat(s.anvilState()); !errors.Is(err, fs.ErrNotExist) {
-		return err // nil: the chain is there
+	missing := ""
+	for _, state := range s.anvilStates() {
+		_, err := os.Stat(state)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = state
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if missing == "" {
+		return nil // the chains are there
 	}
 	var names []string
 	for _, svc := range services {
@@ -368,7 +404,7 @@ func (s *stack) requireChainOfDatabases() error {
 		return nil // a first run
 	}
 	msg := fmt.Sprintf("anvil's chain is not in %s, but the databases %s remain from an earlier run and remember a chain that is gone; start over without them: ",
-		s.anvilState(), strings.Join(names, ", "))
+		missing, strings.Join(names, ", "))
 	if s.ownCluster {
 		return errors.New(msg + "delete " + filepath.Join(s.cfg.StateDir, "postgres") + " (the cluster devstack runs for itself)")
 	}
@@ -424,28 +460,72 @@ func (s *stack) startRelay(ctx context.Context) error {
 	return nil
 }
 
-// writeChainsFile writes txmanagerd's chains file: anvil's chain, read through
-// anvil itself, with its ten dev accounts as managed signers, fee bumps on
-// and cancels allowed (the development policy allows them too).
-func (s *stack) writeChainsFile(context.Context) error {
+// writeChainsFiles writes txmanagerd's chains file and mevrouterd's. The
+// first chain is read through two endpoints, anvil under its address and
+// under localhost (a development stand-in for two providers: one pool,
+// failover and all); the second through its anvil. Each chain's ten dev
+// accounts are managed signers, with fee bumps on and cancels allowed
+// (the development policy allows them too). mevrouterd sends the first
+// chain's transactions to its anvil and the development relay, the
+// second's to its anvil.
+func (s *stack) writeChainsFiles(context.Context) error {
 	type signer struct {
 		Address  string `json:"address"`
 		FeeBumps bool   `json:"fee_bumps"`
 		Cancels  bool   `json:"cancels"`
 	}
-	var signers []signer
-	for _, a := range s.chain.Accounts() {
-		signers = append(signers, signer{Address: a.Address.Hex(), FeeBumps: true, Cancels: true})
+	signersOf := func(node *anvil.Node) []signer {
+		var out []signer
+		for _, a := range node.Accounts() {
+			out = append(out, signer{Address: a.Address.Hex(), FeeBumps: true, Cancels: true})
+		}
+		return out
 	}
-	doc := map[string]any{"chains": []any{map[string]any{
-		"chain_id": s.chain.ChainID(), "rpc": []string{s.chain.URL()}, "confirmations": 2, "signers": signers,
-	}}}
-	raw, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
+	chains := map[string]any{"chains": []any{
+		map[string]any{"chain_id": s.chain.ChainID(), "rpc": s.readEndpoints(s.chain), "confirmations": 2, "signers": signersOf(s.chain)},
+		map[string]any{"chain_id": s.second.ChainID(), "rpc": s.readEndpoints(s.second), "confirmations": 2, "signers": signersOf(s.second)},
+	}}
+	type endpoint struct {
+		Name string `json:"name"`
+		URL  string `json:"url"`
 	}
+	routes := map[string]any{"chains": []any{
+		map[string]any{"chain_id": s.chain.ChainID(), "public_rpc": []endpoint{{"anvil", s.chain.URL()}}, "relays": []endpoint{{"devrelay", s.relayURL}}},
+		map[string]any{"chain_id": s.second.ChainID(), "public_rpc": []endpoint{{"anvil", s.second.URL()}}},
+	}}
 	s.chainsFile = filepath.Join(s.cfg.StateDir, "chains.json")
-	return os.WriteFile(s.chainsFile, raw, 0o644)
+	s.routesFile = filepath.Join(s.cfg.StateDir, "mevrouter-chains.json")
+	for path, doc := range map[string]any{s.chainsFile: chains, s.routesFile: routes} {
+		raw, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readEndpoints are a chain's read endpoints in the stack: the first
+// chain's anvil twice (its address and localhost), the second's once.
+func (s *stack) readEndpoints(node *anvil.Node) []string {
+	if node != s.chain {
+		return []string{node.URL()}
+	}
+	return []string{node.URL(), strings.Replace(node.URL(), "127.0.0.1", "localhost", 1)}
+}
+
+// ledgerEndpoints is the ledger's CHAIN_RPC: the same endpoints as
+// txmanager's, each chain named once per endpoint.
+func (s *stack) ledgerEndpoints() string {
+	var pairs []string
+	for _, node := range []*anvil.Node{s.chain, s.second} {
+		for _, u := range s.readEndpoints(node) {
+			pairs = append(pairs, strconv.FormatUint(node.ChainID(), 10)+"="+u)
+		}
+	}
+	return strings.Join(pairs, ",")
 }
 
 // signerKeys gives signerd a development keystore in the state directory
@@ -604,14 +684,12 @@ func (s *stack) serviceEnv(ctx context.Context, i int, svc service) ([]string, e
 		env["NODE_ID"] = "devstack-txmanager"
 	}
 	if svc.identity == "mevrouter" {
-		env["CHAIN_ID"] = strconv.FormatUint(s.chain.ChainID(), 10)
-		env["PUBLIC_RPC"] = "anvil=" + s.chain.URL()
-		env["RELAYS"] = "devrelay=" + s.relayURL
+		env["CHAINS_FILE"] = s.routesFile
 		env["RELAY_KEY_FILE"] = s.relayKeyFile
 	}
 	if svc.identity == "ledger" {
 		env["TXMANAGER_URL"] = "https://" + s.internalAddr(serviceIndex("txmanager"))
-		env["CHAIN_RPC"] = strconv.FormatUint(s.chain.ChainID(), 10) + "=" + s.chain.URL()
+		env["CHAIN_RPC"] = s.ledgerEndpoints()
 		// anvil finalizes nothing until 64 blocks are built on a block:
 		// reconciliation pins a recent block instead, deeper than
 		// txmanager's 2 confirmations (a transaction at or before the
@@ -653,8 +731,10 @@ func (s *stack) adminKey(ctx context.Context) error {
 		return err
 	}
 	args := []string{"bootstrap", "--tenant", "dev", "--key-name", "devstack-admin"}
-	for _, a := range s.chain.Accounts() {
-		args = append(args, "--signer", fmt.Sprintf("%d:%s", s.chain.ChainID(), a.Address.Hex()))
+	for _, node := range []*anvil.Node{s.chain, s.second} {
+		for _, a := range node.Accounts() {
+			args = append(args, "--signer", fmt.Sprintf("%d:%s", node.ChainID(), a.Address.Hex()))
+		}
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(s.cfg.BinDir, services[i].binary), args...)
 	cmd.Env = env
@@ -765,7 +845,8 @@ func (s *stack) printSummary(w io.Writer) {
 	for i, svc := range services {
 		fmt.Fprintf(tw, "  %s (internal, mTLS)\thttps://%s\n", svc.identity, s.internalAddr(i))
 	}
-	fmt.Fprintf(tw, "  anvil (chain %d, a block every %s)\t%s\n", s.chain.ChainID(), s.cfg.BlockTime, s.chain.URL())
+	fmt.Fprintf(tw, "  anvil (chain %d, a block every %s, by the relay)\t%s\n", s.chain.ChainID(), s.cfg.BlockTime, s.chain.URL())
+	fmt.Fprintf(tw, "  anvil (chain %d, a block every %s)\t%s\n", s.second.ChainID(), s.cfg.BlockTime, s.second.URL())
 	fmt.Fprintf(tw, "  development relay (not a real relay)\t%s\n", s.relayURL)
 	fmt.Fprintf(tw, "  PostgreSQL\t%s\n", config.MaskURL(s.adminURL))
 	fmt.Fprintf(tw, "  Redis\t%s\n", s.redisURL)

@@ -80,15 +80,16 @@ func TestStackStartsServesAndStopsTwice(t *testing.T) {
 		// Ports and the database are the test's own, so that it runs
 		// beside other tests; every path is devstack's default.
 		env := map[string]string{
-			devstack.EnvPrefix + "DATABASE_URL":    admin,
-			devstack.EnvPrefix + "DATABASE_PREFIX": prefix,
-			devstack.EnvPrefix + "GATEWAY_ADDR":    "127.0.0.1:" + strconv.Itoa(gatewayPort),
-			devstack.EnvPrefix + "BASE_PORT":       strconv.Itoa(basePort),
-			devstack.EnvPrefix + "ANVIL_PORT":      "0",
-			devstack.EnvPrefix + "OWN_REDIS_PORT":  strconv.Itoa(freePort(t)),
-			devstack.EnvPrefix + "RELAY_ADDR":      "127.0.0.1:0",
-			devstack.EnvPrefix + "BLOCK_TIME":      "100ms",
-			"TXFENCE_ANVIL":                        anvilBin,
+			devstack.EnvPrefix + "DATABASE_URL":      admin,
+			devstack.EnvPrefix + "DATABASE_PREFIX":   prefix,
+			devstack.EnvPrefix + "GATEWAY_ADDR":      "127.0.0.1:" + strconv.Itoa(gatewayPort),
+			devstack.EnvPrefix + "BASE_PORT":         strconv.Itoa(basePort),
+			devstack.EnvPrefix + "ANVIL_PORT":        "0",
+			devstack.EnvPrefix + "SECOND_ANVIL_PORT": "0",
+			devstack.EnvPrefix + "OWN_REDIS_PORT":    strconv.Itoa(freePort(t)),
+			devstack.EnvPrefix + "RELAY_ADDR":        "127.0.0.1:0",
+			devstack.EnvPrefix + "BLOCK_TIME":        "100ms",
+			"TXFENCE_ANVIL":                          anvilBin,
 		}
 		stack := startDevstack(t, work, env)
 		stack.waitForLine(t, "txfence is running")

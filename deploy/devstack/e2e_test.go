@@ -77,7 +77,8 @@ func (rc *webhookReceiver) reached(txID, state string) bool {
 // requireEndToEnd drives the whole stack through its front door, as a
 // client would: with the admin key devstack made, it subscribes a webhook
 // receiver, sends one transaction by the public route and one by the
-// private route (the development relay), waits for both to be CONFIRMED
+// private route (the development relay) on the first chain and one by the
+// public route on the second, waits for all three to be CONFIRMED
 // through the gateway's API, and requires each CONFIRMED to arrive by
 // webhook with a valid signature.
 func requireEndToEnd(t *testing.T, gateway, adminKey string) (hashes []common.Hash) {
@@ -101,17 +102,21 @@ func requireEndToEnd(t *testing.T, gateway, adminKey string) (hashes []common.Ha
 	rc.mu.Unlock()
 
 	ids := map[string]string{}
-	for _, route := range []string{"public", "private"} {
-		body := fmt.Sprintf(`{"chain_id": 31337, "from": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-			"to": "0x0000000000000000000000000000000000000b0b", "value": "1000", "route": %q}`, route)
-		code, b := call("POST", "/api/v1/tx", body, "Idempotency-Key", fmt.Sprintf("e2e-%s-%d", route, time.Now().UnixNano()))
+	for _, send := range []struct {
+		chainID uint64
+		route   string
+	}{{31337, "public"}, {31337, "private"}, {31338, "public"}} {
+		body := fmt.Sprintf(`{"chain_id": %d, "from": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+			"to": "0x0000000000000000000000000000000000000b0b", "value": "1000", "route": %q}`, send.chainID, send.route)
+		name := fmt.Sprintf("%s on chain %d", send.route, send.chainID)
+		code, b := call("POST", "/api/v1/tx", body, "Idempotency-Key", fmt.Sprintf("e2e-%d-%s-%d", send.chainID, send.route, time.Now().UnixNano()))
 		var tx struct {
 			TxID string `json:"tx_id"`
 		}
 		if err := json.Unmarshal(b, &tx); err != nil || code != http.StatusCreated {
-			t.Fatalf("create (%s): %d %s", route, code, b)
+			t.Fatalf("create (%s): %d %s", name, code, b)
 		}
-		ids[route] = tx.TxID
+		ids[name] = tx.TxID
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -133,7 +138,7 @@ func requireEndToEnd(t *testing.T, gateway, adminKey string) (hashes []common.Ha
 			<-tick.C
 		}
 	}
-	_, b = call("GET", "/api/v1/tx/"+ids["private"], "")
+	_, b = call("GET", "/api/v1/tx/"+ids["private on chain 31337"], "")
 	if !strings.Contains(string(b), `"route":"private"`) {
 		t.Errorf("the private transaction: %s", b)
 	}
@@ -473,8 +478,9 @@ type stackChain struct {
 	chainID *big.Int
 }
 
-// dialStackChain connects to the anvil devstack runs, named in the chains
-// file it wrote for txmanagerd.
+// dialStackChain connects to the stack's first chain's anvil (the one
+// with the development relay), named first in the chains file devstack
+// wrote for txmanagerd, which lists its two chains.
 func dialStackChain(t *testing.T, stateDir string) *stackChain {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(stateDir, "chains.json"))
@@ -487,7 +493,7 @@ func dialStackChain(t *testing.T, stateDir string) *stackChain {
 			RPC     []string `json:"rpc"`
 		} `json:"chains"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Chains) != 1 || len(doc.Chains[0].RPC) == 0 {
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Chains) != 2 || len(doc.Chains[0].RPC) != 2 || len(doc.Chains[1].RPC) == 0 {
 		t.Fatalf("the chains file: %v\n%s", err, raw)
 	}
 	client, err := rpc.Dial(doc.Chains[0].RPC[0])

@@ -43,6 +43,8 @@ type Options struct {
 	// RelayFront, when set, wraps the relay's handler: a test sees (and
 	// checks) every request the router makes of the relay.
 	RelayFront func(http.Handler) http.Handler
+	// ChainID is the anvil's chain id (anvil's 31337 when 0).
+	ChainID uint64
 }
 
 // Stack is a router over a real chain.
@@ -59,7 +61,7 @@ type Stack struct {
 // New starts the stack; everything stops at the test's cleanup.
 func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
+	node := chaintest.Anvil(t, anvil.Options{NoMining: true, ChainID: opts.ChainID})
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg).Chain(node.ChainID())
 	fanout, err := public.New(public.Endpoints{{Name: "anvil", URL: node.URL()}}, public.Options{}, m)
@@ -105,8 +107,25 @@ func New(t testing.TB, opts Options) *Stack {
 // wrap when given (a spec check), and returns its URL.
 func (s *Stack) Serve(t testing.TB, pki string, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
+	return serve(t, pki, wrap, s)
+}
+
+// ServeChains serves several stacks, each of its own chain, through one
+// mevrouterd API, as one mevrouterd serves every chain of its chains
+// file, and returns its URL.
+func ServeChains(t testing.TB, pki string, stacks ...*Stack) string {
+	t.Helper()
+	return serve(t, pki, nil, stacks...)
+}
+
+func serve(t testing.TB, pki string, wrap func(http.Handler) http.Handler, stacks ...*Stack) string {
+	t.Helper()
 	srv := httpserver.New(httpserver.Options{Service: "mevrouter"})
-	routers, err := mevrouter.NewRouters(s.Router)
+	var all []*mevrouter.Router
+	for _, s := range stacks {
+		all = append(all, s.Router)
+	}
+	routers, err := mevrouter.NewRouters(all...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,38 +29,53 @@ import (
 // run it: a migrated database, signerd's and mevrouterd's real APIs over
 // anvil, and the binary to start nodes with.
 type cluster struct {
-	pki   string
-	stack *mevroutertest.Stack
-	from  common.Address
-	db    string
-	bin   string
-	env   func(node string) map[string]string
+	pki string
+	// stacks are the chains, each an anvil with mevrouterd's routes, all
+	// served by one mevrouterd API; stack is the first.
+	stacks []*mevroutertest.Stack
+	stack  *mevroutertest.Stack
+	// from is the signer, the same dev account on every chain.
+	from common.Address
+	db   string
+	bin  string
+	env  func(node string) map[string]string
 }
 
 // newCluster sets a cluster up; extra settings go to every node.
 func newCluster(t testing.TB, extra map[string]string) *cluster {
 	t.Helper()
-	return newClusterWith(t, extra, func(node *anvil.Node) string { return fmt.Sprintf(`"rpc": [%q]`, node.URL()) })
+	return newClusterWith(t, extra, []uint64{anvil.DefaultChainID}, urlOf)
 }
 
-// newClusterWith sets a cluster up whose chain's read endpoints are
-// those rpc gives (the chains file's "rpc" member, and any other member of
-// the chain, as JSON) for the stack's node.
-func newClusterWith(t testing.TB, extra map[string]string, rpc func(node *anvil.Node) string) *cluster {
+// urlOf is a chain's read endpoint as the chains file names it: its
+// anvil, alone.
+func urlOf(node *anvil.Node) string { return fmt.Sprintf(`"rpc": [%q]`, node.URL()) }
+
+// newClusterWith sets a cluster up serving a chain of each of chainIDs,
+// each with the signer, whose read endpoints are those rpc gives (the
+// chains file's "rpc" member, and any other member of the chain, as JSON)
+// for the chain's node.
+func newClusterWith(t testing.TB, extra map[string]string, chainIDs []uint64, rpc func(node *anvil.Node) string) *cluster {
 	t.Helper()
 	c := &cluster{pki: servicetest.PKI(t), from: signertest.DevAddress(0), db: pgtest.URL(t)}
-	c.stack = mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}})
-	routerURL := c.stack.Serve(t, c.pki, nil)
+	var chains []string
+	for _, id := range chainIDs {
+		stack := mevroutertest.New(t, mevroutertest.Options{Kinds: []relay.Kind{relay.Protect}, ChainID: id})
+		c.stacks = append(c.stacks, stack)
+		chains = append(chains, fmt.Sprintf(`{"chain_id": %d, %s, "signers": [{"address": %q, "in_flight": 2000}]}`,
+			stack.Node.ChainID(), rpc(stack.Node), c.from.Hex()))
+	}
+	c.stack = c.stacks[0]
+	routerURL := mevroutertest.ServeChains(t, c.pki, c.stacks...)
 	signerd := signertest.StartServer(t, signertest.ServerOptions{PKI: c.pki})
-	chains := filepath.Join(t.TempDir(), "chains.json")
-	if err := os.WriteFile(chains, []byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, %s,
-		"signers": [{"address": %q, "in_flight": 2000}]}]}`, c.stack.Node.ChainID(), rpc(c.stack.Node), c.from.Hex())), 0o600); err != nil {
+	chainsFile := filepath.Join(t.TempDir(), "chains.json")
+	if err := os.WriteFile(chainsFile, []byte(`{"chains": [`+strings.Join(chains, ",")+`]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.env = func(node string) map[string]string {
 		return servicetest.Merge(servicetest.TLSEnv(txmanagerd.Spec.EnvPrefix, c.pki, txmanagerd.Spec.Identity), map[string]string{
 			txmanagerd.Spec.EnvPrefix + "DATABASE_URL":  c.db,
-			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chains,
+			txmanagerd.Spec.EnvPrefix + "CHAINS_FILE":   chainsFile,
 			txmanagerd.Spec.EnvPrefix + "SIGNER_URL":    signerd.URL,
 			txmanagerd.Spec.EnvPrefix + "MEVROUTER_URL": routerURL,
 			txmanagerd.Spec.EnvPrefix + "NODE_ID":       node,
@@ -80,43 +95,53 @@ func (c *cluster) node(t testing.TB, name string) *servicetest.Process {
 }
 
 // TestThreeNodesOneSignerContiguousNonces runs three real txmanagerd
-// processes on one database, with signerd's and mevrouterd's real APIs and
-// anvil, and creates 1,000 transactions for one signer through all three
-// at once. Exactly one node owns the signer; every transaction gets a
-// nonce from 0 to 999, each once; anvil mines them all, the signer's
-// mined nonce ends at 1,000, and every mined transaction is one of ours.
+// processes on one database, with signerd's and mevrouterd's real APIs,
+// serving two chains (two anvils, chain ids 31337 and 31338) at once,
+// and creates 1,000 transactions, 500 for the signer on each chain,
+// through all three nodes at once. Exactly one node owns the signer of
+// each chain; on each chain every transaction gets a nonce from 0 to
+// 499, each once; each anvil mines its chain's, the signer's mined nonce
+// ends at 500 on both, and every mined transaction is one of ours.
 func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 	t.Parallel()
-	const total = 1000
-	c := newCluster(t, nil)
+	const perChain = 500
+	c := newClusterWith(t, nil, []uint64{anvil.DefaultChainID, anvil.DefaultChainID + 1}, urlOf)
 	var urls []string
 	var nodes []*servicetest.Process
 	for i := range 3 {
 		nodes = append(nodes, c.node(t, fmt.Sprintf("node-%d", i)))
 		urls = append(urls, nodes[i].URL("internal"))
 	}
-	c.create(t, urls, 0, total)
-	c.mineUntilConfirmed(t, total, func() {
+	var creating sync.WaitGroup
+	for _, stack := range c.stacks {
+		creating.Go(func() { c.create(t, urls, stack, 0, perChain) })
+	}
+	creating.Wait()
+	c.mineUntilConfirmed(t, len(c.stacks)*perChain, func() {
 		for i, n := range nodes {
 			t.Logf("node-%d:\n%s", i, n.Logs())
 		}
 	}, nil)
-	c.requireEachNonceOnce(t, total)
+	for _, stack := range c.stacks {
+		c.requireEachNonceOnce(t, stack, perChain)
+	}
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var owners int
-	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT owner_node) FROM signer_lease WHERE expires_at > now()`).Scan(&owners); err != nil || owners != 1 {
-		t.Errorf("%d owners of the one signer (%v)", owners, err)
+	var owners, leases int
+	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT (chain_id, owner_node)), count(*) FROM signer_lease WHERE expires_at > now()`).Scan(&owners, &leases); err != nil ||
+		owners != len(c.stacks) || leases != len(c.stacks) {
+		t.Errorf("%d owners of %d live leases, want one owner of each chain's signer (%v)", owners, leases, err)
 	}
 }
 
 // create makes transfers from to to-1 (their request ids) of the signer
-// through the nodes at urls, 20 at a time, spread over them.
-func (c *cluster) create(t testing.TB, urls []string, from, to int) {
+// on stack's chain through the nodes at urls, 20 at a time, spread over
+// them.
+func (c *cluster) create(t testing.TB, urls []string, stack *mevroutertest.Stack, from, to int) {
 	t.Helper()
 	client := servicetest.Client(t, c.pki, "gateway", "txmanager")
 	var wg sync.WaitGroup
@@ -125,7 +150,7 @@ func (c *cluster) create(t testing.TB, urls []string, from, to int) {
 		wg.Go(func() {
 			for i := range work {
 				body := fmt.Sprintf(`{"chain_id": %d, "from": %q, "request_id": "c-%d", "to": "0x0000000000000000000000000000000000000b0b",
-					"value": "1", "route": "public"}`, c.stack.Node.ChainID(), c.from.Hex(), i)
+					"value": "1", "route": "public"}`, stack.Node.ChainID(), c.from.Hex(), i)
 				resp, err := client.Post(urls[i%len(urls)]+"/internal/v1/tx", "application/json", strings.NewReader(body))
 				if err != nil {
 					t.Error(err)
@@ -145,8 +170,8 @@ func (c *cluster) create(t testing.TB, urls []string, from, to int) {
 	wg.Wait()
 }
 
-// mineUntilConfirmed mines a block at a time as the pipeline goes, until
-// total transactions are CONFIRMED; during, when set, is told the count
+// mineUntilConfirmed mines a block at a time on every chain as the
+// pipeline goes, until total transactions are CONFIRMED; during, when set, is told the count
 // confirmed after each block. The pipeline is judged by whether it moves,
 // not by how fast: on a busy machine a thousand transactions take
 // minutes, but a minute with nothing newly broadcast or confirmed means it
@@ -175,8 +200,10 @@ func (c *cluster) mineUntilConfirmed(t testing.TB, total int, logs func(), durin
 		if sent != lastSent || confirmed != lastConfirmed {
 			lastMove, lastSent, lastConfirmed = time.Now(), sent, confirmed
 		}
-		if err := c.stack.Node.Mine(ctx, 1); err != nil {
-			t.Fatal(err)
+		for _, stack := range c.stacks {
+			if err := stack.Node.Mine(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if during != nil {
 			during(confirmed)
@@ -189,11 +216,11 @@ func (c *cluster) mineUntilConfirmed(t testing.TB, total int, logs func(), durin
 	}
 }
 
-// requireEachNonceOnce checks the end of a run of total transactions:
-// each has its own nonce, from 0 to total-1; anvil's mined nonce of the
-// signer is total; and every transaction mined from the signer is one of
-// ours, each once.
-func (c *cluster) requireEachNonceOnce(t testing.TB, total int) {
+// requireEachNonceOnce checks the end of a run of total transactions on
+// stack's chain: each has its own nonce, from 0 to total-1; anvil's mined
+// nonce of the signer is total; and every transaction mined on the chain
+// is one of ours, each once.
+func (c *cluster) requireEachNonceOnce(t testing.TB, stack *mevroutertest.Stack, total int) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.db)
@@ -203,19 +230,19 @@ func (c *cluster) requireEachNonceOnce(t testing.TB, total int) {
 	defer conn.Close(ctx)
 	var count, distinct int
 	var lo, hi int64
-	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx`).Scan(&count, &distinct, &lo, &hi); err != nil {
+	node := stack.Node
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT nonce), min(nonce), max(nonce) FROM tx WHERE chain_id = $1`, node.ChainID()).Scan(&count, &distinct, &lo, &hi); err != nil {
 		t.Fatal(err)
 	}
 	if count != total || distinct != total || lo != 0 || hi != int64(total-1) {
-		t.Errorf("%d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", count, distinct, lo, hi, total, total, total-1)
+		t.Errorf("chain %d: %d transactions, %d distinct nonces from %d to %d; want %d, %d, 0 to %d", node.ChainID(), count, distinct, lo, hi, total, total, total-1)
 	}
-	node := c.stack.Node
 	mined, err := node.Client().NonceAt(ctx, c.from, nil)
 	if err != nil || mined != uint64(total) {
-		t.Errorf("anvil's mined nonce %d (%v), want %d", mined, err, total)
+		t.Errorf("chain %d: anvil's mined nonce %d (%v), want %d", node.ChainID(), mined, err, total)
 	}
 	ours := map[common.Hash]bool{}
-	rows, err := conn.Query(ctx, `SELECT hash FROM attempt`)
+	rows, err := conn.Query(ctx, `SELECT a.hash FROM attempt a JOIN tx USING (tx_id) WHERE tx.chain_id = $1`, node.ChainID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +272,7 @@ func (c *cluster) requireEachNonceOnce(t testing.TB, total int) {
 		}
 	}
 	if minedOurs != total {
-		t.Errorf("%d of our transactions mined, want %d", minedOurs, total)
+		t.Errorf("chain %d: %d of our transactions mined, want %d", node.ChainID(), minedOurs, total)
 	}
 }
 

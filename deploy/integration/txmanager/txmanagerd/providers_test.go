@@ -37,7 +37,7 @@ func TestProvidersFailAndTransactionsFlow(t *testing.T) {
 	const total = 150
 	const credits = 600
 	var killed, paused, lagging, limited, wrong *chaintest.Front
-	c := newClusterWith(t, nil, func(node *anvil.Node) string {
+	c := newClusterWith(t, nil, []uint64{anvil.DefaultChainID}, func(node *anvil.Node) string {
 		killed, paused, lagging, limited = chaintest.NewFront(t, node.URL()), chaintest.NewFront(t, node.URL()),
 			chaintest.NewFront(t, node.URL()), chaintest.NewFront(t, node.URL())
 		wrong = chaintest.NewFront(t, chaintest.Anvil(t, anvil.Options{ChainID: 999}).URL())
@@ -85,10 +85,10 @@ func TestProvidersFailAndTransactionsFlow(t *testing.T) {
 	for i, r := range rounds {
 		r.fail()
 		wait.ForDescribed(t, time.Minute, func() bool { return outOfThePool(r.name) }, func() string { return "the node to see " + r.name + " fail" })
-		c.create(t, urls, i*total/len(rounds), (i+1)*total/len(rounds))
+		c.create(t, urls, c.stack, i*total/len(rounds), (i+1)*total/len(rounds))
 		c.mineUntilConfirmed(t, (i+1)*total/len(rounds), logs, nil)
 	}
-	c.requireEachNonceOnce(t, total)
+	c.requireEachNonceOnce(t, c.stack, total)
 
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.db)
