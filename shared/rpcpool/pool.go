@@ -286,6 +286,20 @@ func (p *Pool) ObserveHead(name string, head uint64) {
 	p.bestHead = max(p.bestHead, head)
 }
 
+// ObserveAtLeast records that endpoint name has block n (it answered
+// with it): its head is at least n. A probe's ObserveHead says where it
+// is exactly.
+func (p *Pool) ObserveAtLeast(name string, n uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.find(name)
+	if m == nil || m.wrongChain != 0 || n <= m.head {
+		return
+	}
+	m.head = n
+	p.bestHead = max(p.bestHead, n)
+}
+
 // BestHead is the highest head an endpoint of the chain reported.
 func (p *Pool) BestHead() uint64 {
 	p.mu.Lock()

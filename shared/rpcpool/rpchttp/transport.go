@@ -213,6 +213,22 @@ func (t *Transport) read(name string, raw []byte, methods []string) (rpcpool.Out
 		if n, ok := quantity(msg.Result); ok {
 			t.Pool.ObserveChainID(name, n)
 		}
+	case "eth_getBlockByNumber", "eth_getBlockByHash", "eth_getTransactionReceipt":
+		// An endpoint that answered with a block has it: its head is at
+		// least there, which the follower's next reads at that head need
+		// to know before the next probe.
+		var b struct {
+			Number      json.RawMessage `json:"number"`
+			BlockNumber json.RawMessage `json:"blockNumber"`
+		}
+		if json.Unmarshal(msg.Result, &b) == nil {
+			if b.Number == nil {
+				b.Number = b.BlockNumber
+			}
+			if n, ok := quantity(b.Number); ok {
+				t.Pool.ObserveAtLeast(name, n)
+			}
+		}
 	}
 	return rpcpool.OK, classOK
 }
