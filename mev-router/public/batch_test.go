@@ -53,36 +53,40 @@ type call struct {
 	Params []string        `json:"params"`
 }
 
+// readCalls reads a JSON-RPC request: its body, and its calls (one when
+// it is not a batch).
+func readCalls(r *http.Request) (body []byte, calls []call, batch bool, err error) {
+	if body, err = io.ReadAll(r.Body); err != nil {
+		return nil, nil, false, err
+	}
+	batch = bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
+	if batch {
+		err = json.Unmarshal(body, &calls)
+	} else {
+		calls = make([]call, 1)
+		err = json.Unmarshal(body, &calls[0])
+	}
+	return body, calls, batch, err
+}
+
 func (f *batchFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, calls, batch, err := readCalls(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var calls []call
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-		err = json.Unmarshal(body, &calls)
-	} else {
-		var c call
-		err = json.Unmarshal(body, &c)
-		if c.Method == "eth_chainId" {
-			chaintest.Forward(r.Context(), w, f.node, body)
-			return
-		}
-		calls = []call{c}
-		f.mu.Lock()
-		f.alone = append(f.alone, strings.Join(c.Params, ""))
-		f.mu.Unlock()
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !batch && calls[0].Method == "eth_chainId" {
+		chaintest.Forward(r.Context(), w, f.node, body)
 		return
 	}
 	f.mu.Lock()
+	if !batch {
+		f.alone = append(f.alone, strings.Join(calls[0].Params, ""))
+	}
 	f.sizes = append(f.sizes, len(calls))
 	f.mu.Unlock()
 
-	large := len(calls) > 2 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
+	large := batch && len(calls) > 2
 	if f.whole != nil && (large || f.always) {
 		ids := make([]json.RawMessage, len(calls))
 		for i, c := range calls {

@@ -1,8 +1,6 @@
 package public_test
 
 import (
-	"encoding/json"
-	"io"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -55,18 +53,7 @@ func (f *front) to(node *anvil.Node) {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var calls []call
-	if strings.HasPrefix(strings.TrimSpace(string(body)), "[") {
-		err = json.Unmarshal(body, &calls)
-	} else {
-		calls = make([]call, 1)
-		err = json.Unmarshal(body, &calls[0])
-	}
+	body, calls, _, err := readCalls(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
