@@ -250,7 +250,7 @@ func TestRunRefusesABadChainsFile(t *testing.T) {
 		{name: "relays without a key", file: file(`{"chain_id": 10, "public_rpc": [{"name": "a", "url": "http://127.0.0.1:1"}], "relays": [{"name": "r", "url": "http://127.0.0.1:2"}]}`),
 			want: []string{"chain 10 has relays", "RELAY_KEY_FILE"}},
 		{name: "an endpoint of another chain", file: file(fmt.Sprintf(`{"chain_id": 1, "public_rpc": [{"name": "anvil", "url": %q}]}`, node.URL())),
-			want: []string{"public endpoint anvil is on chain 31337, not chain 1 of CHAINS_FILE"}},
+			want: []string{"chain 1 of CHAINS_FILE: public endpoint anvil is on chain 31337, not 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

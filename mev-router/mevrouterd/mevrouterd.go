@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
 
@@ -46,7 +45,8 @@ type Config struct {
 	ChainsFile string `env:"CHAINS_FILE"`
 	// ChainID is the one chain broadcast on when there is no CHAINS_FILE;
 	// transactions of another chain are refused, and so is an endpoint
-	// that reports another chain at start.
+	// that reports another chain at start (later, it is taken out of the
+	// sends while it does).
 	ChainID uint64 `env:"CHAIN_ID"`
 	// PublicRPC lists the public RPC endpoints, name=url,name=url.
 	PublicRPC public.Endpoints `env:"PUBLIC_RPC"`
@@ -57,6 +57,9 @@ type Config struct {
 	// for BreakerCooldown, doubling while it keeps failing.
 	BreakerThreshold int           `env:"BREAKER_THRESHOLD" default:"3"`
 	BreakerCooldown  time.Duration `env:"BREAKER_COOLDOWN" default:"5s"`
+	// ChainCheckInterval is how often every public endpoint is asked its
+	// chain id again; one that reports another chain gets no sends.
+	ChainCheckInterval time.Duration `env:"PUBLIC_CHAIN_CHECK_INTERVAL" default:"1m"`
 
 	// Relays lists the private relays and builders, name=url,name=url;
 	// none disables the private route.
@@ -104,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.autoRule(); err != nil {
 		problems = append(problems, err)
+	}
+	if c.ChainCheckInterval <= 0 {
+		problems = append(problems, errors.New("PUBLIC_CHAIN_CHECK_INTERVAL: want a positive duration, such as 1m"))
 	}
 	return errors.Join(problems...)
 }
@@ -293,7 +299,8 @@ func publicReady(ctx context.Context, chains []Chain, fanouts []*public.Fanout) 
 func openChain(ctx context.Context, cfg Config, ch Chain, key *ecdsa.PrivateKey, client *http.Client, auto *mevrouter.AutoRule, m *metrics.Chain, svc *daemon.Service) (router *mevrouter.Router, fanout *public.Fanout, closeChain func(), err error) {
 	endpoints, noBatch := ch.endpoints()
 	fanout, err = public.New(endpoints, public.Options{
-		Timeout: cfg.SendTimeout, NoBatch: noBatch, HTTP: client, Log: svc.Log,
+		ChainCheckEvery: cfg.ChainCheckInterval,
+		Timeout:         cfg.SendTimeout, NoBatch: noBatch, HTTP: client, Log: svc.Log,
 		BreakerThreshold: cfg.BreakerThreshold, BreakerCooldown: cfg.BreakerCooldown,
 	}, m)
 	if err != nil {
@@ -304,9 +311,12 @@ func openChain(ctx context.Context, cfg Config, ch Chain, key *ecdsa.PrivateKey,
 	if cfg.ChainsFile != "" {
 		wanted = fmt.Sprintf("chain %d of CHAINS_FILE", ch.ChainID)
 	}
-	if err := checkChains(ctx, ch.ChainID, wanted, endpoints, cfg.SendTimeout, svc); err != nil {
+	// An endpoint on another chain at start is a configuration mistake:
+	// refused, so that a rollout stops with the old processes serving.
+	// Later, the fanout takes such an endpoint out while it is so.
+	if err := fanout.CheckChains(ctx); err != nil {
 		closeChain()
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("%s: %w", wanted, err)
 	}
 	router = &mevrouter.Router{ChainID: new(big.Int).SetUint64(ch.ChainID), Public: fanout, Auto: auto, Metrics: m}
 	if len(ch.Relays) > 0 {
@@ -320,30 +330,6 @@ func openChain(ctx context.Context, cfg Config, ch Chain, key *ecdsa.PrivateKey,
 	}
 	svc.Log.Info("routes ready", "chain_id", ch.ChainID, "public", fanout.Names(), "relays", ch.relayNames())
 	return router, fanout, closeChain, nil
-}
-
-// checkChains asks every public endpoint of a chain for its chain id: one
-// that answers with another chain is a configuration error that would
-// send our transactions nowhere; one that does not answer is only logged.
-func checkChains(ctx context.Context, chainID uint64, wanted string, endpoints public.Endpoints, timeout time.Duration, svc *daemon.Service) error {
-	for _, e := range endpoints {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		c, err := rpc.DialContext(cctx, e.URL)
-		if err == nil {
-			var id hexutil.Big
-			err = c.CallContext(cctx, &id, "eth_chainId")
-			c.Close()
-			if err == nil && id.ToInt().Uint64() != chainID {
-				cancel()
-				return fmt.Errorf("public endpoint %s is on chain %s, not %s", e.Name, id.ToInt(), wanted)
-			}
-		}
-		cancel()
-		if err != nil {
-			svc.Log.Warn("public endpoint not answering at start; its breaker will keep it out until it does", "chain_id", chainID, "endpoint", e.Name, "err", err)
-		}
-	}
-	return nil
 }
 
 // openPrivate sets up a chain's relays and the watcher's node.

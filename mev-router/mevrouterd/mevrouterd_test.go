@@ -49,7 +49,8 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{"no endpoints", map[string]string{prefix + "CHAIN_ID": "31337"}, "PUBLIC_RPC"},
-		{"an endpoint of another chain", chainEnv(node, "1"), "is on chain 31337, not CHAIN_ID=1"},
+		{"an endpoint of another chain", chainEnv(node, "1"), "CHAIN_ID=1: public endpoint anvil is on chain 31337, not 1"},
+		{"no chain check interval", servicetest.Merge(chainEnv(node, "31337"), map[string]string{prefix + "PUBLIC_CHAIN_CHECK_INTERVAL": "0s"}), "PUBLIC_CHAIN_CHECK_INTERVAL"},
 		{"a bad endpoint", map[string]string{prefix + "CHAIN_ID": "1", prefix + "PUBLIC_RPC": "anvil=ftp://x"}, "want name=http(s)"},
 		{"relays without a key", servicetest.Merge(chainEnv(node, "31337"), map[string]string{prefix + "RELAYS": "dev=http://127.0.0.1:1"}), "RELAY_KEY_FILE"},
 		{"a relay kind of no relay", servicetest.Merge(chainEnv(node, "31337"), map[string]string{prefix + "RELAY_KINDS": "x=protect"}), `"x" is not in RELAYS`},

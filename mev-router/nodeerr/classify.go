@@ -47,19 +47,12 @@ func Classify(err error) Category {
 		return Transient
 	}
 
-	var httpErr rpc.HTTPError
-	var httpErrPtr *rpc.HTTPError
-	switch {
-	case errors.As(err, &httpErr):
+	if httpErr, ok := asHTTPError(err); ok {
 		return classifyHTTP(httpErr)
-	case errors.As(err, &httpErrPtr) && httpErrPtr != nil:
-		return classifyHTTP(*httpErrPtr)
 	}
-
 	// Other clients' errors that carry the HTTP status of the answer (the
 	// relay client's) are read by the same rule as rpc.HTTPError's.
-	var withStatus interface{ StatusCode() int }
-	if errors.As(err, &withStatus) && endpointTrouble(withStatus.StatusCode()) {
+	if status, ok := statusOf(err); ok && endpointTrouble(status) {
 		return Transient
 	}
 
@@ -135,22 +128,107 @@ func endpointTrouble(status int) bool {
 	return false
 }
 
+// RateLimited reports whether err is an endpoint asking for fewer
+// requests: an HTTP 429 (rpc.HTTPError, or another client's error carrying
+// that status), a JSON-RPC error whose message speaks of a rate limit
+// ("too many requests", "rate limit", providers' quota wordings), or
+// whose code is 429 or -32005 (EIP-1474's "limit exceeded", which
+// providers use for rate limits) while its message is none this package
+// knows. Classify reads each of these as Transient, as it should: no
+// verdict on the transaction. RateLimited tells a sender what to do with
+// the endpoint: keep it out for a while (its Retry-After, or a back-off)
+// rather than count a failure. A verdict is never a rate limit whatever
+// its code: besu answers -32005 for a gas limit above the block's, and
+// for a batch above its limit, which are no rate limits.
+func RateLimited(err error) bool {
+	if Classify(err) != Transient {
+		return false
+	}
+	if status, ok := statusOf(err); ok && status == http.StatusTooManyRequests {
+		return true
+	}
+	if code, msg, ok := codeAndMessage(err); ok && rateLimitCode(code) && ClassifyMessage(msg) == Rejected {
+		return true
+	}
+	return rateLimitWords.MatchString(normalize(err.Error()))
+}
+
+// rateLimitCode reports whether a JSON-RPC error code is one that
+// providers use for a rate limit.
+func rateLimitCode(code int) bool {
+	return code == http.StatusTooManyRequests || code == -32005
+}
+
+// asHTTPError finds go-ethereum's error for a non-2xx answer in err, as a
+// value or a pointer.
+func asHTTPError(err error) (rpc.HTTPError, bool) {
+	var httpErr rpc.HTTPError
+	var httpErrPtr *rpc.HTTPError
+	switch {
+	case errors.As(err, &httpErr):
+		return httpErr, true
+	case errors.As(err, &httpErrPtr) && httpErrPtr != nil:
+		return *httpErrPtr, true
+	}
+	return rpc.HTTPError{}, false
+}
+
+// statusOf is the HTTP status of the answer err reports, if it carries
+// one: go-ethereum's rpc.HTTPError, or another client's error with a
+// StatusCode method (the relay client's).
+func statusOf(err error) (int, bool) {
+	if httpErr, ok := asHTTPError(err); ok {
+		return httpErr.StatusCode, true
+	}
+	var withStatus interface{ StatusCode() int }
+	if errors.As(err, &withStatus) {
+		return withStatus.StatusCode(), true
+	}
+	return 0, false
+}
+
+// codeAndMessage is the JSON-RPC error in err: an rpc.Error, or the error
+// object in the body of a non-2xx answer.
+func codeAndMessage(err error) (code int, msg string, ok bool) {
+	var rpcErr rpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr.ErrorCode(), rpcErr.Error(), true
+	}
+	if httpErr, isHTTP := asHTTPError(err); isHTTP {
+		if e := bodyError(httpErr.Body); e != nil {
+			return e.Code, e.Message, true
+		}
+	}
+	return 0, "", false
+}
+
+// jsonError is a JSON-RPC error object.
+type jsonError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// bodyError is the JSON-RPC error object of an answer's body, or nil.
+func bodyError(body []byte) *jsonError {
+	var answer struct {
+		Error *jsonError `json:"error"`
+	}
+	if json.Unmarshal(body, &answer) != nil {
+		return nil
+	}
+	return answer.Error
+}
+
 func classifyHTTP(e rpc.HTTPError) Category {
 	if endpointTrouble(e.StatusCode) {
 		return Transient
 	}
 	// Some nodes and providers answer a JSON-RPC error with a 4xx status.
-	var body struct {
-		Error *struct {
-			Code    int             `json:"code"`
-			Message string          `json:"message"`
-			Data    json.RawMessage `json:"data"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(e.Body, &body) == nil && body.Error != nil {
+	if body := bodyError(e.Body); body != nil {
 		var data any
-		_ = json.Unmarshal(body.Error.Data, &data)
-		return classifyRPC(body.Error.Code, body.Error.Message, data)
+		_ = json.Unmarshal(body.Data, &data)
+		return classifyRPC(body.Code, body.Message, data)
 	}
 	if len(e.Body) > 0 {
 		return ClassifyMessage(string(e.Body))
@@ -173,8 +251,8 @@ func classifyRPC(code int, msg string, data any) Category {
 			return c
 		}
 	}
-	switch code {
-	case http.StatusTooManyRequests, -32005, -32603, -32700, -32600, -32601:
+	switch {
+	case rateLimitCode(code), code == -32603, code == -32700, code == -32600, code == -32601:
 		return Transient
 	}
 	return Rejected
@@ -193,13 +271,18 @@ func errorData(err error) any {
 // names such as NONCE_TOO_LOW read like messages), against the known
 // wordings. A message that matches none is Rejected.
 func ClassifyMessage(msg string) Category {
-	m := strings.ReplaceAll(strings.ToLower(msg), "_", " ")
+	m := normalize(msg)
 	for _, r := range rules {
 		if r.re.MatchString(m) {
 			return r.cat
 		}
 	}
 	return Rejected
+}
+
+// normalize is msg as the rules read it: lowercase, "_" as " ".
+func normalize(msg string) string {
+	return strings.ReplaceAll(strings.ToLower(msg), "_", " ")
 }
 
 type rule struct {
@@ -210,6 +293,11 @@ type rule struct {
 func match(cat Category, pattern string) rule {
 	return rule{cat, regexp.MustCompile(pattern)}
 }
+
+// rateLimitWords are rate limits of nodes and providers in their words:
+// "too many requests", Infura "project ID request rate exceeded", Alchemy
+// "… exceeded its compute units per second capacity".
+var rateLimitWords = regexp.MustCompile(`rate limit|ratelimit|rate exceeded|too many requests|compute units`)
 
 // rules are tried in order and the first match wins. The order matters
 // where one wording contains another: a revert first, because the rest of
@@ -500,10 +588,8 @@ var rules = []rule{
 	// pool not enabled. (Either txpool explicitly disabled, or node not yet
 	// in sync)."; erigon "TxPool Disabled".
 	match(Transient, `node is syncing|sync is still in progress|transaction pool not enabled|txpool disabled`),
-	// Rate limits of nodes and providers: "too many requests", Infura
-	// "project ID request rate exceeded", Alchemy "… exceeded its compute
-	// units per second capacity".
-	match(Transient, `rate limit|ratelimit|rate exceeded|too many requests|compute units`),
+	// Rate limits of nodes and providers (RateLimited reads them too).
+	{Transient, rateLimitWords},
 	// A batch answered as a whole, which says nothing of any transaction
 	// in it: geth "batch too large" and "response too large"; besu "Number
 	// of requests exceeds max batch size".

@@ -92,6 +92,7 @@ const (
 	Rejected Category = "rejected"
 	// Transient: no verdict on the transaction: timeouts, unreachable or
 	// failing nodes, HTTP 5xx and 429, rate limits, a node still syncing.
+	// RateLimited tells a rate limit from the rest.
 	Transient Category = "transient"
 )
 

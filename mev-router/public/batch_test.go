@@ -30,7 +30,8 @@ import (
 // be made to answer: a JSON-RPC batch of more than two calls is answered
 // as a whole, the way nodes, providers and proxies answer a batch above
 // their limits; smaller batches and single calls go to the node, unless
-// the front answers everything as a whole. It records what it was sent.
+// the front answers everything as a whole. It records what it was sent,
+// but for the route's questions of the chain id, which it passes on.
 type batchFront struct {
 	node string
 	// whole answers a batch of more than two calls (every request when
@@ -48,35 +49,44 @@ type batchFront struct {
 
 type call struct {
 	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
 	Params []string        `json:"params"`
 }
 
+// readCalls reads a JSON-RPC request: its body, and its calls (one when
+// it is not a batch).
+func readCalls(r *http.Request) (body []byte, calls []call, batch bool, err error) {
+	if body, err = io.ReadAll(r.Body); err != nil {
+		return nil, nil, false, err
+	}
+	batch = bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
+	if batch {
+		err = json.Unmarshal(body, &calls)
+	} else {
+		calls = make([]call, 1)
+		err = json.Unmarshal(body, &calls[0])
+	}
+	return body, calls, batch, err
+}
+
 func (f *batchFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, calls, batch, err := readCalls(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var calls []call
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-		err = json.Unmarshal(body, &calls)
-	} else {
-		var c call
-		err = json.Unmarshal(body, &c)
-		calls = []call{c}
-		f.mu.Lock()
-		f.alone = append(f.alone, strings.Join(c.Params, ""))
-		f.mu.Unlock()
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !batch && calls[0].Method == "eth_chainId" {
+		chaintest.Forward(r.Context(), w, f.node, body)
 		return
 	}
 	f.mu.Lock()
+	if !batch {
+		f.alone = append(f.alone, strings.Join(calls[0].Params, ""))
+	}
 	f.sizes = append(f.sizes, len(calls))
 	f.mu.Unlock()
 
-	large := len(calls) > 2 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
+	large := batch && len(calls) > 2
 	if f.whole != nil && (large || f.always) {
 		ids := make([]json.RawMessage, len(calls))
 		for i, c := range calls {
@@ -316,32 +326,78 @@ func TestAnEndpointThatNeverAnswersATransactionGivesNoVerdict(t *testing.T) {
 	}
 }
 
-// TestABatchLevelRateLimitIsEndpointTrouble: a batch answered with HTTP 429
-// is the endpoint asking for less: no smaller batches are sent at once, the
-// transactions are transient, and the endpoint's circuit breaker counts the
-// failure (here it opens at the first).
-func TestABatchLevelRateLimitIsEndpointTrouble(t *testing.T) {
+// TestABatchLevelRateLimitKeepsTheEndpointOut: a batch answered with HTTP
+// 429 is the endpoint asking for less: no smaller batches are sent at
+// once, the transactions are transient, and the endpoint is out of the
+// sends for the back-off (it gave no Retry-After), not failing: its
+// circuit breaker does not count it, and the route stays ready.
+func TestABatchLevelRateLimitKeepsTheEndpointOut(t *testing.T) {
 	t.Parallel()
 	node := chaintest.Anvil(t, anvil.Options{NoMining: true})
 	front := &batchFront{node: node.URL(), whole: func([]json.RawMessage) (int, string, bool) {
 		return http.StatusTooManyRequests, `{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"nonce too low"}}`, true
 	}}
-	fanout, reg := publicTo(t, serveFront(t, front), 1)
+	clock := newClock()
+	reg := prometheus.NewRegistry()
+	fanout, err := public.New(public.Endpoints{{Name: "front", URL: serveFront(t, front)}},
+		public.Options{Timeout: 30 * time.Second, BreakerThreshold: 1, BreakerCooldown: time.Hour, Now: clock.Now},
+		metrics.New(reg).Chain(node.ChainID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fanout.Close)
 	raws, txs := signedTransfers(t, node, 4)
-	for j, s := range fanout.Send(ctx(t), raws, hashesOf(txs)) {
-		if s.Accepted || s.Err == nil || s.Err.Category != nodeerr.Transient {
-			t.Errorf("tx %d: %+v (err %v); want transient", j, s, s.Err)
+	for round := range 2 {
+		for j, s := range fanout.Send(ctx(t), raws, hashesOf(txs)) {
+			if s.Accepted || s.Err == nil || s.Err.Category != nodeerr.Transient {
+				t.Errorf("round %d tx %d: %+v (err %v); want transient", round, j, s, s.Err)
+			}
 		}
 	}
 	if sizes, _ := front.seen(); !cmp.Equal(sizes, []int{4}) {
-		t.Errorf("the front was sent batches of %v; want the one batch of 4", sizes)
+		t.Errorf("the front was sent batches of %v; want the one batch of 4, then nothing while it is out", sizes)
 	}
-	if err := fanout.Ready(ctx(t)); err == nil {
-		t.Error("ready after a rate-limited batch with a breaker threshold of 1; want its breaker open")
+	if err := fanout.Ready(ctx(t)); err != nil {
+		t.Errorf("not ready after a rate-limited batch: %v; a rate limit is no failure", err)
 	}
-	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", map[string]string{"endpoint": "front", "result": string(nodeerr.Transient)}); got != 4 {
-		t.Errorf("%v transient sends recorded, want 4", got)
+	rateLimited := map[string]string{"endpoint": "front", "result": "rate_limited"}
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_sends_total", rateLimited); got != 8 {
+		t.Errorf("%v rate-limited sends recorded, want 8 (4 answered 429, 4 not sent)", got)
 	}
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_rate_limited_seconds", map[string]string{"endpoint": "front"}); got != 1 {
+		t.Errorf("back in %vs, want 1 (the first back-off)", got)
+	}
+
+	// Once the back-off has passed, the endpoint is sent to again; a
+	// second 429 doubles the back-off.
+	clock.Add(time.Second)
+	fanout.Send(ctx(t), raws, hashesOf(txs))
+	if sizes, _ := front.seen(); !cmp.Equal(sizes, []int{4, 4}) {
+		t.Errorf("the front was sent batches of %v; want a second batch of 4 once back", sizes)
+	}
+	if got := mevroutertest.Counter(t, reg, "txfence_mevrouter_endpoint_rate_limited_seconds", map[string]string{"endpoint": "front"}); got != 2 {
+		t.Errorf("back in %vs, want 2 (the back-off doubled)", got)
+	}
+}
+
+// clock is a test's clock, moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 func hexOf(b []byte) string { return "0x" + common.Bytes2Hex(b) }

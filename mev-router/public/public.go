@@ -1,17 +1,22 @@
 // Package public is the public route: every transaction goes to every
 // configured RPC endpoint at once, in JSON-RPC batches where an endpoint
-// takes them, each endpoint behind its own circuit breaker.
+// takes them, each endpoint behind its own circuit breaker. An endpoint
+// that reports another chain id than its chain's gets nothing, and one
+// that answers with a rate limit gets nothing until its Retry-After.
 package public
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,7 +31,11 @@ import (
 
 // Options tunes the public route.
 type Options struct {
-	// Timeout bounds one endpoint's answer to one send.
+	// ChainCheckEvery is how often every endpoint is asked its chain id
+	// again (default a minute); each is asked before its first send too.
+	ChainCheckEvery time.Duration
+	// Timeout bounds one endpoint's answer to one send, and to one
+	// question of its chain id.
 	Timeout time.Duration
 	// NoBatch lists endpoints that take one eth_sendRawTransaction per HTTP
 	// request; the others get a batch's transactions in one JSON-RPC batch.
@@ -35,10 +44,12 @@ type Options struct {
 	// circuit breaker for BreakerCooldown (doubling while it keeps failing).
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
-	// HTTP is the client for the endpoints; nil means a default one.
+	// HTTP is the client for the endpoints; nil means a default one. Each
+	// endpoint gets a copy whose transport notes its Retry-After headers.
 	HTTP *http.Client
 	Log  *slog.Logger
-	Now  func() time.Time
+	// Now is the clock of circuit breakers and rate limits.
+	Now func() time.Time
 }
 
 // Fanout sends transactions to every public RPC endpoint at once. The first
@@ -48,9 +59,13 @@ type Options struct {
 // timeout once, then its breaker keeps it out of the way.
 type Fanout struct {
 	endpoints []*publicEndpoint
+	chainID   *big.Int
 	timeout   time.Duration
 	metrics   *metrics.Chain
 	log       *slog.Logger
+
+	stopChecker context.CancelFunc
+	checker     sync.WaitGroup
 }
 
 var _ mevrouter.PublicRoute = (*Fanout)(nil)
@@ -60,12 +75,26 @@ type publicEndpoint struct {
 	client  *rpc.Client
 	batch   bool
 	breaker *breaker
+	limiter *limiter
+	chain   chainCheck
 }
 
-// New connects to the endpoints (HTTP connections are made lazily).
+// scrub is err's text without the endpoint's URL, which net/http's
+// errors quote and which often carries an API key: for logs and answers.
+func (e *publicEndpoint) scrub(err error) string {
+	return strings.ReplaceAll(err.Error(), e.URL, redact(e.URL))
+}
+
+// New connects to the endpoints of the chain m counts for (HTTP
+// connections are made lazily) and starts the checker that asks them
+// their chain id; Close stops it. An endpoint that reports another chain
+// than m's gets no sends while it does.
 func New(endpoints Endpoints, opts Options, m *metrics.Chain) (*Fanout, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no public RPC endpoint configured")
+	}
+	if opts.ChainCheckEvery <= 0 {
+		opts.ChainCheckEvery = time.Minute
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
@@ -86,13 +115,10 @@ func New(endpoints Endpoints, opts Options, m *metrics.Chain) (*Fanout, error) {
 	for _, n := range opts.NoBatch {
 		noBatch[n] = true
 	}
-	p := &Fanout{timeout: opts.Timeout, metrics: m, log: opts.Log}
+	p := &Fanout{chainID: new(big.Int).SetUint64(m.ChainID()), timeout: opts.Timeout, metrics: m, log: opts.Log.With("chain_id", m.ChainID()), stopChecker: func() {}}
 	for _, e := range endpoints {
-		dialOpts := []rpc.ClientOption{}
-		if opts.HTTP != nil {
-			dialOpts = append(dialOpts, rpc.WithHTTPClient(opts.HTTP))
-		}
-		c, err := rpc.DialOptions(context.Background(), e.URL, dialOpts...)
+		lim := &limiter{now: opts.Now}
+		c, err := rpc.DialOptions(context.Background(), e.URL, rpc.WithHTTPClient(withRetryAfter(opts.HTTP, lim)))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("public endpoint %s: %w", e, err)
@@ -100,14 +126,21 @@ func New(endpoints Endpoints, opts Options, m *metrics.Chain) (*Fanout, error) {
 		p.endpoints = append(p.endpoints, &publicEndpoint{
 			Endpoint: e, client: c, batch: !noBatch[e.Name],
 			breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
+			limiter: lim,
 		})
 		m.EndpointUp(e.Name, true)
+		m.EndpointRateLimit(e.Name, lim.wait)
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	p.stopChecker = stop
+	p.checker.Go(func() { p.checkChains(ctx, opts.ChainCheckEvery) })
 	return p, nil
 }
 
-// Close closes the endpoints' clients.
+// Close stops the chain id checker and closes the endpoints' clients.
 func (p *Fanout) Close() {
+	p.stopChecker()
+	p.checker.Wait()
 	for _, e := range p.endpoints {
 		e.client.Close()
 	}
@@ -122,31 +155,78 @@ func (p *Fanout) Names() []string {
 	return names
 }
 
-// Ready fails when every endpoint's breaker is open: nothing can be sent.
+// Ready fails when no endpoint can be sent to: each one's breaker is open
+// or it reports another chain id, and says which is which. A rate limit
+// does not make the route unready: it lasts seconds, and every mevrouterd
+// shares the endpoints.
 func (p *Fanout) Ready(context.Context) error {
+	var why []string
 	for _, e := range p.endpoints {
-		if e.breaker.closed() {
+		switch id := e.chain.wrongChain(p.chainID); {
+		case id != nil:
+			why = append(why, fmt.Sprintf("%s is on chain %s", e.Name, id))
+		case !e.breaker.closed():
+			why = append(why, e.Name+" is failing (circuit breaker open)")
+		default:
 			return nil
 		}
 	}
-	return errors.New("every public RPC endpoint is failing (circuit breakers open)")
+	return fmt.Errorf("no public RPC endpoint of chain %s can be sent to: %s", p.chainID, strings.Join(why, "; "))
 }
+
+// reportUp shows whether the endpoint is in use: its breaker closed, and
+// not on another chain.
+func (p *Fanout) reportUp(e *publicEndpoint) {
+	p.metrics.EndpointUp(e.Name, e.breaker.closed() && e.chain.wrongChain(p.chainID) == nil)
+}
+
+// rateLimited keeps the endpoint out after a rate-limited answer (to a
+// send, or to the question of its chain id), and logs when it goes out.
+func (p *Fanout) rateLimited(e *publicEndpoint, err error) {
+	wait, wasIn := e.limiter.limited()
+	if wasIn {
+		p.log.Warn("public endpoint rate limited: nothing sent to it until it may be asked again",
+			"endpoint", e.Name, "retry_in", wait.String(), "err", e.scrub(err))
+	}
+}
+
+// The results of txfence_mevrouter_endpoint_sends_total besides accepted
+// and the error categories.
+const (
+	resultAccepted    = "accepted"
+	resultSkipped     = "skipped"      // circuit breaker open
+	resultRateLimited = "rate_limited" // answered with a rate limit, or out until its Retry-After
+	resultWrongChain  = "wrong_chain"  // on another chain: nothing sent
+)
 
 // endpointAnswer is one endpoint's answers to one Send, per transaction.
 type endpointAnswer struct {
-	endpoint string
+	endpoint *publicEndpoint
 	errs     []error
 }
 
-// Send sends the raw transactions (hashes given) to every endpoint whose
-// breaker allows it and returns once each transaction is accepted by some
-// endpoint, or every endpoint has answered, or ctx ends.
+// Send sends the raw transactions (hashes given) to every endpoint that
+// is on the chain, not rate limited and whose breaker allows it, and
+// returns once each transaction is accepted by some endpoint, or every
+// endpoint has answered, or ctx ends. When no endpoint can be sent to,
+// every transaction is Transient, with a message that says why of each.
 func (p *Fanout) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) []mevrouter.Sent {
 	answers := make(chan endpointAnswer, len(p.endpoints)) // never blocks a late sender
 	launched := 0
+	var notSent []string // why, of each endpoint not sent to
 	for _, e := range p.endpoints {
-		if !e.breaker.allow() {
-			p.metrics.EndpointSends(e.Name, mevrouter.RoutePublic, "skipped", len(raws))
+		// The breaker comes last: allowing lets a half-open breaker's probe go.
+		var result, why string
+		if id := e.chain.wrongChain(p.chainID); id != nil {
+			result, why = resultWrongChain, fmt.Sprintf("%s is on chain %s", e.Name, id)
+		} else if wait := e.limiter.wait(); wait > 0 {
+			result, why = resultRateLimited, fmt.Sprintf("%s is rate limited for %s more", e.Name, wait.Round(time.Millisecond))
+		} else if !e.breaker.allow() {
+			result, why = resultSkipped, e.Name+" is failing (circuit breaker open)"
+		}
+		if result != "" {
+			p.metrics.EndpointSends(e.Name, mevrouter.RoutePublic, result, len(raws))
+			notSent = append(notSent, why)
 			continue
 		}
 		launched++
@@ -174,10 +254,10 @@ func (p *Fanout) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) 
 					waiting--
 				}
 				out[i].Accepted = true
-				out[i].AcceptedBy = append(out[i].AcceptedBy, a.endpoint)
+				out[i].AcceptedBy = append(out[i].AcceptedBy, a.endpoint.Name)
 				continue
 			}
-			firstErr[i] = mevrouter.MoreTelling(firstErr[i], &mevrouter.SendError{Category: cat, Message: err.Error(), Endpoint: a.endpoint})
+			firstErr[i] = mevrouter.MoreTelling(firstErr[i], &mevrouter.SendError{Category: cat, Message: a.endpoint.scrub(err), Endpoint: a.endpoint.Name})
 		}
 	}
 	for i := range out {
@@ -188,7 +268,8 @@ func (p *Fanout) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) 
 		case firstErr[i] != nil:
 			out[i].Err = firstErr[i]
 		case launched == 0:
-			out[i].Err = &mevrouter.SendError{Category: nodeerr.Transient, Message: "every public RPC endpoint is failing (circuit breakers open)"}
+			out[i].Err = &mevrouter.SendError{Category: nodeerr.Transient,
+				Message: fmt.Sprintf("no public RPC endpoint of chain %s can be sent to: %s", p.chainID, strings.Join(notSent, "; "))}
 		default:
 			out[i].Err = &mevrouter.SendError{Category: nodeerr.Transient, Message: "no public endpoint answered in time: " + context.Cause(ctx).Error()}
 		}
@@ -197,54 +278,77 @@ func (p *Fanout) Send(ctx context.Context, raws [][]byte, hashes []common.Hash) 
 }
 
 // sendTo sends the transactions to one endpoint, in JSON-RPC batches where
-// it takes batches, and records metrics and breaker health. It runs past
+// it takes batches, and records metrics, breaker health and rate limits.
+// An endpoint never asked its chain id is asked first, and gets nothing
+// when it is on another chain or answers with a rate limit. It runs past
 // the caller's return, so it has its own deadline.
 func (p *Fanout) sendTo(ctx context.Context, e *publicEndpoint, raws [][]byte, hashes []common.Hash) endpointAnswer {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
 	defer cancel()
-	start := time.Now()
 	errs := make([]error, len(raws))
-	all := make([]int, len(raws))
-	for i := range all {
-		all[i] = i
-	}
-	if e.batch && len(raws) > 1 {
-		p.sendBatch(ctx, e, raws, all, errs)
+	if err := p.chainFirst(ctx, e); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
 	} else {
-		p.sendEach(ctx, e, raws, all, errs)
+		start := time.Now()
+		all := make([]int, len(raws))
+		for i := range all {
+			all[i] = i
+		}
+		if e.batch && len(raws) > 1 {
+			p.sendBatch(ctx, e, raws, all, errs)
+		} else {
+			p.sendEach(ctx, e, raws, all, errs)
+		}
+		p.metrics.EndpointLatency(e.Name, mevrouter.RoutePublic, time.Since(start))
 	}
-	p.metrics.EndpointLatency(e.Name, mevrouter.RoutePublic, time.Since(start))
 
 	// The endpoint is healthy when it judged a transaction, whatever it
-	// said. A batch it answered only as a whole, a rate limit included,
-	// judged none: that is endpoint trouble.
-	healthy := false
+	// said, or answered that it is on another chain or rate limited (the
+	// chain check and the rate limit keep it out, not its breaker). A
+	// batch it answered only as a whole judged none: that is endpoint
+	// trouble.
+	var healthy bool
+	var limited error // the first rate-limited answer
 	for i, err := range errs {
 		cat := nodeerr.Classify(err)
+		var wrong *onWrongChain
 		result := string(cat)
-		if err == nil || cat.Accepted() {
-			result = "accepted"
-		}
-		if cat != nodeerr.Transient {
+		switch {
+		case err == nil || cat.Accepted():
+			result, healthy = resultAccepted, true
+		case errors.As(err, &wrong):
+			result, healthy = resultWrongChain, true
+		case nodeerr.RateLimited(err):
+			result, healthy = resultRateLimited, true
+			limited = cmp.Or(limited, err)
+		case cat == nodeerr.Transient:
+			p.log.Warn("public endpoint failed", "endpoint", e.Name, "tx_hash", hashes[i], "err", e.scrub(err))
+		default:
 			healthy = true
-		} else {
-			p.log.Warn("public endpoint failed", "endpoint", e.Name, "tx_hash", hashes[i], "err", err)
 		}
 		p.metrics.EndpointSends(e.Name, mevrouter.RoutePublic, result, 1)
 	}
+	if limited != nil {
+		p.rateLimited(e, limited)
+	} else if healthy {
+		e.limiter.answered()
+	}
 	e.breaker.record(healthy)
-	p.metrics.EndpointUp(e.Name, e.breaker.closed())
-	return endpointAnswer{endpoint: e.Name, errs: errs}
+	p.reportUp(e)
+	return endpointAnswer{endpoint: e, errs: errs}
 }
 
 // sendEach sends the transactions idx one call each, and records each
 // answer in errs. A single call's answer is about its transaction. Once
-// the endpoint's time is up, the ones not yet sent get the same failure.
+// the endpoint's time is up, or it answers with a rate limit, the ones not
+// yet sent get the same failure.
 func (p *Fanout) sendEach(ctx context.Context, e *publicEndpoint, raws [][]byte, idx []int, errs []error) {
 	for n, i := range idx {
 		var h common.Hash
 		errs[i] = e.client.CallContext(ctx, &h, "eth_sendRawTransaction", hexutil.Bytes(raws[i]))
-		if ctx.Err() != nil && nodeerr.Classify(errs[i]) == nodeerr.Transient {
+		if (ctx.Err() != nil && nodeerr.Classify(errs[i]) == nodeerr.Transient) || nodeerr.RateLimited(errs[i]) {
 			for _, j := range idx[n+1:] {
 				errs[j] = errs[i]
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/txfence/txfence/mev-router/public"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
+	"github.com/txfence/txfence/testinfra/logtest"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -191,5 +192,31 @@ func TestEveryEndpointRefusingGivesTheMostTellingCategory(t *testing.T) {
 	sent := fanout.Send(ctx(t), raws, []common.Hash{txs[0].Hash()})[0]
 	if sent.Accepted || sent.Err == nil || sent.Err.Category != nodeerr.NonceTooLow || sent.Err.Endpoint != "anvil" {
 		t.Fatalf("resend of a mined tx: %+v (%v); want nonce_too_low from anvil", sent, sent.Err)
+	}
+}
+
+// TestAnEndpointsURLIsNeitherLoggedNorAnswered: net/http's errors quote
+// the URL of the request, which carries the provider's key; the answer
+// and the log name the endpoint and its host only.
+func TestAnEndpointsURLIsNeitherLoggedNorAnswered(t *testing.T) {
+	t.Parallel()
+	node := chaintest.Anvil(t, anvil.Options{})
+	raws, txs := signedTransfers(t, node, 1)
+	var logs logtest.Buffer
+	fanout, err := public.New(public.Endpoints{{Name: "down", URL: closedURL(t) + "/v3/SECRETKEY"}},
+		public.Options{Timeout: 10 * time.Second, Log: logTo(&logs)}, metrics.New(prometheus.NewRegistry()).Chain(node.ChainID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fanout.Close)
+	sent := fanout.Send(ctx(t), raws, hashesOf(txs))[0]
+	if sent.Err == nil || sent.Err.Category != nodeerr.Transient || !strings.Contains(sent.Err.Message, "connection refused") {
+		t.Fatalf("%+v (%v); want transient, connection refused", sent, sent.Err)
+	}
+	if strings.Contains(sent.Err.Message, "SECRETKEY") {
+		t.Errorf("the answer quotes the URL: %s", sent.Err.Message)
+	}
+	if strings.Contains(logs.String(), "SECRETKEY") || !strings.Contains(logs.String(), "connection refused") {
+		t.Errorf("the log quotes the URL, or says nothing of the failure:\n%s", logs.String())
 	}
 }
