@@ -2,10 +2,10 @@ package public
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/txfence/txfence/shared/httpclient"
 )
 
 // The back-off of an endpoint that answers with a rate limit and no
@@ -109,20 +109,7 @@ func later(a, b time.Time) time.Time {
 // unreadable, zero or in the past: the back-off applies then. A wait
 // above maxRetryAfter is cut to it.
 func parseRetryAfter(header string, now time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(header)
-	if v == "" {
-		return 0, false
-	}
-	var d time.Duration
-	if strings.Trim(v, "0123456789") == "" { // delay-seconds
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || s > uint64(maxRetryAfter/time.Second) { // too large even for a uint64
-			return maxRetryAfter, true
-		}
-		d = time.Duration(s) * time.Second
-	} else if at, err := http.ParseTime(v); err == nil {
-		d = at.Sub(now)
-	}
+	d := httpclient.RetryAfter(header, now)
 	if d <= 0 {
 		return 0, false
 	}

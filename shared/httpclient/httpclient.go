@@ -6,8 +6,11 @@ package httpclient
 
 import (
 	"crypto/tls"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -63,4 +66,25 @@ func (t requestIDTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("X-Request-Id", id)
 	}
 	return t.next.RoundTrip(r)
+}
+
+// RetryAfter reads a Retry-After header (RFC 9110, section 10.2.3):
+// delay-seconds or an HTTP date, as a wait from now. It is 0 when the
+// header is absent, unreadable or in the past; callers bound it.
+func RetryAfter(header string, now time.Time) time.Duration {
+	v := strings.TrimSpace(header)
+	if v == "" {
+		return 0
+	}
+	if strings.Trim(v, "0123456789") == "" { // delay-seconds
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || s > uint64(math.MaxInt64/int64(time.Second)) {
+			return math.MaxInt64 // longer than any caller waits
+		}
+		return time.Duration(s) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -102,4 +103,26 @@ func TestNoProxyForServiceCalls(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for header, want := range map[string]time.Duration{
+		"":                              0,
+		"  ":                            0,
+		"30":                            30 * time.Second,
+		" 2 ":                           2 * time.Second,
+		"0":                             0,
+		"-1":                            0,
+		"1.5":                           0,
+		"soon":                          0,
+		"99999999999999999999":          math.MaxInt64,
+		"Sun, 29 Nov 2026 12:01:00 GMT": time.Minute,
+		"Sun, 29 Nov 2026 11:59:00 GMT": 0,
+	} {
+		if got := httpclient.RetryAfter(header, now); got != want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", header, got, want)
+		}
+	}
 }

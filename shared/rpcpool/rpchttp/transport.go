@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/txfence/txfence/shared/httpclient"
 	"github.com/txfence/txfence/shared/rpcpool"
 )
 
@@ -118,6 +119,11 @@ type answer struct {
 	err      error
 }
 
+// maxRetryAfter bounds how long one 429 keeps an endpoint out: a
+// Retry-After of a day (a daily quota) or a broken date is asked again
+// after this.
+const maxRetryAfter = 10 * time.Minute
+
 const (
 	classOK          = "ok"
 	classTimeout     = "timeout"
@@ -166,7 +172,7 @@ func (t *Transport) exchange(req *http.Request, name string, body []byte, method
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		result.Outcome, result.Class = rpcpool.RateLimited, classRateLimited
-		result.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		result.RetryAfter = min(httpclient.RetryAfter(resp.Header.Get("Retry-After"), time.Now()), maxRetryAfter)
 	case resp.StatusCode >= 500:
 		result.Outcome, result.Class = rpcpool.Failed, classServer
 	case resp.StatusCode != http.StatusOK:
@@ -247,22 +253,6 @@ func behindError(message string) bool {
 	m := strings.ToLower(message)
 	return strings.Contains(m, "header not found") || strings.Contains(m, "unknown block") ||
 		strings.Contains(m, "block not found") || strings.Contains(m, "header for hash not found")
-}
-
-// retryAfter reads a Retry-After header: seconds or an HTTP date; 0 when
-// absent or unreadable (the pool's back-off then applies).
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if at, err := http.ParseTime(v); err == nil && at.After(now) {
-		return at.Sub(now)
-	}
-	return 0
 }
 
 // quantity reads a JSON-RPC quantity ("0x1b4").
