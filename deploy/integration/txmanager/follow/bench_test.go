@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/testinfra/chaintest"
-	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
 )
 
@@ -37,18 +35,7 @@ func BenchmarkFollow(b *testing.B) {
 		var stepping time.Duration
 		requests := 0
 		for b.Loop() {
-			nonce, err := r.store.NextNonce(context.Background(), r.fence, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			pending := r.transfer(b)(nonce + 1) // past a gap: pooled, never mined
-			if err := r.node.Client().SendTransaction(context.Background(), pending); err != nil {
-				b.Fatal(err)
-			}
-			r.record(b, fmt.Sprintf("pending-%d", nonce), nonce+1, pending)
-			if err := r.node.Mine(context.Background(), 1); err != nil {
-				b.Fatal(err)
-			}
+			r.pendingBlock(b)
 			r.log.take()
 			start := time.Now()
 			r.step(b)
@@ -105,14 +92,7 @@ func BenchmarkFollowTwoChainsThreeEndpoints(b *testing.B) {
 	for range 2 {
 		r := newRig(b, 3)
 		fronts := []*chaintest.Front{chaintest.NewFront(b, r.node.URL()), chaintest.NewFront(b, r.node.URL())}
-		r.cfg.Chain.RPC = rpcpool.URLs(r.log.url, fronts[0].URL, fronts[1].URL)
-		reader, err := chain.Dial(context.Background(), r.cfg.Chain, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(reader.Close)
-		r.cfg.RPC = &follow.RPC{Client: reader.RPC(), Counted: r.cfg.RPC.Counted}
-		r.fl = follow.New(r.cfg)
+		r.readThrough(b, r.log.url, fronts[0].URL, fronts[1].URL)
 		r.trackMany(b, perChain, 0)
 		r.step(b)
 		chains = append(chains, chainRig{r: r, fronts: fronts})
@@ -130,20 +110,8 @@ func BenchmarkFollowTwoChainsThreeEndpoints(b *testing.B) {
 	start := time.Now()
 	for b.Loop() {
 		for _, c := range chains {
-			r := c.r
-			nonce, err := r.store.NextNonce(context.Background(), r.fence, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			pending := r.transfer(b)(nonce + 1) // past a gap: pooled, never mined
-			if err := r.node.Client().SendTransaction(context.Background(), pending); err != nil {
-				b.Fatal(err)
-			}
-			r.record(b, fmt.Sprintf("pending-%d", nonce), nonce+1, pending)
-			if err := r.node.Mine(context.Background(), 1); err != nil {
-				b.Fatal(err)
-			}
-			r.step(b)
+			c.r.pendingBlock(b)
+			c.r.step(b)
 		}
 	}
 	elapsed := time.Since(start)
@@ -173,4 +141,24 @@ func BenchmarkFollowTwoChainsThreeEndpoints(b *testing.B) {
 	b.ReportMetric(float64(busiest), "endpoint-share-%")
 	b.ReportMetric(float64(probes)/elapsed.Seconds(), "probe-calls/s")
 	b.ReportMetric(2*perChain, "tracked")
+}
+
+// pendingBlock sends the signer's transfer at the nonce after its next
+// (past a gap: pooled, never mined), records it as broadcast, and mines a
+// block: each block's drop lookup then holds the sends of the last
+// drop_check_blocks blocks.
+func (r *rig) pendingBlock(b *testing.B) {
+	b.Helper()
+	nonce, err := r.store.NextNonce(context.Background(), r.fence, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pending := r.transfer(b)(nonce + 1)
+	if err := r.node.Client().SendTransaction(context.Background(), pending); err != nil {
+		b.Fatal(err)
+	}
+	r.record(b, fmt.Sprintf("pending-%d", nonce), nonce+1, pending)
+	if err := r.node.Mine(context.Background(), 1); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -15,12 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/logtest"
 	"github.com/txfence/txfence/txmanager"
-	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
 )
 
@@ -247,14 +245,7 @@ func TestAnEndpointThatDoesNotKnowIsNoDrop(t *testing.T) {
 			if err := r.node.Mine(context.Background(), txmanager.DefaultRPCMaxLag+2); err != nil {
 				t.Fatal(err)
 			}
-			r.cfg.Chain.RPC = rpcpool.URLs(r.log.url, otherLog.url)
-			reader, err := chain.Dial(context.Background(), r.cfg.Chain, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(reader.Close)
-			r.cfg.RPC = &follow.RPC{Client: reader.RPC(), Counted: r.cfg.RPC.Counted}
-			r.fl = follow.New(r.cfg)
+			r.readThrough(t, r.log.url, otherLog.url)
 			r.step(t)
 			id, tx := r.broadcast(t, "waits", func(nonce uint64) *types.Transaction {
 				return chaintest.SignTransfer(t, r.node, r.node.Accounts()[0].Key, common.HexToAddress("0xb0b"), big.NewInt(1), nonce+5)

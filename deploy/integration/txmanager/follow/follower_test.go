@@ -25,12 +25,14 @@ import (
 
 	"github.com/txfence/txfence/mev-router/mevroutertest"
 	"github.com/txfence/txfence/mev-router/relay"
+	"github.com/txfence/txfence/shared/rpcpool"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/testinfra/servicetest"
 	"github.com/txfence/txfence/testinfra/wait"
 	"github.com/txfence/txfence/txmanager"
+	"github.com/txfence/txfence/txmanager/chain"
 	"github.com/txfence/txfence/txmanager/follow"
 	"github.com/txfence/txfence/txmanager/postgres"
 	"github.com/txfence/txfence/txmanager/postgres/postgrestest"
@@ -187,6 +189,20 @@ func newRigWith(t testing.TB, chain txmanager.Chain) *rig {
 	}
 	r.fl = follow.New(r.cfg)
 	return r
+}
+
+// readThrough makes the rig's follower read through a pool of urls (the
+// chains file's rpc), its calls counted as before.
+func (r *rig) readThrough(t testing.TB, urls ...string) {
+	t.Helper()
+	r.cfg.Chain.RPC = rpcpool.URLs(urls...)
+	reader, err := chain.Dial(context.Background(), r.cfg.Chain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+	r.cfg.RPC = &follow.RPC{Client: reader.RPC(), Counted: r.cfg.RPC.Counted}
+	r.fl = follow.New(r.cfg)
 }
 
 // broadcast leaves a signed transfer (or whatever build signs) as the

@@ -126,16 +126,23 @@ func TestThreeNodesOneSignerContiguousNonces(t *testing.T) {
 		c.requireEachNonceOnce(t, stack, perChain)
 	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := c.connect(t)
 	var owners, leases int
 	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT (chain_id, owner_node)), count(*) FROM signer_lease WHERE expires_at > now()`).Scan(&owners, &leases); err != nil ||
 		owners != len(c.stacks) || leases != len(c.stacks) {
 		t.Errorf("%d owners of %d live leases, want one owner of each chain's signer (%v)", owners, leases, err)
 	}
+}
+
+// connect is a connection to the cluster's database, closed when t ends.
+func (c *cluster) connect(t testing.TB) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
 
 // create makes transfers from to to-1 (their request ids) of the signer
@@ -179,11 +186,7 @@ func (c *cluster) create(t testing.TB, urls []string, stack *mevroutertest.Stack
 func (c *cluster) mineUntilConfirmed(t testing.TB, total int, logs func(), during func(confirmed int)) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := c.connect(t)
 	const stalled = time.Minute
 	lastMove, lastSent, lastConfirmed := time.Now(), -1, -1
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -223,11 +226,7 @@ func (c *cluster) mineUntilConfirmed(t testing.TB, total int, logs func(), durin
 func (c *cluster) requireEachNonceOnce(t testing.TB, stack *mevroutertest.Stack, total int) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := c.connect(t)
 	var count, distinct int
 	var lo, hi int64
 	node := stack.Node

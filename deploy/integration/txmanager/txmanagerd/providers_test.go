@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
 	"github.com/txfence/txfence/testinfra/wait"
@@ -91,11 +89,7 @@ func TestProvidersFailAndTransactionsFlow(t *testing.T) {
 	c.requireEachNonceOnce(t, c.stack, total)
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := c.connect(t)
 	var drops, stuck int
 	if err := conn.QueryRow(ctx, `SELECT coalesce(sum(drops), 0) FROM attempt`).Scan(&drops); err != nil {
 		t.Fatal(err)
