@@ -151,7 +151,13 @@ func TestTheFeeCeilingMigrationDropsV1Approvals(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := postgres.New(pool)
-	approved, rejected := awaitingApproval(t, s, pool, "v1-approved"), awaitingApproval(t, s, pool, "v1-rejected")
+	// The rows as the schema of then holds them: the store's statements
+	// are today's.
+	approved, rejected := oldRow(t, pool, "v1-approved", nil), oldRow(t, pool, "v1-rejected", nil)
+	if _, err := pool.Exec(ctx(t), `UPDATE tx SET state = 'PENDING_APPROVAL', gas_limit = 21000,
+		approval_expires_at = now() + interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := pool.Exec(ctx(t), `INSERT INTO approval (tx_id, approver, decision, expiry, signature)
 		VALUES ($1, 'alice', 'approve', now() + interval '1 hour', '\x01'), ($2, 'bob', 'reject', NULL, NULL)`, approved, rejected); err != nil {
 		t.Fatal(err)
