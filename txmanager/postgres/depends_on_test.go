@@ -26,30 +26,7 @@ import (
 // with none; the database still refuses an unknown parent afterwards.
 func TestTheDependsOnMigrationKeepsEachParent(t *testing.T) {
 	t.Parallel()
-	before := fstest.MapFS{}
-	var version int64
-	for _, m := range postgres.Migrations.List() {
-		if m.Name == "depends_on_many" {
-			version = m.Version
-			break
-		}
-		before[fmt.Sprintf("%04d_%s.sql", m.Version, m.Name)] = &fstest.MapFile{Data: []byte(m.SQL)}
-	}
-	if version == 0 {
-		t.Fatal("no depends_on_many migration")
-	}
-	old, err := pg.LoadMigrations(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx(t), pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := old.Up(ctx(t), pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool, version := migratedBefore(t, "depends_on_many")
 	parent := oldRow(t, pool, "parent", nil)
 	child := oldRow(t, pool, "child", parent)
 	lone := oldRow(t, pool, "lone", nil)
@@ -85,6 +62,47 @@ func TestTheDependsOnMigrationKeepsEachParent(t *testing.T) {
 	}
 }
 
+// migratedBefore is a pool on a fresh schema migrated up to the
+// migration named name, left out, and that migration's version.
+func migratedBefore(t *testing.T, name string) (*pgxpool.Pool, int64) {
+	t.Helper()
+	before := fstest.MapFS{}
+	var version int64
+	for _, m := range postgres.Migrations.List() {
+		if m.Name == name {
+			version = m.Version
+			break
+		}
+		before[fmt.Sprintf("%04d_%s.sql", m.Version, m.Name)] = &fstest.MapFile{Data: []byte(m.SQL)}
+	}
+	if version == 0 {
+		t.Fatalf("no migration %s", name)
+	}
+	old, err := pg.LoadMigrations(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pg.Open(ctx(t), pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := old.Up(ctx(t), pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	return pool, version
+}
+
+// created creates intent requestID (1 wei) or fails t.
+func created(t *testing.T, s *postgres.Store, requestID string) txmanager.Tx {
+	t.Helper()
+	tx, _, err := s.Create(ctx(t), intent(requestID, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // oldRow inserts an INIT transaction of requestID and its INIT event as
 // the schema before the depends_on_many migration held them, with one
 // parent or none, and returns its id.
@@ -113,36 +131,25 @@ func oldRow(t *testing.T, pool *pgxpool.Pool, requestID string, parent any) uuid
 func TestParentsAreASet(t *testing.T) {
 	t.Parallel()
 	s, _ := store(t, 4)
-	a, _, err := s.Create(ctx(t), intent("a", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := s.Create(ctx(t), intent("b", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, c := created(t, s, "a"), created(t, s, "b"), created(t, s, "c")
 	child := func(parents ...uuid.UUID) *txmanager.Intent {
 		in := intent("child", 2)
 		in.DependsOn = parents
 		return in
 	}
-	first, created, err := s.Create(ctx(t), child(b.ID, a.ID))
-	if err != nil || !created {
-		t.Fatalf("create: %v %v", created, err)
+	first, isNew, err := s.Create(ctx(t), child(b.ID, a.ID))
+	if err != nil || !isNew {
+		t.Fatalf("create: %v %v", isNew, err)
 	}
 	if diff := cmp.Diff(dependson.List{b.ID, a.ID}, first.DependsOn); diff != "" {
 		t.Errorf("the parents as created (-want +got):\n%s", diff)
 	}
-	again, created, err := s.Create(ctx(t), child(a.ID, b.ID))
-	if err != nil || created || again.ID != first.ID {
-		t.Errorf("the same parents in another order: %s created=%v %v, want %s", again.ID, created, err, first.ID)
+	again, isNew, err := s.Create(ctx(t), child(a.ID, b.ID))
+	if err != nil || isNew || again.ID != first.ID {
+		t.Errorf("the same parents in another order: %s created=%v %v, want %s", again.ID, isNew, err, first.ID)
 	}
 	if diff := cmp.Diff(dependson.List{b.ID, a.ID}, again.DependsOn); diff != "" {
 		t.Errorf("the parents on a replay (-want +got):\n%s", diff)
-	}
-	c, _, err := s.Create(ctx(t), intent("c", 1))
-	if err != nil {
-		t.Fatal(err)
 	}
 	for name, other := range map[string]*txmanager.Intent{"one fewer": child(a.ID), "none": child(), "one more": child(a.ID, b.ID, c.ID)} {
 		if _, _, err := s.Create(ctx(t), other); !errs.Is(err, errs.Conflict) {
@@ -162,17 +169,10 @@ func TestParentsAreASet(t *testing.T) {
 func TestTheStoreRefusesBadParents(t *testing.T) {
 	t.Parallel()
 	s, pool := store(t, 4)
-	a, _, err := s.Create(ctx(t), intent("a", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := created(t, s, "a")
 	many := make(dependson.List, dependson.Max+1)
 	for i := range many {
-		p, _, err := s.Create(ctx(t), intent(fmt.Sprintf("p-%d", i), 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		many[i] = p.ID
+		many[i] = created(t, s, fmt.Sprintf("p-%d", i)).ID
 	}
 	for name, tc := range map[string]struct {
 		parents dependson.List
@@ -224,14 +224,7 @@ func TestTheStoreRefusesBadParents(t *testing.T) {
 func TestParentStatesInOneStatement(t *testing.T) {
 	t.Parallel()
 	s, pool := store(t, 4)
-	a, _, err := s.Create(ctx(t), intent("a", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := s.Create(ctx(t), intent("b", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := created(t, s, "a"), created(t, s, "b")
 	if _, err := pool.Exec(ctx(t), `UPDATE tx SET state = 'FAILED', reason = 'policy_denied' WHERE tx_id = $1`, b.ID); err != nil {
 		t.Fatal(err)
 	}
