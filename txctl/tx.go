@@ -60,7 +60,7 @@ func defineCreate(fs *flag.FlagSet) func(*env, []string) error {
 	fs.StringVar(&maxFee, "max-fee", "", "the most to pay per gas, `WEI`")
 	fs.StringVar(&maxPriorityFee, "max-priority-fee", "", "the most to tip per gas, `WEI`")
 	fs.StringVar(&route, "route", "", "the broadcast `ROUTE`: public, private or auto")
-	fs.StringVar(&dependsOn, "depends-on", "", "a transaction `ID` that must be CONFIRMED first")
+	fs.StringVar(&dependsOn, "depends-on", "", "transaction `IDS` (comma separated, up to 16, on any chain) that must all be CONFIRMED first")
 	fs.StringVar(&metadata, "metadata", "", "the client's own `JSON` object, stored and returned unchanged; - reads it from standard input")
 	fs.StringVar(&idempotency, "idempotency-key", "", "the request's `KEY` (default: a random UUID, printed)")
 	return func(x *env, _ []string) error {
@@ -90,11 +90,18 @@ func defineCreate(fs *flag.FlagSet) func(*env, []string) error {
 			body.Route = &r
 		}
 		if set["depends-on"] {
-			id, err := parseID("create", "transaction", dependsOn)
-			if err != nil {
+			var ids components.DependsOnRequest1
+			for _, s := range strings.Split(dependsOn, ",") {
+				id, err := parseID("create", "transaction", strings.TrimSpace(s))
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			body.DependsOn = new(components.DependsOnRequest)
+			if err := body.DependsOn.FromDependsOnRequest1(ids); err != nil {
 				return err
 			}
-			body.DependsOn = &id
 		}
 		if metadata == "-" && x.stdin == nil {
 			return usagef("create", "--metadata -: no standard input")
@@ -243,7 +250,11 @@ func printTx(x *env, tx *components.Tx, body []byte, extra func(*fields)) error 
 	f.str("fee_ceiling", tx.FeeCeiling)
 	f.add("route", string(tx.Route))
 	if tx.DependsOn != nil {
-		f.add("depends_on", tx.DependsOn.String())
+		ids := make([]string, len(*tx.DependsOn))
+		for i, id := range *tx.DependsOn {
+			ids[i] = id.String()
+		}
+		f.add("depends_on", strings.Join(ids, ", "))
 	}
 	f.add("request_id", tx.RequestId)
 	// The metadata as the API sent it: the decoded map holds floats.

@@ -203,3 +203,26 @@ func field(t *testing.T, out, name string) string {
 	t.Fatalf("no %q in\n%s", name, out)
 	return ""
 }
+
+// TestCreateDependsOnSeveral: --depends-on takes comma-separated ids; the
+// transaction shows them all, in order, and a bad one is a usage error
+// that sends nothing.
+func TestCreateDependsOnSeveral(t *testing.T) {
+	t.Parallel()
+	g := gatewaystack.Start(t, gatewaystack.Options{})
+	p, q := g.Create(t, g.Acme, signerA, "p").TxID, g.Create(t, g.Acme, signerA, "q").TxID
+	child := mustRun(t, g.URL, g.Acme, "create", "--chain-id", "31337", "--from", signerA, "--to", bob, "--depends-on", q+", "+p)
+	if got := field(t, child.stdout, "depends_on"); got != q+", "+p {
+		t.Errorf("depends_on %q, want %q:\n%s", got, q+", "+p, child.stdout)
+	}
+	asJSON := mustRun(t, g.URL, g.Acme, "--json", "get", field(t, child.stdout, "tx_id"))
+	if tx := decodeJSON[components.Tx](t, asJSON.stdout); tx.DependsOn == nil || len(*tx.DependsOn) != 2 || (*tx.DependsOn)[0].String() != q {
+		t.Errorf("get --json: %s", asJSON.stdout)
+	}
+	if r := txctlRun(t, g.URL, g.Acme, "create", "--chain-id", "31337", "--from", signerA, "--depends-on", p+",nope"); r.code != 2 || !strings.Contains(r.stderr, `"nope"`) {
+		t.Errorf("a bad id: exit %d %s", r.code, r.stderr)
+	}
+	if r := txctlRun(t, g.URL, g.Acme, "create", "--chain-id", "31337", "--from", signerA, "--to", bob, "--depends-on", p+","+p); r.code != 1 || !strings.Contains(r.stderr, "/depends_on/1") {
+		t.Errorf("a repeated id: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/transitid"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -60,13 +61,14 @@ type StateChanged struct {
 	Approvers []string `json:"approvers,omitempty"`
 	Approver  string   `json:"approver,omitempty"`
 	// DependsOn and TransitID are on the INIT event only, from the
-	// intent: the transaction it waits for, and the transfer between
-	// chains its metadata names (see TransitIDOf). The ledger links the
-	// two transactions of a transfer by them, within TransitNamespace
-	// (the intent's, with a transit id only).
-	DependsOn        *uuid.UUID `json:"depends_on,omitempty"`
-	TransitID        string     `json:"transit_id,omitempty"`
-	TransitNamespace string     `json:"transit_namespace,omitempty"`
+	// intent: the transactions it waits for (an array, in the intent's
+	// order), and the transfer between chains its metadata names (see
+	// TransitIDOf). The ledger links the two transactions of a transfer
+	// by them, within TransitNamespace (the intent's, with a transit id
+	// only): the destination depends on the source, among others maybe.
+	DependsOn        dependson.List `json:"depends_on,omitempty"`
+	TransitID        string         `json:"transit_id,omitempty"`
+	TransitNamespace string         `json:"transit_namespace,omitempty"`
 }
 
 // InitEvent is the data of the INIT event that reports in's acceptance.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/transitid"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -44,8 +45,10 @@ type Intent struct {
 	MaxFeePerGas         *big.Int
 	MaxPriorityFeePerGas *big.Int
 	Route                Route
-	// DependsOn must be CONFIRMED before this transaction is worked on.
-	DependsOn *uuid.UUID
+	// DependsOn are the transactions, on any chain, that must all be
+	// CONFIRMED before this one is worked on (at most dependson.Max,
+	// distinct); nil for none.
+	DependsOn dependson.List
 	// Metadata is the client's own JSON object, stored and returned as is.
 	Metadata json.RawMessage
 	// TransitNamespace is where the transit id Metadata names lives (the
@@ -97,6 +100,9 @@ func (in *Intent) Validate() error {
 	if in.TransitNamespace != "" && !transitid.ValidNamespace(in.TransitNamespace) {
 		add("transit_namespace: 1 to %d characters of [A-Za-z0-9._:-]", MaxTransitNamespaceLen)
 	}
+	for _, f := range in.DependsOn.Check(uuid.Nil) {
+		problems = append(problems, errs.InvalidFields(fieldName(f.Pointer)+": "+f.Detail, f))
+	}
 	if len(in.Metadata) > 0 {
 		if len(in.Metadata) > MaxMetadataLen {
 			add("metadata: at most %d bytes", MaxMetadataLen)
@@ -108,10 +114,27 @@ func (in *Intent) Validate() error {
 }
 
 // Invalid is the caller's error for a validation failure: errs.Invalid
-// with every problem named in the detail (they quote nothing secret).
+// with every problem named in the detail (they quote nothing secret), and
+// the fields of those that point at one (an *errs.Error with fields among
+// the joined errors).
 func Invalid(err error) error {
-	return errs.E(errs.Invalid, strings.ReplaceAll(err.Error(), "\n", "; "))
+	e := errs.E(errs.Invalid, strings.ReplaceAll(err.Error(), "\n", "; "))
+	problems := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		problems = j.Unwrap()
+	}
+	for _, p := range problems {
+		var fe *errs.Error
+		if errors.As(p, &fe) {
+			e.Fields = append(e.Fields, fe.Fields...)
+		}
+	}
+	return e
 }
+
+// fieldName is a JSON pointer as the problems of Validate name a field:
+// "depends_on/2" for "/depends_on/2".
+func fieldName(pointer string) string { return strings.TrimPrefix(pointer, "/") }
 
 // isJSONObject reports whether raw is one JSON object, without decoding
 // it: Validate runs on every create, and the hash decodes it anyway.
@@ -171,11 +194,14 @@ func (in *Intent) Hash() [32]byte {
 	optBig(in.MaxFeePerGas)
 	optBig(in.MaxPriorityFeePerGas)
 	bytesField([]byte(in.Route))
-	if in.DependsOn == nil {
-		h.Write([]byte{0})
-	} else {
-		h.Write([]byte{1})
-		h.Write(in.DependsOn[:])
+	// The parents as a set: their count, then each in ascending order, so
+	// that one set given in two orders is one intent. A count of 0 or 1
+	// writes what v1 wrote for no parent or its one parent (a flag byte,
+	// then the id), so intents accepted before a transaction could have
+	// several parents keep their hash.
+	h.Write([]byte{byte(len(in.DependsOn))}) // Validate allows dependson.Max at most
+	for _, id := range in.DependsOn.Sorted() {
+		h.Write(id[:])
 	}
 	meta, err := canonicalMetadata(in.Metadata)
 	if err != nil {

@@ -31,6 +31,10 @@ type WorkStore interface {
 	// Open lists key's transactions in states, in acceptance order, at
 	// most limit: the worker's queue.
 	Open(ctx context.Context, key SignerKey, states []State, limit int) ([]Tx, error)
+	// ParentStates reads the states of ids in one statement (the parents of
+	// the transactions the worker takes on); an id with no transaction is
+	// absent.
+	ParentStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]State, error)
 	// CountOpen counts key's transactions in states.
 	CountOpen(ctx context.Context, key SignerKey, states []State) (int, error)
 	// PendingCost is the most key's open transactions may still take

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/gatewayapi"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
 )
@@ -37,9 +39,13 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) error {
 	var head struct {
 		ChainID   uint64         `json:"chain_id"`
 		From      common.Address `json:"from"`
-		DependsOn *uuid.UUID     `json:"depends_on"`
+		DependsOn dependson.List `json:"depends_on"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
+		var invalid *errs.Error
+		if errors.As(err, &invalid) {
+			return invalid
+		}
 		return errs.Wrap(errs.Invalid, "the request body", err)
 	}
 	from := gateway.SignerRef{ChainID: head.ChainID, Address: head.From}
@@ -47,13 +53,8 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) error {
 		return errs.InvalidFields("from is not a signer this key may use", errs.FieldError{Pointer: "/from",
 			Detail: fmt.Sprintf("%s is not one of the tenant's signers this key may use", from)})
 	}
-	if head.DependsOn != nil {
-		if _, err := a.ownedTx(r, *head.DependsOn); errs.Is(err, errs.NotFound) {
-			return errs.InvalidFields("depends_on names no transaction of the tenant's",
-				errs.FieldError{Pointer: "/depends_on", Detail: "no transaction " + head.DependsOn.String()})
-		} else if err != nil {
-			return err
-		}
+	if err := a.checkParents(r, head.DependsOn); err != nil {
+		return err
 	}
 	body, err := withRequestID(raw, r.Header.Get("Idempotency-Key"), transitNamespace(p))
 	if err != nil {
@@ -70,6 +71,31 @@ func (a *API) createTx(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Location", "/api/v1/tx/"+tx.ID.String())
 	writeRaw(w, status, tx.JSON)
+	return nil
+}
+
+// checkParents refuses a depends_on that names a transaction twice, more
+// than dependson.Max, or one the key may not see (another tenant's, or on
+// a signer the key may not use: on any chain), naming each such parent by
+// its place (/depends_on/2). Another tenant's transaction is worded as one
+// that does not exist.
+func (a *API) checkParents(r *http.Request, parents dependson.List) error {
+	fields := parents.Check(uuid.Nil)
+	if len(fields) > 0 {
+		return errs.InvalidFields("depends_on: "+fields[0].Detail, fields...)
+	}
+	for i, id := range parents {
+		_, err := a.ownedTx(r, id)
+		switch {
+		case errs.Is(err, errs.NotFound):
+			fields = append(fields, errs.FieldError{Pointer: dependson.Pointer(i), Detail: "no transaction " + id.String()})
+		case err != nil:
+			return err
+		}
+	}
+	if len(fields) > 0 {
+		return errs.InvalidFields("depends_on names no transaction of the tenant's", fields...)
+	}
 	return nil
 }
 

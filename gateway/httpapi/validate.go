@@ -117,6 +117,12 @@ func fieldErrors(err error) []errs.FieldError {
 				out = append(out, errs.FieldError{Pointer: pointer(param, inBody, nil), Detail: detail})
 			}
 		case *openapi3.SchemaError:
+			if branches := failedBranches(e); len(branches) > 0 {
+				for _, b := range branches {
+					walk(b, param, inBody)
+				}
+				return
+			}
 			path := e.JSONPointer()
 			// An unknown member is reported on its object; point at the
 			// member itself.
@@ -136,6 +142,58 @@ func fieldErrors(err error) []errs.FieldError {
 }
 
 var unsupportedProperty = regexp.MustCompile(`^property "(.+)" is unsupported$`)
+
+// failedBranches are the errors of the branches of an allOf or a oneOf
+// that e reports failing, when they name the member at fault better than
+// "doesn't match all schemas": every failing branch of an allOf, and of a
+// oneOf whose branches take values of different JSON types the one of
+// the value's type (depends_on's array names its bad element,
+// /depends_on/1, where the oneOf names only depends_on). nil otherwise.
+func failedBranches(e *openapi3.SchemaError) []error {
+	var branches openapi3.MultiError
+	if (e.SchemaField != "allOf" && e.SchemaField != "oneOf") || e.Schema == nil || !errors.As(e.Origin, &branches) {
+		return nil
+	}
+	if e.SchemaField == "allOf" {
+		return branches
+	}
+	if len(branches) != len(e.Schema.OneOf) {
+		return nil // a discriminator skipped some: no telling which is which
+	}
+	kind := jsonType(e.Value)
+	match := -1
+	for i, ref := range e.Schema.OneOf {
+		if ref.Value == nil || !ref.Value.Type.Includes(kind) {
+			continue
+		}
+		if match >= 0 {
+			return nil
+		}
+		match = i
+	}
+	if match < 0 {
+		return nil
+	}
+	return branches[match : match+1]
+}
+
+// jsonType is the JSON Schema type of a value decoded from JSON.
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return openapi3.TypeString
+	case bool:
+		return openapi3.TypeBoolean
+	case []any:
+		return openapi3.TypeArray
+	case map[string]any:
+		return openapi3.TypeObject
+	case nil:
+		return openapi3.TypeNull
+	default:
+		return openapi3.TypeNumber
+	}
+}
 
 // pointer is a JSON pointer into the body, or a parameter's name.
 func pointer(param string, inBody bool, path []string) string {

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/txfence/txfence/ledger"
@@ -34,6 +33,7 @@ import (
 	"github.com/txfence/txfence/openapi/components"
 	"github.com/txfence/txfence/openapi/feed"
 	"github.com/txfence/txfence/openapi/txmanagerapi"
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 )
 
@@ -483,10 +483,12 @@ type stateChanged struct {
 	BlockHash *common.Hash `json:"block_hash"`
 	// DependsOn and TransitID are on the INIT event: they link the two
 	// ends of a transfer between chains, within TransitNamespace (the
-	// tenant's, put there by the gateway).
-	DependsOn        *uuid.UUID `json:"depends_on"`
-	TransitID        string     `json:"transit_id"`
-	TransitNamespace string     `json:"transit_namespace"`
+	// tenant's, put there by the gateway). DependsOn is an array, or a
+	// bare id in events txmanager wrote before a transaction could have
+	// several parents.
+	DependsOn        dependson.List `json:"depends_on"`
+	TransitID        string         `json:"transit_id"`
+	TransitNamespace string         `json:"transit_namespace"`
 }
 
 // transit is the ledger's id of the transit d names (ledger.TransitKey),

@@ -108,8 +108,8 @@ func endOf(t *ledger.TransitWrite, tx components.TxId) (*ledger.TransitEnd, book
 }
 
 // link is what an INIT event naming a transit does: the first transaction
-// to name it is its source; one that depends on the source is its
-// destination. Any other is no end of it, and an alert: it is booked as
+// to name it is its source; one whose parents include the source is its
+// destination (it may wait for other transactions as well). Any other is no end of it, and an alert: it is booked as
 // a plain transaction.
 func (c *Consumer) link(ev components.Event, d *stateChanged, page *pageBooking) eventBooking {
 	if d.TransitID == "" {
@@ -131,7 +131,7 @@ func (c *Consumer) link(ev components.Event, d *stateChanged, page *pageBooking)
 		return eventBooking{transit: &ledger.TransitWrite{Transit: ledger.Transit{ID: key, Status: ledger.TransitPending, Source: end}}}
 	case stored.Source.TxID == id || stored.Destination.TxID == id:
 		return eventBooking{} // linked already
-	case stored.Destination.TxID == uuid.Nil && d.DependsOn != nil && *d.DependsOn == stored.Source.TxID:
+	case stored.Destination.TxID == uuid.Nil && d.DependsOn.Index(stored.Source.TxID) >= 0:
 		w := *stored
 		w.Destination = end
 		return eventBooking{transit: &w}

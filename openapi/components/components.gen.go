@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
@@ -408,6 +409,36 @@ type CheckResultStatus string
 // Example: eyJzZXEiOjQyfQ
 type Cursor = string
 
+// DependsOn The transactions, on any chain, that must all be CONFIRMED before
+// this one is worked on: 1 to 16 distinct transaction ids, in the
+// order the client gave them. While any is on its way the
+// transaction waits in INIT (sub-state `waiting_dependency`, no
+// nonce spent); once one of them is FAILED, CANCELLED or REVERTED it
+// FAILS with reason `dependency_failed`, naming that one. Always an
+// array in what txfence writes (transactions, INIT events).
+//
+// Example: ["0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"]
+type DependsOn = []openapi_types.UUID
+
+// DependsOnRequest `depends_on` as a create request may give it: an array of 1 to 16
+// distinct transaction ids (as `DependsOn`), or, for compatibility with
+// clients written when a transaction had one parent at most, one id
+// as a bare string, which reads as an array of that one. Answers
+// always give the array. A repeated id, more than 16, or an id that
+// is no transaction (of the tenant's, at the gateway) is refused
+// with a problem naming the element (`/depends_on/2`).
+//
+// Example: ["0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7","0193a1f4-9d3f-7e7c-8a21-5cf1d3e2f6b8"]
+type DependsOnRequest struct {
+	union json.RawMessage
+}
+
+// DependsOnRequest0 defines model for DependsOnRequest.0.
+type DependsOnRequest0 = openapi_types.UUID
+
+// DependsOnRequest1 defines model for DependsOnRequest.1.
+type DependsOnRequest1 = []openapi_types.UUID
+
 // Event **Contract, to be refined by later issues.** The envelope of every
 // event txfence publishes: the body of a webhook delivery and an entry
 // of txmanager's event feed (`GET /internal/v1/events?after=SEQ`).
@@ -798,8 +829,19 @@ type Tx struct {
 	// Data Arbitrary bytes as 0x-prefixed hex of even length; `0x` is empty data.
 	//
 	// Example: 0xa9059cbb
-	Data      HexData             `json:"data"`
-	DependsOn *openapi_types.UUID `json:"depends_on,omitempty"`
+	Data HexData `json:"data"`
+
+	// DependsOn The transactions, on any chain, that must all be CONFIRMED before
+	// this one is worked on: 1 to 16 distinct transaction ids, in the
+	// order the client gave them. While any is on its way the
+	// transaction waits in INIT (sub-state `waiting_dependency`, no
+	// nonce spent); once one of them is FAILED, CANCELLED or REVERTED it
+	// FAILS with reason `dependency_failed`, naming that one. Always an
+	// array in what txfence writes (transactions, INIT events).
+	//
+	//
+	// Example: ["0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7"]
+	DependsOn *DependsOn `json:"depends_on,omitempty"`
 
 	// FeeCeiling The highest fee cap per gas (`max_fee_per_gas`, or the gas price
 	// of a legacy transaction) txmanager may sign this transaction
@@ -876,7 +918,7 @@ type Tx struct {
 
 	// SubState Refines a state without changing it.
 	//
-	// - waiting_dependency: waits for its `depends_on` transaction to be CONFIRMED.
+	// - waiting_dependency: waits until every transaction of its `depends_on` is CONFIRMED.
 	// - insufficient_funds: held until the sender can pay (or the hold times out).
 	// - included: a receipt was seen; counting confirmations.
 	// - stuck: not included past the stuck timeout; alerted, still tracked.
@@ -1393,9 +1435,13 @@ type TxStateChangedData struct {
 	// BlockNumber On the way to CONFIRMED, REVERTED or CANCELLED (`cancel_mined`), the block holding the receipt.
 	BlockNumber *int64 `json:"block_number,omitempty"`
 
-	// DependsOn On the INIT event only: the transaction this one waits for (the
-	// intent's `depends_on`), which must be CONFIRMED first.
-	DependsOn *TxId `json:"depends_on,omitempty"`
+	// DependsOn On the INIT event only: the transactions this one waits for (the
+	// intent's `depends_on`, always an array), which must all be
+	// CONFIRMED first. INIT events written before a transaction could
+	// have several parents were rewritten to the array when txmanager
+	// migrated; a consumer reading an older copy may still meet a
+	// bare id.
+	DependsOn *DependsOn `json:"depends_on,omitempty"`
 
 	// FromState The state before the change; absent on the INIT event that reports acceptance.
 	FromState *TxState `json:"from_state,omitempty"`
@@ -1423,7 +1469,10 @@ type TxStateChangedData struct {
 	// times after taking it: sub-state `stuck`). A sub-state
 	// change may add detail after a colon (`broadcast_refused:
 	// intrinsic_gas_too_low: ...`, `operator_action: bump (action
-	// ...)`). The list grows; treat unknown codes as opaque text.
+	// ...)`), and so does `dependency_failed`, naming the parent and
+	// its state (`dependency_failed:
+	// 0193a1f4-8c2e-7d6b-9f10-4be0c2d1e5a7 REVERTED`). The list grows;
+	// treat unknown codes as opaque text.
 	//
 	//
 	// Example: simulation_reverted
@@ -1471,7 +1520,9 @@ type TxStateChangedData struct {
 	// chain they arrive, created with `depends_on` the source) with
 	// the same id; the ledger books the source into an `in_transit`
 	// account and the destination out of one, and the difference as
-	// the bridge's fee.
+	// the bridge's fee. The destination is the transaction naming the
+	// id whose `depends_on` includes the source (it may wait for
+	// others too).
 	//
 	//
 	// Example: rebalance:2025-01-15.7
@@ -1538,7 +1589,7 @@ type TxStateChangedEvent struct {
 
 // TxSubState Refines a state without changing it.
 //
-// - waiting_dependency: waits for its `depends_on` transaction to be CONFIRMED.
+// - waiting_dependency: waits until every transaction of its `depends_on` is CONFIRMED.
 // - insufficient_funds: held until the sender can pay (or the hold times out).
 // - included: a receipt was seen; counting confirmations.
 // - stuck: not included past the stuck timeout; alerted, still tracked.
@@ -1605,3 +1656,65 @@ type NotReadyApplicationProblemPlusJSON = Problem
 //
 // Example: {"checks":{"postgres":{"error":"dial tcp 127.0.0.1:5432: connect: connection refused","status":"failing"},"signer":{"status":"ok"}},"failing":["postgres"],"service":"txmanager","status":"not_ready"}
 type Ready = Readiness
+
+// AsDependsOnRequest0 returns the union data inside the DependsOnRequest as a DependsOnRequest0
+func (t DependsOnRequest) AsDependsOnRequest0() (DependsOnRequest0, error) {
+	var body DependsOnRequest0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDependsOnRequest0 overwrites any union data inside the DependsOnRequest as the provided DependsOnRequest0
+func (t *DependsOnRequest) FromDependsOnRequest0(v DependsOnRequest0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDependsOnRequest0 performs a merge with any union data inside the DependsOnRequest, using the provided DependsOnRequest0
+func (t *DependsOnRequest) MergeDependsOnRequest0(v DependsOnRequest0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDependsOnRequest1 returns the union data inside the DependsOnRequest as a DependsOnRequest1
+func (t DependsOnRequest) AsDependsOnRequest1() (DependsOnRequest1, error) {
+	var body DependsOnRequest1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDependsOnRequest1 overwrites any union data inside the DependsOnRequest as the provided DependsOnRequest1
+func (t *DependsOnRequest) FromDependsOnRequest1(v DependsOnRequest1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDependsOnRequest1 performs a merge with any union data inside the DependsOnRequest, using the provided DependsOnRequest1
+func (t *DependsOnRequest) MergeDependsOnRequest1(v DependsOnRequest1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t DependsOnRequest) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *DependsOnRequest) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}

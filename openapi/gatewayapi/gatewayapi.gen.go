@@ -271,8 +271,16 @@ type CreateTxRequest struct {
 	// Example: 0xa9059cbb
 	Data *externalRef0.HexData `json:"data,omitempty"`
 
-	// DependsOn A transaction of the tenant's that must be CONFIRMED first.
-	DependsOn *openapi_types.UUID `json:"depends_on,omitempty"`
+	// DependsOn Transactions of the tenant's, on any of its chains, that must
+	// all be CONFIRMED first: an array of 1 to 16 distinct ids, or
+	// one id as a bare string (read as an array of one; accepted for
+	// compatibility). Each must be a transaction of a signer this key
+	// may use; one that is not, a repeated id or more than 16 is a
+	// `400` problem naming the element (`/depends_on/2`). A transfer
+	// between chains creates its destination on the arriving chain
+	// with `depends_on` its source on the leaving chain: the
+	// destination is sent only once the source is CONFIRMED.
+	DependsOn *externalRef0.DependsOnRequest `json:"depends_on,omitempty"`
 
 	// From The signer, one the tenant owns.
 	From externalRef0.Address `json:"from"`
@@ -297,8 +305,8 @@ type CreateTxRequest struct {
 	// returned unchanged. A string member `transit_id` (1 to 128
 	// characters of `[A-Za-z0-9._:-]`) marks a transfer between
 	// chains: its source and its destination (created with
-	// `depends_on` the source) carry the same one, and the ledger
-	// books them as one transfer. Transit ids are per tenant: the
+	// `depends_on` including the source) carry the same one, and the
+	// ledger books them as one transfer. Transit ids are per tenant: the
 	// INIT event carries the tenant's id as `transit_namespace`, and
 	// another tenant's transaction naming the same id is never paired
 	// with this tenant's.
@@ -1695,8 +1703,8 @@ type ClientInterface interface {
 	// ListLedgerTransits A signer's transfers between chains, newest first
 	//
 	// Transfers between chains (a source transaction and a destination
-	// transaction marked with one `metadata.transit_id`, the destination
-	// `depends_on` the source) with an end at one of the tenant's signers
+	// transaction marked with one `metadata.transit_id`, the destination's
+	// `depends_on` including the source) with an end at one of the tenant's signers
 	// on `chain_id`, newest first, optionally only those of one `status`,
 	// each under the id the tenant gave it. A signer that is not the
 	// tenant's, or that the key may not use, is a `404`. `next_cursor`
@@ -2542,8 +2550,8 @@ func (c *Client) GetLedgerJournal(ctx context.Context, journalId LedgerJournalId
 // ListLedgerTransits A signer's transfers between chains, newest first
 //
 // Transfers between chains (a source transaction and a destination
-// transaction marked with one `metadata.transit_id`, the destination
-// `depends_on` the source) with an end at one of the tenant's signers
+// transaction marked with one `metadata.transit_id`, the destination's
+// `depends_on` including the source) with an end at one of the tenant's signers
 // on `chain_id`, newest first, optionally only those of one `status`,
 // each under the id the tenant gave it. A signer that is not the
 // tenant's, or that the key may not use, is a `404`. `next_cursor`
@@ -5659,8 +5667,8 @@ type ClientWithResponsesInterface interface {
 	// ListLedgerTransitsWithResponse A signer's transfers between chains, newest first
 	//
 	// Transfers between chains (a source transaction and a destination
-	// transaction marked with one `metadata.transit_id`, the destination
-	// `depends_on` the source) with an end at one of the tenant's signers
+	// transaction marked with one `metadata.transit_id`, the destination's
+	// `depends_on` including the source) with an end at one of the tenant's signers
 	// on `chain_id`, newest first, optionally only those of one `status`,
 	// each under the id the tenant gave it. A signer that is not the
 	// tenant's, or that the key may not use, is a `404`. `next_cursor`
@@ -8450,8 +8458,8 @@ func (c *ClientWithResponses) GetLedgerJournalWithResponse(ctx context.Context, 
 // ListLedgerTransitsWithResponse A signer's transfers between chains, newest first
 //
 // Transfers between chains (a source transaction and a destination
-// transaction marked with one `metadata.transit_id`, the destination
-// `depends_on` the source) with an end at one of the tenant's signers
+// transaction marked with one `metadata.transit_id`, the destination's
+// `depends_on` including the source) with an end at one of the tenant's signers
 // on `chain_id`, newest first, optionally only those of one `status`,
 // each under the id the tenant gave it. A signer that is not the
 // tenant's, or that the key may not use, is a `404`. `next_cursor`

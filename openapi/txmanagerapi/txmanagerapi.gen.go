@@ -81,8 +81,12 @@ type CreateTxRequest struct {
 	// Example: 0xa9059cbb
 	Data *externalRef0.HexData `json:"data,omitempty"`
 
-	// DependsOn A transaction that must be CONFIRMED first.
-	DependsOn *openapi_types.UUID `json:"depends_on,omitempty"`
+	// DependsOn Transactions, on any chain, that must all be CONFIRMED first: an
+	// array of 1 to 16 distinct ids, or one id as a bare string (read
+	// as an array of one; accepted for compatibility). A repeated id,
+	// more than 16, or an id that is no transaction is a `400`
+	// problem naming the element (`/depends_on/2`).
+	DependsOn *externalRef0.DependsOnRequest `json:"depends_on,omitempty"`
 
 	// From A 20-byte EVM account address, 0x-prefixed hex. Any letter case is accepted; EIP-55 checksums are not required.
 	//

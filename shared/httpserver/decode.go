@@ -30,6 +30,11 @@ func DecodeStrict(body io.Reader, v any) error {
 		if tooBig := overBound(err); tooBig != nil {
 			return tooBig
 		}
+		// A field's own UnmarshalJSON may name the member at fault.
+		var invalid *errs.Error
+		if errors.As(err, &invalid) && invalid.Kind == errs.Invalid && len(invalid.Fields) > 0 {
+			return errs.InvalidFields("request body: "+invalid.Message, invalid.Fields...)
+		}
 		return errs.Errorf(errs.Invalid, "request body: %v", err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {

@@ -22,6 +22,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/httpserver"
 	"github.com/txfence/txfence/shared/mtls"
@@ -86,7 +87,7 @@ type CreateTxRequest struct {
 	MaxFeePerGas         *string         `json:"max_fee_per_gas"`
 	MaxPriorityFeePerGas *string         `json:"max_priority_fee_per_gas"`
 	Route                string          `json:"route"`
-	DependsOn            *uuid.UUID      `json:"depends_on"`
+	DependsOn            dependson.List  `json:"depends_on"`
 	Metadata             json.RawMessage `json:"metadata"`
 	TransitNamespace     string          `json:"transit_namespace"`
 }
@@ -697,7 +698,7 @@ type txJSON struct {
 	MaxFeePerGas         *string            `json:"max_fee_per_gas,omitempty"`
 	MaxPriorityFeePerGas *string            `json:"max_priority_fee_per_gas,omitempty"`
 	Route                txmanager.Route    `json:"route"`
-	DependsOn            *uuid.UUID         `json:"depends_on,omitempty"`
+	DependsOn            dependson.List     `json:"depends_on,omitempty"`
 	Metadata             json.RawMessage    `json:"metadata"`
 	State                txmanager.State    `json:"state"`
 	SubState             txmanager.SubState `json:"sub_state,omitempty"`

@@ -1,19 +1,15 @@
 package postgres_test
 
 import (
-	"context"
 	"fmt"
 	"math/big"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/errs"
-	"github.com/txfence/txfence/shared/pg"
-	"github.com/txfence/txfence/testinfra/pgtest"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
 )
@@ -126,32 +122,15 @@ func TestApprovalsAreCappedAtTheRulesApprovers(t *testing.T) {
 // migration deletes them; rejections stay.
 func TestTheFeeCeilingMigrationDropsV1Approvals(t *testing.T) {
 	t.Parallel()
-	before := fstest.MapFS{}
-	var ceilingVersion int64
-	for _, m := range postgres.Migrations.List() {
-		if m.Name == "approval_fee_ceiling" {
-			ceilingVersion = m.Version
-			break
-		}
-		before[fmt.Sprintf("%04d_%s.sql", m.Version, m.Name)] = &fstest.MapFile{Data: []byte(m.SQL)}
-	}
-	if ceilingVersion == 0 {
-		t.Fatal("no approval_fee_ceiling migration")
-	}
-	old, err := pg.LoadMigrations(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(context.Background(), pgtest.URL(t), pg.PoolOptions{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := old.Up(ctx(t), pool, nil); err != nil {
-		t.Fatal(err)
-	}
+	pool, ceilingVersion := migratedBefore(t, "approval_fee_ceiling")
 	s := postgres.New(pool)
-	approved, rejected := awaitingApproval(t, s, pool, "v1-approved"), awaitingApproval(t, s, pool, "v1-rejected")
+	// The rows as the schema of then holds them: the store's statements
+	// are today's.
+	approved, rejected := oldRow(t, pool, "v1-approved", nil), oldRow(t, pool, "v1-rejected", nil)
+	if _, err := pool.Exec(ctx(t), `UPDATE tx SET state = 'PENDING_APPROVAL', gas_limit = 21000,
+		approval_expires_at = now() + interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := pool.Exec(ctx(t), `INSERT INTO approval (tx_id, approver, decision, expiry, signature)
 		VALUES ($1, 'alice', 'approve', now() + interval '1 hour', '\x01'), ($2, 'bob', 'reject', NULL, NULL)`, approved, rejected); err != nil {
 		t.Fatal(err)

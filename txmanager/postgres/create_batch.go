@@ -3,11 +3,13 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/batch"
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/txmanager"
 )
 
@@ -82,7 +84,7 @@ func (s *Store) await(ctx context.Context, p *pendingCreate) (txmanager.Tx, bool
 }
 
 // flushCreates inserts a batch, or a lone create by itself. When the
-// shared statement fails (a bad depends_on, a broken rule), nothing of it
+// shared statement fails (an unknown parent, a broken rule), nothing of it
 // was stored, and each create is sent back to be inserted alone, so that
 // only the bad one fails, with its own error.
 func (s *Store) flushCreates(creates []*pendingCreate) {
@@ -128,10 +130,7 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 		ids[i], chains[i], signers[i], requestIDs[i], hashes[i] = p.id.String(), int64(in.ChainID), in.From.Bytes(), in.RequestID, p.hash[:]
 		tos[i], values[i], datas[i], gases[i] = addrBytes(in.To), numeric(in.Value), nonNil(in.Data), optInt(in.Gas)
 		maxFees[i], maxTips[i], routes[i], metadatas[i] = optNumeric(in.MaxFeePerGas), optNumeric(in.MaxPriorityFeePerGas), string(in.Route), string(metadata(in.Metadata))
-		if in.DependsOn != nil {
-			d := in.DependsOn.String()
-			dependsOn[i] = &d
-		}
+		dependsOn[i] = arrayLiteral(in.DependsOn)
 		// The INIT event carries what links a transaction to others (its
 		// dependency, a transfer's transit id): the ledger books a
 		// transfer between chains by them.
@@ -160,4 +159,18 @@ func (s *Store) insertBatch(ctx context.Context, creates []*pendingCreate) (map[
 		return nil, err
 	}
 	return created, nil
+}
+
+// arrayLiteral is ids as a PostgreSQL array literal ({id,id}), nil for
+// none.
+func arrayLiteral(ids dependson.List) *string {
+	if ids == nil {
+		return nil
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id.String()
+	}
+	s := "{" + strings.Join(parts, ",") + "}"
+	return &s
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/txmanager"
 	"github.com/txfence/txfence/txmanager/postgres"
@@ -65,6 +67,10 @@ func TestCreatesShareAStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, _, err := s.Create(ctx(t), intent("other-parent", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	gas, fee, tip := uint64(90_000), big.NewInt(30_000_000_000), big.NewInt(2_000_000_000)
 	var intents []*txmanager.Intent
 	intents = append(intents, intent("dup", 5))
@@ -73,7 +79,7 @@ func TestCreatesShareAStatement(t *testing.T) {
 		switch i % 3 {
 		case 0: // a contract creation with every optional field
 			in.To, in.Data, in.Gas, in.MaxFeePerGas, in.MaxPriorityFeePerGas = nil, []byte{0x60, 0x80, byte(i)}, &gas, fee, tip
-			in.DependsOn, in.Route = &parent.ID, txmanager.RoutePrivate
+			in.DependsOn, in.Route = dependson.List{other.ID, parent.ID}, txmanager.RoutePrivate
 			in.Metadata = json.RawMessage(fmt.Sprintf(`{"n": %d, "big": 123456789012345678901234567890}`, i))
 		case 1:
 			in.Value = new(big.Int).Lsh(big.NewInt(1), 255)
@@ -105,10 +111,10 @@ func TestCreatesShareAStatement(t *testing.T) {
 	if o := out[12]; errs.KindOf(o.err) != errs.Conflict {
 		t.Errorf("dup with another body: %v, want a conflict", o.err)
 	}
-	if got := count(t, pool, `SELECT count(*) FROM tx`); got != 12 {
-		t.Errorf("%d transactions, want 12 (the parent and 11 created)", got)
+	if got := count(t, pool, `SELECT count(*) FROM tx`); got != 13 {
+		t.Errorf("%d transactions, want 13 (the parents and 11 created)", got)
 	}
-	if got := count(t, pool, `SELECT count(*) FROM tx t JOIN event e USING (tx_id) WHERE e.type = 'tx.state_changed'`); got != 12 {
+	if got := count(t, pool, `SELECT count(*) FROM tx t JOIN event e USING (tx_id) WHERE e.type = 'tx.state_changed'`); got != 13 {
 		t.Errorf("%d INIT events, want one per transaction", got)
 	}
 }
@@ -118,20 +124,28 @@ func TestCreatesShareAStatement(t *testing.T) {
 func TestABadCreateFailsAloneInABatch(t *testing.T) {
 	t.Parallel()
 	s, pool := store(t, 8)
-	missing := uuid.Must(uuid.NewV7())
+	missing, gone := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	parent, _, err := s.Create(ctx(t), intent("parent", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var intents []*txmanager.Intent
 	for i := range 6 {
 		in := intent(fmt.Sprintf("good-%d", i), int64(i))
 		if i == 3 {
-			in.RequestID, in.DependsOn = "orphan", &missing
+			in.RequestID, in.DependsOn = "orphan", dependson.List{parent.ID, missing, gone}
 		}
 		intents = append(intents, in)
 	}
 	out := gather(t, s, intents)
 	for i, o := range out {
 		if i == 3 {
-			if errs.KindOf(o.err) != errs.Invalid {
-				t.Errorf("create with an unknown dependency: %v, want invalid", o.err)
+			// Each missing parent is named by its place.
+			var e *errs.Error
+			if !errors.As(o.err, &e) || e.Kind != errs.Invalid || !reflect.DeepEqual(e.Fields, []errs.FieldError{
+				{Pointer: "/depends_on/1", Detail: "no transaction " + missing.String()},
+				{Pointer: "/depends_on/2", Detail: "no transaction " + gone.String()}}) {
+				t.Errorf("create with unknown parents: %#v, want invalid naming /depends_on/1 and /depends_on/2", o.err)
 			}
 			continue
 		}
@@ -139,11 +153,11 @@ func TestABadCreateFailsAloneInABatch(t *testing.T) {
 			t.Errorf("good create %d beside a bad one: created=%v %v", i, o.created, o.err)
 		}
 	}
-	if got := count(t, pool, `SELECT count(*) FROM tx`); got != 5 {
-		t.Errorf("%d transactions, want the 5 good ones", got)
+	if got := count(t, pool, `SELECT count(*) FROM tx`); got != 6 {
+		t.Errorf("%d transactions, want the parent and the 5 good ones", got)
 	}
-	if got := count(t, pool, `SELECT count(*) FROM event`); got != 5 {
-		t.Errorf("%d events, want 5", got)
+	if got := count(t, pool, `SELECT count(*) FROM event`); got != 6 {
+		t.Errorf("%d events, want 6", got)
 	}
 }
 
@@ -244,9 +258,13 @@ func TestTheInitEventLinksATransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	destination := intent("destination", 2)
-	destination.DependsOn, destination.Metadata = &src.ID, json.RawMessage(`{"transit_id": "rebalance:2025-01-15.7"}`)
+	other, _, err := s.Create(ctx(t), intent("other", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	destination.DependsOn, destination.Metadata = dependson.List{src.ID}, json.RawMessage(`{"transit_id": "rebalance:2025-01-15.7"}`)
 	plain, dependent := intent("plain", 3), intent("dependent", 4)
-	dependent.DependsOn = &src.ID
+	dependent.DependsOn = dependson.List{other.ID, src.ID}
 	badID := intent("bad-id", 5)
 	badID.Metadata = json.RawMessage(`{"transit_id": "not a transit id"}`)
 	// The gateway puts each tenant's transits in a namespace of its own,
@@ -263,9 +281,10 @@ func TestTheInitEventLinksATransfer(t *testing.T) {
 	srcID := src.ID.String()
 	want := map[uuid.UUID]map[string]any{
 		src.ID:       {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7"},
-		out[0].tx.ID: {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7", "depends_on": srcID},
+		other.ID:     {"to_state": "INIT"},
+		out[0].tx.ID: {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7", "depends_on": []any{srcID}},
 		out[1].tx.ID: {"to_state": "INIT"},
-		out[2].tx.ID: {"to_state": "INIT", "depends_on": srcID},
+		out[2].tx.ID: {"to_state": "INIT", "depends_on": []any{other.ID.String(), srcID}},
 		out[3].tx.ID: {"to_state": "INIT"},
 		out[4].tx.ID: {"to_state": "INIT", "transit_id": "rebalance:2025-01-15.7", "transit_namespace": "tenant-a"},
 		out[5].tx.ID: {"to_state": "INIT"},

@@ -1,5 +1,11 @@
 -- Schema produced by the migrations; regenerate with make schema. Do not edit.
 
+CREATE FUNCTION txfence_distinct(ids uuid[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+	SELECT count(DISTINCT id) = count(*) FROM unnest(ids) AS id
+$$;
+
 CREATE FUNCTION txfence_holds_lease(p_chain_id bigint, p_signer bytea, p_owner_node text, p_fencing_token bigint) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
@@ -9,6 +15,23 @@ BEGIN
 		WHERE chain_id = p_chain_id AND signer = p_signer AND owner_node = p_owner_node
 		  AND fencing_token = p_fencing_token AND expires_at > now()
 		FOR KEY SHARE);
+END
+$$;
+
+CREATE FUNCTION txfence_parents_exist() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	missing text;
+BEGIN
+	SELECT string_agg(p.id::text, ',' ORDER BY p.n) INTO missing
+	FROM unnest(NEW.depends_on) WITH ORDINALITY AS p(id, n)
+	WHERE p.id <> NEW.tx_id AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.tx_id = p.id);
+	IF missing IS NOT NULL THEN
+		RAISE EXCEPTION 'depends_on names no transaction: %', missing
+			USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'tx_depends_on_fkey', TABLE = 'tx', DETAIL = missing;
+	END IF;
+	RETURN NEW;
 END
 $$;
 
@@ -160,7 +183,6 @@ CREATE TABLE tx (
     max_fee_per_gas numeric(78,0),
     max_priority_fee_per_gas numeric(78,0),
     route text NOT NULL,
-    depends_on uuid,
     metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     state text NOT NULL,
     sub_state text,
@@ -175,11 +197,14 @@ CREATE TABLE tx (
     signing_gas_price numeric(78,0),
     mined_attempt integer,
     confirmations bigint,
+    depends_on uuid[],
     CONSTRAINT tx_chain_id_check CHECK ((chain_id > 0)),
     CONSTRAINT tx_confirmations_check CHECK ((confirmations >= 1)),
     CONSTRAINT tx_confirmations_with_receipt CHECK (((mined_attempt IS NULL) = (confirmations IS NULL))),
     CONSTRAINT tx_creation_has_data CHECK (((to_address IS NOT NULL) OR (length(data) > 0))),
     CONSTRAINT tx_current_attempt_check CHECK ((current_attempt >= 1)),
+    CONSTRAINT tx_depends_on_self CHECK ((NOT (tx_id = ANY (depends_on)))),
+    CONSTRAINT tx_depends_on_shape CHECK (((depends_on IS NULL) OR ((array_ndims(depends_on) = 1) AND ((cardinality(depends_on) >= 1) AND (cardinality(depends_on) <= 16)) AND (array_position(depends_on, NULL::uuid) IS NULL) AND txfence_distinct(depends_on)))),
     CONSTRAINT tx_final_is_mined CHECK (((state <> ALL (ARRAY['CONFIRMED'::text, 'REVERTED'::text])) OR (mined_attempt IS NOT NULL))),
     CONSTRAINT tx_gas_check CHECK ((gas > 0)),
     CONSTRAINT tx_gas_limit_by_state CHECK (((state = ANY (ARRAY['INIT'::text, 'PENDING_APPROVAL'::text, 'FAILED'::text, 'CANCELLED'::text])) OR (gas_limit IS NOT NULL))),
@@ -313,6 +338,8 @@ CREATE INDEX tx_open_idx ON tx USING btree (chain_id, signer, accept_seq) WHERE 
 
 CREATE INDEX tx_state_idx ON tx USING btree (state, created_at DESC, tx_id DESC);
 
+CREATE TRIGGER tx_depends_on_fkey BEFORE INSERT OR UPDATE OF depends_on ON tx FOR EACH ROW WHEN ((new.depends_on IS NOT NULL)) EXECUTE FUNCTION txfence_parents_exist();
+
 ALTER TABLE ONLY approval
     ADD CONSTRAINT approval_tx_id_fkey FOREIGN KEY (tx_id) REFERENCES tx(tx_id);
 
@@ -336,9 +363,6 @@ ALTER TABLE ONLY tx_action
 
 ALTER TABLE ONLY tx
     ADD CONSTRAINT tx_current_attempt_fk FOREIGN KEY (tx_id, current_attempt) REFERENCES attempt(tx_id, attempt) DEFERRABLE INITIALLY DEFERRED;
-
-ALTER TABLE ONLY tx
-    ADD CONSTRAINT tx_depends_on_fkey FOREIGN KEY (depends_on) REFERENCES tx(tx_id);
 
 ALTER TABLE ONLY tx
     ADD CONSTRAINT tx_mined_attempt_fk FOREIGN KEY (tx_id, mined_attempt) REFERENCES attempt(tx_id, attempt);

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/keyset"
 	"github.com/txfence/txfence/shared/pg"
@@ -102,17 +103,35 @@ func (s *Store) existing(ctx context.Context, in *txmanager.Intent, hash [32]byt
 	if err != nil {
 		return t, fmt.Errorf("read the transaction of request id %q: %w", in.RequestID, err)
 	}
+	if i := in.DependsOn.Index(t.ID); i >= 0 {
+		return t, errs.InvalidFields(fmt.Sprintf("depends_on/%d: the transaction itself (request_id %q is transaction %s)", i, in.RequestID, t.ID),
+			errs.FieldError{Pointer: dependson.Pointer(i), Detail: "the transaction itself"})
+	}
 	if !bytes.Equal(stored, hash[:]) {
 		return t, errs.Errorf(errs.Conflict, "request_id %q was used by transaction %s with another body", in.RequestID, t.ID)
 	}
 	return t, nil
 }
 
-// classifyInsert turns constraint violations into the caller's errors.
+// classifyInsert turns constraint violations into the caller's errors:
+// each parent that does not exist is named by its place in depends_on (the
+// trigger tx_depends_on_fkey lists them in its DETAIL).
 func classifyInsert(err error, in *txmanager.Intent) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" && strings.Contains(pgErr.ConstraintName, "depends_on") {
-		return errs.Errorf(errs.Invalid, "depends_on: no transaction %s", in.DependsOn)
+		var fields []errs.FieldError
+		var named []string
+		for _, s := range strings.Split(pgErr.Detail, ",") {
+			id, err := uuid.Parse(s)
+			if i := in.DependsOn.Index(id); err == nil && i >= 0 {
+				fields = append(fields, errs.FieldError{Pointer: dependson.Pointer(i), Detail: "no transaction " + id.String()})
+				named = append(named, fmt.Sprintf("depends_on/%d: no transaction %s", i, id))
+			}
+		}
+		if len(fields) == 0 {
+			return errs.E(errs.Invalid, "depends_on: no such transaction")
+		}
+		return errs.InvalidFields(strings.Join(named, "; "), fields...)
 	}
 	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
 		return errs.Errorf(errs.Invalid, "the transaction breaks the rule %s", pgErr.ConstraintName)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/shared/pg"
 	"github.com/txfence/txfence/testinfra/pgtest"
@@ -140,7 +141,7 @@ func TestCreateRefusesBadIntentsAndStoresNothing(t *testing.T) {
 		"tip above fee cap": func(in *txmanager.Intent) {
 			in.MaxFeePerGas, in.MaxPriorityFeePerGas = big.NewInt(1), big.NewInt(2)
 		},
-		"an unknown dependency": func(in *txmanager.Intent) { in.DependsOn = &missing },
+		"an unknown dependency": func(in *txmanager.Intent) { in.DependsOn = dependson.List{missing} },
 	}
 	for name, spoil := range tests {
 		in := intent("bad-"+name, 1)

@@ -14,6 +14,7 @@ import (
 // The statements of queries/worker.sql.
 var (
 	qOpenTxs      = query("OpenTxs")
+	qParentStates = query("ParentStates")
 	qCountOpenTxs = query("CountOpenTxs")
 	qLockSubState = query("LockSubState")
 	qRawAttempts  = query("RawAttempts")
@@ -33,6 +34,29 @@ func (s *Store) Open(ctx context.Context, key txmanager.SignerKey, states []txma
 		return nil, fmt.Errorf("open transactions of %s: %w", key, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (txmanager.Tx, error) { return scanTx(r) })
+}
+
+// ParentStates reads the states of the transactions ids in one statement;
+// an id with no transaction is absent from the map.
+func (s *Store) ParentStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]txmanager.State, error) {
+	out := make(map[uuid.UUID]txmanager.State, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, qParentStates.SQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read the states of %d transactions: %w", len(ids), err)
+	}
+	var id uuid.UUID
+	var state string
+	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		out[id] = txmanager.State(state)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the states of %d transactions: %w", len(ids), err)
+	}
+	return out, nil
 }
 
 // CountOpen counts a signer's transactions in the given states.

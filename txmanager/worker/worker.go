@@ -463,6 +463,10 @@ func (w *worker) intake(ctx context.Context) error {
 		return err
 	}
 	ch, cfg := w.config()
+	parents, err := w.parentStates(ctx, txs)
+	if err != nil {
+		return err
+	}
 	// Read at the first transaction that needs them.
 	var (
 		budget *fundsBudget
@@ -482,7 +486,7 @@ func (w *worker) intake(ctx context.Context) error {
 				continue
 			}
 		}
-		ready, err := w.dependencyMet(ctx, t)
+		ready, err := w.dependencyMet(ctx, t, parents)
 		if err != nil {
 			return err
 		}
@@ -567,25 +571,47 @@ func readMarket(ctx context.Context, r *chain.Reader, m *chain.Market, legacy bo
 	return &read, nil
 }
 
-// dependencyMet tells whether t may go on: it depends on nothing, or on a
-// CONFIRMED transaction. A failed parent fails t; a parent still on its
-// way holds it (sub-state waiting_dependency).
-func (w *worker) dependencyMet(ctx context.Context, t *txmanager.Tx) (bool, error) {
-	if t.DependsOn == nil {
+// parentStates reads the states of every parent of txs in one statement,
+// whatever their chains and however many: nil when none has a parent.
+func (w *worker) parentStates(ctx context.Context, txs []txmanager.Tx) (map[uuid.UUID]txmanager.State, error) {
+	var ids []uuid.UUID
+	for i := range txs {
+		ids = append(ids, txs[i].DependsOn...)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return w.Store.ParentStates(ctx, ids)
+}
+
+// dependencyMet tells whether t may go on: it depends on nothing, or on
+// transactions that are all CONFIRMED (states, read for the whole queue
+// at once). A parent FAILED, CANCELLED or REVERTED fails t, the reason
+// naming it (dependency_failed: <parent> <state>), whatever the others
+// are; while any is still on its way, t waits (sub-state
+// waiting_dependency).
+func (w *worker) dependencyMet(ctx context.Context, t *txmanager.Tx, states map[uuid.UUID]txmanager.State) (bool, error) {
+	waiting := false
+	for _, parent := range t.DependsOn {
+		switch state := states[parent]; state {
+		case txmanager.StateConfirmed:
+		case txmanager.StateFailed, txmanager.StateCancelled, txmanager.StateReverted:
+			reason := fmt.Sprintf("%s: %s %s", txmanager.ReasonDependencyFailed, parent, state)
+			if _, err := w.Store.Fail(ctx, w.fence, t.ID, txmanager.StateChanged{Reason: reason}); err != nil && !raced(err) {
+				return false, err
+			}
+			return false, nil
+		default:
+			waiting = true
+		}
+	}
+	if !waiting {
 		return true, nil
 	}
-	parent, err := w.Store.Get(ctx, *t.DependsOn)
-	if err != nil {
-		return false, err
+	if t.SubState == txmanager.SubWaitingDependency {
+		return false, nil // held already: nothing to write
 	}
-	switch parent.State {
-	case txmanager.StateConfirmed:
-		return true, nil
-	case txmanager.StateFailed, txmanager.StateCancelled, txmanager.StateReverted:
-		_, err = w.Store.Fail(ctx, w.fence, t.ID, txmanager.StateChanged{Reason: txmanager.ReasonDependencyFailed})
-	default:
-		_, err = w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateInit, txmanager.SubWaitingDependency, txmanager.ReasonWaitingDependency)
-	}
+	_, err := w.Store.SetSubState(ctx, w.fence, t.ID, txmanager.StateInit, txmanager.SubWaitingDependency, txmanager.ReasonWaitingDependency)
 	if err != nil && !raced(err) {
 		return false, err
 	}

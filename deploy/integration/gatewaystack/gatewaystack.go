@@ -3,7 +3,9 @@
 // asked, the ledger's real read API on its own), the gateway's own
 // database, and two tenants with a signer and keys each. Every exchange
 // is checked against openapi/gateway.yaml, and the ledger's against
-// openapi/ledger.yaml.
+// openapi/ledger.yaml. Given chains (Options.Chains), it runs the whole
+// stack instead: real txmanagerd, mevrouterd, ledgerd and signerd on real
+// anvils, one of each service for every chain.
 package gatewaystack
 
 import (
@@ -50,8 +52,11 @@ type Gateway struct {
 	// PKI holds the test's certificates (servicetest.PKI).
 	PKI string
 	// Ledger is the ledger behind the gateway, with Options.Ledger; nil
-	// otherwise, and the ledger routes answer 503.
+	// otherwise, and the ledger routes answer 503 (unless Services).
 	Ledger *Ledger
+	// Services are the real services behind the gateway with
+	// Options.Chains (TxM is nil then); nil otherwise.
+	Services *Services
 	// Keys: acme's admin (every scope) and read-only (tx:read) keys,
 	// globex's admin.
 	Acme, AcmeRead, Globex   string
@@ -92,6 +97,11 @@ type Options struct {
 	// Unchecked leaves out the check of every exchange against the spec,
 	// for benchmarks: it costs more than the gateway itself.
 	Unchecked bool
+	// Chains, when set, puts the real services behind the gateway,
+	// working on these chains (see Services), instead of txmanager's API
+	// alone; Ledger and SignerPolicy are then left aside. Tenants get
+	// their chains' signers with AssignSigner.
+	Chains []Chain
 }
 
 // Start serves the API for the test's duration.
@@ -99,14 +109,25 @@ func Start(t testing.TB, opts Options) *Gateway {
 	t.Helper()
 	ctx := context.Background()
 	pki := servicetest.PKI(t)
-	var signerURL string
-	if opts.SignerPolicy != "" {
-		signerURL = signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.SignerPolicy}).URL
+	var (
+		txm      *txmanagertest.Server
+		services *Services
+		txmURL   string
+	)
+	if len(opts.Chains) > 0 {
+		services = startServices(t, pki, opts.Chains)
+		txmURL = services.TxManager.URL("internal")
+	} else {
+		var signerURL string
+		if opts.SignerPolicy != "" {
+			signerURL = signertest.StartServer(t, signertest.ServerOptions{PKI: pki, PolicyFile: opts.SignerPolicy}).URL
+		}
+		txm = txmanagertest.Serve(t, pki, txmanagertest.Options{SignerURL: signerURL})
+		txmURL = txm.URL
 	}
-	txm := txmanagertest.Serve(t, pki, txmanagertest.Options{SignerURL: signerURL})
 	pool := pgtest.Migrated(t, postgres.Migrations)
 	store := postgres.New(pool)
-	client, err := remote.NewTxManager(txm.URL, servicetest.Client(t, pki, "gateway", "txmanager"))
+	client, err := remote.NewTxManager(txmURL, servicetest.Client(t, pki, "gateway", "txmanager"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +149,12 @@ func Start(t testing.TB, opts Options) *Gateway {
 	}
 	var books *Ledger
 	var ledgerClient *remote.Ledger
-	if opts.Ledger {
+	switch {
+	case services != nil:
+		if ledgerClient, err = remote.NewLedger(services.Ledger.URL("internal"), servicetest.Client(t, pki, "gateway", "ledger")); err != nil {
+			t.Fatal(err)
+		}
+	case opts.Ledger:
 		books = ServeLedger(t, pki)
 		if ledgerClient, err = remote.NewLedger(books.URL, servicetest.Client(t, pki, "gateway", "ledger")); err != nil {
 			t.Fatal(err)
@@ -168,25 +194,32 @@ func Start(t testing.TB, opts Options) *Gateway {
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 
-	g := &Gateway{URL: ts.URL, Store: store, TxM: txm, PKI: pki, Ledger: books}
+	g := &Gateway{URL: ts.URL, Store: store, TxM: txm, PKI: pki, Ledger: books, Services: services}
 	g.AcmeTenant, g.Acme = g.Tenant(t, "acme", SignerA)
 	g.GlobexTenant, g.Globex = g.Tenant(t, "globex", SignerB)
 	g.AcmeRead = g.Key(t, g.AcmeTenant, "reader", []gateway.Scope{gateway.ScopeTxRead}, nil)
 	return g
 }
 
-// Tenant makes a tenant that owns signer, and its admin key.
+// Tenant makes a tenant that owns signer on chain 31337, and its admin
+// key.
 func (r *Gateway) Tenant(t testing.TB, name, signer string) (gateway.Tenant, string) {
 	t.Helper()
-	ctx := context.Background()
-	tenant, err := r.Store.CreateTenant(ctx, name)
+	tenant, err := r.Store.CreateTenant(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Store.AssignSigner(ctx, tenant.ID, gateway.SignerRef{ChainID: 31337, Address: common.HexToAddress(signer)}); err != nil {
+	r.AssignSigner(t, tenant, 31337, signer)
+	return tenant, r.Key(t, tenant, "admin", gateway.Scopes, nil)
+}
+
+// AssignSigner gives tenant signer on chainID: its keys without a list
+// of signers may use it from then on.
+func (r *Gateway) AssignSigner(t testing.TB, tenant gateway.Tenant, chainID uint64, signer string) {
+	t.Helper()
+	if err := r.Store.AssignSigner(context.Background(), tenant.ID, gateway.SignerRef{ChainID: chainID, Address: common.HexToAddress(signer)}); err != nil {
 		t.Fatal(err)
 	}
-	return tenant, r.Key(t, tenant, "admin", gateway.Scopes, nil)
 }
 
 // Key makes a key of tenant and returns its token.

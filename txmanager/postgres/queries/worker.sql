@@ -14,6 +14,12 @@ WHERE chain_id = $1 AND signer = $2 AND state = ANY($3)
   AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED')
 ORDER BY accept_seq LIMIT $4;
 
+-- name: ParentStates
+-- The states of the transactions $1, each once: the parents of every
+-- transaction the worker is about to take on, read in one statement
+-- however many there are. An id with no transaction has no row.
+SELECT tx_id, state FROM tx WHERE tx_id = ANY($1::uuid[]);
+
 -- name: CountOpenTxs
 -- How many of a signer's transactions are in the states $3 and not final.
 SELECT count(*) FROM tx

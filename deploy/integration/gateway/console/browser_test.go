@@ -690,6 +690,23 @@ func TestConsole(t *testing.T) {
 		b.screenshot("console-tx")
 	})
 
+	t.Run("a transaction lists each of its parents", func(t *testing.T) {
+		resp, body := g.Do(t, g.Acme, "POST", "/api/v1/tx", strings.Replace(gatewaystack.Transfer(gatewaystack.SignerA, "1"), `"route"`,
+			`"depends_on": ["`+tokenPay.TxID+`", "`+toApprove.TxID+`"], "route"`, 1), "Idempotency-Key", "console-child")
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create: %d %s", resp.StatusCode, body)
+		}
+		child := servicetest.Decode[gatewaystack.Tx](t, body)
+		eval[string](b, `location.hash = "#/tx/`+child.TxID+`"`)
+		b.waitText("#tx-id", child.TxID)
+		b.wait(`#tx-fields a.txid[data-tx="` + toApprove.TxID + `"]`)
+		if got := eval[[]string](b, `[...document.querySelectorAll("#tx-fields a.txid")].map(a => a.dataset.tx)`); !slices.Equal(got, []string{tokenPay.TxID, toApprove.TxID}) {
+			t.Errorf("the parents linked: %v, want %s and %s in order", got, tokenPay.TxID, toApprove.TxID)
+		}
+		b.click(`#tx-fields a.txid[data-tx="` + toApprove.TxID + `"]`)
+		b.waitText("#tx-id", toApprove.TxID)
+	})
+
 	t.Run("act on transactions stuck before their broadcast", func(t *testing.T) {
 		fees := txmanager.Fees{MaxFeePerGas: big.NewInt(30_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_500_000_000)}
 		// stuckAt takes a new transfer to state at nonce n, stuck with

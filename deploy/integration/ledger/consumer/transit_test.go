@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/ledger/ledgertest/token"
 	"github.com/txfence/txfence/ledger/postgres"
 	"github.com/txfence/txfence/ledger/transit"
+	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
 	"github.com/txfence/txfence/testinfra/anvil"
 	"github.com/txfence/txfence/testinfra/chaintest"
@@ -138,7 +139,7 @@ func (r *transitRig) open(t *testing.T, s *side) {
 
 // intent makes a transaction of s's wallet in txmanager, as the gateway
 // would, calling s's token with data, marked with transit id when not "".
-func (r *transitRig) intent(t *testing.T, s *side, requestID, transitID string, dependsOn *uuid.UUID, data []byte) uuid.UUID {
+func (r *transitRig) intent(t *testing.T, s *side, requestID, transitID string, dependsOn dependson.List, data []byte) uuid.UUID {
 	t.Helper()
 	meta := json.RawMessage(`{"desk": "treasury"}`)
 	if transitID != "" {
@@ -249,7 +250,7 @@ func (r *transitRig) transfer(t *testing.T, id string, sent, received int64) *tr
 	t.Helper()
 	tr := &transfer{id: id, sent: big.NewInt(sent), received: big.NewInt(received)}
 	tr.source = r.intent(t, &r.a, id+"-out", id, nil, token.TransferCalldata(r.bridge, tr.sent))
-	tr.destination = r.intent(t, &r.b, id+"-in", id, &tr.source, token.MintCalldata(r.b.wallet.Address, tr.received))
+	tr.destination = r.intent(t, &r.b, id+"-in", id, dependson.List{tr.source}, token.MintCalldata(r.b.wallet.Address, tr.received))
 	return tr
 }
 
@@ -528,6 +529,9 @@ func TestARevertedSourceBooksItsFeeOnly(t *testing.T) {
 // one id have two transits, a transaction of another namespace naming an
 // id neither joins that transfer nor takes the id, and an INIT event
 // without a namespace links as it did before namespaces, apart from both.
+// A destination is the transaction whose parents include the source,
+// among others maybe; an INIT event naming its parent as a bare id, as
+// txmanager wrote them before, links too.
 func TestTransitIDsArePerNamespace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -538,7 +542,7 @@ func TestTransitIDsArePerNamespace(t *testing.T) {
 	logs := &logtest.Buffer{}
 	c := &consumer.Consumer{Store: store, API: api, Log: slog.New(slog.NewJSONHandler(logs, nil)), Wait: 50 * time.Millisecond}
 	a, b := common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"), common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
-	create := func(from common.Address, requestID, ns string, dependsOn *uuid.UUID) uuid.UUID {
+	create := func(from common.Address, requestID, ns string, dependsOn ...uuid.UUID) uuid.UUID {
 		t.Helper()
 		tx, _, err := txm.Store.Create(ctx, &txmanager.Intent{ChainID: 31337, From: from, RequestID: requestID, To: &from, Value: big.NewInt(1),
 			Data: []byte{}, Route: txmanager.RoutePublic, DependsOn: dependsOn, Metadata: json.RawMessage(`{"transit_id": "move-1"}`), TransitNamespace: ns})
@@ -548,17 +552,37 @@ func TestTransitIDsArePerNamespace(t *testing.T) {
 		return tx.ID
 	}
 	// Tenant B names the id first; then tenant A's source and destination.
-	squat := create(b, "b-source", "tenant-b", nil)
-	source := create(a, "a-source", "tenant-a", nil)
-	destination := create(a, "a-destination", "tenant-a", &source)
+	squat := create(b, "b-source", "tenant-b")
+	source := create(a, "a-source", "tenant-a")
+	destination := create(a, "a-destination", "tenant-a", source)
 	// A transaction of B's depending on A's source (which the gateway
 	// would refuse) still cannot join A's transfer.
-	intruder := create(b, "b-intruder", "tenant-b", &source)
-	legacy := create(a, "a-legacy", "", nil)
+	intruder := create(b, "b-intruder", "tenant-b", source)
+	legacy := create(a, "a-legacy", "")
+	// plain is a transaction that names no transit.
+	plain := func(requestID string) uuid.UUID {
+		t.Helper()
+		tx, _, err := txm.Store.Create(ctx, &txmanager.Intent{ChainID: 31337, From: a, RequestID: requestID, To: &a, Value: big.NewInt(1),
+			Data: []byte{}, Route: txmanager.RoutePublic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx.ID
+	}
+	// A destination may wait for more than its source: its parents
+	// include the source, after another transaction.
+	cSource := create(a, "c-source", "tenant-c")
+	cDestination := create(a, "c-destination", "tenant-c", plain("c-other"), cSource)
+	// An INIT event written before a transaction could have several
+	// parents names its one parent as a bare id: it links all the same.
+	dSource, dDestination := create(a, "d-source", "tenant-d"), plain("d-destination")
+	txm.WriteEvents(t, txmanagertest.Event{TxID: dDestination, Type: txmanager.EventStateChanged, Payload: json.RawMessage(
+		`{"to_state": "INIT", "depends_on": "` + dSource.String() + `", "transit_id": "move-1", "transit_namespace": "tenant-d"}`)})
 	stepUntilIdle(t, c)
 
 	for key, want := range map[string][2]uuid.UUID{
 		"tenant-a~move-1": {source, destination}, "tenant-b~move-1": {squat, uuid.Nil}, "move-1": {legacy, uuid.Nil},
+		"tenant-c~move-1": {cSource, cDestination}, "tenant-d~move-1": {dSource, dDestination},
 	} {
 		got, err := store.Transit(ctx, key)
 		if err != nil || got.Source.TxID != want[0] || got.Destination.TxID != want[1] {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,9 @@ type envOptions struct {
 	// instead of anvil (which still simulates): a node with answers of
 	// its own.
 	PublicNode http.Handler
+	// Signers is how many of anvil's accounts the chains file lists as
+	// signers, from the first (default 1); each has the settings above.
+	Signers int
 }
 
 func newEnvWith(t testing.TB, opts envOptions) *env {
@@ -117,8 +121,12 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	if opts.SignerSettings != "" {
 		settings = ", " + opts.SignerSettings
 	}
-	chains, err := txmanager.ParseChains([]byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q], "signers": [{"address": %q, "in_flight": %d%s}]}]}`,
-		stack.Node.ChainID(), stack.Node.URL(), from.Hex(), opts.InFlight, settings)))
+	signers := make([]string, max(opts.Signers, 1))
+	for i := range signers {
+		signers[i] = fmt.Sprintf(`{"address": %q, "in_flight": %d%s}`, signertest.DevAddress(i).Hex(), opts.InFlight, settings)
+	}
+	chains, err := txmanager.ParseChains([]byte(fmt.Sprintf(`{"chains": [{"chain_id": %d, "rpc": [%q], "signers": [%s]}]}`,
+		stack.Node.ChainID(), stack.Node.URL(), strings.Join(signers, ", "))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +149,20 @@ func (e *env) key() txmanager.SignerKey {
 // own takes the signer's lease for node and starts its worker.
 func (e *env) own(t testing.TB, node string) *worker.Pool {
 	t.Helper()
-	token, ok, err := e.store.Acquire(ctx(t), node, e.key(), time.Minute)
+	return e.ownKey(t, node, e.key())
+}
+
+// ownKey takes key's lease for node and starts its worker.
+func (e *env) ownKey(t testing.TB, node string, key txmanager.SignerKey) *worker.Pool {
+	t.Helper()
+	token, ok, err := e.store.Acquire(ctx(t), node, key, time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
 	base, cancel := context.WithCancel(context.Background())
 	p := worker.NewPool(base, e.deps)
-	p.Acquired(txmanager.Fence{Node: node, Key: e.key(), Token: token})
-	t.Cleanup(func() { p.Lost(e.key(), "test over"); cancel() })
+	p.Acquired(txmanager.Fence{Node: node, Key: key, Token: token})
+	t.Cleanup(func() { p.Lost(key, "test over"); cancel() })
 	return p
 }
 

@@ -132,7 +132,7 @@ function fields(tx) {
     ['Nonce', tx.nonce],
     ['Hash', mono(tx.hash)],
     ['Request id', mono(tx.request_id)],
-    ['Depends on', tx.depends_on ? txLink(tx.depends_on) : null],
+    ['Depends on', tx.depends_on?.length ? h('span', null, ...tx.depends_on.flatMap((id, i) => (i ? [', ', txLink(id)] : [txLink(id)]))) : null],
     ['Approval wait ends', when(tx.approval_expires_at)],
     ['Created', when(tx.created_at)],
     ['Updated', when(tx.updated_at)],
