@@ -35,6 +35,7 @@ import (
 	"github.com/txfence/txfence/openapi/txmanagerapi"
 	"github.com/txfence/txfence/shared/dependson"
 	"github.com/txfence/txfence/shared/errs"
+	"github.com/txfence/txfence/shared/rpcpool"
 )
 
 // Feed names txmanager's feed in the ledger's cursors.
@@ -104,11 +105,12 @@ type pageBooking struct {
 	transits *transitPage
 }
 
-// settlementPin names a transaction settled in a block.
+// settlementPin names a transaction settled in a block, at its height.
 type settlementPin struct {
 	chainID uint64
 	hash    common.Hash
 	block   common.Hash
+	number  uint64
 }
 
 // settlementRead is what the chain said of one.
@@ -131,7 +133,9 @@ func (c *Consumer) read(ctx context.Context, pin settlementPin) (*booking.Settle
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.Readers[pin.chainID].Settled(ctx, pin.hash, pin.block)
+	// An endpoint of the chain's pool behind the block would answer "no
+	// receipt": only one at its height is asked.
+	return c.Readers[pin.chainID].Settled(rpcpool.AtHead(ctx, pin.number), pin.hash, pin.block)
 }
 
 // prefetch reads every settlement of events (in feed order) from the
@@ -191,7 +195,7 @@ func settlementOf(ev components.Event) (settlementPin, bool) {
 	if json.Unmarshal(ev.Data, &d) != nil || !final(d.ToState, d.Reason) || d.Hash == nil || d.BlockHash == nil {
 		return settlementPin{}, false
 	}
-	return settlementPin{chainID: uint64(ev.ChainId), hash: *d.Hash, block: *d.BlockHash}, true
+	return settlementPin{chainID: uint64(ev.ChainId), hash: *d.Hash, block: *d.BlockHash, number: d.BlockNumber}, true
 }
 
 // unopened returns the first of addrs that is a wallet of chain not opened
@@ -481,6 +485,9 @@ type stateChanged struct {
 	Reason    string       `json:"reason"`
 	Hash      *common.Hash `json:"hash"`
 	BlockHash *common.Hash `json:"block_hash"`
+	// BlockNumber is BlockHash's height: the settlement is read only from
+	// an endpoint at that height or above.
+	BlockNumber uint64 `json:"block_number"`
 	// DependsOn and TransitID are on the INIT event: they link the two
 	// ends of a transfer between chains, within TransitNamespace (the
 	// tenant's, put there by the gateway). DependsOn is an array, or a
