@@ -31,6 +31,9 @@ type WorkStore interface {
 	// Open lists key's transactions in states, in acceptance order, at
 	// most limit: the worker's queue.
 	Open(ctx context.Context, key SignerKey, states []State, limit int) ([]Tx, error)
+	// OpenAfter is Open from the transaction after the one after
+	// (uuid.Nil: from the first): a page of the queue.
+	OpenAfter(ctx context.Context, key SignerKey, states []State, after uuid.UUID, limit int) ([]Tx, error)
 	// ParentStates reads the states of ids in one statement (the parents of
 	// the transactions the worker takes on); an id with no transaction is
 	// absent.

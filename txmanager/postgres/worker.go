@@ -25,11 +25,21 @@ var (
 // Open lists a signer's transactions in the given states, in acceptance
 // order, at most limit: the worker's queue.
 func (s *Store) Open(ctx context.Context, key txmanager.SignerKey, states []txmanager.State, limit int) ([]txmanager.Tx, error) {
+	return s.OpenAfter(ctx, key, states, uuid.Nil, limit)
+}
+
+// OpenAfter is Open from the transaction after the one after (uuid.Nil:
+// from the first): a page of the queue.
+func (s *Store) OpenAfter(ctx context.Context, key txmanager.SignerKey, states []txmanager.State, after uuid.UUID, limit int) ([]txmanager.Tx, error) {
 	names := make([]string, len(states))
 	for i, st := range states {
 		names[i] = string(st)
 	}
-	rows, err := s.pool.Query(ctx, qOpenTxs.SQL, int64(key.ChainID), key.Signer.Bytes(), names, limit)
+	var from *uuid.UUID
+	if after != uuid.Nil {
+		from = &after
+	}
+	rows, err := s.pool.Query(ctx, qOpenTxs.SQL, int64(key.ChainID), key.Signer.Bytes(), names, limit, from)
 	if err != nil {
 		return nil, fmt.Errorf("open transactions of %s: %w", key, err)
 	}

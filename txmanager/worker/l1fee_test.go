@@ -46,6 +46,10 @@ func (s *fundsStore) Open(_ context.Context, _ txmanager.SignerKey, states []txm
 	return nil, fmt.Errorf("the fake lists no transactions in %v", states)
 }
 
+func (s *fundsStore) OpenAfter(ctx context.Context, key txmanager.SignerKey, states []txmanager.State, _ uuid.UUID, limit int) ([]txmanager.Tx, error) {
+	return s.Open(ctx, key, states, limit)
+}
+
 func (s *fundsStore) PendingCost(context.Context, txmanager.SignerKey, uint64, *big.Int) (*big.Int, error) {
 	return new(big.Int).Set(s.pendingCost), nil
 }

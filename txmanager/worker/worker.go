@@ -184,7 +184,13 @@ type worker struct {
 	// l1Fees are the L1 data fees of the signer's open transactions as
 	// priced here, on a chain that charges them (openL1Fees).
 	l1Fees map[uuid.UUID]*big.Int
+	// intakeAfter is where intake's next page of INIT transactions
+	// starts (uuid.Nil: at the first).
+	intakeAfter uuid.UUID
 }
+
+// intakePage is how many INIT transactions one intake pass looks at.
+const intakePage = 64
 
 func (w *worker) run(ctx context.Context) {
 	tick := time.NewTicker(w.PollEvery)
@@ -454,9 +460,19 @@ func raced(err error) bool {
 // a hold, before any nonce is spent: dependencies, simulation, the balance
 // against everything pending, and the policy's dry run.
 func (w *worker) intake(ctx context.Context) error {
-	txs, err := w.Store.Open(ctx, w.fence.Key, []txmanager.State{txmanager.StateInit}, 64)
-	if err != nil || len(txs) == 0 {
+	txs, err := w.Store.OpenAfter(ctx, w.fence.Key, []txmanager.State{txmanager.StateInit}, w.intakeAfter, intakePage)
+	if err != nil {
 		return err
+	}
+	// The next pass takes the next page, and the first again after the
+	// last: a page of transactions that wait (for their parents, for
+	// funds) never keeps the signer's later ones from being looked at.
+	w.intakeAfter = uuid.Nil
+	if len(txs) == intakePage {
+		w.intakeAfter = txs[len(txs)-1].ID
+	}
+	if len(txs) == 0 {
+		return nil
 	}
 	r, err := w.reader()
 	if err != nil {

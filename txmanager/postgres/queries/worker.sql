@@ -3,7 +3,8 @@
 
 -- name: OpenTxs
 -- Up to $4 of a signer's transactions in the states $3 that are not
--- final, in acceptance order: the worker's queue.
+-- final, in acceptance order, after the transaction $5 when it is given:
+-- the worker's queue, or a page of it.
 SELECT tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, max_fee_per_gas::text,
 	max_priority_fee_per_gas::text, route, depends_on, metadata, state, coalesce(sub_state, ''), coalesce(reason, ''),
 	gas_limit, nonce, (SELECT hash FROM attempt a WHERE a.tx_id = tx.tx_id AND a.attempt = coalesce(tx.mined_attempt, tx.current_attempt)),
@@ -12,6 +13,7 @@ SELECT tx_id, chain_id, signer, request_id, to_address, value::text, data, gas, 
 FROM tx
 WHERE chain_id = $1 AND signer = $2 AND state = ANY($3)
   AND state NOT IN ('CONFIRMED', 'REVERTED', 'FAILED', 'CANCELLED')
+  AND ($5::uuid IS NULL OR accept_seq > (SELECT after.accept_seq FROM tx after WHERE after.tx_id = $5))
 ORDER BY accept_seq LIMIT $4;
 
 -- name: ParentStates

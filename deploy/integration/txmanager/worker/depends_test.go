@@ -213,3 +213,34 @@ func TestNoChildIsSentBeforeAllItsParentsAreConfirmed(t *testing.T) {
 		t.Errorf("children that went on before all their parents were CONFIRMED, or failed without a reverted parent: %v", violations)
 	}
 }
+
+// TestWaitingChildrenDoNotHoldTheQueue: more children than one intake
+// pass looks at wait for a parent of a signer no node works; a transfer
+// accepted after them is still taken on and broadcast (intake pages
+// through the INIT queue, from the first again after the last), and every
+// child, on either page, fails once the parent is cancelled.
+func TestWaitingChildrenDoNotHoldTheQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	parent := e.child(t, signertest.DevAddress(1), "parent") // a signer no node works here
+	var children []txmanager.Tx
+	for i := range 70 {
+		children = append(children, e.child(t, e.signer, fmt.Sprintf("child-%d", i), parent.ID))
+	}
+	later := e.create(t, "later", big.NewInt(1))
+	e.own(t, "node-a")
+	e.waitState(t, later.ID, txmanager.StateBroadcasted)
+	for _, c := range children {
+		if tx := e.get(t, c.ID); tx.State != txmanager.StateInit || tx.Nonce != nil {
+			t.Fatalf("%s went on before its parent: %s", c.RequestID, tx.State)
+		}
+	}
+	if _, err := e.store.Cancel(ctx(t), parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range children {
+		if tx := e.waitState(t, c.ID, txmanager.StateFailed); tx.Reason != fmt.Sprintf("dependency_failed: %s CANCELLED", parent.ID) {
+			t.Errorf("%s: reason %q", c.RequestID, tx.Reason)
+		}
+	}
+}
