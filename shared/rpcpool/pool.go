@@ -16,6 +16,9 @@
 //     more than MaxLag blocks behind the best head is used only when none
 //     is closer: "not found" from a lagging node must never read as "not
 //     mined".
+//   - An endpoint whose answers take more than SlowFactor times the
+//     fastest one's (and over SlowFloor) is, like a lagging one, used only
+//     when no faster endpoint can take the call.
 //   - Within what remains, smooth weighted round robin by Weight, skipping
 //     an endpoint whose request or credit budget is spent for now.
 package rpcpool
@@ -84,6 +87,12 @@ type Options struct {
 	// MaxLag is how many blocks behind the best head an endpoint may be
 	// and still serve reads that need no head (default 3).
 	MaxLag uint64
+	// SlowFactor and SlowFloor: an endpoint whose answer time (weighted
+	// over recent calls) is above SlowFloor (default 250ms) and more than
+	// SlowFactor (default 5) times the fastest usable endpoint's takes a
+	// call only when no faster one can.
+	SlowFactor float64
+	SlowFloor  time.Duration
 	// Window is how many recent calls the error rate is taken over
 	// (default 20); ErrorRate the share of failures in it that takes an
 	// endpoint out (default 0.5) for Cooldown (default 10s).
@@ -101,6 +110,12 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.MaxLag == 0 {
 		o.MaxLag = 3
+	}
+	if o.SlowFactor == 0 {
+		o.SlowFactor = 5
+	}
+	if o.SlowFloor == 0 {
+		o.SlowFloor = 250 * time.Millisecond
 	}
 	if o.Window == 0 {
 		o.Window = 20
@@ -337,7 +352,11 @@ func (p *Pool) Pick(c Call) (Endpoint, error) {
 		}
 		fresh = append(fresh, m)
 	}
-	candidates := fresh
+	fast, slow := p.bySpeed(fresh)
+	candidates := fast
+	if len(candidates) == 0 {
+		candidates = slow
+	}
 	if len(candidates) == 0 {
 		// Only lagging nodes: better than none for a read whose head they
 		// have (MinHead is checked above), and the caller asked for no more.
@@ -353,6 +372,27 @@ func (p *Pool) Pick(c Call) (Endpoint, error) {
 	chosen := smoothWeighted(candidates)
 	p.spend(chosen, c.Methods)
 	return chosen.Endpoint, nil
+}
+
+// bySpeed splits ms into those answering within SlowFactor times the
+// fastest one's answer time (or within SlowFloor), and the slower rest.
+// An endpoint not measured yet counts as fast.
+func (p *Pool) bySpeed(ms []*member) (fast, slow []*member) {
+	var fastest time.Duration
+	for _, m := range ms {
+		if m.latency > 0 && (fastest == 0 || m.latency < fastest) {
+			fastest = m.latency
+		}
+	}
+	limit := max(p.opts.SlowFloor, time.Duration(float64(fastest)*p.opts.SlowFactor))
+	for _, m := range ms {
+		if m.latency > limit {
+			slow = append(slow, m)
+		} else {
+			fast = append(fast, m)
+		}
+	}
+	return fast, slow
 }
 
 func describeMethods(methods []string) string {

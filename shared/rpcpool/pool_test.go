@@ -215,6 +215,31 @@ func TestHealthReports(t *testing.T) {
 	}
 }
 
+func TestASlowEndpointServesOnlyWhenNoFasterCan(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	p := newPool(t, c, ep("quick"), ep("slow"), ep("fair"))
+	p.Done("quick", rpcpool.Result{Outcome: rpcpool.OK, Latency: 100 * time.Millisecond})
+	p.Done("slow", rpcpool.Result{Outcome: rpcpool.OK, Latency: 3 * time.Second})
+	p.Done("fair", rpcpool.Result{Outcome: rpcpool.OK, Latency: 400 * time.Millisecond})
+	if got := picks(p, 10, "eth_call", 0); got["slow"] != 0 || got["quick"] != 5 || got["fair"] != 5 {
+		t.Errorf("picks %v, want quick and fair (within 5x of quick), never slow", got)
+	}
+	p.Done("quick", rpcpool.Result{Outcome: rpcpool.RateLimited, RetryAfter: time.Minute})
+	p.Done("fair", rpcpool.Result{Outcome: rpcpool.RateLimited, RetryAfter: time.Minute})
+	if got := picks(p, 3, "eth_call", 0); got["slow"] != 3 {
+		t.Errorf("with the others out: %v, want slow", got)
+	}
+	// Answer times on loopback are tiny: a few milliseconds against
+	// fractions of one is no reason to leave an endpoint out.
+	q := newPool(t, c, ep("a"), ep("b"))
+	q.Done("a", rpcpool.Result{Outcome: rpcpool.OK, Latency: 200 * time.Microsecond})
+	q.Done("b", rpcpool.Result{Outcome: rpcpool.OK, Latency: 20 * time.Millisecond})
+	if got := picks(q, 4, "eth_call", 0); got["a"] != 2 || got["b"] != 2 {
+		t.Errorf("below the slow floor: %v, want both", got)
+	}
+}
+
 func TestAProbeBringsAFailedEndpointBack(t *testing.T) {
 	t.Parallel()
 	c := &clock{now: time.Unix(1_800_000_000, 0)}

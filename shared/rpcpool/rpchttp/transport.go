@@ -155,7 +155,12 @@ func (t *Transport) exchange(req *http.Request, name string, body []byte, method
 			err = fmt.Errorf("an answer larger than %d bytes", t.maxBody())
 		}
 	}
-	result := rpcpool.Result{Latency: time.Since(start)}
+	result := rpcpool.Result{}
+	if len(methods) <= len(probeMethods) {
+		// The answer time of one call (or a probe's two) compares
+		// endpoints; a batch's grows with what it asks for.
+		result.Latency = time.Since(start)
+	}
 	if err != nil {
 		result.Outcome, result.Class = rpcpool.Failed, classConnection
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
