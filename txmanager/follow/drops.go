@@ -23,11 +23,11 @@ import (
 // drop_check_blocks new blocks after a send, the follower asks whether the
 // attempt is known (eth_getTransactionByHash: pooled or mined): one
 // batched request per block for every recent send of every signer of the
-// chain, through the endpoint it reads blocks from. Only the hashes that
-// endpoint did not know, the rare path, are asked of each of the chain's
-// endpoints in the pool, pinned to it (rpcpool.On). An attempt unknown to every endpoint at two
-// lookups in a row (two different blocks: a lagging endpoint's "not found"
-// is never a verdict on its own) is dropped: a tx.attempt event of kind
+// chain, through the chain's pool. Only the hashes that answer did not
+// know, the rare path, are asked of each endpoint of the pool, pinned to
+// it (rpcpool.On). An attempt unknown to every endpoint at two lookups in
+// a row (two different blocks: a lagging endpoint's "not found" is never
+// a verdict on its own) is dropped: a tx.attempt event of kind
 // dropped, and a resend at once, until the attempt was dropped max_drops
 // times; then the transaction is left stuck (dropped_by_node) with an
 // alert, BROADCASTED and tracked, for an operator to act on.
