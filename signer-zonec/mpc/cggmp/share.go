@@ -37,8 +37,8 @@ type Share struct {
 	secret    *big.Int
 	rid       []byte
 	bks       map[string]*birkhoffinterpolation.BkParameter
-	partial   map[string]*pt.ECPoint                       // each party's secret·G
-	paillier  *paillier.Paillier                           // nil before the first Refresh
+	partial   map[string]*pt.ECPoint                        // each party's secret·G
+	paillier  *paillier.Paillier                            // nil before the first Refresh
 	ped       map[string]*zkpaillier.PederssenOpenParameter // each party's ring-Pedersen parameters
 }
 
