@@ -76,7 +76,7 @@ func TestTwoOfThree(t *testing.T) {
 		_, errs := signWith(t, rt, []*Share{shares[2], shares[3]}, [32]byte{2})
 		mustOK(t, "sign", errs)
 		var replays, foreign int
-		for _, err := range rt.refused {
+		for _, err := range rt.refusals() {
 			switch {
 			case errors.Is(err, mpc.ErrReplay):
 				replays++

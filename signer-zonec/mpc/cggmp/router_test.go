@@ -39,6 +39,14 @@ func (r *router) send(env mpc.Envelope) {
 	}
 }
 
+// refusals is what the runners refused so far; deliveries may still be
+// under way after a run ends (late echoes), so it is read under the lock.
+func (r *router) refusals() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.refused...)
+}
+
 // runAll runs one protocol per party to the end and returns each party's error.
 func (r *router) runAll(session mpc.SessionID, protos map[mpc.PartyID]mpc.Protocol) map[mpc.PartyID]error {
 	r.t.Helper()
