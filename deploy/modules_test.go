@@ -12,7 +12,10 @@ import (
 // require shared, testinfra and openapi, never another service: services
 // meet only over their APIs, and a test that runs two of them together
 // lives here, in deploy/integration.
-var services = []string{"gateway", "txmanager", "ledger", "signer-zonec", "mev-router"}
+//
+// signer-zonec/mpc is listed with them so that signer-zonec's module never
+// requires it: the MPC library stays out of signerd's binary.
+var services = []string{"gateway", "txmanager", "ledger", "signer-zonec", "signer-zonec/mpc", "mev-router"}
 
 // TestNoServiceModuleRequiresAnother: `go list -m all` in each service's
 // module alone (no workspace) names no other service's module, tests

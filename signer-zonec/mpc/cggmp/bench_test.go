@@ -1,0 +1,45 @@
+package cggmp
+
+import (
+	"testing"
+
+	"github.com/txfence/txfence/signer-zonec/mpc"
+)
+
+// Benchmarks of a 2-of-3 key, all parties in one process (so the figures add
+// the parties' work on this machine's cores, without network latency):
+//
+//	go test -run '^$' -bench . -benchtime 3x ./cggmp/
+//
+// alice's CGGMP signing has no separate presigning phase, so there is no
+// online-only figure: BenchmarkSign is the full four-round signing.
+
+func BenchmarkKeygen(b *testing.B) {
+	for b.Loop() {
+		session := newSession(b)
+		protos := map[mpc.PartyID]mpc.Protocol{}
+		for _, p := range all {
+			k, err := NewKeygen(session, p, all, 2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			protos[p] = k
+		}
+		mustOK(b, "keygen", (&router{t: b}).runAll(session, protos))
+	}
+}
+
+func BenchmarkRefresh(b *testing.B) {
+	shares := keygen(b)
+	for b.Loop() {
+		shares = refreshAll(b, shares)
+	}
+}
+
+func BenchmarkSign(b *testing.B) {
+	shares := keygen(b)
+	for b.Loop() {
+		_, errs := signWith(b, &router{t: b}, []*Share{shares[1], shares[2]}, [32]byte{9})
+		mustOK(b, "sign", errs)
+	}
+}
