@@ -3,6 +3,7 @@ package cggmp
 import (
 	"testing"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/txfence/txfence/signer-zonec/mpc"
 )
 
@@ -41,5 +42,22 @@ func BenchmarkSign(b *testing.B) {
 	for b.Loop() {
 		_, errs := signWith(b, &router{t: b}, []*Share{shares[1], shares[2]}, [32]byte{9})
 		mustOK(b, "sign", errs)
+	}
+}
+
+// BenchmarkSingleKeySign is the anchor BenchmarkSign is read against, in
+// the same run: one secp256k1 signature of a digest with the whole key in
+// one place (go-ethereum's crypto.Sign), what signerd's Vault backend does
+// per signature once it holds the key.
+func BenchmarkSingleKeySign(b *testing.B) {
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	digest := crypto.Keccak256([]byte("anchor"))
+	for b.Loop() {
+		if _, err := crypto.Sign(digest, key); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -32,6 +32,10 @@ type run struct {
 
 	mu   sync.Mutex
 	send func(to mpc.PartyID, round uint32, payload []byte)
+	// early holds what alice sent before Start gave the run its send: a
+	// peer's message may reach this party, and alice answer it, before
+	// this party's Start.
+	early []outgoing
 
 	once sync.Once
 	done chan struct{}
@@ -75,11 +79,22 @@ func (r *run) MustSend(id string, msg interface{}) {
 	r.out(mpc.PartyID(to), uint32(m.GetMessageType()), payload)
 }
 
+type outgoing struct {
+	to      mpc.PartyID
+	round   uint32
+	payload []byte
+}
+
 func (r *run) out(to mpc.PartyID, round uint32, payload []byte) {
 	r.mu.Lock()
 	send := r.send
+	if send == nil {
+		r.early = append(r.early, outgoing{to, round, payload})
+	}
 	r.mu.Unlock()
-	send(to, round, payload)
+	if send != nil {
+		send(to, round, payload)
+	}
 }
 
 // types.StateChangedListener.
@@ -109,7 +124,12 @@ func (r *run) finish(err error) {
 func (r *run) Start(send func(to mpc.PartyID, round uint32, payload []byte)) error {
 	r.mu.Lock()
 	r.send = send
+	early := r.early
+	r.early = nil
 	r.mu.Unlock()
+	for _, o := range early {
+		send(o.to, o.round, o.payload)
+	}
 	r.start()
 	return nil
 }

@@ -249,7 +249,10 @@ func openAtGenesis(t *testing.T, pool *pgxpool.Pool, store *postgres.Store, node
 // contract that reverts, the rest to outside addresses.
 func settleOn(t *testing.T, node *anvil.Node, n int) []killSent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	// A loaded machine (CI builds and runs other packages beside it) can
+	// take most of a minute to send and mine 600 transactions: the bound is
+	// for a node that stopped, not for a slow one.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reverter := common.HexToAddress("0x000000000000000000000000000000000000fa11")
 	// PUSH1 0 PUSH1 0 REVERT: every call reverts.
