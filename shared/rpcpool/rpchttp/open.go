@@ -35,10 +35,11 @@ type Pooled struct {
 }
 
 // Open makes the pool of chain chainID's endpoints, probes each once and
-// keeps probing in the background. Endpoints down at the start are
-// reported (Log) and the pool starts without them: one chain's providers
-// being down must not keep a daemon serving many chains from starting.
-// Each takes calls once a probe has confirmed its chain id. Whether every
+// keeps probing in the background (Prober.Run, which logs each endpoint
+// out of the pool). Endpoints down at the start are left out until a
+// probe finds them up: one chain's providers being down must not keep a
+// daemon serving many chains from starting. Each takes calls once a probe
+// has confirmed its chain id. Whether every
 // endpoint serves another chain, a configuration mistake, is AnotherChain.
 func Open(ctx context.Context, chainID uint64, endpoints []rpcpool.Endpoint, cfg Config) (*Pooled, error) {
 	pool, err := rpcpool.New(chainID, endpoints, cfg.Pool)
@@ -52,15 +53,6 @@ func Open(ctx context.Context, chainID uint64, endpoints []rpcpool.Endpoint, cfg
 	tr.Timeout = cfg.Timeout
 	prober := &Prober{Transport: tr, Every: cfg.ProbeEvery, Log: cfg.Log}
 	prober.Round(ctx)
-	var why []string
-	for _, h := range pool.Health() {
-		if !h.Usable {
-			why = append(why, fmt.Sprintf("endpoint %s: %s", h.Name, h.Reason))
-		}
-	}
-	if len(why) > 0 && cfg.Log != nil {
-		cfg.Log.Warn("RPC endpoints out of the pool at start", "chain_id", chainID, "why", strings.Join(why, "; "), "alert", true)
-	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Pooled{Pool: pool, Transport: tr, stop: stop, done: make(chan struct{})}
 	go func() {

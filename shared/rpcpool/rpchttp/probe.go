@@ -30,35 +30,43 @@ type Prober struct {
 	Log *slog.Logger
 }
 
-// Run probes until ctx ends.
+// Run probes every Every until ctx ends, the first time after Every: the
+// pool's opener has just made a Round. It logs (Log) every endpoint out
+// of the pool now, then each one that leaves or rejoins it.
 func (p *Prober) Run(ctx context.Context) {
 	every := p.Every
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	usable := map[string]bool{}
+	usable := p.report(nil)
 	for {
-		p.Round(ctx)
-		if p.Log != nil {
-			for _, h := range p.Transport.Pool.Health() {
-				was, seen := usable[h.Name]
-				if seen && was == h.Usable {
-					continue
-				}
-				usable[h.Name] = h.Usable
-				if h.Usable {
-					p.Log.Info("RPC endpoint usable", "chain_id", p.Transport.Pool.ChainID(), "endpoint", h.Name, "head", h.Head)
-				} else {
-					p.Log.Warn("RPC endpoint out of the pool", "chain_id", p.Transport.Pool.ChainID(), "endpoint", h.Name, "reason", h.Reason, "alert", true)
-				}
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(every):
 		}
+		p.Round(ctx)
+		usable = p.report(usable)
 	}
+}
+
+// report logs each endpoint whose usability differs from was (with no
+// was, each that is out of the pool) and returns what it is now.
+func (p *Prober) report(was map[string]bool) map[string]bool {
+	now := map[string]bool{}
+	for _, h := range p.Transport.Pool.Health() {
+		now[h.Name] = h.Usable
+		before, seen := was[h.Name]
+		if p.Log == nil || (seen && before == h.Usable) || (was == nil && h.Usable) {
+			continue
+		}
+		if h.Usable {
+			p.Log.Info("RPC endpoint usable", "chain_id", p.Transport.Pool.ChainID(), "endpoint", h.Name, "head", h.Head)
+		} else {
+			p.Log.Warn("RPC endpoint out of the pool", "chain_id", p.Transport.Pool.ChainID(), "endpoint", h.Name, "reason", h.Reason, "alert", true)
+		}
+	}
+	return now
 }
 
 // Round probes every endpoint once, at once, and returns when all have
