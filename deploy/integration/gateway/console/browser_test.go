@@ -216,6 +216,20 @@ func (b *browser) click(css string) {
 	b.do("click "+css, chromedp.Click(chromedp.CSS(css)))
 }
 
+// follow waits for the link css names and follows it with a DOM click on
+// the element there at that moment: a list the page re-renders as it
+// refreshes (the attention list) can move a row between chromedp's
+// finding it and its mouse click at the row's coordinates, which then
+// lands on another row or none.
+func (b *browser) follow(css string) {
+	b.t.Helper()
+	b.wait(css)
+	q, _ := json.Marshal(css)
+	if !eval[bool](b, fmt.Sprintf(`(() => { const a = document.querySelector(%s); if (!a) return false; a.click(); return true })()`, q)) {
+		b.t.Fatalf("follow %s: gone before it was clicked%s", css, b.context())
+	}
+}
+
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](b *browser, expr string, opts ...chromedp.EvaluateOption) T {
 	b.t.Helper()
@@ -671,7 +685,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("bump a stuck transaction", func(t *testing.T) {
 		b.click(`#nav a[data-route="overview"]`)
-		b.click(fmt.Sprintf(`#attention tr[data-tx="%s"] a`, stuck.TxID))
+		b.follow(fmt.Sprintf(`#attention tr[data-tx="%s"] a`, stuck.TxID))
 		b.waitText("#tx-fields", stuckHash.Hex())
 		// The client's metadata number is beyond a float's precision: shown exactly.
 		b.waitText("#tx-fields", "123456789012345678901234567890")
@@ -737,7 +751,7 @@ func TestConsole(t *testing.T) {
 		open := func(tx uuid.UUID) {
 			t.Helper()
 			b.click(`#nav a[data-route="overview"]`)
-			b.click(fmt.Sprintf(`#attention tr[data-tx="%s"] a`, tx))
+			b.follow(fmt.Sprintf(`#attention tr[data-tx="%s"] a`, tx))
 			b.waitText("#tx-id", tx.String())
 		}
 
