@@ -213,10 +213,32 @@ func (c *cluster) mineUntilConfirmed(t testing.TB, total int, logs func(), durin
 		}
 		if time.Since(lastMove) > stalled {
 			logs()
-			t.Fatalf("%d of %d broadcast and %d confirmed, and nothing moved for %s", sent, total, confirmed, stalled)
+			t.Fatalf("%d of %d broadcast and %d confirmed, and nothing moved for %s; by chain: %s", sent, total, confirmed, stalled, c.openByChain(t, conn))
 		}
 		<-tick.C
 	}
+}
+
+// openByChain describes, for a stalled run, each chain's transactions not
+// CONFIRMED: their states, nonces and attempts, and the chain's head and
+// the signer's mined nonce there.
+func (c *cluster) openByChain(t testing.TB, conn *pgx.Conn) string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	for _, stack := range c.stacks {
+		var open string
+		err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s/%s n=%s attempts=%s', state, coalesce(sub_state, ''), nonce, current_attempt), ', ' ORDER BY nonce), 'none')
+			FROM (SELECT * FROM tx WHERE chain_id = $1 AND state <> 'CONFIRMED' ORDER BY nonce LIMIT 20) open`, stack.Node.ChainID()).Scan(&open)
+		if err != nil {
+			open = err.Error()
+		}
+		head, _ := stack.Node.BlockNumber(ctx)
+		mined, _ := stack.Node.Client().NonceAt(ctx, c.from, nil)
+		pending, _ := stack.Node.Client().PendingNonceAt(ctx, c.from)
+		out = append(out, fmt.Sprintf("chain %d (head %d, mined nonce %d, pending nonce %d): %s", stack.Node.ChainID(), head, mined, pending, open))
+	}
+	return strings.Join(out, "; ")
 }
 
 // requireEachNonceOnce checks the end of a run of total transactions on
